@@ -1,0 +1,73 @@
+#include "runtime/backend.h"
+
+#include "base/err.h"
+
+#include <pthread.h>
+
+/* Each backend's registration hook, called once from rt_backends_init(). */
+void cpu_backend_register(void);
+#ifdef VLLM_CUDA
+void cuda_backend_register(void);
+#endif
+
+static rt_backend_factory g_factories[RT_DEV_COUNT];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_once(void) {
+    cpu_backend_register();
+#ifdef VLLM_CUDA
+    cuda_backend_register();
+#endif
+}
+
+void rt_backends_init(void) { pthread_once(&g_once, init_once); }
+
+rt_backend_params rt_backend_params_default(void) {
+    rt_backend_params p = {.n_threads = 0, .device_id = 0};
+    return p;
+}
+
+void rt_backend_register(rt_device dev, rt_backend_factory f) {
+    VC_ASSERT((unsigned)dev < RT_DEV_COUNT);
+    g_factories[dev] = f;
+}
+
+bool rt_backend_available(rt_device dev) {
+    rt_backends_init();
+    return (unsigned)dev < RT_DEV_COUNT && g_factories[dev] != NULL;
+}
+
+rt_backend *rt_backend_create(rt_device dev, const rt_backend_params *p) {
+    rt_backends_init();
+    if ((unsigned)dev >= RT_DEV_COUNT || !g_factories[dev]) {
+        vc_err_set(VC_ERR_UNSUPPORTED, "backend for device %d is not compiled in", (int)dev);
+        return NULL;
+    }
+    rt_backend_params def = rt_backend_params_default();
+    return g_factories[dev](p ? p : &def);
+}
+
+void rt_backend_free(rt_backend *be) {
+    if (be) be->vt->destroy(be);
+}
+
+void *rt_backend_alloc(rt_backend *be, size_t bytes) { return be->vt->alloc(be, bytes); }
+void rt_backend_free_mem(rt_backend *be, void *p) {
+    if (p) be->vt->free(be, p);
+}
+int rt_backend_sync(rt_backend *be) { return be->vt->sync(be); }
+
+int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
+    size_t n = rt_tensor_nbytes(src);
+    if (n != rt_tensor_nbytes(dst))
+        return vc_err_set(VC_ERR_INVALID, "tensor copy: size mismatch (%zu vs %zu bytes)", n,
+                          rt_tensor_nbytes(dst));
+    return be->vt->copy(be, dst->data, dst->device, src->data, src->device, n);
+}
+
+rt_tensor rt_tensor_alloc(rt_backend *be, rt_dtype dt, int ndim, const int64_t *shape) {
+    rt_tensor t = rt_tensor_make(NULL, dt, be->device, ndim, shape);
+    size_t n = rt_tensor_nbytes(&t);
+    t.data = rt_backend_alloc(be, n ? n : 1);
+    return t;
+}

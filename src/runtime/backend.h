@@ -1,0 +1,73 @@
+/* backend — the device seam: a vtable per device plus a registry.
+ *
+ * Model and engine code hold an `rt_backend *` and call ops through
+ * runtime/ops.h; they never name a concrete backend. A backend registers
+ * itself (factory + its op kernels) from rt_backends_init(), which is the
+ * one place that knows the list of compiled-in backends.
+ *
+ *   rt_backend_params p = rt_backend_params_default();
+ *   p.n_threads = 2;
+ *   rt_backend *be = rt_backend_create(RT_DEV_CPU, &p);
+ *   void *buf = rt_backend_alloc(be, bytes);
+ *   ... ops ...
+ *   rt_backend_free_mem(be, buf);
+ *   rt_backend_free(be);
+ */
+#ifndef RT_BACKEND_H
+#define RT_BACKEND_H
+
+#include "runtime/tensor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct rt_backend rt_backend;
+
+typedef struct {
+    int n_threads; /* CPU worker threads; <= 0: number of online cores */
+    int device_id; /* accelerator ordinal */
+} rt_backend_params;
+
+typedef struct {
+    const char *name;
+    rt_device device;
+    void (*destroy)(rt_backend *be);
+    /* 64-byte aligned device memory, NULL on failure (message in vc_err). */
+    void *(*alloc)(rt_backend *be, size_t bytes);
+    void (*free)(rt_backend *be, void *p);
+    /* Copy n bytes between host and this device, or within the device. */
+    int (*copy)(rt_backend *be, void *dst, rt_device dst_dev, const void *src, rt_device src_dev,
+                size_t n);
+    /* Wait until queued work is done. */
+    int (*sync)(rt_backend *be);
+    /* Optional (may be NULL): a finer answer than "a kernel is registered",
+     * e.g. "this dtype combination is not handled". */
+    bool (*supports_op)(rt_backend *be, int op, const void *args);
+} rt_backend_vtable;
+
+struct rt_backend {
+    const rt_backend_vtable *vt;
+    void *ctx; /* backend-private state (thread pool, streams, ...) */
+    rt_device device;
+};
+
+typedef rt_backend *(*rt_backend_factory)(const rt_backend_params *p);
+
+rt_backend_params rt_backend_params_default(void);
+/* Registers every compiled-in backend once (idempotent, thread-safe). */
+void rt_backends_init(void);
+void rt_backend_register(rt_device dev, rt_backend_factory f);
+bool rt_backend_available(rt_device dev);
+/* NULL on failure with a message in vc_err_msg(). */
+rt_backend *rt_backend_create(rt_device dev, const rt_backend_params *p);
+void rt_backend_free(rt_backend *be);
+
+void *rt_backend_alloc(rt_backend *be, size_t bytes);
+void rt_backend_free_mem(rt_backend *be, void *p);
+int rt_backend_sync(rt_backend *be);
+/* Copy a contiguous tensor's bytes: src and dst must have equal nbytes. */
+int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
+/* Allocate a contiguous tensor on the backend's device (data NULL on failure). */
+rt_tensor rt_tensor_alloc(rt_backend *be, rt_dtype dt, int ndim, const int64_t *shape);
+
+#endif

@@ -1,0 +1,148 @@
+#include "runtime/ops.h"
+
+#include "base/err.h"
+
+static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
+
+static const char *g_names[RT_OP_COUNT] = {
+    "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
+    "argmax",
+};
+
+const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
+
+void rt_op_register(rt_op op, rt_device dev, rt_op_fn fn) {
+    VC_ASSERT((unsigned)op < RT_OP_COUNT && (unsigned)dev < RT_DEV_COUNT);
+    g_kernels[op][dev] = fn;
+}
+
+bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a) {
+    if ((unsigned)op >= RT_OP_COUNT || !g_kernels[op][be->device]) return false;
+    if (be->vt->supports_op && !be->vt->supports_op(be, (int)op, a)) return false;
+    return true;
+}
+
+int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a) {
+    if (!rt_op_supported(be, op, a))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "op %s not supported by backend %s", rt_op_name(op),
+                          be->vt->name);
+    return g_kernels[op][be->device](be, a);
+}
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) return vc_err_set(VC_ERR_INVALID, __VA_ARGS__);           \
+    } while (0)
+
+static int64_t last(const rt_tensor *t) { return t->shape[t->ndim - 1]; }
+
+int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids) {
+    CHECK(ids->dtype == RT_I32 && dst->dtype == RT_F32, "embed: ids must be i32, dst f32");
+    CHECK(table->ndim == 2 && last(dst) == last(table) &&
+              rt_tensor_nrows(dst) == rt_tensor_nelem(ids),
+          "embed: shape mismatch");
+    rt_op_args a = {.dst = dst, .src = {table, ids}};
+    return rt_op_exec(be, RT_OP_EMBED, &a);
+}
+
+int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
+              const rt_tensor *bias) {
+    CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32, "matmul: x and dst must be f32");
+    CHECK(w->ndim == 2 && last(x) == last(w) && last(dst) == w->shape[0] &&
+              rt_tensor_nrows(x) == rt_tensor_nrows(dst),
+          "matmul: shape mismatch (x[..,%lld] w[%lld,%lld] dst[..,%lld])", (long long)last(x),
+          (long long)w->shape[0], (long long)last(w), (long long)last(dst));
+    CHECK(!bias || (bias->dtype == RT_F32 && rt_tensor_nelem(bias) == w->shape[0]),
+          "matmul: bias must be f32[out]");
+    rt_op_args a = {.dst = dst, .src = {x, w, bias}};
+    return rt_op_exec(be, RT_OP_MATMUL, &a);
+}
+
+int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
+               float w_offset) {
+    CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32 && w->dtype == RT_F32,
+          "rmsnorm: f32 tensors required");
+    CHECK(rt_tensor_same_shape(dst, x) && rt_tensor_nelem(w) == last(x), "rmsnorm: shape mismatch");
+    rt_op_args a = {.dst = dst, .src = {x, w}};
+    a.p.rmsnorm.eps = eps;
+    a.p.rmsnorm.w_offset = w_offset;
+    return rt_op_exec(be, RT_OP_RMSNORM, &a);
+}
+
+int rt_rope(rt_backend *be, rt_tensor *x, const rt_tensor *pos, const rt_tensor *inv_freq,
+            int rot_dim, bool neox, float attn_factor) {
+    CHECK(x->dtype == RT_F32 && x->ndim == 3, "rope: x must be f32 [n,h,hd]");
+    CHECK(pos->dtype == RT_I32 && rt_tensor_nelem(pos) == x->shape[0], "rope: pos must be i32[n]");
+    CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= x->shape[2] &&
+              inv_freq->dtype == RT_F32 && rt_tensor_nelem(inv_freq) == rot_dim / 2,
+          "rope: bad rot_dim/inv_freq");
+    rt_op_args a = {.dst = x, .src = {pos, inv_freq}};
+    a.p.rope.rot_dim = rot_dim;
+    a.p.rope.neox = neox;
+    a.p.rope.attn_factor = attn_factor;
+    return rt_op_exec(be, RT_OP_ROPE, &a);
+}
+
+int rt_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *gate, const rt_tensor *up, rt_act act) {
+    CHECK(dst->dtype == RT_F32 && gate->dtype == RT_F32 && up->dtype == RT_F32, "glu: f32 required");
+    CHECK(rt_tensor_same_shape(dst, gate) && rt_tensor_same_shape(dst, up), "glu: shape mismatch");
+    rt_op_args a = {.dst = dst, .src = {gate, up}};
+    a.p.glu.act = act;
+    return rt_op_exec(be, RT_OP_GLU, &a);
+}
+
+int rt_add(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *y) {
+    CHECK(dst->dtype == RT_F32 && x->dtype == RT_F32 && y->dtype == RT_F32, "add: f32 required");
+    CHECK(rt_tensor_same_shape(dst, x) && rt_tensor_same_shape(dst, y), "add: shape mismatch");
+    rt_op_args a = {.dst = dst, .src = {x, y}};
+    return rt_op_exec(be, RT_OP_ADD, &a);
+}
+
+int rt_scale(rt_backend *be, rt_tensor *dst, const rt_tensor *x, float s) {
+    CHECK(dst->dtype == RT_F32 && x->dtype == RT_F32 && rt_tensor_same_shape(dst, x),
+          "scale: f32 tensors of one shape required");
+    rt_op_args a = {.dst = dst, .src = {x}};
+    a.p.scale.s = s;
+    return rt_op_exec(be, RT_OP_SCALE, &a);
+}
+
+int rt_softmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
+    CHECK(dst->dtype == RT_F32 && src->dtype == RT_F32 && rt_tensor_same_shape(dst, src),
+          "softmax: f32 tensors of one shape required");
+    rt_op_args a = {.dst = dst, .src = {src}};
+    return rt_op_exec(be, RT_OP_SOFTMAX, &a);
+}
+
+int rt_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k_cache,
+                 const rt_tensor *v_cache, int64_t n_past, float scale, float softcap,
+                 int32_t window) {
+    CHECK(q->ndim == 3 && dst->ndim == 3 && q->dtype == RT_F32 && dst->dtype == RT_F32,
+          "attention: q/dst must be f32 [n,h,hd]");
+    CHECK(k_cache->ndim == 3 && v_cache->ndim == 3 && k_cache->dtype == v_cache->dtype,
+          "attention: caches must be [ctx,kvh,hd] of one dtype");
+    int64_t h = q->shape[1], hd = q->shape[2], kvh = k_cache->shape[1];
+    CHECK(kvh > 0 && h % kvh == 0 && k_cache->shape[2] == hd && v_cache->shape[1] == kvh &&
+              v_cache->shape[2] == hd && rt_tensor_same_shape(dst, q),
+          "attention: head shape mismatch");
+    CHECK(n_past >= 0 && n_past + q->shape[0] <= k_cache->shape[0], "attention: context overflow");
+    rt_op_args a = {.dst = dst, .src = {q, k_cache, v_cache}};
+    a.p.attn.n_past = n_past;
+    a.p.attn.scale = scale;
+    a.p.attn.softcap = softcap;
+    a.p.attn.window = window;
+    return rt_op_exec(be, RT_OP_ATTENTION, &a);
+}
+
+int rt_copy(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
+    CHECK(rt_tensor_same_shape(dst, src), "copy: shape mismatch");
+    rt_op_args a = {.dst = dst, .src = {src}};
+    return rt_op_exec(be, RT_OP_COPY, &a);
+}
+
+int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
+    CHECK(dst->dtype == RT_I32 && src->dtype == RT_F32 &&
+              rt_tensor_nelem(dst) == rt_tensor_nrows(src),
+          "argmax: dst i32[rows], src f32[rows, c]");
+    rt_op_args a = {.dst = dst, .src = {src}};
+    return rt_op_exec(be, RT_OP_ARGMAX, &a);
+}

@@ -1,0 +1,96 @@
+/* ops — the op set and its registry keyed by (op, device).
+ *
+ * Model code calls the typed wrappers below (rt_matmul, rt_rmsnorm, ...).
+ * Each wrapper checks shapes and dtypes, packs an rt_op_args and dispatches
+ * to the kernel that the backend registered for the tensors' device. A
+ * backend registers kernels from its *_backend_register() hook with
+ * rt_op_register(). All float activations are f32 unless stated.
+ *
+ * Shapes (row-major, outermost first; n = tokens, d = hidden,
+ * h = heads, kvh = kv heads, hd = head_dim, V = vocab):
+ *   EMBED      dst[n,d] f32  <- table[V,d] (any dtype) at ids[n] i32
+ *   MATMUL     dst[n,out] f32 = x[n,in] f32 · w[out,in]^T (w any dtype)
+ *              (+ bias[out] f32 when src[2] != NULL)
+ *   RMSNORM    dst[r,d] = x[r,d] * rsqrt(mean(x^2) + eps) * (w_offset + w[d])
+ *              (in place allowed; use a [n*h, hd] view for per-head QK-norm)
+ *   ROPE       x[n,h,hd] rotated in place; pos[n] i32; inv_freq[rot_dim/2] f32
+ *              (already scaled: llama3/linear scaling are folded into
+ *              inv_freq by the caller). neox=false rotates pairs (2i,2i+1)
+ *              (GGUF/llama2.c "normal" layout), neox=true rotates (i, i+rot/2)
+ *              (HF rotate_half). Dims >= rot_dim pass through. cos/sin are
+ *              multiplied by attn_factor.
+ *   GLU        dst[n,f] = act(gate[n,f]) * up[n,f]; act = SiLU or GELU(tanh)
+ *   ADD        dst = a + b (same shape; in place allowed)
+ *   SCALE      dst = a * s
+ *   SOFTMAX    dst[r,c] = softmax over c of src[r,c] (in place allowed)
+ *   ATTENTION  dst[n,h,hd] f32 = causal GQA attention of q[n,h,hd] f32 over
+ *              k_cache[ctx,kvh,hd], v_cache[ctx,kvh,hd] (f32 or f16).
+ *              Query i is at absolute position n_past+i and sees keys
+ *              0..n_past+i (and only the last `window` of them if window>0).
+ *              score = (q·k)*scale, then softcap*tanh(score/softcap) if
+ *              softcap>0. The caller has already stored this step's K/V.
+ *   COPY       dst <- src, same shape, dtype conversion f32<->f16/bf16 and
+ *              quantized->f32 allowed; strided views allowed.
+ *   ARGMAX     dst[r] i32 = argmax over the last dim of src[r,c] f32
+ *              (lowest index wins ties).
+ */
+#ifndef RT_OPS_H
+#define RT_OPS_H
+
+#include "runtime/backend.h"
+
+typedef enum {
+    RT_OP_EMBED = 0,
+    RT_OP_MATMUL,
+    RT_OP_RMSNORM,
+    RT_OP_ROPE,
+    RT_OP_GLU,
+    RT_OP_ADD,
+    RT_OP_SCALE,
+    RT_OP_SOFTMAX,
+    RT_OP_ATTENTION,
+    RT_OP_COPY,
+    RT_OP_ARGMAX,
+    RT_OP_COUNT
+} rt_op;
+
+typedef enum { RT_ACT_SILU = 0, RT_ACT_GELU_TANH = 1 } rt_act;
+
+typedef struct {
+    rt_tensor *dst;
+    const rt_tensor *src[4];
+    union {
+        struct { float eps, w_offset; } rmsnorm;
+        struct { int rot_dim; int neox; float attn_factor; } rope;
+        struct { int act; } glu;
+        struct { float s; } scale;
+        struct { int64_t n_past; float scale, softcap; int32_t window; } attn;
+    } p;
+} rt_op_args;
+
+typedef int (*rt_op_fn)(rt_backend *be, const rt_op_args *a);
+
+const char *rt_op_name(rt_op op);
+void rt_op_register(rt_op op, rt_device dev, rt_op_fn fn);
+bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a);
+/* Dispatch without the wrapper checks (the wrappers call this). */
+int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a);
+
+int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids);
+int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
+              const rt_tensor *bias);
+int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
+               float w_offset);
+int rt_rope(rt_backend *be, rt_tensor *x, const rt_tensor *pos, const rt_tensor *inv_freq,
+            int rot_dim, bool neox, float attn_factor);
+int rt_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *gate, const rt_tensor *up, rt_act act);
+int rt_add(rt_backend *be, rt_tensor *dst, const rt_tensor *a, const rt_tensor *b);
+int rt_scale(rt_backend *be, rt_tensor *dst, const rt_tensor *a, float s);
+int rt_softmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
+int rt_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k_cache,
+                 const rt_tensor *v_cache, int64_t n_past, float scale, float softcap,
+                 int32_t window);
+int rt_copy(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
+int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
+
+#endif
