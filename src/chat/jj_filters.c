@@ -1,6 +1,7 @@
 /* jj_filters — Jinja2's builtin filters and tests (the ones chat templates
  * use), with transformers' tojson (ensure_ascii=False, indent, separators,
  * sort_keys). Semantics follow jinja2/filters.py and jinja2/tests.py. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * block tag or comment is dropped), lstrip_blocks=True (spaces/tabs before
  * a block tag or comment on its own line are dropped), keep_trailing_newline
  * False, and the `-` / `+` modifiers on tags. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

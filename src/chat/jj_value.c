@@ -487,7 +487,7 @@ int jj_as_str(jj_ctx *c, jj_val v, jj_val *out) {
 }
 
 int jj_iterate(jj_ctx *c, jj_val v, jj_list **out) {
-    jj_val l;
+    jj_val l = {0};
     switch (v.t) {
     case JJ_LIST: *out = v.u.l; return 0;
     case JJ_UNDEF:
