@@ -42,7 +42,9 @@ for t in "${targets[@]}"; do
     seeds=$BUILD/seeds/$t corpus=$BUILD/corpus/$t art=$BUILD/artifacts/$t
     rm -rf "$seeds" "$corpus"
     mkdir -p "$seeds" "$corpus" "$art"
-    VLLM_FUZZ_EMIT_SEEDS=$seeds "$BUILD/$t" >/dev/null 2>&1 || true
+    # Targets that support it write seeds and exit; -runs=0 keeps any other
+    # target from fuzzing here.
+    (cd "$art" && VLLM_FUZZ_EMIT_SEEDS=$seeds "$BUILD/$t" -runs=0 >/dev/null 2>&1) || true
     if [ "$t" = fuzz_gguf ] && [ -d "$SHARED/models" ]; then
         find "$SHARED/models" -name '*.gguf' -size -4M -exec cp {} "$seeds/" \; 2>/dev/null || true
     fi
