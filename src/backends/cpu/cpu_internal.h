@@ -120,7 +120,10 @@ void cpu_add_ref(const float *a, const float *b, float *y, int64_t n);
 void cpu_scale_ref(const float *a, float s, float *y, int64_t n);
 void cpu_attn_ref(const cpu_attn_job *job);
 
-/* AVX2 (cpu_*_avx2.c) and AVX-512 (cpu_*_avx512.c) kernels; only called
- * when cpu_isa_detect() says the CPU runs them. */
+/* AVX2 (cpu_*_avx2.c) and AVX-512 (cpu_*_avx512.c) kernels: each file
+ * overrides the table entries it implements; the tables are only used when
+ * cpu_isa_detect() says the CPU runs them. */
+void cpu_fill_matmul_avx2(cpu_kernels *k);
+
 
 #endif
