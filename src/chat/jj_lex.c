@@ -261,7 +261,7 @@ static int lex_tag(lexer *L, bool block) {
                 if (s[i] == '\\' && i + 1 < L->n) i++;
                 i++;
             }
-            if (i >= L->n) return lerr(L, "unterminated string literal");
+            if (i >= L->n) return lerr(L, "unexpected char %s at %zu", ch == '\'' ? "\"'\"" : "'\"'", st - 1);
             jj_tok *t = push(L, JT_STRING, NULL, 0);
             if (!t || unescape(L, s + st, i - st, t) < 0) return t ? -1 : lerr(L, "out of memory");
             count_lines(L, st, i);
@@ -275,8 +275,8 @@ static int lex_tag(lexer *L, bool block) {
         if (!oplen) {
             uint32_t cp;
             jj_utf8_dec(s + i, L->n - i, &cp);
-            return lerr(L, "unexpected char %s%c%s (U+%04X)", cp < 0x80 ? "'" : "", cp < 0x80 ? (char)cp : ' ',
-                        cp < 0x80 ? "'" : "", cp);
+            if (cp >= 0x20 && cp < 0x7F) return lerr(L, "unexpected char '%c' at %zu", (char)cp, i);
+            return lerr(L, "unexpected char U+%04X at %zu", cp, i);
         }
         if (ch == '(' || ch == '[' || ch == '{') depth++;
         else if (oplen == 1 && (ch == ')' || ch == ']' || ch == '}')) {
