@@ -286,7 +286,7 @@ int jj_replace(jj_ctx *c, jj_val s, jj_val old, jj_val new_, int64_t count, jj_v
             size_t k = jj_utf8_dec(p + i, n - i, &cp);
             vc_sb_append(&sb, p + i, k);
             i += k;
-            if (sb.len > JJ_MAX_OUTPUT) break;
+            if (sb.len > jj_max_output(c)) break;
         }
         vc_sb_append(&sb, p + i, n - i);
         return sb_to_val(c, &sb, out);
@@ -298,7 +298,7 @@ int jj_replace(jj_ctx *c, jj_val s, jj_val old, jj_val new_, int64_t count, jj_v
         vc_sb_append(&sb, new_.u.s.p, new_.u.s.n);
         i = (size_t)(f - p) + old.u.s.n;
         done++;
-        if (sb.len > JJ_MAX_OUTPUT) {
+        if (sb.len > jj_max_output(c)) {
             vc_sb_free(&sb);
             return jj_error(c, "string too large");
         }

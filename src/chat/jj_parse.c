@@ -165,7 +165,7 @@ static jj_node *p_tuple(parser *P, bool simplified, bool with_cond, const char *
     }
     if (!is_tuple) {
         if (items.n) return items.v[0];
-        if (!parens) return perr(P, "expected an expression, got %s", tok_desc(P, cur(P)));
+        if (!parens) return perr(P, "Expected an expression, got %s", tok_desc(P, cur(P)));
     }
     jj_node *n = node(P, JN_TUPLE);
     if (!n) return NULL;
