@@ -101,21 +101,25 @@ AI __m256i unpack_nibbles(const uint8_t *p) {
 
 AI void mm_q4_0_m(int64_t k, const rt_block_q4_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M];
+    __m256 acc[CPU_MM_M][2]; /* even / odd blocks: two FMA chains */
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / RT_QK; b++) {
+    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    const int64_t nb = k / RT_QK;
+    for (int64_t b = 0; b < nb; b++) {
         __m256i q = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
+        __m256i aq = _mm256_sign_epi8(q, q);
         float dw = _cvtsh_ss(w[b].d);
         _Pragma("GCC unroll 8")
         for (int j = 0; j < M; j++) {
             const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256 p = _mm256_cvtepi32_ps(dot_i8(q, _mm256_loadu_si256((const __m256i *)a->qs)));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
+            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
+                                            acc[j][b & 1]);
         }
     }
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]);
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 DISPATCH_M(mm_q4_0)
 
@@ -147,9 +151,9 @@ DISPATCH_M(mm_q4_1)
 
 AI void mm_q8_0_m(int64_t k, const rt_block_q8_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M];
+    __m256 acc[CPU_MM_M][2];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j] = _mm256_setzero_ps();
+    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / RT_QK; b++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
         __m256i aq = _mm256_sign_epi8(q, q);
@@ -159,11 +163,12 @@ AI void mm_q8_0_m(int64_t k, const rt_block_q8_0 *w, const char *act, size_t as,
             const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
             __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
             __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
+            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
+                                            acc[j][b & 1]);
         }
     }
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]);
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 DISPATCH_M(mm_q8_0)
 
