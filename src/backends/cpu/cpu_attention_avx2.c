@@ -19,8 +19,45 @@ static inline float load1(const char *row, int64_t i, int f16) {
     return f16 ? _cvtsh_ss(((const uint16_t *)row)[i]) : ((const float *)row)[i];
 }
 
+/* acc[0..hd) += sum_t p[t] * v_t, 32 output floats per register block so
+ * the accumulator is loaded and stored once per chunk, not once per key. */
+static void accumulate_v(const cpu_attn_job *j, const char *v0, const float *p, int cnt,
+                         float *acc) {
+    const int64_t hd = j->hd;
+    const int f16 = j->kv_f16;
+    int64_t d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m256 r0 = _mm256_load_ps(acc + d), r1 = _mm256_load_ps(acc + d + 8);
+        __m256 r2 = _mm256_load_ps(acc + d + 16), r3 = _mm256_load_ps(acc + d + 24);
+        const char *v = v0;
+        for (int t = 0; t < cnt; t++, v += j->v_stride) {
+            __m256 pv = _mm256_set1_ps(p[t]);
+            r0 = _mm256_fmadd_ps(pv, load8(v, d, f16), r0);
+            r1 = _mm256_fmadd_ps(pv, load8(v, d + 8, f16), r1);
+            r2 = _mm256_fmadd_ps(pv, load8(v, d + 16, f16), r2);
+            r3 = _mm256_fmadd_ps(pv, load8(v, d + 24, f16), r3);
+        }
+        _mm256_store_ps(acc + d, r0);
+        _mm256_store_ps(acc + d + 8, r1);
+        _mm256_store_ps(acc + d + 16, r2);
+        _mm256_store_ps(acc + d + 24, r3);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        __m256 r0 = _mm256_load_ps(acc + d);
+        const char *v = v0;
+        for (int t = 0; t < cnt; t++, v += j->v_stride)
+            r0 = _mm256_fmadd_ps(_mm256_set1_ps(p[t]), load8(v, d, f16), r0);
+        _mm256_store_ps(acc + d, r0);
+    }
+    for (; d < hd; d++) {
+        const char *v = v0;
+        for (int t = 0; t < cnt; t++, v += j->v_stride) acc[d] += p[t] * load1(v, d, f16);
+    }
+}
+
 static void attn(const cpu_attn_job *j) {
-    float acc[MAX_HD] __attribute__((aligned(32))), sc[KCHUNK];
+    float acc[MAX_HD] __attribute__((aligned(32)));
+    float sc[KCHUNK] __attribute__((aligned(32)));
     const int64_t hd = j->hd, hd8 = hd & ~(int64_t)7;
     const int f16 = j->kv_f16;
     memset(acc, 0, (size_t)hd * sizeof(float));
@@ -45,7 +82,7 @@ static void attn(const cpu_attn_job *j) {
             cmax = s > cmax ? s : cmax;
         }
         if (cmax > m) {
-            float corr = expf(m - cmax);
+            float corr = expf(m - cmax); /* 0 on the first chunk */
             __m256 cv = _mm256_set1_ps(corr);
             int64_t d = 0;
             for (; d < hd8; d += 8) _mm256_store_ps(acc + d, _mm256_mul_ps(_mm256_load_ps(acc + d), cv));
@@ -53,16 +90,16 @@ static void attn(const cpu_attn_job *j) {
             l *= corr;
             m = cmax;
         }
-        for (int t = 0; t < cnt; t++) {
-            const char *v = j->v + (p0 + t) * j->v_stride;
-            float p = expf(sc[t] - m);
-            l += p;
-            __m256 pv = _mm256_set1_ps(p);
-            int64_t d = 0;
-            for (; d < hd8; d += 8)
-                _mm256_store_ps(acc + d, _mm256_fmadd_ps(pv, load8(v, d, f16), _mm256_load_ps(acc + d)));
-            for (; d < hd; d++) acc[d] += p * load1(v, d, f16);
+        /* p = exp(s - m) for the chunk, 8 at a time (padding lanes give 0) */
+        for (int t = cnt; t < ((cnt + 7) & ~7); t++) sc[t] = -INFINITY;
+        __m256 mv = _mm256_set1_ps(m), lv = _mm256_setzero_ps();
+        for (int t = 0; t < cnt; t += 8) {
+            __m256 e = cpu_exp8(_mm256_sub_ps(_mm256_load_ps(sc + t), mv));
+            _mm256_store_ps(sc + t, e);
+            lv = _mm256_add_ps(lv, e);
         }
+        l += cpu_hsum8(lv);
+        accumulate_v(j, j->v + p0 * j->v_stride, sc, cnt, acc);
     }
     float inv = 1.0f / l;
     for (int64_t d = 0; d < hd; d++) j->out[d] = acc[d] * inv;

@@ -83,6 +83,7 @@ static void init_tables(void) {
     cpu_fill_attention_avx2(&g_tables[CPU_ISA_AVX2]);
     g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_AVX2];
     g_tables[CPU_ISA_AVX512].name = "avx512";
+    cpu_fill_matmul_avx512(&g_tables[CPU_ISA_AVX512]);
 #else
     g_tables[CPU_ISA_AVX2] = g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_SCALAR];
 #endif

@@ -126,6 +126,7 @@ void cpu_attn_ref(const cpu_attn_job *job);
 void cpu_fill_matmul_avx2(cpu_kernels *k);
 void cpu_fill_elementwise_avx2(cpu_kernels *k);
 void cpu_fill_attention_avx2(cpu_kernels *k);
+void cpu_fill_matmul_avx512(cpu_kernels *k);
 
 
 #endif
