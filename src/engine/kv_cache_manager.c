@@ -308,6 +308,12 @@ int kv_mgr_allocate_slots(kv_manager *m, kv_seq *s, int32_t num_computed_tokens,
             return vc_err_set(VC_ERR_INVALID, "kv allocate: a prefix hit for a sequence that holds blocks");
         if (hit->block_ids != s->hit || nh > s->nhashes || hit->num_tokens != nh * B)
             return vc_err_set(VC_ERR_INVALID, "kv allocate: the hit is not this sequence's lookup");
+        for (int32_t i = 0; i < nh; i++) { /* still the cached blocks found at lookup */
+            kv_block_hash h;
+            if (!kv_pool_block_hash(m->pool, hit->block_ids[i], &h) || !kv_hash_eq(&h, &s->hashes[i]))
+                return vc_err_set(VC_ERR_INVALID, "kv allocate: hit block %d was evicted since the lookup",
+                                  hit->block_ids[i]);
+        }
     }
     int64_t local = (int64_t)num_computed_tokens + (int64_t)nh * B;
     int64_t need = local + num_new_tokens + num_lookahead_tokens;
@@ -325,10 +331,6 @@ int kv_mgr_allocate_slots(kv_manager *m, kv_seq *s, int32_t num_computed_tokens,
 
     bool had_blocks = s->nblocks > 0;
     if (nh > 0) {
-        for (int32_t i = 0; i < nh; i++) { /* still the cached block it was at lookup */
-            kv_block_hash h;
-            VC_ASSERT(kv_pool_block_hash(m->pool, hit->block_ids[i], &h) && kv_hash_eq(&h, &s->hashes[i]));
-        }
         kv_pool_touch(m->pool, hit->block_ids, nh);
         memcpy(s->blocks, hit->block_ids, sizeof *s->blocks * (size_t)nh);
         s->nblocks = nh;

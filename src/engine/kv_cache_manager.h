@@ -121,8 +121,9 @@ typedef struct {
  * capped at (num_tokens - 1) rounded down to whole blocks. An empty hit when
  * caching is off or the sequence skips lookups. Counts a prefix-cache query
  * (num_tokens) and its hits (hit tokens) in the stats. *out stays valid
- * until the next lookup on s; pass it to kv_mgr_allocate_slots before any
- * other allocation (an allocation could evict the blocks). */
+ * until the next lookup or append on s; pass it to kv_mgr_allocate_slots
+ * before any other allocation (which could evict its blocks: allocate_slots
+ * then refuses it with VC_ERR_INVALID). */
 void kv_mgr_get_computed_blocks(kv_manager *m, kv_seq *s, kv_hit *out);
 
 enum { KV_ALLOC_OK = 0, KV_ALLOC_NO_SPACE = 1 };
@@ -133,7 +134,9 @@ enum { KV_ALLOC_OK = 0, KV_ALLOC_NO_SPACE = 1 };
  * blocks may take a hit). Hit blocks that sit free in the queue count
  * against the free blocks, since taking them removes them from it.
  * KV_ALLOC_OK: the table covers min(computed + hit + new + lookahead,
- * max_model_len) tokens, newly full final blocks are cached.
+ * max_model_len) tokens, newly full final blocks are cached. The table only
+ * grows while s runs: the ids this call added are table[n_before, n_after)
+ * (what the runner copies to its device row).
  * KV_ALLOC_NO_SPACE: not enough free blocks; nothing changed.
  * Negative vc_status: inconsistent arguments (scheduler bug) or out of
  * memory growing the table; nothing changed. */

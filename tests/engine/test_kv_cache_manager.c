@@ -260,6 +260,31 @@ static void test_freed_blocks_hit_until_evicted(void **st) {
     kv_mgr_free(m);
 }
 
+/* A hit whose blocks were evicted by an allocation in between is refused
+ * without touching anything. */
+static void test_stale_hit_refused(void **st) {
+    (void)st;
+    kv_manager *m = mk(9, 4, true); /* 8 usable */
+    kv_seq *a = seq_with(m, NULL, 0, 8);
+    admit(m, a);
+    kv_seq_release(m, a); /* 2 cached free blocks at the tail */
+    kv_seq *x = seq_with(m, NULL, 0, 12);
+    kv_hit h;
+    kv_mgr_get_computed_blocks(m, x, &h);
+    assert_int_equal(h.num_blocks, 2);
+    kv_seq *y = seq_with(m, NULL, 900, 32);
+    assert_int_equal(kv_mgr_allocate_slots(m, y, 0, 32, NULL, 0), KV_ALLOC_OK); /* takes all 8 */
+    kv_mgr_free_blocks(m, y);
+    snap s0, s1;
+    take(m, &s0);
+    assert_int_equal(kv_mgr_allocate_slots(m, x, 0, 4, &h, 0), VC_ERR_INVALID);
+    assert_non_null(strstr(vc_err_msg(), "evicted"));
+    take(m, &s1);
+    same(&s0, &s1);
+    assert_int_equal(nblocks(x), 0);
+    kv_mgr_free(m);
+}
+
 static const int32_t TOKS[16] = {1, 2, 3, -1, 70000, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 151935};
 
 static void test_salt_and_extra_keys(void **st) {
@@ -562,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_last_token_recomputed),
         cmocka_unit_test(test_alloc_failure_changes_nothing),
         cmocka_unit_test(test_freed_blocks_hit_until_evicted),
+        cmocka_unit_test(test_stale_hit_refused),
         cmocka_unit_test(test_salt_and_extra_keys),
         cmocka_unit_test(test_incremental_hashing),
         cmocka_unit_test(test_decode_caching_and_slots),
