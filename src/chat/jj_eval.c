@@ -22,9 +22,15 @@ int jj_error(jj_ctx *c, const char *fmt, ...) {
 }
 
 jj_arena *jj_ctx_arena(jj_ctx *c) { return &c->arena; }
+size_t jj_max_output(const jj_ctx *c) { return c->lim.max_output; }
+
+jj_limits jj_limits_default(void) {
+    jj_limits l = {.max_steps = 50000000ull, .max_output = (size_t)64 << 20, .max_arena = (size_t)512 << 20};
+    return l;
+}
 
 int jj_step(jj_ctx *c) {
-    if (++c->steps > JJ_MAX_STEPS) return jj_error(c, "template exceeded its evaluation step limit");
+    if (++c->steps > c->lim.max_steps) return jj_error(c, "template exceeded its evaluation step limit");
     return 0;
 }
 
@@ -100,7 +106,7 @@ static int lookup(jj_ctx *c, const jj_scope *s, const char *name, jj_val *out) {
 /* ---- output ---- */
 
 int jj_emit(jj_ctx *c, const char *p, size_t n) {
-    if (c->out->len + n > JJ_MAX_OUTPUT) return jj_error(c, "template output exceeded %u bytes", JJ_MAX_OUTPUT);
+    if (c->out->len + n > c->lim.max_output) return jj_error(c, "template output exceeded %zu bytes", c->lim.max_output);
     vc_sb_append(c->out, p, n);
     return 0;
 }
@@ -126,7 +132,7 @@ static int op_err(jj_ctx *c, const char *op, jj_val a, jj_val b) {
 static int repeat(jj_ctx *c, jj_val seq, int64_t k, jj_val *out) {
     if (k < 0) k = 0;
     if (seq.t == JJ_STR) {
-        if (seq.u.s.n && (uint64_t)k > JJ_MAX_OUTPUT / seq.u.s.n) return jj_error(c, "string repetition too large");
+        if (seq.u.s.n && (uint64_t)k > jj_max_output(c) / seq.u.s.n) return jj_error(c, "string repetition too large");
         size_t tot = seq.u.s.n * (size_t)k;
         char *d = jj_alloc(&c->arena, tot + 1);
         if (!d) return jj_error(c, "template used too much memory");
@@ -521,7 +527,7 @@ static int ev(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out) {
                 vc_sb_free(&sb);
                 return -1;
             }
-            if (sb.len > JJ_MAX_OUTPUT) {
+            if (sb.len > jj_max_output(c)) {
                 vc_sb_free(&sb);
                 return jj_error(c, "string too large");
             }

@@ -254,7 +254,7 @@ static int do_join(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
         if (i && d && jj_to_str(c, &sb, *d) < 0) goto fail;
         if (attr && attr_path(c, v, *attr, &v) < 0) goto fail;
         if (jj_to_str(c, &sb, v) < 0) goto fail;
-        if (sb.len > JJ_MAX_OUTPUT) {
+        if (sb.len > jj_max_output(c)) {
             jj_error(c, "string too large");
             goto fail;
         }

@@ -79,8 +79,11 @@ static void init_tables(void) {
     g_tables[CPU_ISA_AVX2] = g_tables[CPU_ISA_SCALAR];
     g_tables[CPU_ISA_AVX2].name = "avx2";
     cpu_fill_matmul_avx2(&g_tables[CPU_ISA_AVX2]);
+    cpu_fill_elementwise_avx2(&g_tables[CPU_ISA_AVX2]);
+    cpu_fill_attention_avx2(&g_tables[CPU_ISA_AVX2]);
     g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_AVX2];
     g_tables[CPU_ISA_AVX512].name = "avx512";
+    cpu_fill_matmul_avx512(&g_tables[CPU_ISA_AVX512]);
 #else
     g_tables[CPU_ISA_AVX2] = g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_SCALAR];
 #endif

@@ -124,6 +124,9 @@ void cpu_attn_ref(const cpu_attn_job *job);
  * overrides the table entries it implements; the tables are only used when
  * cpu_isa_detect() says the CPU runs them. */
 void cpu_fill_matmul_avx2(cpu_kernels *k);
+void cpu_fill_elementwise_avx2(cpu_kernels *k);
+void cpu_fill_attention_avx2(cpu_kernels *k);
+void cpu_fill_matmul_avx512(cpu_kernels *k);
 
 
 #endif
