@@ -22,6 +22,9 @@ carry `rope_theta` + `rope_scaling` at top level, newer ones carry `rope_paramet
 always reloads the saved folder, so every golden describes the files as they are on disk.
 f16/bf16 checkpoints are reloaded with dtype=float32: the oracle computes in fp32 on the
 rounded weights, which is what an engine that upcasts weights should reproduce.
+Every golden is also re-derived by an independent float64 NumPy forward pass written here
+(np_forward: reads config.json + model.safetensors directly); the script fails unless it agrees
+with transformers within 1e-3 on every recorded logit (observed: < 1e-5).
 
 golden.json schema:
   {
@@ -216,6 +219,114 @@ def run_case(model, prompt):
     return case, min(margin(lg) for lg in steps), diff
 
 
+# --- Independent NumPy reference (float64) -------------------------------------------------
+# Re-derives the logits from config.json + model.safetensors without transformers, so the
+# goldens are checked against a second implementation of the math vllm.c must reproduce.
+
+def read_safetensors(path):
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        buf = raw[base + a:base + b]
+        if t["dtype"] == "BF16":
+            x = (np.frombuffer(buf, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            x = np.frombuffer(buf, {"F32": np.float32, "F16": np.float16}[t["dtype"]])
+        out[name] = x.astype(np.float64).reshape(t["shape"])
+    return out
+
+
+def np_inv_freq(cfg, hd):
+    rp = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    theta = rp.get("rope_theta", cfg.get("rope_theta"))
+    inv = 1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+    kind = rp.get("rope_type", rp.get("type", "default"))
+    if kind == "linear":
+        inv = inv / rp["factor"]
+    elif kind == "llama3":
+        f, lo, hi = rp["factor"], rp["low_freq_factor"], rp["high_freq_factor"]
+        old = rp["original_max_position_embeddings"]
+        wl = 2 * np.pi / inv
+        smooth = (old / wl - lo) / (hi - lo)
+        mid = (1 - smooth) * inv / f + smooth * inv
+        inv = np.where(wl > old / lo, inv / f, np.where(wl < old / hi, inv, mid))
+    else:
+        assert kind == "default", kind
+    return inv
+
+
+def np_forward(d, ids):
+    """Logits [len(ids), vocab] for a Llama/Mistral/Qwen2/Qwen3 checkpoint folder."""
+    cfg = json.loads((d / "config.json").read_text())
+    w = read_safetensors(d / "model.safetensors")
+    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+    eps = cfg["rms_norm_eps"]
+
+    def rms(x, g):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+    T = len(ids)
+    ang = np.arange(T, dtype=np.float64)[:, None] * np_inv_freq(cfg, hd)[None, :]
+    cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
+
+    def rope(x):  # x [T, heads, hd]; rotate_half over the two halves of each head
+        h = hd // 2
+        rot = np.concatenate([-x[..., h:], x[..., :h]], -1)
+        return x * cos[:, None, :] + rot * sin[:, None, :]
+
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    x = w["model.embed_tokens.weight"][ids]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = rms(x, w[p + "input_layernorm.weight"])
+        qkv = []
+        for n, heads in (("q", nh), ("k", nkv), ("v", nkv)):
+            y = a @ w[p + f"self_attn.{n}_proj.weight"].T
+            if p + f"self_attn.{n}_proj.bias" in w:
+                y = y + w[p + f"self_attn.{n}_proj.bias"]
+            y = y.reshape(T, heads, hd)
+            if n != "v" and p + f"self_attn.{n}_norm.weight" in w:
+                y = rms(y, w[p + f"self_attn.{n}_norm.weight"])
+            qkv.append(rope(y) if n != "v" else y)
+        q, k, v = qkv
+        k = np.repeat(k, nh // nkv, axis=1)
+        v = np.repeat(v, nh // nkv, axis=1)
+        s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s = s / s.sum(-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", s, v).reshape(T, nh * hd)
+        x = x + o @ w[p + "self_attn.o_proj.weight"].T
+        m = rms(x, w[p + "post_attention_layernorm.weight"])
+        g = m @ w[p + "mlp.gate_proj.weight"].T
+        u = m @ w[p + "mlp.up_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+    x = rms(x, w["model.norm.weight"])
+    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    return x @ head.T
+
+
+def np_check(d, golden):
+    """Max |numpy - golden| over every recorded top-5 logit; ids must agree."""
+    worst = 0.0
+    for c in golden["cases"]:
+        prompt = golden["prompts"][c["prompt"]]
+        seq = prompt + c["greedy"]
+        lg = np_forward(d, seq)
+        rows = [(t, c["top5"][t]) for t in range(len(prompt))]
+        rows += [(len(prompt) - 1 + k, c["greedy_top5"][k]) for k in range(len(c["greedy"]))]
+        for t, top in rows:
+            assert int(np.argmax(lg[t])) == top[0][0], (d.name, c["prompt"], t)
+            worst = max(worst, max(abs(lg[t][i] - v) for i, v in top))
+    return worst
+
+
 def one_model(spec, out):
     name, cls, kwargs, dtype_name, layout, base_seed = spec
     for attempt in range(MAX_RESEED):
@@ -246,10 +357,13 @@ def one_model(spec, out):
     }
     text = json.dumps(golden, separators=(",", ":"))
     (d / "golden.json").write_text(text + "\n")
+    np_diff = np_check(d, golden)
+    assert np_diff < 1e-3, f"{name}: numpy reference differs from transformers by {np_diff}"
     size = (d / "model.safetensors").stat().st_size
     print(f"{name}: seed {seed} dtype {dtype_name} safetensors {size} B golden {len(text)} B "
           f"min greedy margin {min(margins):.4g} (per prompt "
-          f"{', '.join(f'{m:.3g}' for m in margins)}) cached/uncached max diff {max(diffs):.2g}")
+          f"{', '.join(f'{m:.3g}' for m in margins)}) cached/uncached max diff {max(diffs):.2g}, "
+          f"numpy-reference max diff {np_diff:.2g}")
     assert size < 1 << 20, f"{name}: safetensors too big"
 
 

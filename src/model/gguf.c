@@ -65,7 +65,7 @@ const char *gguf_type_name(gguf_type t) {
     return (unsigned)t < GGUF_TYPE_COUNT ? names[t] : "?";
 }
 
-size_t gguf_scalar_size(uint32_t t) {
+size_t gguf_type_size(gguf_type t) {
     switch (t) {
     case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
     case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
@@ -169,7 +169,7 @@ static int skip_array(parser *ps, int depth, uint32_t *elem_out, uint64_t *n_out
         return VC_ERR_FORMAT;
     if (et >= GGUF_TYPE_COUNT) return fail(ps, "array has invalid element type %u", et);
     /* Every element occupies at least `min` bytes: bounds n before any loop. */
-    size_t min = et == GGUF_TYPE_STRING ? 8 : et == GGUF_TYPE_ARRAY ? 12 : gguf_scalar_size(et);
+    size_t min = et == GGUF_TYPE_STRING ? 8 : et == GGUF_TYPE_ARRAY ? 12 : gguf_type_size((gguf_type)et);
     if (n > left(ps) / min)
         return fail(ps, "array length %llu of %s at offset %zu exceeds the remaining file size %zu",
                     (unsigned long long)n, gguf_type_name((gguf_type)et), ps->pos - 8, left(ps));
@@ -190,7 +190,7 @@ static int skip_value(parser *ps, uint32_t t, int depth) {
         return rd_str(ps, &s, "string");
     }
     if (t == GGUF_TYPE_ARRAY) return skip_array(ps, depth, NULL, NULL);
-    size_t sz = gguf_scalar_size(t);
+    size_t sz = gguf_type_size((gguf_type)t);
     if (sz == 0) return fail(ps, "invalid value type %u", t);
     if (need(ps, sz, gguf_type_name((gguf_type)t)) < 0) return VC_ERR_FORMAT;
     ps->pos += sz;

@@ -109,6 +109,8 @@ uint64_t gguf_data_offset(const gguf_ctx *g);
  * if unknown). gguf_ggml_type_size: block geometry of any ggml type still
  * in ggml (also those we cannot compute with); false if unknown/removed. */
 const char *gguf_type_name(gguf_type t);
+/* Byte size of a scalar value type (bool: 1); 0 for STRING/ARRAY/invalid. */
+size_t gguf_type_size(gguf_type t);
 const char *gguf_ggml_type_name(uint32_t ggml_type);
 bool gguf_ggml_type_size(uint32_t ggml_type, int *block_elems, int *block_bytes);
 

@@ -35,8 +35,6 @@ struct gguf_ctx {
     gguf_tensor_info **ti_sorted; /* [n_tensors] by name */
 };
 
-/* Fixed byte size of a scalar GGUF type; 0 for STRING/ARRAY/invalid. */
-size_t gguf_scalar_size(uint32_t t);
 const gguf_kv *gguf_kv_lookup(const gguf_ctx *g, const char *key);
 
 #endif

@@ -23,10 +23,10 @@ static bool int_value(gguf_type t, const uint8_t *p, bool *neg, uint64_t *mag) {
         return true;
     case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: case GGUF_TYPE_UINT64:
         *neg = false;
-        *mag = rd_le(p, gguf_scalar_size(t));
+        *mag = rd_le(p, gguf_type_size(t));
         return true;
     case GGUF_TYPE_INT8: case GGUF_TYPE_INT16: case GGUF_TYPE_INT32: case GGUF_TYPE_INT64: {
-        size_t n = gguf_scalar_size(t);
+        size_t n = gguf_type_size(t);
         raw = rd_le(p, n);
         if (n < 8 && (raw >> (8 * n - 1)) & 1) raw |= ~(uint64_t)0 << (8 * n); /* sign-extend */
         int64_t s;
@@ -161,7 +161,7 @@ gguf_str gguf_get_arr_str(const gguf_ctx *g, const char *key, uint64_t i) {
 static const uint8_t *arr_elem(const gguf_ctx *g, const char *key, uint64_t i, gguf_type *t) {
     const gguf_kv *kv = gguf_kv_lookup(g, key);
     if (!kv || kv->type != GGUF_TYPE_ARRAY || i >= kv->n) return NULL;
-    size_t sz = gguf_scalar_size(kv->elem);
+    size_t sz = gguf_type_size(kv->elem);
     if (!sz) return NULL;
     *t = kv->elem;
     return kv->val + i * sz;
@@ -181,7 +181,7 @@ bool gguf_get_arr_f32(const gguf_ctx *g, const char *key, uint64_t i, float *out
 
 const void *gguf_get_arr_data(const gguf_ctx *g, const char *key, gguf_type *elem_type, uint64_t *n) {
     const gguf_kv *kv = gguf_kv_lookup(g, key);
-    if (!kv || kv->type != GGUF_TYPE_ARRAY || !gguf_scalar_size(kv->elem)) return NULL;
+    if (!kv || kv->type != GGUF_TYPE_ARRAY || !gguf_type_size(kv->elem)) return NULL;
     if (elem_type) *elem_type = kv->elem;
     if (n) *n = kv->n;
     return kv->val;

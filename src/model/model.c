@@ -21,7 +21,7 @@ static const struct {
 };
 
 mdl_params mdl_params_default(void) {
-    mdl_params p = {.max_batch = 512};
+    mdl_params p = {.max_batch = 512, .upcast_weights = false};
     return p;
 }
 
@@ -79,11 +79,11 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
     if (rt_tensor_nbytes(&host) != w.nbytes)
         return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, expected %zu", path, w.name,
                           w.nbytes, rt_tensor_nbytes(&host));
-    if (ndim == 1 && w.dtype != RT_F32) {
+    if ((ndim == 1 || m->upcast_weights) && w.dtype != RT_F32) {
         /* Norm weights and biases are used as f32 by every op. */
-        if (own_tensor(m, t, RT_F32, 1, shape) < 0) return VC_ERR_OOM;
+        if (own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
         if (m->be->device == RT_DEV_CPU) return rt_copy(m->be, t, &host);
-        rt_tensor tmp = rt_tensor_make(malloc(shape[0] * sizeof(float)), RT_F32, RT_DEV_CPU, 1, shape);
+        rt_tensor tmp = rt_tensor_make(malloc(rt_tensor_nbytes(t)), RT_F32, RT_DEV_CPU, ndim, shape);
         if (!tmp.data) return vc_err_set(VC_ERR_OOM, "out of memory");
         rt_backend *cpu = rt_backend_create(RT_DEV_CPU, NULL);
         int rc = cpu ? rt_copy(cpu, &tmp, &host) : VC_ERR_RUNTIME;
@@ -182,6 +182,7 @@ mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
     if (!p) p = &def;
     m->be = be;
     m->max_batch = p->max_batch > 0 ? p->max_batch : 512;
+    m->upcast_weights = p->upcast_weights;
     m->src = mdl_wsrc_open(path, &m->cfg);
     if (!m->src) goto fail;
     for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)

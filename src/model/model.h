@@ -25,7 +25,9 @@ typedef struct mdl_model mdl_model;
 typedef struct mdl_seq mdl_seq;
 
 typedef struct {
-    int64_t max_batch; /* tokens per forward chunk (activation buffers sized for it) */
+    int64_t max_batch;   /* tokens per forward chunk (activation buffers sized for it) */
+    bool upcast_weights; /* convert every weight to f32 at load: exact fp32 compute for
+                            oracle tests (4-8x the memory of quantized weights) */
 } mdl_params;
 
 mdl_params mdl_params_default(void);

@@ -24,6 +24,7 @@ struct mdl_model {
     mdl_wsrc *src;
     const mdl_arch_impl *arch;
     int64_t max_batch;
+    bool upcast_weights;
 
     rt_tensor tok_embd;   /* [V,d] any dtype */
     rt_tensor out_norm;   /* [d] f32 */

@@ -130,7 +130,7 @@ bool mdl_wsrc_find(const mdl_wsrc *w, const char *canon, mdl_wt *out) {
         out->nbytes = t->nbytes;
         return true;
     }
-    char hf[200];
+    char hf[150];
     if (!canon_to_hf(canon, hf, sizeof hf)) return false;
     const st_tensor *t = st_find(w->st, hf);
     if (!t) return false;

@@ -1,0 +1,125 @@
+/* cpu_backend — the CPU rt_backend: host memory, a thread pool, and the
+ * registration of every op kernel. */
+#include "backends/cpu/cpu_internal.h"
+
+#include "base/err.h"
+#include "base/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void cpu_backend_register(void);
+
+static void *cpu_alloc(rt_backend *be, size_t bytes) {
+    (void)be;
+    size_t n = (bytes + 63) & ~(size_t)63;
+    if (n < bytes) n = bytes; /* overflow: let aligned_alloc fail */
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (!p) vc_err_set(VC_ERR_OOM, "cpu: cannot allocate %zu bytes", bytes);
+    return p;
+}
+
+static void cpu_free(rt_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static int cpu_copy(rt_backend *be, void *dst, rt_device dst_dev, const void *src,
+                    rt_device src_dev, size_t n) {
+    (void)be;
+    if (dst_dev != RT_DEV_CPU || src_dev != RT_DEV_CPU)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cpu backend copies host memory only");
+    if (n) memmove(dst, src, n);
+    return VC_OK;
+}
+
+static int cpu_sync(rt_backend *be) {
+    (void)be; /* ops complete before they return */
+    return VC_OK;
+}
+
+static void cpu_destroy(rt_backend *be) {
+    cpu_ctx *c = be->ctx;
+    cpu_pool_free(c->pool);
+    free(c->scratch);
+    free(c);
+    free(be);
+}
+
+static bool cpu_supports(rt_backend *be, int op, const void *argp) {
+    cpu_ctx *c = be->ctx;
+    const rt_op_args *a = argp;
+    switch (op) {
+    case RT_OP_MATMUL: return c->k->mm[a->src[1]->dtype] != NULL;
+    case RT_OP_ATTENTION:
+        return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16) &&
+               a->src[0]->shape[2] <= 1024;
+    case RT_OP_EMBED: return a->src[0]->dtype != RT_I32;
+    default: return true;
+    }
+}
+
+static const rt_backend_vtable g_cpu_vt = {
+    .name = "cpu",
+    .device = RT_DEV_CPU,
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .supports_op = cpu_supports,
+};
+
+void *cpu_scratch(cpu_ctx *c, size_t bytes) {
+    if (bytes <= c->scratch_bytes) return c->scratch;
+    size_t n = (bytes + 4095) & ~(size_t)4095;
+    void *p = aligned_alloc(64, n);
+    if (!p) {
+        vc_err_set(VC_ERR_OOM, "cpu: cannot allocate %zu bytes of scratch", bytes);
+        return NULL;
+    }
+    free(c->scratch);
+    c->scratch = p;
+    c->scratch_bytes = n;
+    return p;
+}
+
+static rt_backend *cpu_create(const rt_backend_params *p) {
+    rt_backend *be = calloc(1, sizeof *be);
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        vc_err_set(VC_ERR_OOM, "cpu backend: out of memory");
+        return NULL;
+    }
+    c->pool = cpu_pool_create(p->n_threads);
+    if (!c->pool) {
+        free(be);
+        free(c);
+        return NULL;
+    }
+    c->n_threads = cpu_pool_size(c->pool);
+    c->isa = cpu_isa_select();
+    c->k = cpu_kernels_for(c->isa);
+    be->vt = &g_cpu_vt;
+    be->ctx = c;
+    be->device = RT_DEV_CPU;
+    VC_INFO("cpu backend: %d threads, %s kernels", c->n_threads, cpu_isa_name(c->isa));
+    return be;
+}
+
+void cpu_backend_register(void) {
+    rt_backend_register(RT_DEV_CPU, cpu_create);
+    rt_op_register(RT_OP_EMBED, RT_DEV_CPU, cpu_op_embed);
+    rt_op_register(RT_OP_MATMUL, RT_DEV_CPU, cpu_op_matmul);
+    rt_op_register(RT_OP_RMSNORM, RT_DEV_CPU, cpu_op_rmsnorm);
+    rt_op_register(RT_OP_ROPE, RT_DEV_CPU, cpu_op_rope);
+    rt_op_register(RT_OP_GLU, RT_DEV_CPU, cpu_op_glu);
+    rt_op_register(RT_OP_ADD, RT_DEV_CPU, cpu_op_add);
+    rt_op_register(RT_OP_SCALE, RT_DEV_CPU, cpu_op_scale);
+    rt_op_register(RT_OP_SOFTMAX, RT_DEV_CPU, cpu_op_softmax);
+    rt_op_register(RT_OP_ATTENTION, RT_DEV_CPU, cpu_op_attention);
+    rt_op_register(RT_OP_COPY, RT_DEV_CPU, cpu_op_copy);
+    rt_op_register(RT_OP_ARGMAX, RT_DEV_CPU, cpu_op_argmax);
+}

@@ -1,0 +1,35 @@
+/* cpu_embed — EMBED: dst[i,:] = dequant(table[ids[i], :]), one task per token. */
+#include "backends/cpu/cpu_internal.h"
+
+#include "base/err.h"
+#include "runtime/quant.h"
+
+typedef struct {
+    rt_tensor *dst;
+    const rt_tensor *table;
+    const int32_t *ids;
+} embed_job;
+
+static void embed_task(void *ctxp, int64_t i, int thread) {
+    (void)thread;
+    const embed_job *j = ctxp;
+    const char *row = (const char *)j->table->data + (int64_t)j->ids[i] * j->table->stride[0];
+    rt_dequant_row(j->table->dtype, row, rt_tensor_row(j->dst, i), j->table->shape[1]);
+}
+
+int cpu_op_embed(rt_backend *be, const rt_op_args *a) {
+    cpu_ctx *c = be->ctx;
+    const rt_tensor *table = a->src[0], *ids = a->src[1];
+    if (!rt_tensor_is_contiguous(ids) || a->dst->stride[a->dst->ndim - 1] != 4 ||
+        (!rt_dtype_info(table->dtype)->quantized && table->stride[1] != rt_dtype_info(table->dtype)->block_bytes))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cpu embed: rows must be contiguous");
+    const int32_t *id = ids->data;
+    int64_t n = rt_tensor_nelem(ids), V = table->shape[0];
+    for (int64_t i = 0; i < n; i++)
+        if (id[i] < 0 || id[i] >= V)
+            return vc_err_set(VC_ERR_INVALID, "embed: token id %d out of range [0, %lld)", id[i],
+                              (long long)V);
+    embed_job j = {.dst = a->dst, .table = table, .ids = id};
+    cpu_pool_run(c->pool, n, embed_task, &j);
+    return VC_OK;
+}

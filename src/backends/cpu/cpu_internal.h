@@ -1,0 +1,132 @@
+/* cpu_internal — private interface of the CPU backend.
+ *
+ * Map of the backend:
+ *   cpu_backend.c        vtable, factory, op registration, scratch memory
+ *   cpu_threadpool.c     persistent workers (cpu_pool_run)
+ *   cpu_features.c       ISA detection, VLLM_CPU_ISA override, kernel tables
+ *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
+ *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
+ *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
+ *   cpu_norm.c, cpu_rope.c, cpu_elementwise.c, cpu_attention.c,
+ *   cpu_embed.c, cpu_copy.c   the other ops (driver + scalar row kernels)
+ *
+ * Each op driver splits work into tasks for the pool and calls row kernels
+ * through a cpu_kernels table chosen once per backend (by CPU detection or
+ * VLLM_CPU_ISA). The scalar table is the reference the SIMD ones are tested
+ * against (tests/backends/cpu).
+ */
+#ifndef CPU_INTERNAL_H
+#define CPU_INTERNAL_H
+
+#include "backends/cpu/cpu_threadpool.h"
+#include "runtime/ops.h"
+#include "runtime/quant_blocks.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_COUNT } cpu_isa;
+
+/* Activation block for Q4_0/Q4_1/Q8_0 weights: 32 int8 with an f32 scale
+ * (x ~ d*qs) and s = d * sum(qs), which Q4_1's offset term needs. */
+typedef struct {
+    float d, s;
+    int8_t qs[RT_QK];
+} cpu_block_q8a;
+
+/* Max activation rows one matmul micro-kernel call handles. */
+#define CPU_MM_M 4
+
+/* Dot products of one weight row w (k elements, weight dtype) with m <= 4
+ * prepared activation rows act + j*act_stride (bytes): y[j*y_stride] = dot.
+ * Every output is accumulated in the same order whatever m is, so results do
+ * not depend on tiling or thread count. */
+typedef void (*cpu_mm_fn)(int64_t k, const void *w, const void *act, size_t act_stride, int m,
+                          float *y, size_t y_stride);
+
+/* Per-(query, head) attention; see cpu_attention.c for the contract. */
+typedef struct {
+    const float *q;          /* [hd] */
+    const char *k, *v;       /* key/value of position 0 for this kv head */
+    size_t k_stride, v_stride; /* bytes between positions */
+    int kv_f16;              /* cache dtype: 0 f32, 1 f16 */
+    int64_t hd, lo, hi;      /* keys lo..hi inclusive */
+    float scale, softcap;
+    float *out;              /* [hd] */
+} cpu_attn_job;
+
+typedef struct {
+    const char *name;
+    /* MATMUL: indexed by weight dtype; NULL = unsupported */
+    cpu_mm_fn mm[RT_DTYPE_COUNT];
+    void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
+    void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
+    /* row kernels */
+    void (*rmsnorm)(const float *x, const float *w, float *y, int64_t d, float eps, float w_off);
+    void (*softmax)(const float *x, float *y, int64_t n);
+    void (*glu)(const float *g, const float *u, float *y, int64_t n, int act);
+    void (*add)(const float *a, const float *b, float *y, int64_t n);
+    void (*scale)(const float *a, float s, float *y, int64_t n);
+    void (*attn)(const cpu_attn_job *job);
+} cpu_kernels;
+
+typedef struct {
+    cpu_pool *pool;
+    int n_threads;
+    cpu_isa isa;
+    const cpu_kernels *k;
+    void *scratch; /* grown on demand, reused across calls (64-byte aligned) */
+    size_t scratch_bytes;
+} cpu_ctx;
+
+/* cpu_features.c */
+cpu_isa cpu_isa_detect(void);          /* best level this CPU runs */
+cpu_isa cpu_isa_select(void);          /* detect, capped by VLLM_CPU_ISA */
+const char *cpu_isa_name(cpu_isa isa);
+const cpu_kernels *cpu_kernels_for(cpu_isa isa);
+
+/* cpu_backend.c: scratch of at least `bytes` (NULL + vc_err on OOM). */
+void *cpu_scratch(cpu_ctx *c, size_t bytes);
+
+/* Op entry points (registered with rt_op_register). */
+int cpu_op_embed(rt_backend *be, const rt_op_args *a);
+int cpu_op_matmul(rt_backend *be, const rt_op_args *a);
+int cpu_op_rmsnorm(rt_backend *be, const rt_op_args *a);
+int cpu_op_rope(rt_backend *be, const rt_op_args *a);
+int cpu_op_glu(rt_backend *be, const rt_op_args *a);
+int cpu_op_add(rt_backend *be, const rt_op_args *a);
+int cpu_op_scale(rt_backend *be, const rt_op_args *a);
+int cpu_op_softmax(rt_backend *be, const rt_op_args *a);
+int cpu_op_attention(rt_backend *be, const rt_op_args *a);
+int cpu_op_copy(rt_backend *be, const rt_op_args *a);
+int cpu_op_argmax(rt_backend *be, const rt_op_args *a);
+
+/* Scalar kernels (cpu_matmul_ref.c, cpu_norm.c, cpu_elementwise.c, cpu_attention.c). */
+void cpu_mm_f32_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_f16_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_bf16_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_q4_0_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_q4_1_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_q8_0_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_q4_K_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_q5_K_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_mm_q6_K_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
+void cpu_quant_q8a_ref(const float *x, cpu_block_q8a *y, int64_t k);
+void cpu_quant_q8k_ref(const float *x, rt_block_q8_K *y, int64_t k);
+void cpu_rmsnorm_ref(const float *x, const float *w, float *y, int64_t d, float eps, float w_off);
+void cpu_softmax_ref(const float *x, float *y, int64_t n);
+void cpu_glu_ref(const float *g, const float *u, float *y, int64_t n, int act);
+void cpu_add_ref(const float *a, const float *b, float *y, int64_t n);
+void cpu_scale_ref(const float *a, float s, float *y, int64_t n);
+void cpu_attn_ref(const cpu_attn_job *job);
+
+/* AVX2 (cpu_*_avx2.c) and AVX-512 (cpu_*_avx512.c) kernels: each file
+ * overrides the table entries it implements; the tables are only used when
+ * cpu_isa_detect() says the CPU runs them. */
+void cpu_fill_matmul_avx2(cpu_kernels *k);
+void cpu_fill_elementwise_avx2(cpu_kernels *k);
+void cpu_fill_attention_avx2(cpu_kernels *k);
+void cpu_fill_matmul_avx512(cpu_kernels *k);
+
+
+#endif

@@ -1,0 +1,425 @@
+/* cpu_matmul_avx2 — AVX2/FMA/F16C matmul micro-kernels and activation
+ * quantizers (compiled with -mavx2 -mfma -mf16c; called only when
+ * cpu_isa_detect() reports AVX2).
+ *
+ * Each kernel is written for M = 1..4 activation rows sharing one pass over
+ * the weight row (the weight block is loaded/unpacked once per M rows);
+ * every row keeps its own accumulators, so results are independent of M.
+ * Integer dot products of signed int8 use the usual sign trick:
+ * maddubs(|w|, sign(a, w)) == w*a pairwise, then madd to int32.
+ */
+#include "backends/cpu/cpu_internal.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+
+AI float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AI __m256 load_f16x8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+AI __m256 load_bf16x8(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+/* signed int8 x signed int8 -> 8 x int32 partial sums */
+AI __m256i dot_i8(__m256i w, __m256i a) {
+    __m256i aw = _mm256_sign_epi8(w, w), sa = _mm256_sign_epi8(a, w);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), _mm256_set1_epi16(1));
+}
+
+/* ---- float weights ----------------------------------------------------- */
+
+#define FLOAT_KERNEL(NAME, WTYPE, LOAD8, SCALAR)                                                 \
+    AI void NAME##_m(int64_t k, const WTYPE *w, const char *act, size_t as, float *y, size_t ys, \
+                     const int M) {                                                             \
+        __m256 acc[CPU_MM_M][2];                                                                \
+        _Pragma("GCC unroll 8")                                                                 \
+        for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();                \
+        int64_t i = 0;                                                                          \
+        for (; i + 16 <= k; i += 16) {                                                          \
+            __m256 w0 = LOAD8(w + i), w1 = LOAD8(w + i + 8);                                    \
+            _Pragma("GCC unroll 8")                                                             \
+            for (int j = 0; j < M; j++) {                                                       \
+                const float *x = (const float *)(act + j * as);                                 \
+                acc[j][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc[j][0]);             \
+                acc[j][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc[j][1]);         \
+            }                                                                                   \
+        }                                                                                       \
+        _Pragma("GCC unroll 8")                                                                 \
+        for (int j = 0; j < M; j++) {                                                           \
+            const float *x = (const float *)(act + j * as);                                     \
+            float s = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));                               \
+            for (int64_t t = i; t < k; t++) s += SCALAR(w[t]) * x[t];                           \
+            y[j * ys] = s;                                                                      \
+        }                                                                                       \
+    }                                                                                           \
+    static void NAME(int64_t k, const void *w, const void *act, size_t as, int m, float *y,    \
+                     size_t ys) {                                                               \
+        switch (m) {                                                                            \
+        case 1: NAME##_m(k, w, act, as, y, ys, 1); break;                                       \
+        case 2: NAME##_m(k, w, act, as, y, ys, 2); break;                                       \
+        case 3: NAME##_m(k, w, act, as, y, ys, 3); break;                                       \
+        default: NAME##_m(k, w, act, as, y, ys, 4); break;                                      \
+        }                                                                                       \
+    }
+
+#define ID(x) (x)
+FLOAT_KERNEL(mm_f32, float, _mm256_loadu_ps, ID)
+FLOAT_KERNEL(mm_f16, uint16_t, load_f16x8, rt_f16_to_f32)
+FLOAT_KERNEL(mm_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
+
+/* ---- Q4_0 / Q4_1 / Q8_0 with Q8a activations ---------------------------- */
+
+#define DISPATCH_M(NAME)                                                                        \
+    static void NAME(int64_t k, const void *w, const void *act, size_t as, int m, float *y,    \
+                     size_t ys) {                                                               \
+        switch (m) {                                                                            \
+        case 1: NAME##_m(k, w, act, as, y, ys, 1); break;                                       \
+        case 2: NAME##_m(k, w, act, as, y, ys, 2); break;                                       \
+        case 3: NAME##_m(k, w, act, as, y, ys, 3); break;                                       \
+        default: NAME##_m(k, w, act, as, y, ys, 4); break;                                      \
+        }                                                                                       \
+    }
+
+/* 16 packed bytes -> 32 nibbles: low nibbles in bytes 0-15, high in 16-31 */
+AI __m256i unpack_nibbles(const uint8_t *p) {
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+AI void mm_q4_0_m(int64_t k, const rt_block_q4_0 *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc[CPU_MM_M][2]; /* even / odd blocks: two FMA chains */
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    const int64_t nb = k / RT_QK;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i q = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
+        __m256i aq = _mm256_sign_epi8(q, q);
+        float dw = _cvtsh_ss(w[b].d);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) {
+            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
+                                            acc[j][b & 1]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+DISPATCH_M(mm_q4_0)
+
+AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc[CPU_MM_M];
+    float accm[CPU_MM_M];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        acc[j] = _mm256_setzero_ps();
+        accm[j] = 0.0f;
+    }
+    for (int64_t b = 0; b < k / RT_QK; b++) {
+        __m256i q = unpack_nibbles(w[b].qs); /* unsigned 0..15 */
+        float dw = _cvtsh_ss(w[b].d), mw = _cvtsh_ss(w[b].m);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) {
+            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+            __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
+            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
+            accm[j] += mw * a->s;
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) + accm[j];
+}
+DISPATCH_M(mm_q4_1)
+
+AI void mm_q8_0_m(int64_t k, const rt_block_q8_0 *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc[CPU_MM_M][2];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / RT_QK; b++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
+        __m256i aq = _mm256_sign_epi8(q, q);
+        float dw = _cvtsh_ss(w[b].d);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) {
+            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
+                                            acc[j][b & 1]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+DISPATCH_M(mm_q8_0)
+
+/* ---- K-quants with Q8_K activations ------------------------------------ */
+
+/* sum over 8 sub-blocks of m_j * (bsums[2j] + bsums[2j+1]) */
+AI int kq_min_sum(const uint8_t *mins, const int16_t *bsums) {
+    int s = 0;
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) s += mins[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+    return s;
+}
+
+AI void kq_unpack(const uint8_t *scales, uint8_t *sc, uint8_t *mn) {
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) rt_q4k_scale_min(j, scales, &sc[j], &mn[j]);
+}
+
+AI void mm_q4_K_m(int64_t k, const rt_block_q4_K *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc[CPU_MM_M];
+    float accm[CPU_MM_M];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        acc[j] = _mm256_setzero_ps();
+        accm[j] = 0.0f;
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < k / RT_QK_K; b++) {
+        uint8_t sc[8], mn[8];
+        kq_unpack(w[b].scales, sc, mn);
+        float dw = _cvtsh_ss(w[b].d), dmw = _cvtsh_ss(w[b].dmin);
+        __m256i lo[4], hi[4];
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < 4; c++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            lo[c] = _mm256_and_si256(q, m4);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) {
+            const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
+            __m256i sumi = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < 4; c++) {
+                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
+                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a0),
+                                               _mm256_set1_epi16(sc[2 * c]));
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a1),
+                                               _mm256_set1_epi16(sc[2 * c + 1]));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            accm[j] += dmw * a->d * (float)kq_min_sum(mn, a->bsums);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) - accm[j];
+}
+DISPATCH_M(mm_q4_K)
+
+AI void mm_q5_K_m(int64_t k, const rt_block_q5_K *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc[CPU_MM_M];
+    float accm[CPU_MM_M];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        acc[j] = _mm256_setzero_ps();
+        accm[j] = 0.0f;
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < k / RT_QK_K; b++) {
+        uint8_t sc[8], mn[8];
+        kq_unpack(w[b].scales, sc, mn);
+        float dw = _cvtsh_ss(w[b].d), dmw = _cvtsh_ss(w[b].dmin);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
+        __m256i lo[4], hi[4];
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < 4; c++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+            __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+            lo[c] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4));
+            hi[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                    _mm256_slli_epi16(h1, 4));
+        }
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) {
+            const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
+            __m256i sumi = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < 4; c++) {
+                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
+                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a0),
+                                               _mm256_set1_epi16(sc[2 * c]));
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a1),
+                                               _mm256_set1_epi16(sc[2 * c + 1]));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            accm[j] += dmw * a->d * (float)kq_min_sum(mn, a->bsums);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) - accm[j];
+}
+DISPATCH_M(mm_q5_K)
+
+AI void mm_q6_K_m(int64_t k, const rt_block_q6_K *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc[CPU_MM_M];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) acc[j] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    for (int64_t b = 0; b < k / RT_QK_K; b++) {
+        const int8_t *scs = w[b].scales;
+        float dw = _cvtsh_ss(w[b].d);
+        __m256i q[8], scv[8]; /* 8 x 32 values (0..63) in element order; i16 scales per pair */
+        for (int h = 0; h < 2; h++) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
+            __m256i hb = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+            q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                           _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+            q[4 * h + 1] = _mm256_or_si256(
+                _mm256_and_si256(l1, m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+            q[4 * h + 2] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+            q[4 * h + 3] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+        }
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < 8; c++)
+            scv[c] = _mm256_set_m128i(_mm_set1_epi16(scs[2 * c + 1]), _mm_set1_epi16(scs[2 * c]));
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) {
+            const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
+            __m256i sumi = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < 8; c++) {
+                __m256i av = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * c));
+                sumi = _mm256_add_epi32(
+                    sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], av), scv[c]));
+            }
+            /* the -32 offset: sum_g sc_g * 32 * bsum_g */
+            __m256i bs0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
+            __m256i bsum = _mm256_loadu_si256((const __m256i *)a->bsums);
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bs0, bsum), 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]);
+}
+DISPATCH_M(mm_q6_K)
+
+/* ---- activation quantizers (bit-identical to the scalar ones) ----------- */
+
+static void quant_q8a(const float *x, cpu_block_q8a *y, int64_t k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < k / RT_QK; b++, x += RT_QK) {
+        __m256 v[4], mx = _mm256_setzero_ps();
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(x + 8 * i);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float amax = _mm_cvtss_f32(m);
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m256 idv = _mm256_set1_ps(id);
+        __m256i i32[4];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < 4; i++) i32[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], idv));
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]), p16b = _mm256_packs_epi32(i32[2], i32[3]);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        /* undo the in-lane interleave of the packs */
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)y[b].qs, p8);
+        y[b].d = d;
+        y[b].s = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+static void quant_q8k(const float *x, rt_block_q8_K *y, int64_t k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < k / RT_QK_K; b++, x += RT_QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int i = 0; i < RT_QK_K; i += 8)
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float amax = _mm_cvtss_f32(m);
+        if (amax == 0.0f) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float max = 0.0f; /* the first element of largest magnitude, with its sign */
+        for (int i = 0; i < RT_QK_K; i++)
+            if (fabsf(x[i]) == amax) {
+                max = x[i];
+                break;
+            }
+        float iscale = -127.0f / max;
+        __m256 is = _mm256_set1_ps(iscale);
+        for (int i = 0; i < RT_QK_K; i += 32) {
+            __m256i i32[4];
+            _Pragma("GCC unroll 8")
+            for (int t = 0; t < 4; t++)
+                i32[t] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * t), is));
+            __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]),
+                                            _mm256_packs_epi32(i32[2], i32[3]));
+            p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            p8 = _mm256_min_epi8(p8, _mm256_set1_epi8(127));
+            _mm256_storeu_si256((__m256i *)(y[b].qs + i), p8);
+        }
+        for (int g = 0; g < RT_QK_K / 16; g++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(y[b].qs + 16 * g));
+            __m256i w16 = _mm256_cvtepi8_epi16(v);
+            __m256i s = _mm256_madd_epi16(w16, _mm256_set1_epi16(1));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_hadd_epi32(s4, s4);
+            s4 = _mm_hadd_epi32(s4, s4);
+            y[b].bsums[g] = (int16_t)_mm_cvtsi128_si32(s4);
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+void cpu_fill_matmul_avx2(cpu_kernels *k) {
+    k->mm[RT_F32] = mm_f32;
+    k->mm[RT_F16] = mm_f16;
+    k->mm[RT_BF16] = mm_bf16;
+    k->mm[RT_Q4_0] = mm_q4_0;
+    k->mm[RT_Q4_1] = mm_q4_1;
+    k->mm[RT_Q8_0] = mm_q8_0;
+    k->mm[RT_Q4_K] = mm_q4_K;
+    k->mm[RT_Q5_K] = mm_q5_K;
+    k->mm[RT_Q6_K] = mm_q6_K;
+    k->quant_q8a = quant_q8a;
+    k->quant_q8k = quant_q8k;
+}

@@ -1,0 +1,175 @@
+#include "backends/cpu/cpu_threadpool.h"
+
+#include "base/err.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Spin iterations before sleeping: ~tens of microseconds, enough to bridge
+ * the gap between two ops of one decode step without burning a core while
+ * the engine waits for requests. */
+#define SPIN_ITERS 20000
+
+struct cpu_pool {
+    int n;                 /* threads incl. the caller */
+    pthread_t *threads;    /* [n-1] */
+    pthread_mutex_t run_mu;
+    /* the current job */
+    cpu_task_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+    _Atomic int64_t next;  /* next unclaimed task */
+    /* dispatch / completion handshake (futex words are 32-bit) */
+    _Atomic uint32_t gen;  /* bumped per dispatch */
+    _Atomic uint32_t done; /* workers finished with the current gen */
+    _Atomic int n_sleeping;
+    _Atomic int main_waiting;
+    _Atomic int stop;
+};
+
+typedef struct {
+    cpu_pool *p;
+    int index;
+} worker_arg;
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t expected) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *addr, int n) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+static void run_tasks(cpu_pool *p, int thread) {
+    for (;;) {
+        int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+        if (t >= p->n_tasks) break;
+        p->fn(p->ctx, t, thread);
+    }
+}
+
+static void *worker_main(void *argp) {
+    worker_arg *arg = argp;
+    cpu_pool *p = arg->p;
+    int index = arg->index;
+    free(arg);
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t g;
+        int spins = 0;
+        while ((g = atomic_load(&p->gen)) == seen) {
+            if (++spins < SPIN_ITERS) {
+                cpu_relax();
+                continue;
+            }
+            atomic_fetch_add(&p->n_sleeping, 1);
+            if (atomic_load(&p->gen) == seen) futex_wait(&p->gen, seen);
+            atomic_fetch_sub(&p->n_sleeping, 1);
+            spins = 0;
+        }
+        seen = g;
+        if (atomic_load(&p->stop)) return NULL;
+        run_tasks(p, index);
+        if (atomic_fetch_add(&p->done, 1) + 1 == (uint32_t)(p->n - 1) &&
+            atomic_load(&p->main_waiting))
+            futex_wake(&p->done, 1);
+    }
+}
+
+static int online_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+cpu_pool *cpu_pool_create(int n_threads) {
+    if (n_threads <= 0) n_threads = online_cores();
+    if (n_threads > 1024) n_threads = 1024;
+    cpu_pool *p = calloc(1, sizeof *p);
+    if (!p) goto oom;
+    p->n = n_threads;
+    pthread_mutex_init(&p->run_mu, NULL);
+    if (n_threads > 1) {
+        p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
+        if (!p->threads) goto oom;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        int rc = -1;
+        if (a) {
+            a->p = p;
+            a->index = i;
+            rc = pthread_create(&p->threads[i - 1], NULL, worker_main, a);
+        }
+        if (rc != 0) {
+            free(a);
+            p->n = i; /* workers 1..i-1 exist and are joined by cpu_pool_free */
+            cpu_pool_free(p);
+            vc_err_set(VC_ERR_RUNTIME, "cpu pool: cannot start worker thread %d", i);
+            return NULL;
+        }
+    }
+    return p;
+oom:
+    if (p) {
+        free(p->threads);
+        free(p);
+    }
+    vc_err_set(VC_ERR_OOM, "cpu pool: out of memory");
+    return NULL;
+}
+
+void cpu_pool_free(cpu_pool *p) {
+    if (!p) return;
+    atomic_store(&p->stop, 1);
+    atomic_fetch_add(&p->gen, 1);
+    futex_wake(&p->gen, INT_MAX);
+    for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
+    pthread_mutex_destroy(&p->run_mu);
+    free(p->threads);
+    free(p);
+}
+
+int cpu_pool_size(const cpu_pool *p) { return p->n; }
+
+void cpu_pool_run(cpu_pool *p, int64_t n_tasks, cpu_task_fn fn, void *ctx) {
+    if (n_tasks <= 0) return;
+    if (p->n == 1 || n_tasks == 1) { /* not worth waking anyone */
+        for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->run_mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_tasks = n_tasks;
+    atomic_store(&p->next, 0);
+    atomic_store(&p->done, 0);
+    atomic_fetch_add(&p->gen, 1); /* publishes the job (seq_cst) */
+    if (atomic_load(&p->n_sleeping) > 0) futex_wake(&p->gen, INT_MAX);
+    run_tasks(p, 0);
+    uint32_t want = (uint32_t)(p->n - 1);
+    int spins = 0;
+    for (;;) {
+        uint32_t d = atomic_load(&p->done);
+        if (d == want) break;
+        if (++spins < SPIN_ITERS) {
+            cpu_relax();
+            continue;
+        }
+        atomic_store(&p->main_waiting, 1);
+        if (atomic_load(&p->done) == d) futex_wait(&p->done, d);
+        atomic_store(&p->main_waiting, 0);
+        spins = 0;
+    }
+    pthread_mutex_unlock(&p->run_mu);
+}
