@@ -53,7 +53,7 @@ static bool cpu_supports(rt_backend *be, int op, const void *argp) {
     case RT_OP_MATMUL: return c->k->mm[a->src[1]->dtype] != NULL;
     case RT_OP_ATTENTION:
         return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16) &&
-               a->src[0]->shape[2] <= 1024;
+               a->src[0]->shape[2] <= CPU_ATTN_MAX_HD;
     case RT_OP_EMBED: return a->src[0]->dtype != RT_I32;
     default: return true;
     }
