@@ -30,7 +30,6 @@ static int capture(jj_ctx *c, const jj_node *body, jj_scope *s, jj_val *out) {
 static int assign(jj_ctx *c, jj_scope *s, const jj_node *n, jj_val v) {
     if (n->op == 0) return jj_scope_set(c, s, n->kwn[0], v);
     jj_list *l;
-    if (v.t == JJ_UNDEF) return jj_error(c, "%s", v.u.s.p ? v.u.s.p : "cannot unpack undefined value");
     if (jj_iterate(c, v, &l) < 0) return -1;
     if (l->n != n->nkw) {
         if (l->n > n->nkw) return jj_error(c, "too many values to unpack (expected %zu)", n->nkw);

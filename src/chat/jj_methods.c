@@ -363,6 +363,25 @@ static int str_split(jj_ctx *c, jj_val s, const jj_val *sep, int64_t maxsplit, j
     }
 }
 
+/* Python str.islower() / str.isupper(): at least one cased character and
+ * every cased character in that case. */
+bool jj_str_is_case(jj_val s, bool lower) {
+    bool any = false;
+    for (size_t i = 0; i < s.u.s.n;) {
+        uint32_t cp;
+        i += jj_utf8_dec(s.u.s.p + i, s.u.s.n - i, &cp);
+        utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
+        if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LT) {
+            if (lower || cat == UTF8PROC_CATEGORY_LT) return false;
+            any = true;
+        } else if (cat == UTF8PROC_CATEGORY_LL) {
+            if (!lower) return false;
+            any = true;
+        }
+    }
+    return any;
+}
+
 static int64_t cp_index(const char *p, size_t byte_off) { return (int64_t)jj_utf8_len(p, byte_off); }
 
 static bool starts_or_ends(jj_val s, jj_val x, bool ends) {
@@ -477,6 +496,10 @@ static int str_method(jj_ctx *c, jj_val s, const char *name, const jj_args *a, j
         if (st < s.u.s.n && jj_list_push(c, out, jj_str(s.u.s.p + st, s.u.s.n - st)) < 0) return -1;
         return 0;
     }
+    if (!strcmp(name, "islower") || !strcmp(name, "isupper")) {
+        *out = jj_bool(jj_str_is_case(s, name[2] == 'l'));
+        return 0;
+    }
     if (!strncmp(name, "is", 2)) {
         bool r = s.u.s.n > 0;
         for (size_t i = 0; i < s.u.s.n && r;) {
@@ -489,8 +512,6 @@ static int str_method(jj_ctx *c, jj_val s, const char *name, const jj_args *a, j
             else if (!strcmp(name, "isalnum"))
                 r = (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) || cat == UTF8PROC_CATEGORY_ND;
             else if (!strcmp(name, "isspace")) r = jj_py_isspace(cp);
-            else if (!strcmp(name, "isupper")) r = map_case(cp, 'l') == cp || map_case(cp, 'u') == cp ? map_case(cp, 'u') == cp : false;
-            else if (!strcmp(name, "islower")) r = map_case(cp, 'u') == cp || map_case(cp, 'l') == cp ? map_case(cp, 'l') == cp : false;
             else if (!strcmp(name, "isascii")) r = cp < 0x80;
             else return jj_error(c, "str.%s() is not supported", name);
         }
