@@ -348,7 +348,11 @@ int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
                 r = fmod(x, y);
                 if (r != 0.0 && ((r < 0) != (y < 0))) r += y;
                 break;
-            default: r = pow(x, y); break;
+            default:
+                if (x == 0.0 && y < 0) return jj_error(c, "0.0 cannot be raised to a negative power");
+                if (x < 0 && y != floor(y)) return jj_error(c, "complex results are not supported");
+                r = pow(x, y);
+                break;
             }
             *out = jj_float(r);
             return 0;
@@ -371,6 +375,7 @@ int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
             break;
         default:
             if (y < 0) {
+                if (x == 0) return jj_error(c, "0.0 cannot be raised to a negative power");
                 *out = jj_float(pow((double)x, (double)y));
                 return 0;
             }

@@ -129,13 +129,15 @@ static int exec(jj_ctx *c, const jj_node *n, jj_scope *s) {
     case JN_SET:
         if (jj_eval(c, n->a, s, &v) < 0) return -1;
         return exec_set(c, n, s, v);
-    case JN_SET_BLOCK:
-        if (capture(c, n->b, s, &v) < 0) return -1;
+    case JN_SET_BLOCK: { /* the body has its own scope: its assignments stay inside */
+        jj_scope *bs = jj_scope_new(c, s);
+        if (!bs || capture(c, n->b, bs, &v) < 0) return -1;
         if (n->a) {
             jj_scope *fs = jj_scope_new(c, s);
             if (!fs || jj_scope_set(c, fs, "\x01body", v) < 0 || jj_eval(c, n->a, fs, &v) < 0) return -1;
         }
         return exec_set(c, n, s, v);
+    }
     case JN_MACRO: {
         jj_macro *m = jj_alloc(&c->arena, sizeof *m);
         if (!m) return jj_error(c, "template used too much memory");

@@ -649,14 +649,14 @@ static jj_node *p_for(parser *P) {
 
 static jj_node *p_if(parser *P) {
     jj_node *n = node(P, JN_IF);
-    if (!n || !(n->a = p_tuple(P, false, true, NULL, false)) || !expect_block_end(P)) return NULL;
+    if (!n || !(n->a = p_tuple(P, false, false, NULL, false)) || !expect_block_end(P)) return NULL;
     static const char *const ends[] = {"elif", "else", "endif", NULL};
     if (!(n->b = p_body(P, ends))) return NULL;
     jj_node *last = n;
     for (;;) {
         if (skip_name(P, "elif")) {
             jj_node *e = node(P, JN_IF);
-            if (!e || !(e->a = p_tuple(P, false, true, NULL, false)) || !expect_block_end(P)) return NULL;
+            if (!e || !(e->a = p_tuple(P, false, false, NULL, false)) || !expect_block_end(P)) return NULL;
             if (!(e->b = p_body(P, ends))) return NULL;
             last->else_body = e;
             last = e;
