@@ -191,49 +191,36 @@ static int sb_to_val(jj_ctx *c, vc_strbuf *sb, jj_val *out) {
 }
 
 /* strip with Python semantics: chars == NULL -> whitespace */
+/* is cp stripped: whitespace when chars is NULL, else one of chars' code points */
+static bool strip_hit(uint32_t cp, const jj_val *chars) {
+    if (!chars) return jj_py_isspace(cp);
+    for (size_t i = 0; i < chars->u.s.n;) {
+        uint32_t x;
+        i += jj_utf8_dec(chars->u.s.p + i, chars->u.s.n - i, &x);
+        if (x == cp) return true;
+    }
+    return false;
+}
+
 int jj_strip(jj_ctx *c, jj_val s, const jj_val *chars, bool left, bool right, jj_val *out) {
     if (chars && chars->t != JJ_NONE && chars->t != JJ_STR)
         return jj_error(c, "strip arg must be None or str");
-    bool ws = !chars || chars->t == JJ_NONE;
+    if (chars && chars->t == JJ_NONE) chars = NULL;
     const char *p = s.u.s.p;
     size_t b = 0, e = s.u.s.n;
     uint32_t cp;
-#define IN_SET(cp_) (ws ? jj_py_isspace(cp_) : in_chars(chars, cp_))
-    if (left)
-        while (b < e) {
-            size_t k = jj_utf8_dec(p + b, e - b, &cp);
-            bool hit;
-            if (ws) hit = jj_py_isspace(cp);
-            else {
-                hit = false;
-                for (size_t i = 0; i < chars->u.s.n;) {
-                    uint32_t x;
-                    i += jj_utf8_dec(chars->u.s.p + i, chars->u.s.n - i, &x);
-                    if (x == cp) hit = true;
-                }
-            }
-            if (!hit) break;
-            b += k;
-        }
-    if (right)
-        while (e > b) {
-            size_t st = e - 1;
-            while (st > b && ((unsigned char)p[st] & 0xC0) == 0x80) st--;
-            jj_utf8_dec(p + st, e - st, &cp);
-            bool hit;
-            if (ws) hit = jj_py_isspace(cp);
-            else {
-                hit = false;
-                for (size_t i = 0; i < chars->u.s.n;) {
-                    uint32_t x;
-                    i += jj_utf8_dec(chars->u.s.p + i, chars->u.s.n - i, &x);
-                    if (x == cp) hit = true;
-                }
-            }
-            if (!hit) break;
-            e = st;
-        }
-#undef IN_SET
+    while (left && b < e) {
+        size_t k = jj_utf8_dec(p + b, e - b, &cp);
+        if (!strip_hit(cp, chars)) break;
+        b += k;
+    }
+    while (right && e > b) {
+        size_t st = e - 1;
+        while (st > b && ((unsigned char)p[st] & 0xC0) == 0x80) st--;
+        jj_utf8_dec(p + st, e - st, &cp);
+        if (!strip_hit(cp, chars)) break;
+        e = st;
+    }
     *out = jj_str(p + b, e - b);
     return 0;
 }
