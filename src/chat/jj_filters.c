@@ -672,7 +672,7 @@ int jj_apply_filter(jj_ctx *c, const char *f, jj_val in, const jj_args *a, jj_va
     if (!strcmp(f, "list")) {
         if (jj_iterate(c, in, &l) < 0) return -1;
         if (new_list(c, l->n, out) < 0) return -1;
-        memcpy(out->u.l->v, l->v, l->n * sizeof(jj_val));
+        if (l->n) memcpy(out->u.l->v, l->v, l->n * sizeof(jj_val));
         out->u.l->n = l->n;
         return 0;
     }
@@ -744,7 +744,7 @@ int jj_apply_filter(jj_ctx *c, const char *f, jj_val in, const jj_args *a, jj_va
         if (str_of(c, in, &s) < 0) return -1;
         jj_val tup;
         if (jj_list_new(c, a->npos, true, &tup) < 0) return -1;
-        memcpy(tup.u.l->v, a->pos, a->npos * sizeof(jj_val));
+        if (a->npos) memcpy(tup.u.l->v, a->pos, a->npos * sizeof(jj_val));
         tup.u.l->n = a->npos;
         return jj_binop(c, '%', s, tup, out);
     }

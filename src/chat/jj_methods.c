@@ -560,7 +560,7 @@ static int list_method(jj_ctx *c, jj_val l, const char *name, const jj_args *a, 
     }
     if (!strcmp(name, "copy")) {
         if (jj_list_new(c, l.u.l->n, false, out) < 0) return -1;
-        memcpy(out->u.l->v, l.u.l->v, l.u.l->n * sizeof(jj_val));
+        if (l.u.l->n) memcpy(out->u.l->v, l.u.l->v, l.u.l->n * sizeof(jj_val));
         out->u.l->n = l.u.l->n;
         return 0;
     }
