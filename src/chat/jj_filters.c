@@ -207,7 +207,7 @@ static int do_select(jj_ctx *c, jj_val in, const jj_args *a, bool attr, bool kee
         test = tname;
         ai++;
     }
-    jj_args targs = {.pos = a->pos + ai, .npos = a->npos - ai};
+    jj_args targs = {.pos = a->pos ? a->pos + ai : NULL, .npos = a->npos - ai};
     if (new_list(c, l->n, out) < 0) return -1;
     for (size_t i = 0; i < l->n; i++) {
         jj_val v = l->v[i];

@@ -305,6 +305,10 @@ SYNTHETIC = [
     "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ messages[0].role }}{% endcall %}",
     "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}{{ fact(5) }}",
     "{% filter upper %}shout {{ messages[0].role }}{% endfilter %}",
+    "{% macro m() %}[{{ caller(1, 2) }}]{% endmacro %}{% call(a, b=5) m() %}{{ a + b }}{% endcall %}",
+    "{% generation %}g{{ 1 }}{% endgeneration %} {% set blk %}{% set inner = 5 %}{% endset %}{{ inner }}|",
+    "{% if messages if true else [] %}x{% endif %}",
+    "{% for m in messages %}{% macro f() %}{{ loop.index }}{{ m.role }}{% endmacro %}{{ f() }}{% endfor %}",
     # whitespace control, comments, raw
     "a  {{- ' b ' -}}  c\n  {%- if true %} d {% endif -%}\n e {# comment #} f",
     "line1\n    {% if true %}\n    indented\n    {% endif %}\nline2\n  {# c #}\nend",
