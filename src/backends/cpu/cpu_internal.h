@@ -44,6 +44,12 @@ typedef struct {
 typedef void (*cpu_mm_fn)(int64_t k, const void *w, const void *act, size_t act_stride, int m,
                           float *y, size_t y_stride);
 
+/* Prefill variant: nr (1 or 2) weight rows, w + r*w_stride bytes, against
+ * m <= 4 activation rows: y[j*y_stride + r]. Optional (NULL: use cpu_mm_fn
+ * row by row); results per (row, token) must not depend on nr or m. */
+typedef void (*cpu_mmp_fn)(int64_t k, const void *w, size_t w_stride, int nr, const void *act,
+                           size_t act_stride, int m, float *y, size_t y_stride);
+
 /* Attention of nh (<= CPU_ATTN_HB) query heads that share one kv head, for
  * one query over keys lo..hi (may be empty: lo > hi). With ml == NULL the
  * output is normalised; otherwise the unnormalised sum of exp(s-m)*v goes to
@@ -69,6 +75,7 @@ typedef struct {
     const char *name;
     /* MATMUL: indexed by weight dtype; NULL = unsupported */
     cpu_mm_fn mm[RT_DTYPE_COUNT];
+    cpu_mmp_fn mmp[RT_DTYPE_COUNT]; /* prefill (n > CPU_MM_M); optional */
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */

@@ -79,6 +79,59 @@ FLOAT_KERNEL(mm_f32, float, _mm256_loadu_ps, ID)
 FLOAT_KERNEL(mm_f16, uint16_t, load_f16x8, rt_f16_to_f32)
 FLOAT_KERNEL(mm_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
 
+/* Prefill: 2 weight rows x up to 4 tokens, one 8-wide FMA chain per
+ * (row, token): 8 independent chains hide the FMA latency and each loaded
+ * vector feeds 2 (x) or 4 (w) FMAs. */
+#define FLOAT_PREFILL_KERNEL(NAME, WTYPE, LOAD8, SCALAR)                                         \
+    AI void NAME##_rm(int64_t k, const char *w, size_t wst, const char *act, size_t as, float *y,  \
+                      size_t ys, const int R, const int M) {                                     \
+        __m256 acc[2][CPU_MM_M];                                                                 \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                      \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[r][j] = _mm256_setzero_ps(); \
+        int64_t i = 0;                                                                           \
+        for (; i + 8 <= k; i += 8) {                                                             \
+            __m256 wv[2];                                                                        \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                  \
+                wv[r] = LOAD8((const WTYPE *)(w + r * wst) + i);                                 \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) {                                \
+                __m256 xv = _mm256_loadu_ps((const float *)(act + j * as) + i);                  \
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                              \
+                    acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);                           \
+            }                                                                                    \
+        }                                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                    \
+            const WTYPE *wr = (const WTYPE *)(w + r * wst);                                      \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) {                                \
+                const float *x = (const float *)(act + j * as);                                  \
+                float s = hsum8(acc[r][j]);                                                      \
+                for (int64_t t = i; t < k; t++) s += SCALAR(wr[t]) * x[t];                       \
+                y[j * ys + r] = s;                                                               \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    static void NAME(int64_t k, const void *w, size_t wst, int nr, const void *act, size_t as,  \
+                     int m, float *y, size_t ys) {                                               \
+        if (nr == 2) {                                                                           \
+            switch (m) {                                                                         \
+            case 1: NAME##_rm(k, w, wst, act, as, y, ys, 2, 1); break;                           \
+            case 2: NAME##_rm(k, w, wst, act, as, y, ys, 2, 2); break;                           \
+            case 3: NAME##_rm(k, w, wst, act, as, y, ys, 2, 3); break;                           \
+            default: NAME##_rm(k, w, wst, act, as, y, ys, 2, 4); break;                          \
+            }                                                                                    \
+        } else {                                                                                 \
+            switch (m) {                                                                         \
+            case 1: NAME##_rm(k, w, wst, act, as, y, ys, 1, 1); break;                           \
+            case 2: NAME##_rm(k, w, wst, act, as, y, ys, 1, 2); break;                           \
+            case 3: NAME##_rm(k, w, wst, act, as, y, ys, 1, 3); break;                           \
+            default: NAME##_rm(k, w, wst, act, as, y, ys, 1, 4); break;                          \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+FLOAT_PREFILL_KERNEL(mmp_f32, float, _mm256_loadu_ps, ID)
+FLOAT_PREFILL_KERNEL(mmp_f16, uint16_t, load_f16x8, rt_f16_to_f32)
+FLOAT_PREFILL_KERNEL(mmp_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
+
 /* ---- Q4_0 / Q4_1 / Q8_0 with Q8a activations ---------------------------- */
 
 #define DISPATCH_M(NAME)                                                                        \
@@ -414,6 +467,9 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mm[RT_F32] = mm_f32;
     k->mm[RT_F16] = mm_f16;
     k->mm[RT_BF16] = mm_bf16;
+    k->mmp[RT_F32] = mmp_f32;
+    k->mmp[RT_F16] = mmp_f16;
+    k->mmp[RT_BF16] = mmp_bf16;
     k->mm[RT_Q4_0] = mm_q4_0;
     k->mm[RT_Q4_1] = mm_q4_1;
     k->mm[RT_Q8_0] = mm_q8_0;
