@@ -22,7 +22,7 @@ int vc_err_prefix(const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%s: %s", pre, old);
+    snprintf(g_msg, sizeof g_msg, "%.500s: %.500s", pre, old);
     return g_status;
 }
 

@@ -90,10 +90,28 @@ gguf_str gguf_get_arr_str(const gguf_ctx *g, const char *key, uint64_t i);
 /* Element i of a numeric array converted (false if out of range / wrong type). */
 bool gguf_get_arr_i64(const gguf_ctx *g, const char *key, uint64_t i, int64_t *out);
 bool gguf_get_arr_f32(const gguf_ctx *g, const char *key, uint64_t i, float *out);
+/* Raw little-endian elements of a numeric (non-string, non-array) array,
+ * inside the mapping and possibly unaligned (read with memcpy); NULL if
+ * absent or not numeric. */
+const void *gguf_get_arr_data(const gguf_ctx *g, const char *key, gguf_type *elem_type, uint64_t *n);
+/* Scalar STRING value as a view into the file (keeps embedded NULs);
+ * {NULL, 0} if absent or not a string. */
+gguf_str gguf_get_str(const gguf_ctx *g, const char *key);
 
 /* Tensors. */
 int64_t gguf_n_tensors(const gguf_ctx *g);
 const gguf_tensor_info *gguf_tensor(const gguf_ctx *g, int64_t i);
 const gguf_tensor_info *gguf_find_tensor(const gguf_ctx *g, const char *name);
+/* File offset of the data section (tensor offsets are relative to it). */
+uint64_t gguf_data_offset(const gguf_ctx *g);
+
+/* Names: "u32", "string", ... and ggml type names "F16", "Q4_K", ... ("?"
+ * if unknown). gguf_ggml_type_size: block geometry of any ggml type still
+ * in ggml (also those we cannot compute with); false if unknown/removed. */
+const char *gguf_type_name(gguf_type t);
+/* Byte size of a scalar value type (bool: 1); 0 for STRING/ARRAY/invalid. */
+size_t gguf_type_size(gguf_type t);
+const char *gguf_ggml_type_name(uint32_t ggml_type);
+bool gguf_ggml_type_size(uint32_t ggml_type, int *block_elems, int *block_bytes);
 
 #endif

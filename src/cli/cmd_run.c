@@ -1,0 +1,211 @@
+/* vllm run — load a model, generate from one prompt, print the text to
+ * stdout as it is produced and prompt/decode speed to stderr. */
+#include "base/err.h"
+#include "base/log.h"
+#include "cli/cli.h"
+#include "cli/cli_common.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void run_usage(FILE *f) {
+    fprintf(f,
+            "usage: vllm run [--model PATH] --prompt TEXT [options]\n"
+            "  --model PATH        .gguf file or Hugging Face model folder (default: the default model)\n"
+            "  --prompt TEXT       prompt text (special tokens added as transformers does)\n"
+            "  --prompt-ids IDS    comma-separated token ids instead of --prompt\n"
+            "  --max-tokens N      tokens to generate (default 256)\n"
+            "  --temperature T     default 1.0; 0 = greedy\n"
+            "  --top-p P           default 1.0\n"
+            "  --top-k K           default 0 (off)\n"
+            "  --min-p P           default 0 (off)\n"
+            "  --seed S            sampling seed (default: random)\n"
+            "  --threads N         CPU threads (default: all cores)\n"
+            "  --ignore-eos        keep generating after end-of-sequence\n"
+            "  --print-ids         print generated token ids (one line, space separated) instead of text\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_ids(const char *s, int32_t **out, size_t *n) {
+    size_t cap = 16, len = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return vc_err_set(VC_ERR_OOM, "out of memory");
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            free(ids);
+            return vc_err_set(VC_ERR_INVALID, "--prompt-ids: bad token id list '%s'", s);
+        }
+        if (len == cap) {
+            int32_t *ni = realloc(ids, (cap *= 2) * sizeof *ids);
+            if (!ni) { free(ids); return vc_err_set(VC_ERR_OOM, "out of memory"); }
+            ids = ni;
+        }
+        ids[len++] = (int32_t)v;
+        p = end;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    *out = ids;
+    *n = len;
+    return VC_OK;
+}
+
+int cli_run(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL;
+    int64_t max_tokens = 256, threads = 0;
+    bool ignore_eos = false, print_ids = false;
+    smp_params sp = smp_params_default();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { run_usage(stdout); return 0; }
+        if (!strcmp(a, "--ignore-eos")) { ignore_eos = true; continue; }
+        if (!strcmp(a, "--print-ids")) { print_ids = true; continue; }
+        if (!v) { fprintf(stderr, "vllm run: %s needs a value\n", a); run_usage(stderr); return 2; }
+        int rc = 0;
+        if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
+        else if (!strcmp(a, "--max-tokens")) rc = cli_parse_i64(a, v, 1, 1 << 24, &max_tokens);
+        else if (!strcmp(a, "--threads")) rc = cli_parse_i64(a, v, 1, 1024, &threads);
+        else if (!strcmp(a, "--temperature")) rc = cli_parse_f32(a, v, 0.0f, 1e6f, &sp.temperature);
+        else if (!strcmp(a, "--top-p")) rc = cli_parse_f32(a, v, 1e-9f, 1.0f, &sp.top_p);
+        else if (!strcmp(a, "--min-p")) rc = cli_parse_f32(a, v, 0.0f, 1.0f, &sp.min_p);
+        else if (!strcmp(a, "--top-k")) {
+            int64_t k;
+            rc = cli_parse_i64(a, v, -1, INT32_MAX, &k);
+            sp.top_k = (int32_t)k;
+        } else if (!strcmp(a, "--seed")) {
+            int64_t s;
+            rc = cli_parse_i64(a, v, 0, INT64_MAX, &s);
+            sp.seed = (uint64_t)s;
+            sp.has_seed = true;
+        } else {
+            fprintf(stderr, "vllm run: unknown option '%s'\n", a);
+            run_usage(stderr);
+            return 2;
+        }
+        if (rc < 0) { fprintf(stderr, "vllm run: %s\n", vc_err_msg()); return 2; }
+        i++;
+    }
+    if (!!prompt == !!prompt_ids) {
+        fprintf(stderr, "vllm run: give exactly one of --prompt or --prompt-ids\n");
+        run_usage(stderr);
+        return 2;
+    }
+    char defpath[4096];
+    if (!model_path) {
+        if (cli_default_model(defpath, sizeof defpath) < 0) {
+            fprintf(stderr, "vllm run: %s\n", vc_err_msg());
+            return 1;
+        }
+        model_path = defpath;
+    }
+
+    int status = 1;
+    rt_backend *be = NULL;
+    mdl_model *m = NULL;
+    mdl_seq *seq = NULL;
+    tok_tokenizer *tok = NULL;
+    tok_stream *ts = NULL;
+    smp_sampler *smp = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    float *logits = NULL;
+
+    rt_backend_params bp = rt_backend_params_default();
+    bp.n_threads = (int)threads;
+    be = rt_backend_create(RT_DEV_CPU, &bp);
+    if (!be) goto fail;
+    m = mdl_load(model_path, be, NULL);
+    if (!m) goto fail;
+    const mdl_config *cfg = mdl_get_config(m);
+    if (prompt) {
+        tok = tok_load(model_path);
+        if (!tok) goto fail;
+        if (tok_encode(tok, prompt, strlen(prompt), true, &ids, &n_ids) < 0) goto fail;
+        ts = tok_stream_create(tok, true);
+        if (!ts) goto fail;
+    } else if (parse_ids(prompt_ids, &ids, &n_ids) < 0) {
+        goto fail;
+    }
+    if (n_ids == 0) {
+        vc_err_set(VC_ERR_INVALID, "the prompt is empty");
+        goto fail;
+    }
+    if ((int64_t)n_ids >= cfg->max_pos) {
+        vc_err_set(VC_ERR_INVALID, "prompt of %zu tokens does not fit the model's context (%lld)", n_ids,
+                   (long long)cfg->max_pos);
+        goto fail;
+    }
+    int64_t ctx = (int64_t)n_ids + max_tokens;
+    if (ctx > cfg->max_pos) {
+        max_tokens = cfg->max_pos - (int64_t)n_ids;
+        ctx = cfg->max_pos;
+    }
+    seq = mdl_seq_create(m, ctx);
+    smp = smp_create(&sp, cfg->vocab);
+    logits = malloc((size_t)cfg->vocab * sizeof *logits);
+    if (!seq || !smp || !logits) goto fail;
+
+    double t0 = now_s();
+    if (mdl_forward(m, seq, ids, (int64_t)n_ids, logits, false) < 0) goto fail;
+    double t1 = now_s();
+    int64_t produced = 0;
+    const char *finish = "length";
+    for (; produced < max_tokens; produced++) {
+        int32_t next = smp_sample(smp, logits);
+        if (!ignore_eos && mdl_config_is_eos(cfg, next)) {
+            finish = "stop";
+            break;
+        }
+        if (print_ids) {
+            printf(produced ? " %d" : "%d", next);
+        } else if (ts) {
+            char *delta = NULL;
+            if (tok_stream_push(ts, next, &delta) < 0) goto fail;
+            if (delta) fputs(delta, stdout);
+            free(delta);
+        }
+        fflush(stdout);
+        if (produced + 1 < max_tokens && mdl_forward(m, seq, &next, 1, logits, false) < 0) goto fail;
+    }
+    if (ts && !print_ids) {
+        char *rest = NULL;
+        if (tok_stream_flush(ts, &rest) == 0 && rest) fputs(rest, stdout);
+        free(rest);
+    }
+    fputc('\n', stdout);
+    double t2 = now_s();
+    fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | finish: %s\n", n_ids,
+            (double)n_ids / (t1 - t0), (long long)produced,
+            produced > 1 ? (double)(produced - 1) / (t2 - t1) : 0.0, finish);
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "vllm run: %s\n", vc_err_msg());
+done:
+    free(logits);
+    free(ids);
+    smp_free(smp);
+    tok_stream_free(ts);
+    tok_free(tok);
+    mdl_seq_free(seq);
+    mdl_free(m);
+    rt_backend_free(be);
+    return status;
+}

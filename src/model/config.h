@@ -1,0 +1,50 @@
+/* config — the model hyper-parameters every architecture file reads,
+ * filled from a Hugging Face config.json or from GGUF metadata so the two
+ * formats meet in one struct.
+ */
+#ifndef MDL_CONFIG_H
+#define MDL_CONFIG_H
+
+#include "model/gguf.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MDL_MAX_EOS 8
+
+typedef enum { MDL_ROPE_NONE = 0, MDL_ROPE_LINEAR, MDL_ROPE_LLAMA3 } mdl_rope_scaling;
+
+typedef struct {
+    char arch[64];          /* family key: "llama", "mistral", "qwen2", "qwen3" */
+    int64_t hidden;         /* d_model */
+    int64_t n_layers;
+    int64_t n_heads;
+    int64_t n_kv_heads;
+    int64_t head_dim;
+    int64_t intermediate;   /* FFN width */
+    int64_t vocab;
+    int64_t max_pos;        /* max_position_embeddings / context_length */
+    float rms_eps;
+    float rope_theta;
+    int64_t rot_dim;        /* rotary dims per head (== head_dim unless partial) */
+    bool rope_neox;         /* HF rotate_half layout; false = adjacent pairs (GGUF llama) */
+    mdl_rope_scaling rope_scaling;
+    float rope_factor;      /* linear / llama3 factor */
+    float rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_orig_max_pos;
+    bool tie_embeddings;    /* lm_head shares token embeddings */
+    int64_t sliding_window; /* 0 = none */
+    int32_t bos_id;         /* -1 if unknown */
+    int32_t eos_ids[MDL_MAX_EOS];
+    int n_eos;
+} mdl_config;
+
+void mdl_config_init(mdl_config *c);
+/* Parse <dir>/config.json. Errors name the file and key. */
+int mdl_config_from_hf(mdl_config *c, const char *config_json_path);
+int mdl_config_from_gguf(mdl_config *c, const gguf_ctx *g);
+/* Shared sanity checks (positive sizes, divisibility, limits). */
+int mdl_config_validate(const mdl_config *c, const char *origin);
+bool mdl_config_is_eos(const mdl_config *c, int32_t id);
+
+#endif

@@ -1,0 +1,405 @@
+#include "model/model_impl.h"
+
+#include "base/err.h"
+#include "base/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const mdl_arch_impl *g_archs[] = {&mdl_arch_llama};
+
+/* Family keys handled by each arch impl (a family may have several config names). */
+static const struct {
+    const char *arch;
+    const mdl_arch_impl *impl;
+} g_family_map[] = {
+    {"llama", &mdl_arch_llama},
+    {"mistral", &mdl_arch_llama},
+    {"qwen2", &mdl_arch_llama},
+    {"qwen3", &mdl_arch_llama},
+};
+
+mdl_params mdl_params_default(void) {
+    mdl_params p = {.max_batch = 512, .upcast_weights = false};
+    return p;
+}
+
+static void *own_alloc(mdl_model *m, size_t bytes) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? m->cap_owned * 2 : 64;
+        void **p = realloc(m->owned, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        m->owned = p;
+        m->cap_owned = cap;
+    }
+    void *mem = rt_backend_alloc(m->be, bytes ? bytes : 1);
+    if (mem) m->owned[m->n_owned++] = mem;
+    return mem;
+}
+
+static int own_tensor(mdl_model *m, rt_tensor *t, rt_dtype dt, int ndim, const int64_t *shape) {
+    *t = rt_tensor_make(NULL, dt, m->be->device, ndim, shape);
+    t->data = own_alloc(m, rt_tensor_nbytes(t));
+    if (!t->data) return vc_err_set(VC_ERR_OOM, "out of memory allocating %zu bytes", rt_tensor_nbytes(t));
+    return VC_OK;
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *s) {
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, i ? ",%lld" : "%lld", (long long)s[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, bool required) {
+    memset(t, 0, sizeof *t);
+    mdl_wt w;
+    const char *path = mdl_wsrc_path(m->src);
+    if (!mdl_wsrc_find(m->src, canon, &w)) {
+        if (!required) return VC_OK;
+        return vc_err_set(VC_ERR_FORMAT, "%s: missing tensor '%s'", path, canon);
+    }
+    bool same = w.ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = w.shape[i] == shape[i];
+    /* A [1, n] or [n, 1] file tensor for an expected 1-D [n] is fine. */
+    if (!same && ndim == 1) {
+        int64_t ne = 1;
+        for (int i = 0; i < w.ndim; i++) ne *= w.shape[i];
+        same = ne == shape[0];
+    }
+    if (!same) {
+        char e[96], g[96];
+        shape_str(e, sizeof e, ndim, shape);
+        shape_str(g, sizeof g, w.ndim, w.shape);
+        return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", path, w.name, g, e);
+    }
+    if (w.dtype < 0)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", path, w.name);
+    rt_tensor host = rt_tensor_make((void *)w.data, (rt_dtype)w.dtype, RT_DEV_CPU, ndim, shape);
+    if (rt_tensor_nbytes(&host) != w.nbytes)
+        return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, expected %zu", path, w.name,
+                          w.nbytes, rt_tensor_nbytes(&host));
+    if ((ndim == 1 || m->upcast_weights) && w.dtype != RT_F32) {
+        /* Norm weights and biases are used as f32 by every op. */
+        if (own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
+        if (m->be->device == RT_DEV_CPU) return rt_copy(m->be, t, &host);
+        rt_tensor tmp = rt_tensor_make(malloc(rt_tensor_nbytes(t)), RT_F32, RT_DEV_CPU, ndim, shape);
+        if (!tmp.data) return vc_err_set(VC_ERR_OOM, "out of memory");
+        rt_backend *cpu = rt_backend_create(RT_DEV_CPU, NULL);
+        int rc = cpu ? rt_copy(cpu, &tmp, &host) : VC_ERR_RUNTIME;
+        rt_backend_free(cpu);
+        if (rc == 0) rc = rt_tensor_copy_bytes(m->be, t, &tmp);
+        free(tmp.data);
+        return rc;
+    }
+    if (m->be->device == RT_DEV_CPU) { /* zero-copy from the mmap */
+        *t = host;
+        return VC_OK;
+    }
+    if (own_tensor(m, t, host.dtype, ndim, shape) < 0) return VC_ERR_OOM;
+    return rt_tensor_copy_bytes(m->be, t, &host);
+}
+
+/* inv_freq[i] = theta^(-2i/rot), then the checkpoint's scaling rule. */
+static int make_inv_freq(mdl_model *m) {
+    const mdl_config *c = &m->cfg;
+    int64_t half = c->rot_dim / 2;
+    float *f = malloc((size_t)half * sizeof *f);
+    if (!f) return vc_err_set(VC_ERR_OOM, "out of memory");
+    for (int64_t i = 0; i < half; i++) {
+        float inv = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->rot_dim);
+        if (c->rope_scaling == MDL_ROPE_LINEAR) {
+            inv /= c->rope_factor;
+        } else if (c->rope_scaling == MDL_ROPE_LLAMA3) {
+            float lo_wl = (float)c->rope_orig_max_pos / c->rope_low_freq_factor;
+            float hi_wl = (float)c->rope_orig_max_pos / c->rope_high_freq_factor;
+            float wl = 2.0f * (float)M_PI / inv;
+            if (wl > lo_wl) {
+                inv = inv / c->rope_factor;
+            } else if (wl >= hi_wl) {
+                float smooth = ((float)c->rope_orig_max_pos / wl - c->rope_low_freq_factor) /
+                               (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                inv = (1.0f - smooth) * inv / c->rope_factor + smooth * inv;
+            }
+        }
+        f[i] = inv;
+    }
+    /* GGUF Llama-3 files carry the scaling as per-frequency divisors. */
+    mdl_wt ff;
+    if (mdl_wsrc_find(m->src, "rope_freqs.weight", &ff)) {
+        if (ff.dtype != RT_F32 || ff.nbytes != (size_t)half * sizeof(float)) {
+            free(f);
+            return vc_err_set(VC_ERR_FORMAT, "%s: rope_freqs.weight must be f32[%lld]", mdl_wsrc_path(m->src),
+                              (long long)half);
+        }
+        const float *d = ff.data;
+        for (int64_t i = 0; i < half; i++) f[i] /= d[i];
+    }
+    int64_t shape[1] = {half};
+    int rc = own_tensor(m, &m->inv_freq, RT_F32, 1, shape);
+    if (rc == 0) {
+        rt_tensor host = rt_tensor_1d(f, RT_F32, RT_DEV_CPU, half);
+        rc = rt_tensor_copy_bytes(m->be, &m->inv_freq, &host);
+    }
+    free(f);
+    return rc;
+}
+
+static int alloc_activations(mdl_model *m) {
+    const mdl_config *c = &m->cfg;
+    int64_t B = m->max_batch;
+    struct {
+        rt_tensor *t;
+        rt_dtype dt;
+        int64_t rows, cols; /* cols 0: 1-D */
+    } bufs[] = {
+        {&m->x, RT_F32, B, c->hidden},
+        {&m->xb, RT_F32, B, c->hidden},
+        {&m->q, RT_F32, B, c->n_heads * c->head_dim},
+        {&m->k, RT_F32, B, c->n_kv_heads * c->head_dim},
+        {&m->v, RT_F32, B, c->n_kv_heads * c->head_dim},
+        {&m->att, RT_F32, B, c->n_heads * c->head_dim},
+        {&m->gate, RT_F32, B, c->intermediate},
+        {&m->up, RT_F32, B, c->intermediate},
+        {&m->ids, RT_I32, B, 0},
+        {&m->pos, RT_I32, B, 0},
+        {&m->slots, RT_I32, B, 0},
+        {&m->qsl, RT_I32, B + 1, 0},
+        {&m->seq_lens, RT_I32, B, 0},
+        {&m->logit_rows, RT_I32, B, 0},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        int64_t s2[2] = {bufs[i].rows, bufs[i].cols};
+        int rc = own_tensor(m, bufs[i].t, bufs[i].dt, bufs[i].cols ? 2 : 1, s2);
+        if (rc < 0) return rc;
+    }
+    return VC_OK;
+}
+
+mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
+    mdl_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    mdl_params def = mdl_params_default();
+    if (!p) p = &def;
+    m->be = be;
+    m->max_batch = p->max_batch > 0 ? p->max_batch : 512;
+    m->upcast_weights = p->upcast_weights;
+    m->src = mdl_wsrc_open(path, &m->cfg);
+    if (!m->src) goto fail;
+    for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)
+        if (!strcmp(m->cfg.arch, g_family_map[i].arch)) m->arch = g_family_map[i].impl;
+    if (!m->arch) {
+        vc_err_set(VC_ERR_UNSUPPORTED, "%s: no implementation for architecture '%s'", path, m->cfg.arch);
+        goto fail;
+    }
+    (void)g_archs;
+    if (m->arch->load(m) < 0 || make_inv_freq(m) < 0 || alloc_activations(m) < 0) goto fail;
+    VC_INFO("loaded %s: %s, %lld layers, hidden %lld, heads %lld/%lld, vocab %lld", path, m->cfg.arch,
+            (long long)m->cfg.n_layers, (long long)m->cfg.hidden, (long long)m->cfg.n_heads,
+            (long long)m->cfg.n_kv_heads, (long long)m->cfg.vocab);
+    return m;
+fail:
+    mdl_free(m);
+    return NULL;
+}
+
+void mdl_free(mdl_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) rt_backend_free_mem(m->be, m->owned[i]);
+    free(m->owned);
+    if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
+    if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
+    free(m->layers);
+    mdl_wsrc_close(m->src);
+    free(m);
+}
+
+const mdl_config *mdl_get_config(const mdl_model *m) { return &m->cfg; }
+const gguf_ctx *mdl_get_gguf(const mdl_model *m) { return mdl_wsrc_gguf(m->src); }
+const char *mdl_get_path(const mdl_model *m) { return mdl_wsrc_path(m->src); }
+
+size_t mdl_weight_bytes(const mdl_model *m) {
+    size_t b = rt_tensor_nbytes(&m->output) + rt_dtype_row_bytes(m->tok_embd.dtype, m->cfg.hidden);
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        const mdl_layer *L = &m->layers[l];
+        const rt_tensor *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) b += rt_tensor_nbytes(ws[i]);
+    }
+    return b;
+}
+
+size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size) {
+    const mdl_config *c = &m->cfg;
+    return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(c->n_kv_heads * c->head_dim) *
+           sizeof(float);
+}
+
+mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
+    if (num_blocks <= 0 || block_size <= 0) {
+        vc_err_set(VC_ERR_INVALID, "KV cache: need num_blocks > 0 and block_size > 0");
+        return NULL;
+    }
+    mdl_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) goto oom;
+    kv->m = m;
+    kv->num_blocks = num_blocks;
+    kv->block_size = block_size;
+    kv->k = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
+    kv->v = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
+    if (!kv->k || !kv->v) goto oom;
+    int64_t shape[4] = {num_blocks, block_size, m->cfg.n_kv_heads, m->cfg.head_dim};
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        kv->k[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
+        kv->v[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
+        if (!kv->k[l].data || !kv->v[l].data) goto oom;
+    }
+    return kv;
+oom:
+    vc_err_set(VC_ERR_OOM, "out of memory allocating a KV cache of %d blocks x %d tokens", num_blocks, block_size);
+    mdl_kv_free(kv);
+    return NULL;
+}
+
+void mdl_kv_free(mdl_kv *kv) {
+    if (!kv) return;
+    for (int64_t l = 0; kv->k && l < kv->m->cfg.n_layers; l++) {
+        rt_backend_free_mem(kv->m->be, kv->k[l].data);
+        rt_backend_free_mem(kv->m->be, kv->v[l].data);
+    }
+    free(kv->k);
+    free(kv->v);
+    free(kv);
+}
+
+static int ensure_logits(mdl_model *m, int64_t rows) {
+    if (m->logits_rows >= rows) return VC_OK;
+    if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
+    int64_t shape[2] = {rows, m->cfg.vocab};
+    m->logits = rt_tensor_alloc(m->be, RT_F32, 2, shape);
+    if (!m->logits.data) {
+        m->logits_rows = 0;
+        return vc_err_set(VC_ERR_OOM, "out of memory for logits");
+    }
+    m->logits_rows = rows;
+    return VC_OK;
+}
+
+static int ensure_block_tables(mdl_model *m, int64_t n) {
+    if (m->bt_cap >= n) return VC_OK;
+    if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
+    int64_t cap = n < 4096 ? 4096 : n * 2;
+    m->block_tables = rt_tensor_alloc(m->be, RT_I32, 1, &cap);
+    if (!m->block_tables.data) {
+        m->bt_cap = 0;
+        return vc_err_set(VC_ERR_OOM, "out of memory for block tables");
+    }
+    m->bt_cap = cap;
+    return VC_OK;
+}
+
+static int upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n) {
+    if (n == 0) return VC_OK;
+    rt_tensor h = rt_tensor_1d((void *)src, RT_I32, RT_DEV_CPU, n);
+    rt_tensor d = rt_tensor_slice0(dst, 0, n);
+    return rt_tensor_copy_bytes(m->be, &d, &h);
+}
+
+int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits) {
+    int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, V = m->cfg.vocab;
+    if (T <= 0 || T > m->max_batch)
+        return vc_err_set(VC_ERR_INVALID, "batch of %lld tokens (max %lld)", (long long)T, (long long)m->max_batch);
+    if (S <= 0 || S > T || L < 0 || L > T || b->max_blocks <= 0 || b->qsl[0] != 0 || b->qsl[S] != T)
+        return vc_err_set(VC_ERR_INVALID, "malformed batch (%lld tokens, %lld sequences)", (long long)T, (long long)S);
+    int64_t slots_total = (int64_t)kv->num_blocks * kv->block_size;
+    for (int64_t i = 0; i < T; i++) {
+        if (b->ids[i] < 0 || b->ids[i] >= V)
+            return vc_err_set(VC_ERR_INVALID, "token id %d out of range [0, %lld)", b->ids[i], (long long)V);
+        if (b->positions[i] < 0 || b->positions[i] >= m->cfg.max_pos || b->slots[i] >= slots_total)
+            return vc_err_set(VC_ERR_INVALID, "position %d / slot %d out of range", b->positions[i], b->slots[i]);
+    }
+    for (int64_t i = 0; i < L; i++)
+        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= T) return vc_err_set(VC_ERR_INVALID, "bad logit row");
+    int rc = ensure_block_tables(m, S * b->max_blocks);
+    if (rc == 0 && L > 0) rc = ensure_logits(m, L);
+    if (rc == 0) rc = upload_i32(m, &m->ids, b->ids, T);
+    if (rc == 0) rc = upload_i32(m, &m->pos, b->positions, T);
+    if (rc == 0) rc = upload_i32(m, &m->slots, b->slots, T);
+    if (rc == 0) rc = upload_i32(m, &m->qsl, b->qsl, S + 1);
+    if (rc == 0) rc = upload_i32(m, &m->seq_lens, b->seq_lens, S);
+    if (rc == 0) rc = upload_i32(m, &m->logit_rows, b->logit_rows, L);
+    if (rc == 0) rc = upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
+    if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
+    if (rc == 0 && L > 0) {
+        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
+        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
+        rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
+    }
+    return rc;
+}
+
+#define SEQ_BLOCK 16
+
+mdl_seq *mdl_seq_create(mdl_model *m, int64_t max_ctx) {
+    if (max_ctx <= 0 || max_ctx > m->cfg.max_pos) max_ctx = m->cfg.max_pos;
+    mdl_seq *s = calloc(1, sizeof *s);
+    if (!s) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->max_ctx = max_ctx;
+    s->nb = (int32_t)((max_ctx + SEQ_BLOCK - 1) / SEQ_BLOCK);
+    s->block_table = malloc((size_t)s->nb * sizeof *s->block_table);
+    s->kv = s->block_table ? mdl_kv_create(m, s->nb, SEQ_BLOCK) : NULL;
+    if (!s->kv) {
+        mdl_seq_free(s);
+        return NULL;
+    }
+    for (int32_t i = 0; i < s->nb; i++) s->block_table[i] = i;
+    return s;
+}
+
+void mdl_seq_free(mdl_seq *s) {
+    if (!s) return;
+    mdl_kv_free(s->kv);
+    free(s->block_table);
+    free(s);
+}
+
+int64_t mdl_seq_len(const mdl_seq *s) { return s->len; }
+void mdl_seq_reset(mdl_seq *s) { s->len = 0; }
+
+int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *logits, bool all_logits) {
+    if (n <= 0) return vc_err_set(VC_ERR_INVALID, "forward: no tokens");
+    if (s->len + n > s->max_ctx)
+        return vc_err_set(VC_ERR_INVALID, "context overflow: %lld + %lld tokens > %lld", (long long)s->len,
+                          (long long)n, (long long)s->max_ctx);
+    int64_t B = m->max_batch;
+    int32_t *meta = malloc((size_t)(3 * B) * sizeof *meta);
+    if (!meta) return vc_err_set(VC_ERR_OOM, "out of memory");
+    int32_t *pos = meta, *slots = meta + B, *rows = meta + 2 * B;
+    int rc = VC_OK;
+    for (int64_t done = 0; done < n && rc == VC_OK;) {
+        int64_t c = n - done < B ? n - done : B;
+        bool last_chunk = done + c == n;
+        for (int64_t i = 0; i < c; i++) {
+            pos[i] = (int32_t)(s->len + i);
+            slots[i] = pos[i]; /* identity block table: slot == position */
+            rows[i] = (int32_t)i;
+        }
+        int32_t qsl[2] = {0, (int32_t)c}, seq_len = (int32_t)(s->len + c);
+        int32_t n_logits = all_logits ? (int32_t)c : last_chunk ? 1 : 0;
+        if (!all_logits) rows[0] = (int32_t)(c - 1);
+        mdl_batch b = {.n_tokens = (int32_t)c, .ids = ids + done, .positions = pos, .slots = slots,
+                       .n_seqs = 1, .qsl = qsl, .seq_lens = &seq_len, .block_tables = s->block_table,
+                       .max_blocks = s->nb, .n_logits = n_logits, .logit_rows = rows};
+        rc = mdl_forward_batch(m, s->kv, &b, all_logits ? logits + done * m->cfg.vocab : logits);
+        if (rc == 0) s->len += c;
+        done += c;
+    }
+    free(meta);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* model — a loaded decoder-only LLM and its forward pass.
+ *
+ *   rt_backend *be = rt_backend_create(RT_DEV_CPU, &bp);
+ *   mdl_model *m = mdl_load("model.gguf", be, NULL);     // NULL -> vc_err_msg()
+ *   mdl_seq *s = mdl_seq_create(m, max_ctx);             // contiguous KV cache
+ *   mdl_forward(m, s, ids, n, logits, false);            // logits[V] of the last token
+ *   ... mdl_forward(m, s, &next, 1, logits, false) ...
+ *   mdl_seq_free(s); mdl_free(m);
+ *
+ * Architectures plug in through mdl_arch_impl (model_impl.h), one file per
+ * family (arch_llama.c: Llama 2/3, SmolLM2, TinyLlama, Mistral, Qwen2,
+ * Qwen3). Prompts longer than max_batch are processed in chunks.
+ */
+#ifndef MDL_MODEL_H
+#define MDL_MODEL_H
+
+#include "model/config.h"
+#include "model/gguf.h"
+#include "runtime/backend.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct mdl_model mdl_model;
+typedef struct mdl_seq mdl_seq;
+
+typedef struct {
+    int64_t max_batch;   /* tokens per forward chunk (activation buffers sized for it) */
+    bool upcast_weights; /* convert every weight to f32 at load: exact fp32 compute for
+                            oracle tests (4-8x the memory of quantized weights) */
+} mdl_params;
+
+mdl_params mdl_params_default(void);
+mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p);
+void mdl_free(mdl_model *m);
+const mdl_config *mdl_get_config(const mdl_model *m);
+/* The GGUF file behind the model (its tokenizer lives there), else NULL. */
+const gguf_ctx *mdl_get_gguf(const mdl_model *m);
+const char *mdl_get_path(const mdl_model *m);
+/* Bytes of weights (as stored) the forward pass reads per token. */
+size_t mdl_weight_bytes(const mdl_model *m);
+
+/* Paged KV storage for every layer: k/v [num_blocks, block_size, kvh, hd]
+ * f32. Block ids and slots come from the engine's block pool. */
+typedef struct mdl_kv mdl_kv;
+mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size);
+void mdl_kv_free(mdl_kv *kv);
+/* Bytes one block takes over all layers (K and V), for sizing from a budget. */
+size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size);
+
+/* One step of a varlen batch: S sequences, T tokens in total, laid out
+ * sequence after sequence. All arrays are host memory. */
+typedef struct {
+    int32_t n_tokens;            /* T <= max_batch */
+    const int32_t *ids;          /* [T] */
+    const int32_t *positions;    /* [T] */
+    const int32_t *slots;        /* [T] KV slot of each token (block * B + offset) */
+    int32_t n_seqs;              /* S */
+    const int32_t *qsl;          /* [S+1] query start offsets, qsl[0]=0, qsl[S]=T */
+    const int32_t *seq_lens;     /* [S] tokens in the cache after this step */
+    const int32_t *block_tables; /* [S, max_blocks] row-major */
+    int32_t max_blocks;
+    int32_t n_logits;            /* rows that need logits */
+    const int32_t *logit_rows;   /* [n_logits] token rows in [0, T) */
+} mdl_batch;
+
+/* logits (host) receives [n_logits, V]. */
+int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits);
+
+/* A single sequence with a private KV cache for up to max_ctx positions
+ * (the simple path used by `vllm run` and tests). */
+mdl_seq *mdl_seq_create(mdl_model *m, int64_t max_ctx);
+void mdl_seq_free(mdl_seq *s);
+int64_t mdl_seq_len(const mdl_seq *s);
+void mdl_seq_reset(mdl_seq *s);
+
+/* Run n tokens at positions seq_len..seq_len+n-1 and append them to the
+ * cache. logits (host memory) receives [V] for the last token, or [n, V]
+ * when all_logits. Errors (context overflow, bad ids) return < 0. */
+int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *logits,
+                bool all_logits);
+
+#endif
