@@ -152,76 +152,101 @@ AI __m256i unpack_nibbles(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+AI void q4_0_block(const rt_block_q4_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   const int M) {
+    __m256i q = _mm256_sub_epi8(unpack_nibbles(w->qs), _mm256_set1_epi8(8));
+    __m256i aq = _mm256_sign_epi8(q, q);
+    float dw = _cvtsh_ss(w->d);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
+    }
+}
+
 AI void mm_q4_0_m(int64_t k, const rt_block_q4_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M][2]; /* even / odd blocks: two FMA chains */
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M]; /* even / odd blocks: two FMA chains */
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
     const int64_t nb = k / RT_QK;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i q = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float dw = _cvtsh_ss(w[b].d);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
-                                            acc[j][b & 1]);
-        }
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q4_0_block(w + b, act, as, b, acc0, M);
+        q4_0_block(w + b + 1, act, as, b + 1, acc1, M);
     }
+    if (b < nb) q4_0_block(w + b, act, as, b, acc0, M);
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
 }
 DISPATCH_M(mm_q4_0)
 
-AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc[CPU_MM_M];
-    float accm[CPU_MM_M];
+AI void q4_1_block(const rt_block_q4_1 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   float *accm, const int M) {
+    __m256i q = unpack_nibbles(w->qs); /* unsigned 0..15 */
+    float dw = _cvtsh_ss(w->d), mw = _cvtsh_ss(w->m);
     _Pragma("GCC unroll 8")
     for (int j = 0; j < M; j++) {
-        acc[j] = _mm256_setzero_ps();
-        accm[j] = 0.0f;
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
+        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
+        accm[j] += mw * a->s;
     }
-    for (int64_t b = 0; b < k / RT_QK; b++) {
-        __m256i q = unpack_nibbles(w[b].qs); /* unsigned 0..15 */
-        float dw = _cvtsh_ss(w[b].d), mw = _cvtsh_ss(w[b].m);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
-            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
-            accm[j] += mw * a->s;
-        }
-    }
+}
+
+AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
+    float accm0[CPU_MM_M], accm1[CPU_MM_M];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) + accm[j];
+    for (int j = 0; j < M; j++) {
+        acc0[j] = acc1[j] = _mm256_setzero_ps();
+        accm0[j] = accm1[j] = 0.0f;
+    }
+    const int64_t nb = k / RT_QK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q4_1_block(w + b, act, as, b, acc0, accm0, M);
+        q4_1_block(w + b + 1, act, as, b + 1, acc1, accm1, M);
+    }
+    if (b < nb) q4_1_block(w + b, act, as, b, acc0, accm0, M);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++)
+        y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j])) + (accm0[j] + accm1[j]);
 }
 DISPATCH_M(mm_q4_1)
 
+AI void q8_0_block(const rt_block_q8_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   const int M) {
+    __m256i q = _mm256_loadu_si256((const __m256i *)w->qs);
+    __m256i aq = _mm256_sign_epi8(q, q);
+    float dw = _cvtsh_ss(w->d);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
+    }
+}
+
 AI void mm_q8_0_m(int64_t k, const rt_block_q8_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M][2];
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / RT_QK; b++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float dw = _cvtsh_ss(w[b].d);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
-                                            acc[j][b & 1]);
-        }
+    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    const int64_t nb = k / RT_QK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q8_0_block(w + b, act, as, b, acc0, M);
+        q8_0_block(w + b + 1, act, as, b + 1, acc1, M);
     }
+    if (b < nb) q8_0_block(w + b, act, as, b, acc0, M);
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
 }
 DISPATCH_M(mm_q8_0)
 
