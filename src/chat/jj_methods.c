@@ -86,6 +86,10 @@ int jj_getattr(jj_ctx *c, jj_val obj, const char *name, jj_val *out) {
         if (in_set(STR_METHODS, name)) return method(c, obj, name, out);
         return no_attr(c, obj, name, out);
     case JJ_LIST:
+        if (obj.u.l->group && (!strcmp(name, "grouper") || !strcmp(name, "list"))) {
+            *out = obj.u.l->v[name[0] == 'l'];
+            return 0;
+        }
         if (!obj.u.l->tuple && in_set(LIST_METHODS, name)) return method(c, obj, name, out);
         if (obj.u.l->tuple && (!strcmp(name, "count") || !strcmp(name, "index"))) return method(c, obj, name, out);
         return no_attr(c, obj, name, out);

@@ -135,6 +135,13 @@ CONVERSATIONS = {
         {"role": "tool", "name": "get_weather", "content": "21C"},
         {"role": "tool", "name": "search", "content": "2.1 million"},
         {"role": "user", "content": "ok"}],
+    "tool_call_string_args": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "-3C, snow"},
+        {"role": "assistant", "content": "Cold: -3C with snow.", "reasoning_content": "Tool said -3C."}],
     "content_parts": [
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
         {"role": "user", "content": [{"type": "text", "text": "Part one."}, {"type": "text", "text": "Part two."}]}],
@@ -306,6 +313,19 @@ SYNTHETIC = [
     "{#- leading comment -#}\n\n  text  \n{#+ c #}\nafter\n",
     "trailing newline kept once\n\n",
     "crlf\r\nline\r\n{% if true %}\r\nx{% endif %}",
+    "{% set xs = [{'r': 'A', 'v': 1}, {'r': 'a', 'v': 2}, {'r': 'b', 'v': 3}] %}{% for g in xs|groupby('r') %}{{ g.grouper }}:{{ g.list|map(attribute='v')|list }};{% endfor %}{{ xs|groupby('r', case_sensitive=true) }}",
+    "{{ '%.2f'|format(3.14159) }} {{ '%5s|'|format('x') }} {{ '%-5s|%+d|%05d|%x|%#x|%o|%e|%g|%c|%%|%r' % ('ab', 3, -42, 255, 255, 8, 12345.678, 0.00001, 65, 'q') }} {{ '%.1s|%3d|%s' % ('xyz', 5, [1, 'a']) }}",
+    "{{ '%s' % (1, 2) }}",
+    "{{ 1.5|int }} {{ -1.5|int }} {{ '0x10'|int }} {{ ' 12 '|int }} {{ '1e3'|int }} {{ '1e3'|float }} {{ true|int }} {{ '1_000'|int }} {{ '-7'|int }}",
+    "{{ 2.5|round }} {{ 3.5|round }} {{ -2.5|round }} {{ 1.25|round(1) }} {{ 1.35|round(1) }} {{ 5|round }} {{ 5|round(2, 'floor') }}",
+    "{% macro m() %}{{ late }}{% endmacro %}{% set late = 1 %}{{ m() }} {% set a = 1 %}{% macro m2() %}{{ a }}{% endmacro %}{% set a = 2 %}{{ m2() }}",
+    "{% for i in range(2) %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %} {% macro m3(x) %}{% set x = x + 1 %}{{ x }}{% endmacro %}{{ m3(1) }}",
+    "{% for m in messages %}{% set outer = loop %}{% for j in [1] %}{{ outer.index }}{{ loop.index }}{% endfor %}{% endfor %}",
+    "{% set parts = [] %}{% for m in messages %}{% set parts = parts + [m.role] %}{% endfor %}{{ parts }}",
+    "{{ 3 // 2.0 }} {{ 2 ** 0.5 }} {{ -3 % -2 }} {{ 10 % 3.5 }} {{ 'a' < 'B' }} {{ [1] == [1] }} {{ (1,) == [1] }} {{ {'a': 1} == {'a': 1} }}",
+    "{{ messages|tojson }} {{ messages[2]|tojson(indent=4, sort_keys=true) }}",
+    "{{ 'Hello'[0] }}{{ 'Hello'[-1] }}{{ 'Hello'[10] }}| {{ none|string }} {{ none|tojson }} {{ {'a': 1}.a }}|",
+    "{{ strftime_now('%Y')|length }} {{ 'a' is in 'cat' }} {{ [] is sequence }} {{ 1 is sequence }}",
     # globals
     "{{ dict(a=1, b=2) }} {{ namespace(a=1).a }} {{ range(5)|length }}",
     "{% if add_generation_prompt %}gen{% endif %} {{ bos_token }}{{ eos_token }} {{ tools is none }} {{ documents }}",
