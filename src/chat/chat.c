@@ -100,7 +100,7 @@ int chat_template_render(const chat_template *t, const chat_render_params *p, ch
     json_object_set_new(vars, "eos_token", json_string(p->eos_token ? p->eos_token : ""));
     if (p->extra) json_object_update(vars, (json_t *)p->extra);
     char err[1024];
-    int rc = jj_render(&t->prog, vars, out, err, sizeof err);
+    int rc = jj_render(&t->prog, vars, NULL, out, err, sizeof err);
     json_decref(vars);
     if (rc < 0) return vc_err_set(VC_ERR_INVALID, "chat template: %s", err);
     return 0;

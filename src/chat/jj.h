@@ -27,11 +27,17 @@
 #include "base/strbuf.h"
 
 /* ---- limits (runaway templates end with an error, never a hang) ---- */
-#define JJ_MAX_NEST 200                /* parser nesting (expressions + blocks) */
-#define JJ_MAX_CALL_DEPTH 100          /* macro / caller recursion */
-#define JJ_MAX_OUTPUT (64u << 20)      /* bytes of rendered output */
-#define JJ_MAX_ARENA (512u << 20)      /* bytes of values per render */
-#define JJ_MAX_STEPS 50000000ull       /* evaluation steps per render */
+#define JJ_MAX_NEST 200       /* parser nesting (expressions + blocks) */
+#define JJ_MAX_CALL_DEPTH 100 /* macro / caller recursion */
+
+typedef struct {
+    uint64_t max_steps; /* evaluation steps per render */
+    size_t max_output;  /* bytes of rendered output (and of any one string) */
+    size_t max_arena;   /* bytes of values allocated per render */
+} jj_limits;
+
+/* 50M steps, 64 MiB output, 512 MiB of values */
+jj_limits jj_limits_default(void);
 
 /* ---- arena ---- */
 typedef struct jj_arena_blk jj_arena_blk;
@@ -88,6 +94,7 @@ struct jj_list {
     jj_val *v;
     size_t n, cap;
     bool tuple;
+    bool group; /* groupby's (grouper, list) tuple: also has those attributes */
 };
 struct jj_dict {
     jj_val *k, *v;
@@ -223,7 +230,8 @@ typedef struct {
 
 /* Renders prog with the given top-level variables. On success *out is a
  * malloc'd string. On error returns -1 and writes a message into err. */
-int jj_render(const jj_program *prog, const json_t *vars, char **out, char *err, size_t errn);
+int jj_render(const jj_program *prog, const json_t *vars, const jj_limits *lim, char **out, char *err,
+              size_t errn);
 
 /* ---- shared by eval / filters / methods ---- */
 typedef struct {
@@ -236,6 +244,7 @@ typedef struct {
 
 int jj_error(jj_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 jj_arena *jj_ctx_arena(jj_ctx *c);
+size_t jj_max_output(const jj_ctx *c);
 int jj_step(jj_ctx *c); /* counts work; -1 when over JJ_MAX_STEPS */
 /* Argument i (positional) or keyword `name`; NULL if absent. */
 const jj_val *jj_arg(const jj_args *a, size_t i, const char *name);

@@ -30,6 +30,7 @@ struct jj_ctx {
     size_t errn;
     bool failed;
     uint64_t steps;
+    jj_limits lim;
     int call_depth;
     int ctl;          /* pending loop control: 0, JJ_CTL_BREAK, JJ_CTL_CONTINUE */
 };

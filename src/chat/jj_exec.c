@@ -67,10 +67,15 @@ static int exec_for(jj_ctx *c, const jj_node *n, jj_scope *s) {
     lp->items = items;
     jj_val lv = {.t = JJ_LOOP};
     lv.u.loop = lp;
+    /* one scope reused by every iteration: Jinja forgets an iteration's
+     * assignments at the next one, and this keeps long loops' memory flat */
+    jj_scope *is = jj_scope_new(c, s);
+    if (!is) return -1;
     for (size_t i = 0; i < items->n; i++) {
+        if (jj_step(c) < 0) return -1;
         lp->idx = i;
-        jj_scope *is = jj_scope_new(c, s);
-        if (!is || jj_scope_set(c, is, "loop", lv) < 0 || assign(c, is, n, items->v[i]) < 0) return -1;
+        is->n = 0;
+        if (jj_scope_set(c, is, "loop", lv) < 0 || assign(c, is, n, items->v[i]) < 0) return -1;
         if (exec_body(c, n->b, is) < 0) return -1;
         if (c->ctl == JJ_CTL_BREAK) {
             c->ctl = 0;
@@ -234,9 +239,11 @@ int jj_macro_repr(vc_strbuf *sb, const jj_macro *m) {
     return 0;
 }
 
-int jj_render(const jj_program *prog, const json_t *vars, char **out, char *err, size_t errn) {
+int jj_render(const jj_program *prog, const json_t *vars, const jj_limits *lim, char **out, char *err,
+              size_t errn) {
     jj_ctx c = {.err = err, .errn = errn};
-    c.arena.limit = JJ_MAX_ARENA;
+    c.lim = lim ? *lim : jj_limits_default();
+    c.arena.limit = c.lim.max_arena;
     vc_strbuf sb = {0};
     c.out = &sb;
     int rc = -1;

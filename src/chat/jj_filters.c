@@ -254,7 +254,7 @@ static int do_join(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
         if (i && d && jj_to_str(c, &sb, *d) < 0) goto fail;
         if (attr && attr_path(c, v, *attr, &v) < 0) goto fail;
         if (jj_to_str(c, &sb, v) < 0) goto fail;
-        if (sb.len > JJ_MAX_OUTPUT) {
+        if (sb.len > jj_max_output(c)) {
             jj_error(c, "string too large");
             goto fail;
         }
@@ -344,6 +344,10 @@ static int do_int(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
         errno = 0;
         long long v = strtoll(buf, &end, 10);
         if (!*end && !errno) { *out = jj_int(v); return 0; }
+        if (strpbrk(buf, "xXpP")) { /* strtod reads hex floats; Python's float() does not */
+            *out = d;
+            return 0;
+        }
         double f = strtod(buf, &end);
         if (!*end && !isnan(f) && !isinf(f) && fabs(f) < 9.2e18) { *out = jj_int((int64_t)f); return 0; }
         *out = d;
@@ -365,8 +369,14 @@ static int do_float(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
         jj_val t;
         if (jj_strip(c, in, NULL, true, true, &t) < 0) return -1;
         if (t.u.s.n == 0 || t.u.s.n >= sizeof buf) { *out = d; return 0; }
-        memcpy(buf, t.u.s.p, t.u.s.n);
-        buf[t.u.s.n] = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < t.u.s.n; i++)
+            if (t.u.s.p[i] != '_') buf[k++] = t.u.s.p[i];
+        buf[k] = 0;
+        if (strpbrk(buf, "xXpP")) {
+            *out = d;
+            return 0;
+        }
         char *end;
         double f = strtod(buf, &end);
         *out = *end ? d : jj_float(f);
@@ -383,6 +393,7 @@ static int do_round(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
     double x = in.t == JJ_FLOAT ? in.u.f : in.t == JJ_INT ? (double)in.u.i : in.u.b, m = pow(10.0, (double)p);
     if (me && me->t == JJ_STR && me->u.s.n == 4 && !memcmp(me->u.s.p, "ceil", 4)) *out = jj_float(ceil(x * m) / m);
     else if (me && me->t == JJ_STR && me->u.s.n == 5 && !memcmp(me->u.s.p, "floor", 5)) *out = jj_float(floor(x * m) / m);
+    else if (in.t != JJ_FLOAT && p >= 0) *out = jj_int(in.t == JJ_INT ? in.u.i : in.u.b); /* round(int) is int */
     else {
         char buf[400];
         snprintf(buf, sizeof buf, "%.*f", (int)(p < 0 ? 0 : p > 30 ? 30 : p), x); /* correctly rounded, half-even */
@@ -405,6 +416,46 @@ static int do_batch(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
     }
     if (fill && l->n % (size_t)n->u.i)
         while (cur.u.l->n < (size_t)n->u.i) cur.u.l->v[cur.u.l->n++] = *fill;
+    return 0;
+}
+
+/* groupby(attribute, default=None, case_sensitive=False): sort by the
+ * attribute, then one (grouper, items) tuple per run of equal keys */
+static int do_groupby(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
+    const jj_val *attr = jj_arg(a, 0, "attribute"), *def = jj_arg(a, 1, "default"),
+                 *cs = jj_arg(a, 2, "case_sensitive");
+    if (!attr) return jj_error(c, "groupby needs an attribute");
+    jj_list *l;
+    if (jj_iterate(c, in, &l) < 0) return -1;
+    jj_val items, keys;
+    if (new_list(c, l->n, &items) < 0 || new_list(c, l->n, &keys) < 0) return -1;
+    sort_env e = {.c = c, .case_sensitive = cs && jj_truthy(*cs)};
+    for (size_t i = 0; i < l->n; i++) {
+        jj_val k;
+        if (attr_path(c, l->v[i], *attr, &k) < 0) return -1;
+        if (k.t == JJ_UNDEF && def) k = *def;
+        if (!e.case_sensitive && k.t == JJ_STR && jj_case(c, k, 'l', &k) < 0) return -1;
+        items.u.l->v[items.u.l->n++] = l->v[i];
+        keys.u.l->v[keys.u.l->n++] = k;
+    }
+    if (sort_items(&e, items.u.l->v, keys.u.l->v, items.u.l->n, false) < 0) return -1;
+    if (new_list(c, 0, out) < 0) return -1;
+    for (size_t i = 0; i < items.u.l->n;) {
+        size_t j = i;
+        jj_val grp, t;
+        if (new_list(c, 0, &grp) < 0) return -1;
+        while (j < items.u.l->n && jj_eq(keys.u.l->v[j], keys.u.l->v[i]))
+            if (jj_list_push(c, &grp, items.u.l->v[j++]) < 0) return -1;
+        if (jj_list_new(c, 2, true, &t) < 0) return -1;
+        t.u.l->group = true;
+        /* the grouper is the first item's real (not lower-cased) value */
+        if (attr_path(c, items.u.l->v[i], *attr, &t.u.l->v[0]) < 0) return -1;
+        if (t.u.l->v[0].t == JJ_UNDEF && def) t.u.l->v[0] = *def;
+        t.u.l->v[1] = grp;
+        t.u.l->n = 2;
+        if (jj_list_push(c, out, t) < 0) return -1;
+        i = j;
+    }
     return 0;
 }
 
@@ -651,6 +702,7 @@ int jj_apply_filter(jj_ctx *c, const char *f, jj_val in, const jj_args *a, jj_va
     if (!strcmp(f, "min") || !strcmp(f, "max")) return do_minmax(c, in, a, f[1] == 'a', out);
     if (!strcmp(f, "sum")) return do_sum(c, in, a, out);
     if (!strcmp(f, "dictsort")) return do_dictsort(c, in, a, out);
+    if (!strcmp(f, "groupby")) return do_groupby(c, in, a, out);
     if (!strcmp(f, "batch")) return do_batch(c, in, a, out);
     if (!strcmp(f, "reverse")) {
         if (in.t == JJ_STR) {
@@ -704,7 +756,7 @@ bool jj_has_filter(const char *name) {
                                     "first", "last", "list", "items", "join", "map", "select", "reject",
                                     "selectattr", "rejectattr", "int", "float", "abs", "round", "unique", "sort",
                                     "min", "max", "sum", "dictsort", "batch", "reverse", "indent", "center",
-                                    "truncate", "wordcount", "attr", "format", "pprint", NULL};
+                                    "truncate", "wordcount", "attr", "format", "pprint", "groupby", NULL};
     for (int i = 0; F[i]; i++)
         if (!strcmp(F[i], name)) return true;
     return false;

@@ -178,9 +178,38 @@ static size_t digits(const char *s, size_t i, size_t n) {
     return i;
 }
 
+static bool is_base_digit(char c, int base) {
+    if (base == 16) return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    return c >= '0' && c < '0' + base;
+}
+
 static int lex_number(lexer *L, size_t *pi) {
     const char *s = L->s;
     size_t i = *pi, st = i, n = L->n;
+    if (s[i] == '0' && i + 2 < n) { /* 0x / 0o / 0b with optional underscores */
+        char b = (char)(s[i + 1] | 0x20);
+        int base = b == 'x' ? 16 : b == 'o' ? 8 : b == 'b' ? 2 : 0;
+        size_t j = i + 2;
+        if (base && j < n && s[j] == '_') j++;
+        if (base && j < n && is_base_digit(s[j], base)) {
+            uint64_t v = 0;
+            bool ovf = false;
+            while (j < n && (is_base_digit(s[j], base) || (s[j] == '_' && j + 1 < n && is_base_digit(s[j + 1], base)))) {
+                if (s[j] != '_') {
+                    int d = is_digit(s[j]) ? s[j] - '0' : (s[j] | 0x20) - 'a' + 10;
+                    if (v > (UINT64_MAX >> 1) / (uint64_t)base) ovf = true;
+                    v = v * (uint64_t)base + (uint64_t)d;
+                }
+                j++;
+            }
+            if (ovf || v > INT64_MAX) return lerr(L, "integer literal too large");
+            jj_tok *t = push(L, JT_INT, s + st, j - st);
+            if (!t) return lerr(L, "out of memory");
+            t->i = (int64_t)v;
+            *pi = j;
+            return 0;
+        }
+    }
     i = digits(s, i, n);
     bool is_float = false;
     if (i + 1 < n && s[i] == '.' && is_digit(s[i + 1])) {
@@ -261,7 +290,7 @@ static int lex_tag(lexer *L, bool block) {
                 if (s[i] == '\\' && i + 1 < L->n) i++;
                 i++;
             }
-            if (i >= L->n) return lerr(L, "unterminated string literal");
+            if (i >= L->n) return lerr(L, "unexpected char %s at %zu", ch == '\'' ? "\"'\"" : "'\"'", st - 1);
             jj_tok *t = push(L, JT_STRING, NULL, 0);
             if (!t || unescape(L, s + st, i - st, t) < 0) return t ? -1 : lerr(L, "out of memory");
             count_lines(L, st, i);
@@ -275,8 +304,8 @@ static int lex_tag(lexer *L, bool block) {
         if (!oplen) {
             uint32_t cp;
             jj_utf8_dec(s + i, L->n - i, &cp);
-            return lerr(L, "unexpected char %s%c%s (U+%04X)", cp < 0x80 ? "'" : "", cp < 0x80 ? (char)cp : ' ',
-                        cp < 0x80 ? "'" : "", cp);
+            if (cp >= 0x20 && cp < 0x7F) return lerr(L, "unexpected char '%c' at %zu", (char)cp, i);
+            return lerr(L, "unexpected char U+%04X at %zu", cp, i);
         }
         if (ch == '(' || ch == '[' || ch == '{') depth++;
         else if (oplen == 1 && (ch == ')' || ch == ']' || ch == '}')) {

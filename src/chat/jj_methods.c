@@ -2,6 +2,7 @@
  * list values, the loop object, and the globals transformers provides
  * (range, namespace, dict, raise_exception, strftime_now). Lists and dicts
  * are read-only as in ImmutableSandboxedEnvironment. */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -37,15 +38,28 @@ static int method(jj_ctx *c, jj_val self, const char *name, jj_val *out) {
     return 0;
 }
 
-static int no_attr(jj_ctx *c, jj_val obj, const char *name, jj_val *out) {
+/* Jinja's Undefined hint: "'dict object' has no attribute 'x'" for names,
+ * "list object has no element 3" for other keys. */
+static int missing(jj_ctx *c, jj_val obj, jj_val key, jj_val *out) {
     vc_strbuf sb = {0};
-    vc_sb_printf(&sb, "'%s object' has no attribute '%s'", jj_type_name(obj), name);
+    char tn[48];
+    if (obj.t == JJ_NONE) snprintf(tn, sizeof tn, "None");
+    else if (obj.t == JJ_NS) snprintf(tn, sizeof tn, "jinja2.utils.Namespace object");
+    else if (obj.t == JJ_LOOP) snprintf(tn, sizeof tn, "jinja2.runtime.LoopContext object");
+    else snprintf(tn, sizeof tn, "%s object", jj_type_name(obj));
+    if (key.t == JJ_STR) vc_sb_printf(&sb, "'%s' has no attribute ", tn);
+    else vc_sb_printf(&sb, "%s has no element ", tn);
+    int rc = jj_to_repr(c, &sb, key);
     jj_val h;
-    int rc = jj_str_dup(c, sb.s, sb.len, &h);
+    if (rc == 0) rc = jj_str_dup(c, sb.s, sb.len, &h);
     vc_sb_free(&sb);
     if (rc < 0) return -1;
     *out = jj_undef(h.u.s.p);
     return 0;
+}
+
+static int no_attr(jj_ctx *c, jj_val obj, const char *name, jj_val *out) {
+    return missing(c, obj, jj_str(name, strlen(name)), out);
 }
 
 int jj_getattr(jj_ctx *c, jj_val obj, const char *name, jj_val *out) {
@@ -72,6 +86,10 @@ int jj_getattr(jj_ctx *c, jj_val obj, const char *name, jj_val *out) {
         if (in_set(STR_METHODS, name)) return method(c, obj, name, out);
         return no_attr(c, obj, name, out);
     case JJ_LIST:
+        if (obj.u.l->group && (!strcmp(name, "grouper") || !strcmp(name, "list"))) {
+            *out = obj.u.l->v[name[0] == 'l'];
+            return 0;
+        }
         if (!obj.u.l->tuple && in_set(LIST_METHODS, name)) return method(c, obj, name, out);
         if (obj.u.l->tuple && (!strcmp(name, "count") || !strcmp(name, "index"))) return method(c, obj, name, out);
         return no_attr(c, obj, name, out);
@@ -91,43 +109,40 @@ int jj_getitem(jj_ctx *c, jj_val obj, jj_val key, jj_val *out) {
             *out = *v;
             return 0;
         }
-        if (key.t == JJ_STR) {
+        if (key.t == JJ_STR && obj.t == JJ_DICT) {
             char name[64];
             if (key.u.s.n < sizeof name && !memchr(key.u.s.p, 0, key.u.s.n)) {
                 memcpy(name, key.u.s.p, key.u.s.n);
                 name[key.u.s.n] = 0;
-                if (obj.t == JJ_DICT && in_set(DICT_METHODS, name)) {
+                if (in_set(DICT_METHODS, name)) {
                     jj_val nm;
                     if (jj_str_dup(c, name, key.u.s.n, &nm) < 0) return -1;
                     return method(c, obj, nm.u.s.p, out);
                 }
             }
-            vc_strbuf sb = {0};
-            vc_sb_printf(&sb, "'%s object' has no attribute '%.*s'", jj_type_name(obj), (int)key.u.s.n, key.u.s.p);
-            jj_val h;
-            int rc = jj_str_dup(c, sb.s, sb.len, &h);
-            vc_sb_free(&sb);
-            if (rc < 0) return -1;
-            *out = jj_undef(h.u.s.p);
-            return 0;
         }
-        *out = jj_undef("no such element");
-        return 0;
+        return missing(c, obj, key, out);
     }
     case JJ_LIST: case JJ_STR: case JJ_RANGE: {
         if (key.t != JJ_INT && key.t != JJ_BOOL) {
-            *out = jj_undef("invalid index");
-            return 0;
+            if (key.t == JJ_STR) { /* obj['upper'] falls back to the attribute */
+                char name[64];
+                if (key.u.s.n < sizeof name && !memchr(key.u.s.p, 0, key.u.s.n)) {
+                    memcpy(name, key.u.s.p, key.u.s.n);
+                    name[key.u.s.n] = 0;
+                    jj_val nm;
+                    if (jj_str_dup(c, name, key.u.s.n, &nm) < 0) return -1;
+                    return jj_getattr(c, obj, nm.u.s.p, out);
+                }
+            }
+            return missing(c, obj, key, out);
         }
         jj_list *l;
         if (obj.t == JJ_LIST) l = obj.u.l;
         else if (jj_iterate(c, obj, &l) < 0) return -1;
         int64_t i = key.t == JJ_INT ? key.u.i : key.u.b;
         if (i < 0) i += (int64_t)l->n;
-        if (i < 0 || i >= (int64_t)l->n) {
-            *out = jj_undef("index out of range");
-            return 0;
-        }
+        if (i < 0 || i >= (int64_t)l->n) return missing(c, obj, key, out);
         *out = l->v[i];
         return 0;
     }
@@ -140,9 +155,8 @@ int jj_getitem(jj_ctx *c, jj_val obj, jj_val key, jj_val *out) {
                 return jj_loop_attr(c, obj.u.loop, name, out);
             }
         }
-        *out = jj_undef("no such loop attribute");
-        return 0;
-    default: *out = jj_undef("object is not subscriptable"); return 0;
+        return missing(c, obj, key, out);
+    default: return missing(c, obj, key, out);
     }
 }
 
@@ -276,7 +290,7 @@ int jj_replace(jj_ctx *c, jj_val s, jj_val old, jj_val new_, int64_t count, jj_v
             size_t k = jj_utf8_dec(p + i, n - i, &cp);
             vc_sb_append(&sb, p + i, k);
             i += k;
-            if (sb.len > JJ_MAX_OUTPUT) break;
+            if (sb.len > jj_max_output(c)) break;
         }
         vc_sb_append(&sb, p + i, n - i);
         return sb_to_val(c, &sb, out);
@@ -288,7 +302,7 @@ int jj_replace(jj_ctx *c, jj_val s, jj_val old, jj_val new_, int64_t count, jj_v
         vc_sb_append(&sb, new_.u.s.p, new_.u.s.n);
         i = (size_t)(f - p) + old.u.s.n;
         done++;
-        if (sb.len > JJ_MAX_OUTPUT) {
+        if (sb.len > jj_max_output(c)) {
             vc_sb_free(&sb);
             return jj_error(c, "string too large");
         }

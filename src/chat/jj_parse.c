@@ -63,12 +63,12 @@ static bool skip_name(parser *P, const char *s) {
 static const char *tok_desc(parser *P, const jj_tok *t) {
     static _Thread_local char b[64];
     switch (t->t) {
-    case JT_EOF: return "end of template";
-    case JT_VAR_END: return "end of print statement";
-    case JT_BLOCK_END: return "end of statement block";
-    case JT_STRING: return "string";
-    case JT_INT: return "integer";
-    case JT_FLOAT: return "float";
+    case JT_EOF: return "'end of template'";
+    case JT_VAR_END: return "'end of print statement'";
+    case JT_BLOCK_END: return "'end of statement block'";
+    case JT_STRING: return "'string'";
+    case JT_INT: return "'integer'";
+    case JT_FLOAT: return "'float'";
     default: break;
     }
     (void)P;
@@ -165,7 +165,7 @@ static jj_node *p_tuple(parser *P, bool simplified, bool with_cond, const char *
     }
     if (!is_tuple) {
         if (items.n) return items.v[0];
-        if (!parens) return perr(P, "expected an expression, got %s", tok_desc(P, cur(P)));
+        if (!parens) return perr(P, "Expected an expression, got %s", tok_desc(P, cur(P)));
     }
     jj_node *n = node(P, JN_TUPLE);
     if (!n) return NULL;
@@ -421,7 +421,7 @@ static jj_node *p_primary(parser *P) {
         n->kw = vs.v;
         n->nkids = n->nkw = ks.n;
     } else {
-        n = perr(P, "unexpected %s", tok_desc(P, t));
+        n = perr(P, "Expected an expression, got %s", tok_desc(P, t));
     }
     P->depth--;
     return n;
@@ -610,7 +610,7 @@ static bool p_target(parser *P, jj_node *st, bool with_ns, const char *extra) {
     bool tuple = parens;
     for (;;) {
         if (cur(P)->t != JT_NAME) {
-            perr(P, "can't assign to %s", tok_desc(P, cur(P)));
+            perr(P, "Expected an expression, got %s", tok_desc(P, cur(P)));
             return false;
         }
         const char *nm = tokstr(P, cur(P));
@@ -829,7 +829,17 @@ static jj_node *p_body(parser *P, const char *const *ends) {
         jj_tok *t = cur(P);
         jj_node *x = NULL;
         if (t->t == JT_EOF) {
-            if (ends) return perr(P, "unexpected end of template, expected '%s'", ends[0]);
+            if (ends) {
+                char want[160] = "";
+                const char *inner = ends[0];
+                for (int k = 0; ends[k]; k++) {
+                    size_t l = strlen(want);
+                    snprintf(want + l, sizeof want - l, "%s'%s'", k ? " or " : "", ends[k]);
+                    if (!strncmp(ends[k], "end", 3)) inner = ends[k] + 3;
+                }
+                return perr(P, "Unexpected end of template. Jinja was looking for the following tags: %s. "
+                               "The innermost block that needs to be closed is '%s'.", want, inner);
+            }
             break;
         } else if (t->t == JT_DATA) {
             if (!(x = node(P, JN_TEXT))) return NULL;

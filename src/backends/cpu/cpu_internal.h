@@ -44,15 +44,25 @@ typedef struct {
 typedef void (*cpu_mm_fn)(int64_t k, const void *w, const void *act, size_t act_stride, int m,
                           float *y, size_t y_stride);
 
-/* Per-(query, head) attention; see cpu_attention.c for the contract. */
+/* Attention of nh (<= CPU_ATTN_HB) query heads that share one kv head, for
+ * one query over keys lo..hi (may be empty: lo > hi). With ml == NULL the
+ * output is normalised; otherwise the unnormalised sum of exp(s-m)*v goes to
+ * out and (m, l) of each head to ml[2h], ml[2h+1] for a later combine of
+ * context splits (see cpu_attention.c). */
+#define CPU_ATTN_HB 8
+#define CPU_ATTN_MAX_HD 512
 typedef struct {
-    const float *q;          /* [hd] */
-    const char *k, *v;       /* key/value of position 0 for this kv head */
+    const float *q;            /* head h at q + h*q_stride, [hd] each */
+    size_t q_stride;           /* floats */
+    int nh;
+    const char *k, *v;         /* key/value of position 0 for this kv head */
     size_t k_stride, v_stride; /* bytes between positions */
-    int kv_f16;              /* cache dtype: 0 f32, 1 f16 */
-    int64_t hd, lo, hi;      /* keys lo..hi inclusive */
+    int kv_f16;                /* cache dtype: 0 f32, 1 f16 */
+    int64_t hd, lo, hi;        /* keys lo..hi inclusive */
     float scale, softcap;
-    float *out;              /* [hd] */
+    float *out;                /* head h at out + h*out_stride, [hd] each */
+    size_t out_stride;         /* floats */
+    float *ml;                 /* NULL or [2*nh] */
 } cpu_attn_job;
 
 typedef struct {
@@ -100,6 +110,8 @@ int cpu_op_softmax(rt_backend *be, const rt_op_args *a);
 int cpu_op_attention(rt_backend *be, const rt_op_args *a);
 int cpu_op_copy(rt_backend *be, const rt_op_args *a);
 int cpu_op_argmax(rt_backend *be, const rt_op_args *a);
+int cpu_op_kv_store(rt_backend *be, const rt_op_args *a);
+int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a);
 
 /* Scalar kernels (cpu_matmul_ref.c, cpu_norm.c, cpu_elementwise.c, cpu_attention.c). */
 void cpu_mm_f32_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
@@ -124,6 +136,9 @@ void cpu_attn_ref(const cpu_attn_job *job);
  * overrides the table entries it implements; the tables are only used when
  * cpu_isa_detect() says the CPU runs them. */
 void cpu_fill_matmul_avx2(cpu_kernels *k);
+void cpu_fill_elementwise_avx2(cpu_kernels *k);
+void cpu_fill_attention_avx2(cpu_kernels *k);
+void cpu_fill_matmul_avx512(cpu_kernels *k);
 
 
 #endif
