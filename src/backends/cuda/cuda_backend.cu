@@ -105,6 +105,9 @@ static int cuda_drain(cuda_ctx *c) {
         CU_TRY(cudaStreamSynchronize(c->stream));
         if (f & CUDA_FLAG_BAD_TOKEN)
             return vc_err_set(VC_ERR_INVALID, "cuda embed: a token id was out of range");
+        if (f & CUDA_FLAG_BAD_SLOT) return vc_err_set(VC_ERR_INVALID, "cuda kv_store: a slot was out of range");
+        if (f & CUDA_FLAG_BAD_PAGED)
+            return vc_err_set(VC_ERR_INVALID, "cuda paged attention: bad block table or sequence lengths");
     }
     return VC_OK;
 }
@@ -162,6 +165,7 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
     case RT_OP_MATMUL: return cuda_matmul_supports(a->src[1]->dtype);
     case RT_OP_EMBED: return cuda_has_decoder(a->src[0]->dtype);
     case RT_OP_ATTENTION:
+    case RT_OP_PAGED_ATTENTION:
         return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16) &&
                a->src[0]->shape[2] <= 1024;
     case RT_OP_COPY: {
@@ -254,4 +258,6 @@ void cuda_backend_register(void) {
     rt_op_register(RT_OP_ATTENTION, RT_DEV_CUDA, cuda_op_attention);
     rt_op_register(RT_OP_COPY, RT_DEV_CUDA, cuda_op_copy);
     rt_op_register(RT_OP_ARGMAX, RT_DEV_CUDA, cuda_op_argmax);
+    rt_op_register(RT_OP_KV_STORE, RT_DEV_CUDA, cuda_op_kv_store);
+    rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CUDA, cuda_op_paged_attention);
 }

@@ -9,8 +9,9 @@
  *                      tokens, cuBLAS GEMM (f32 SGEMM without TF32, f16/bf16
  *                      GemmEx with fp32 accumulation, quantized weights
  *                      dequantized to bf16 scratch) above that
- *   cuda_attention.cu  causal GQA attention, one block per (query, head),
- *                      K/V tiles in shared memory, online softmax
+ *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
+ *                      per (head, query row), K/V tiles in shared memory,
+ *                      online softmax) and KV_STORE
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
  *
@@ -20,9 +21,11 @@
  * runtime and of cuBLAS go through CU_TRY / CUBLAS_TRY, which record
  * file:line in vc_err and return VC_ERR_RUNTIME (library code never aborts).
  *
- * Token ids that live on the device cannot be checked before EMBED runs
- * without a round trip; the kernel flags a bad id in ctx->d_flags instead
- * and the next sync() or device-to-host copy reports it as VC_ERR_INVALID.
+ * Indices that live on the device (EMBED ids, KV_STORE slots, paged block
+ * tables) cannot be checked before the kernel runs without a round trip;
+ * kernels flag bad ones in ctx->d_flags instead (and never touch memory
+ * out of bounds), and the next sync() or device-to-host copy reports them as
+ * VC_ERR_INVALID.
  */
 #ifndef CUDA_INTERNAL_H
 #define CUDA_INTERNAL_H
@@ -44,7 +47,9 @@ extern "C" {
 }
 
 /* Bits of ctx->d_flags (set by kernels, reported by sync/copy). */
-#define CUDA_FLAG_BAD_TOKEN 1
+#define CUDA_FLAG_BAD_TOKEN 1 /* EMBED: id out of range */
+#define CUDA_FLAG_BAD_SLOT 2  /* KV_STORE: slot out of range */
+#define CUDA_FLAG_BAD_PAGED 4 /* PAGED_ATTENTION: bad block table / lengths */
 
 /* Max tokens of the GEMV path; larger batches go to cuBLAS. */
 #define CUDA_GEMV_MAX_N 8
@@ -134,6 +139,8 @@ int cuda_op_softmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_attention(rt_backend *be, const rt_op_args *a);
 int cuda_op_copy(rt_backend *be, const rt_op_args *a);
 int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
+int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
+int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
 }
 
 /* What the kernels handle (the answer behind supports_op). */

@@ -1,6 +1,8 @@
 /* Every op of runtime/ops.h on the CUDA backend against the same op on the
  * CPU backend (the reference), on random inputs and odd shapes.
  *
+ * KV_STORE and PAGED_ATTENTION (block tables, varlen batches) likewise.
+ *
  * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i| ("normalised").
  * Bounds per op: exact (bit-identical) for EMBED, COPY and ARGMAX, whose
  * GPU kernels do the same IEEE operations; ~1e-5 for f32 arithmetic that
@@ -455,6 +457,105 @@ static void test_attention(void **st) {
     attn_case(40, 4, 2, 32, 300, 64, 0.0f, RT_F16); /* long context, window */
 }
 
+/* ---- KV_STORE / PAGED_ATTENTION ------------------------------------------ */
+
+static void test_kv_store(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t T = 6, kvh = 2, hd = 24, NB = 4, B = 4;
+    int32_t slots[6] = {3, -1, 15, 0, 7, 8};
+    for (int f16 = 0; f16 < 2; f16++) {
+        rt_dtype ct = f16 ? RT_F16 : RT_F32;
+        int64_t sc[4] = {NB, B, kvh, hd}, ss[3] = {T, kvh, hd}, sl[1] = {T};
+        void *cache = make_rows(ct, NB * B * kvh, hd, 1.0f);
+        size_t cb = rt_dtype_row_bytes(ct, hd) * (size_t)(NB * B * kvh);
+        float *src = xmalloc((size_t)(T * kvh * hd) * 4);
+        char *got = xmalloc(cb);
+        fill(src, T * kvh * hd, 2.0f);
+        rt_tensor dc = up(cache, ct, 4, sc), ds = up(src, RT_F32, 3, ss), dsl = up(slots, RT_I32, 1, sl);
+        rt_tensor hc = rt_tensor_make(cache, ct, RT_DEV_CPU, 4, sc), hs = rt_tensor_make(src, RT_F32, RT_DEV_CPU, 3, ss);
+        rt_tensor hsl = rt_tensor_make(slots, RT_I32, RT_DEV_CPU, 1, sl);
+        assert_int_equal(rt_kv_store(g_cpu, &hc, &hs, &hsl), VC_OK);
+        assert_int_equal(rt_kv_store(g_gpu, &dc, &ds, &dsl), VC_OK);
+        down(got, &dc);
+        assert_memory_equal(got, cache, cb);
+        note(RT_OP_KV_STORE, 0.0, 0.0, "exact");
+        int32_t bad[6] = {0, 1, 2, 3, 4, (int32_t)(NB * B)};
+        rt_tensor dbad = up(bad, RT_I32, 1, sl);
+        assert_int_equal(rt_kv_store(g_gpu, &dc, &ds, &dbad), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+        drop(&dbad);
+        drop(&dc);
+        drop(&ds);
+        drop(&dsl);
+        free(cache);
+        free(src);
+        free(got);
+    }
+}
+
+static void paged_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float softcap, rt_dtype kvt) {
+    enum { S = 3, NB = 20, B = 4, MB = 6 };
+    int32_t seq_lens[S] = {5, 17, 9}, qsl[S + 1] = {0, 5, 6, 9}, bt[S * MB];
+    int32_t perm[NB];
+    for (int i = 0; i < NB; i++) perm[i] = i;
+    for (int i = NB - 1; i > 0; i--) { /* shuffle the blocks */
+        int j = (int)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int used = 0;
+    for (int s = 0; s < S; s++)
+        for (int b = 0; b < MB; b++) bt[s * MB + b] = b * B < seq_lens[s] ? perm[used++] : -1;
+    int64_t T = qsl[S], sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {S, MB}, ssl[1] = {S}, sqsl[1] = {S + 1};
+    float *q = xmalloc((size_t)(T * h * hd) * 4), *ref = xmalloc((size_t)(T * h * hd) * 4),
+          *got = xmalloc((size_t)(T * h * hd) * 4);
+    fill(q, T * h * hd, 1.0f);
+    void *k = make_rows(kvt, NB * B * kvh, hd, 1.0f), *v = make_rows(kvt, NB * B * kvh, hd, 1.0f);
+    float scale = 3.0f / sqrtf((float)hd);
+    rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+    rt_tensor hk = rt_tensor_make(k, kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, kvt, RT_DEV_CPU, 4, sc);
+    rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt), hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl);
+    rt_tensor hsl = rt_tensor_make(seq_lens, RT_I32, RT_DEV_CPU, 1, ssl);
+    assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, softcap, window), VC_OK);
+    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, kvt, 4, sc), dv = up(v, kvt, 4, sc);
+    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(seq_lens, RT_I32, 1, ssl);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, softcap, window), VC_OK);
+    down(got, &dout);
+    char what[96];
+    snprintf(what, sizeof what, "h=%lld/%lld hd=%lld win=%d cap=%g %s", (long long)h, (long long)kvh, (long long)hd,
+             window, softcap, rt_dtype_name(kvt));
+    note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), 1e-5, what);
+    /* a block id out of range is reported at the next sync */
+    bt[MB + 1] = NB;
+    rt_tensor dbad = up(bt, RT_I32, 2, sbt);
+    assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbad, &dqsl, &dsl, scale, softcap, window), VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+    drop(&dbad);
+    drop(&dq);
+    drop(&dk);
+    drop(&dv);
+    drop(&dbt);
+    drop(&dqsl);
+    drop(&dsl);
+    drop(&dout);
+    free(q);
+    free(ref);
+    free(got);
+    free(k);
+    free(v);
+}
+
+static void test_paged_attention(void **st) {
+    (void)st;
+    NEED_GPU();
+    paged_case(4, 2, 16, 0, 0.0f, RT_F32);
+    paged_case(8, 2, 128, 0, 0.0f, RT_F16);
+    paged_case(6, 2, 80, 5, 30.0f, RT_F32);
+    paged_case(2, 1, 256, 0, 0.0f, RT_F16);
+}
+
 /* ---- COPY ---------------------------------------------------------------- */
 
 static void copy_case(rt_dtype st, rt_dtype dt, int64_t rows, int64_t cols, int strided_dst) {
@@ -558,6 +659,7 @@ int main(void) {
         cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
