@@ -15,6 +15,7 @@ ereq_sampling ereq_sampling_default(void) {
     s.skip_special_tokens = true;
     s.logprobs = -1;
     s.prompt_logprobs = -1;
+    s.eos_token_id = -1;
     return s;
 }
 
@@ -44,6 +45,7 @@ ereq *ereq_create(int64_t id, const int32_t *prompt, int32_t n_prompt, const ere
         }
     }
     r->status = EREQ_WAITING;
+    r->stop_str_idx = -1;
     return r;
 oom:
     ereq_free(r);
@@ -76,6 +78,8 @@ int ereq_append_token(ereq *r, int32_t tok) {
 int32_t ereq_num_output(const ereq *r) { return r->num_tokens - r->num_prompt; }
 
 bool ereq_is_finished(const ereq *r) { return r->status >= EREQ_FINISHED_STOPPED; }
+
+bool ereq_can_free(const ereq *r) { return ereq_is_finished(r) && r->num_inflight == 0; }
 
 const char *ereq_finish_reason(const ereq *r) {
     switch (r->status) {
