@@ -36,6 +36,7 @@ void erun_free(erun_runner *r);
 /* Runs the step. sampled receives one token per item with sample=true, in
  * item order; logprob outputs are attached by the sampler (engine issue). */
 int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled);
+/* Logprobs of the last step's samples (layout in sample/batch.h). */
 /* Drops per-request sampling state (call when a request finishes). */
 void erun_release(erun_runner *r, int64_t req_id);
 
