@@ -9,7 +9,10 @@
  *   s = esched_create(&params)
  *   esched_add_request(s, r)        r from ereq_create; validated, queued
  *   loop:
- *     esched_schedule(s, &out)      out.items -> runner (see request.h)
+ *     esched_schedule(s, &out)      out.items -> runner (see request.h); the
+ *         runner reads each item's block table with kv_seq_block_ids(req->seq)
+ *         (it only grows while the request runs), drops its rows for
+ *         out.preempted and out.finished_ids
  *     runner executes out, samples one token per item with sample = true
  *     esched_update(s, &out, sampled, n, &fin)  appends tokens, checks stop
  *         token rules, frees the KV of finished requests (listed in fin)
