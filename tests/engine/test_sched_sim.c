@@ -40,11 +40,15 @@ typedef struct {
     int32_t *out[N_REQ];
     ereq_status status[N_REQ];
     int64_t preemptions;
+    bool aborted[N_REQ];
 } result;
 
 static const int32_t eos_script[] = {11, 12, 13, 2, 14, 15};
 
-static void run_config(const job *jobs, const esched_params *p, bool async, result *res) {
+/* abort_seed != 0: abort random live requests now and then */
+static void run_config(const job *jobs, const esched_params *p, bool async, uint64_t abort_seed, result *res) {
+    memset(res->aborted, 0, sizeof res->aborted);
+    uint64_t ab = abort_seed;
     sim *m = sim_new(p, async);
     int32_t added = 0;
     int32_t *prompt = malloc(sizeof *prompt * 400);
@@ -66,6 +70,13 @@ static void run_config(const job *jobs, const esched_params *p, bool async, resu
             added++;
         }
         if (added == N_REQ && sim_all_finished(m)) break;
+        if (abort_seed && added > 0) {
+            ab = ab * 6364136223846793005ull + 1442695040888963407ull;
+            if ((ab >> 60) == 0) { /* 1 in 16 steps */
+                int32_t victim = (int32_t)((ab >> 33) % (uint64_t)added);
+                if (esched_abort(m->s, victim) == 1) res->aborted[victim] = true;
+            }
+        }
         sim_step(m);
         esched_stats st;
         esched_get_stats(m->s, &st);
@@ -113,7 +124,7 @@ static void test_batch_invariance(void **st) {
         sort_jobs(jobs);
         esched_params ref_p = sim_params(8192, 256, 512, 2000, 16);
         result ref;
-        run_config(jobs, &ref_p, false, &ref);
+        run_config(jobs, &ref_p, false, 0, &ref);
         for (int i = 0; i < N_REQ; i++) {
             /* every request ran to a proper end */
             assert_true(ref.status[i] == EREQ_FINISHED_LENGTH || ref.status[i] == EREQ_FINISHED_STOPPED);
@@ -140,7 +151,7 @@ static void test_batch_invariance(void **st) {
             p.enable_prefix_caching = cfg[c].cache;
             p.enable_chunked_prefill = cfg[c].chunked;
             result got;
-            run_config(jobs, &p, cfg[c].async, &got);
+            run_config(jobs, &p, cfg[c].async, 0, &got);
             for (int i = 0; i < N_REQ; i++) {
                 if (got.n_out[i] != ref.n_out[i] || got.status[i] != ref.status[i] ||
                     memcmp(got.out[i], ref.out[i], sizeof(int32_t) * (size_t)ref.n_out[i]) != 0)
@@ -157,9 +168,46 @@ static void test_batch_invariance(void **st) {
     assert_true(total_preemptions > 0);
 }
 
+/* Aborting some requests at random moments (waiting, prefilling, decoding,
+ * preempted, with a step in flight) leaves the others' tokens untouched,
+ * the aborted ones with a prefix of theirs, and the pool full. */
+static void test_random_aborts(void **st) {
+    (void)st;
+    int32_t n_aborted = 0;
+    for (uint64_t seed = 4; seed <= 6; seed++) {
+        job jobs[N_REQ];
+        make_jobs(jobs, seed);
+        sort_jobs(jobs);
+        esched_params ref_p = sim_params(8192, 256, 512, 2000, 16);
+        result ref;
+        run_config(jobs, &ref_p, false, 0, &ref);
+        for (int a = 0; a < 2; a++) {
+            esched_params p = sim_params(48, 6, 512, 40, 16);
+            p.policy = a ? ESCHED_PRIORITY : ESCHED_FCFS;
+            result got;
+            run_config(jobs, &p, a == 1, seed * 977 + (uint64_t)a, &got);
+            for (int i = 0; i < N_REQ; i++) {
+                if (got.aborted[i]) {
+                    n_aborted++;
+                    assert_int_equal(got.status[i], EREQ_FINISHED_ABORTED);
+                    assert_true(got.n_out[i] <= ref.n_out[i]);
+                } else {
+                    assert_int_equal(got.status[i], ref.status[i]);
+                    assert_int_equal(got.n_out[i], ref.n_out[i]);
+                }
+                assert_memory_equal(got.out[i], ref.out[i], sizeof(int32_t) * (size_t)got.n_out[i]);
+            }
+            free_result(&got);
+        }
+        free_result(&ref);
+    }
+    assert_true(n_aborted > 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_random_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
