@@ -103,8 +103,10 @@ int esched_add_request(esched *s, ereq *r);
 int esched_finish_request(esched *s, int64_t id, ereq_status status);
 /* esched_finish_request(s, id, EREQ_FINISHED_ABORTED). */
 int esched_abort(esched *s, int64_t id);
-/* The live request with this id, or NULL. */
+/* The live request with this id, or NULL (hashed: O(1)). */
 ereq *esched_find(esched *s, int64_t id);
+/* Live requests (running + waiting): the engine loop runs while > 0. */
+int32_t esched_num_unfinished(const esched *s);
 
 /* Plan one step into out (reused across steps; zero-initialise it once and
  * release with esched_output_free). VC_OK, or a negative status when out of
