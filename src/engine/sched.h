@@ -25,8 +25,9 @@
  * request, so the next step already schedules the decode of a token it has
  * not seen (the runner supplies it on the device); esched_update replaces
  * the placeholder with the real token. A synchronous loop simply never has
- * placeholders left at schedule time. Several outputs may be in flight;
- * pass them to esched_update in the order they were scheduled.
+ * placeholders left at schedule time. Several outputs may be in flight
+ * (use one esched_output per step in flight, e.g. two alternating); pass
+ * them to esched_update in the order they were scheduled.
  *
  * A step (esched_schedule):
  *  1. running requests in order: tokens = min(owed, long-prefill threshold,
