@@ -348,7 +348,11 @@ int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
                 r = fmod(x, y);
                 if (r != 0.0 && ((r < 0) != (y < 0))) r += y;
                 break;
-            default: r = pow(x, y); break;
+            default:
+                if (x == 0.0 && y < 0) return jj_error(c, "0.0 cannot be raised to a negative power");
+                if (x < 0 && y != floor(y)) return jj_error(c, "complex results are not supported");
+                r = pow(x, y);
+                break;
             }
             *out = jj_float(r);
             return 0;
@@ -371,6 +375,7 @@ int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
             break;
         default:
             if (y < 0) {
+                if (x == 0) return jj_error(c, "0.0 cannot be raised to a negative power");
                 *out = jj_float(pow((double)x, (double)y));
                 return 0;
             }
@@ -433,7 +438,11 @@ static int contains(jj_ctx *c, jj_val item, jj_val seq, bool *res) {
                 break;
             }
         return 0;
-    case JJ_DICT: case JJ_NS: *res = jj_dict_get(seq.u.d, item) != NULL; return 0;
+    case JJ_DICT: case JJ_NS:
+        if (item.t == JJ_DICT || item.t == JJ_NS || (item.t == JJ_LIST && !item.u.l->tuple))
+            return jj_error(c, "unhashable type: '%s'", jj_type_name(item));
+        *res = jj_dict_get(seq.u.d, item) != NULL;
+        return 0;
     case JJ_UNDEF: *res = false; return 0;
     case JJ_RANGE: {
         jj_list *l;
@@ -479,13 +488,14 @@ static int slice(jj_ctx *c, jj_val obj, const jj_node *n, jj_scope *s, jj_val *o
             return jj_error(c, "slice indices must be integers or None");
     }
     if (obj.t == JJ_UNDEF) return undef_err(c, obj);
-    jj_list *l = NULL;
-    if (obj.t == JJ_STR || obj.t == JJ_LIST || obj.t == JJ_RANGE) {
-        if (jj_iterate(c, obj, &l) < 0) return -1;
-    } else {
-        *out = jj_undef("object is not sliceable");
+    if (obj.t != JJ_STR && obj.t != JJ_LIST && obj.t != JJ_RANGE) {
+        /* Jinja raises TypeError here at run time but yields Undefined when the
+         * expression was constant-folded; Undefined is the harmless choice */
+        *out = jj_undef("object is not subscriptable");
         return 0;
     }
+    jj_list *l = NULL;
+    if (jj_iterate(c, obj, &l) < 0) return -1;
     int64_t len = (int64_t)l->n;
     int64_t step = parts[2].t == JJ_NONE ? 1 : ival(parts[2]);
     if (step == 0) return jj_error(c, "slice step cannot be zero");
@@ -507,6 +517,17 @@ static int slice(jj_ctx *c, jj_val obj, const jj_node *n, jj_scope *s, jj_val *o
         stop = ival(parts[1]);
         if (stop < 0) stop = stop + len < lo ? lo : stop + len;
         else if (stop > hi) stop = hi;
+    }
+    if (obj.t == JJ_RANGE) { /* range[a:b:c] is a range */
+        jj_range *r = jj_alloc(&c->arena, sizeof *r);
+        if (!r) return jj_error(c, "template used too much memory");
+        const jj_range *o = obj.u.r;
+        r->start = o->start + start * o->step;
+        r->stop = o->start + stop * o->step;
+        r->step = o->step * step;
+        out->t = JJ_RANGE;
+        out->u.r = r;
+        return 0;
     }
     jj_val res;
     bool is_str = obj.t == JJ_STR;

@@ -26,9 +26,10 @@ typedef struct {
 /* ---- hash maps (tok_util.c) ---- */
 
 /* Open-addressing map string -> id; the keys live in a caller table
- * (table[id] is the key of id), so a slot is just the id. */
+ * (table[id] is the key of id). A slot holds id+1 (0 = empty) and 32 bits
+ * of the hash, so probes rarely touch the key strings. */
 typedef struct {
-    int32_t *slots; /* -1 = empty */
+    uint64_t *slots;
     uint32_t mask;
 } tok_strmap;
 
@@ -211,7 +212,7 @@ struct tok_tokenizer {
     tok_str *tokens;     /* [n_tokens] id -> string (added tokens override vocab) */
     uint8_t *special;    /* [n_tokens] 1 if the id is a special token */
     size_t n_tokens;
-    tok_strmap tokmap;   /* string -> id over tokens[] */
+    tok_strmap addmap;   /* added-token content -> id (over tokens[]) */
     char *arena;         /* owns token strings from the loaders */
     tok_added *added;
     size_t n_added;

@@ -354,14 +354,21 @@ static int parse_post(jl *L, uint32_t o, tok_tokenizer *t, int depth) {
 
 /* ---- model ---- */
 
+/* *guess: id of the previous merge's result; merged tokens usually follow
+ * each other in the vocabulary, which saves a hash probe. */
 static int add_merge(jl *L, tok_model *m, const char *a, size_t an, const char *b, size_t bn, uint32_t rank,
-                     vc_strbuf *cat) {
+                     vc_strbuf *cat, int32_t *guess) {
     int32_t ia = tok_strmap_get(&m->vmap, m->vocab, a, an);
     int32_t ib = tok_strmap_get(&m->vmap, m->vocab, b, bn);
     vc_sb_clear(cat);
     vc_sb_append(cat, a, an);
     vc_sb_append(cat, b, bn);
-    int32_t ic = tok_strmap_get(&m->vmap, m->vocab, cat->s, cat->len);
+    int32_t ic = -1, g = *guess + 1;
+    if (g >= 0 && (size_t)g < m->n_vocab && m->vocab[g].n == cat->len && !memcmp(m->vocab[g].s, cat->s, cat->len))
+        ic = g;
+    else
+        ic = tok_strmap_get(&m->vmap, m->vocab, cat->s, cat->len);
+    *guess = ic;
     if (ia < 0 || ib < 0 || ic < 0) return jl_err(L, VC_ERR_FORMAT, "merge token not in vocab:", cat->s);
     if (tok_u64map_put(&m->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib,
                        ((uint64_t)rank << 32) | (uint32_t)ic) < 0)
@@ -424,6 +431,7 @@ static int parse_model(jl *L, uint32_t mo, tok_tokenizer *t) {
     uint32_t rank = 0;
     vc_strbuf cat = {0}, t2 = {0};
     int rc = 0;
+    int32_t guess = -2;
     for (uint32_t c = merges ? tj_child(d, merges) : 0; c && rc == 0; c = tj_next(d, c), rank++) {
         if (tj_type_of(d, c) == TJ_STR) { /* "a b" */
             const char *s;
@@ -437,7 +445,7 @@ static int parse_model(jl *L, uint32_t mo, tok_tokenizer *t) {
                 rc = jl_err(L, VC_ERR_FORMAT, "merge is not 'a b':", s);
                 break;
             }
-            rc = add_merge(L, m, s, (size_t)(sp - s), sp + 1, n - (size_t)(sp + 1 - s), rank, &cat);
+            rc = add_merge(L, m, s, (size_t)(sp - s), sp + 1, n - (size_t)(sp + 1 - s), rank, &cat, &guess);
         } else if (tj_type_of(d, c) == TJ_ARR && tj_len(d, c) == 2) { /* ["a", "b"] */
             const char *a, *b;
             size_t an, bn;
@@ -445,7 +453,7 @@ static int parse_model(jl *L, uint32_t mo, tok_tokenizer *t) {
                 rc = jl_err(L, VC_ERR_FORMAT, "bad merge pair", NULL);
                 break;
             }
-            rc = add_merge(L, m, a, an, b, bn, rank, &cat);
+            rc = add_merge(L, m, a, an, b, bn, rank, &cat, &guess);
         } else {
             rc = jl_err(L, VC_ERR_FORMAT, "bad merge entry", NULL);
         }

@@ -47,9 +47,8 @@ static uint32_t pow2_for(size_t n) {
 
 int tok_strmap_init(tok_strmap *m, size_t n_expected) {
     uint32_t cap = pow2_for(n_expected);
-    m->slots = malloc(cap * sizeof(int32_t));
+    m->slots = calloc(cap, sizeof(uint64_t));
     if (!m->slots) return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
-    memset(m->slots, 0xff, cap * sizeof(int32_t));
     m->mask = cap - 1;
     return 0;
 }
@@ -61,26 +60,33 @@ void tok_strmap_free(tok_strmap *m) {
 
 int32_t tok_strmap_get(const tok_strmap *m, const tok_str *table, const char *s, size_t n) {
     if (!m->slots) return -1;
-    uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;
+    uint64_t h = tok_hash(s, n), tag = h >> 32;
+    uint32_t i = (uint32_t)h & m->mask;
     for (;;) {
-        int32_t id = m->slots[i];
-        if (id < 0) return -1;
-        if (table[id].n == n && !memcmp(table[id].s, s, n)) return id;
+        uint64_t v = m->slots[i];
+        if (!v) return -1;
+        if ((v >> 32) == tag) {
+            int32_t id = (int32_t)(uint32_t)v - 1;
+            if (table[id].n == n && !memcmp(table[id].s, s, n)) return id;
+        }
         i = (i + 1) & m->mask;
     }
 }
 
 void tok_strmap_put(tok_strmap *m, const tok_str *table, int32_t id) {
     const tok_str *k = &table[id];
-    uint32_t i = (uint32_t)tok_hash(k->s, k->n) & m->mask;
+    uint64_t h = tok_hash(k->s, k->n), tag = h >> 32;
+    uint32_t i = (uint32_t)h & m->mask;
     for (;;) {
-        int32_t cur = m->slots[i];
-        if (cur < 0 || (table[cur].n == k->n && !memcmp(table[cur].s, k->s, k->n))) {
-            m->slots[i] = id;
-            return;
+        uint64_t v = m->slots[i];
+        if (!v) break;
+        if ((v >> 32) == tag) {
+            int32_t cur = (int32_t)(uint32_t)v - 1;
+            if (table[cur].n == k->n && !memcmp(table[cur].s, k->s, k->n)) break;
         }
         i = (i + 1) & m->mask;
     }
+    m->slots[i] = (tag << 32) | (uint32_t)(id + 1);
 }
 
 int tok_u64map_init(tok_u64map *m, size_t n_expected) {

@@ -213,3 +213,55 @@ def test_cli_errors(vllm_bin, tmp_path):
     (bad / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [')
     r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(bad), "x"], capture_output=True)
     assert r.returncode == 1 and b"tokenizer.json" in r.stderr
+
+
+CHAT_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Hi there! 你好 <s> 😀"},
+    {"role": "assistant", "content": "Hello! How can I help?"},
+    {"role": "user", "content": "What is 2+2?\n\nAnswer briefly."},
+]
+
+
+@pytest.mark.parametrize("model", ["qwen3", "llama3_1", "gemma3", "deepseek_v3"])
+@pytest.mark.parametrize("gen_prompt", [True, False])
+def test_cli_chat_parity(vllm_bin, tokdirs, model, gen_prompt, tmp_path):
+    """--messages renders like transformers' apply_chat_template and encodes
+    the prompt without adding special tokens again (tokenize=True)."""
+    transformers = pytest.importorskip("transformers")
+    if model not in tokdirs:
+        pytest.skip(f"{model} not in ../shared")
+    msgs = tmp_path / "messages.json"
+    msgs.write_text(json.dumps(CHAT_MESSAGES), encoding="utf-8")
+    cmd = [str(vllm_bin), "tokenize", "--model", str(tokdirs[model]), "--messages", str(msgs)]
+    if not gen_prompt:
+        cmd.append("--no-generation-prompt")
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    got = json.loads(r.stdout)
+    tok = transformers.AutoTokenizer.from_pretrained(str(tokdirs[model]))
+    want_prompt = tok.apply_chat_template(CHAT_MESSAGES, tokenize=False, add_generation_prompt=gen_prompt)
+    want_ids = tok.apply_chat_template(CHAT_MESSAGES, tokenize=True, add_generation_prompt=gen_prompt)
+    if hasattr(want_ids, "keys"):
+        want_ids = want_ids["input_ids"]
+    assert got["prompt"] == want_prompt
+    assert got["ids"] == list(want_ids)
+
+
+def test_cli_chat_errors(vllm_bin, tokdirs, tmp_path):
+    if "llama2" not in tokdirs or "qwen3" not in tokdirs:
+        pytest.skip("tokenizers not in ../shared")
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps(CHAT_MESSAGES[1:2]))
+    # llama2's tokenizer_config has no chat template
+    r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(tokdirs["llama2"]), "--messages", str(msgs)],
+                       capture_output=True)
+    assert r.returncode == 1 and b"chat template" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(tokdirs["qwen3"]), "--messages", str(bad)],
+                       capture_output=True)
+    assert r.returncode == 1 and b"bad.json" in r.stderr
+    r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(tokdirs["qwen3"]), "--messages", str(msgs),
+                        "--template-kwargs", "[1]"], capture_output=True)
+    assert r.returncode == 1
