@@ -88,7 +88,8 @@ typedef struct {
     ereq *req;
     int32_t start;      /* == req->num_computed before this step: first position */
     int32_t num_tokens; /* tokens [start, start + num_tokens) run this step */
-    bool sample;        /* this chunk reaches the end of the known tokens: sample one */
+    bool sample;        /* this chunk reaches the end of the known tokens: sample one
+                         * (start + num_tokens == num_tokens + placeholders of req) */
     /* Async scheduling: the last num_placeholder_inputs input tokens of this
      * chunk (positions >= req->num_tokens when scheduled) are not on the host
      * yet; they are the tokens sampled by the request's previous step(s),
