@@ -133,33 +133,44 @@ static int samp_grow(erun_runner *r) {
     return VC_OK;
 }
 
+/* Sampler parameters of an engine request (stop ids: EOS unless ignored,
+ * then stop_token_ids, for min_tokens). */
+static int make_req(const erun_runner *r, const ereq_sampling *qs, smp_req **out) {
+    int32_t stop_ids[EREQ_MAX_STOP_IDS + 1];
+    int32_t n_stop = 0;
+    if (!qs->ignore_eos && qs->eos_token_id >= 0) stop_ids[n_stop++] = qs->eos_token_id;
+    for (int i = 0; i < qs->n_stop_token_ids && i < EREQ_MAX_STOP_IDS; i++) stop_ids[n_stop++] = qs->stop_token_ids[i];
+    smp_req_params sp = smp_req_params_default();
+    sp.temperature = qs->temperature;
+    sp.top_p = qs->top_p;
+    sp.top_k = qs->top_k;
+    sp.min_p = qs->min_p;
+    sp.presence_penalty = qs->presence_penalty;
+    sp.frequency_penalty = qs->frequency_penalty;
+    sp.repetition_penalty = qs->repetition_penalty;
+    sp.seed = qs->seed;
+    sp.has_seed = qs->has_seed;
+    sp.min_tokens = qs->min_tokens;
+    sp.stop_ids = stop_ids;
+    sp.n_stop_ids = n_stop;
+    sp.logprobs = qs->logprobs;
+    return smp_req_create(r->sampler, &sp, out);
+}
+
+int erun_validate(const erun_runner *r, const ereq_sampling *sp) {
+    smp_req *req = NULL;
+    int rc = make_req(r, sp, &req);
+    smp_req_free(req);
+    return rc;
+}
+
 /* The request's immutable sampler parameters, created on first use. */
 static const smp_req *sampler_for(erun_runner *r, const ereq *q) {
     samp_slot *s = samp_find(r, q->id, false);
     if (s) return s->s;
     if (2 * (r->samp_used + 1) > r->samp_cap && samp_grow(r) < 0) return NULL;
-    const mdl_config *c = mdl_get_config(r->m);
-    int32_t stop_ids[EREQ_MAX_STOP_IDS + MDL_MAX_EOS];
-    int32_t n_stop = 0;
-    if (!q->sp.ignore_eos)
-        for (int i = 0; i < c->n_eos; i++) stop_ids[n_stop++] = c->eos_ids[i];
-    for (int i = 0; i < q->sp.n_stop_token_ids; i++) stop_ids[n_stop++] = q->sp.stop_token_ids[i];
-    smp_req_params sp = smp_req_params_default();
-    sp.temperature = q->sp.temperature;
-    sp.top_p = q->sp.top_p;
-    sp.top_k = q->sp.top_k;
-    sp.min_p = q->sp.min_p;
-    sp.presence_penalty = q->sp.presence_penalty;
-    sp.frequency_penalty = q->sp.frequency_penalty;
-    sp.repetition_penalty = q->sp.repetition_penalty;
-    sp.seed = q->sp.seed;
-    sp.has_seed = q->sp.has_seed;
-    sp.min_tokens = q->sp.min_tokens;
-    sp.stop_ids = stop_ids;
-    sp.n_stop_ids = n_stop;
-    sp.logprobs = q->sp.logprobs;
     smp_req *req = NULL;
-    if (smp_req_create(r->sampler, &sp, &req) < 0) return NULL;
+    if (make_req(r, &q->sp, &req) < 0) return NULL;
     s = samp_find(r, q->id, true);
     *s = (samp_slot){q->id, req};
     r->samp_used++;

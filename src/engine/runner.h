@@ -37,6 +37,8 @@ void erun_free(erun_runner *r);
  * item order; logprob outputs are attached by the sampler (engine issue). */
 int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled);
 /* Logprobs of the last step's samples (layout in sample/batch.h). */
+/* Checks sampling parameters as the sampler will (clear VC_ERR_INVALID). */
+int erun_validate(const erun_runner *r, const ereq_sampling *sp);
 /* Drops per-request sampling state (call when a request finishes). */
 void erun_release(erun_runner *r, int64_t req_id);
 
