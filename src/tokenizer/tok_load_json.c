@@ -190,7 +190,9 @@ static int parse_pretok(jl *L, uint32_t o, tok_pretok *p, int depth) {
         p->type = TP_PUNCT;
         if (parse_behavior(L, o, TB_ISOLATED, &p->behavior) < 0) return -1;
     } else if (!strcmp(t, "Whitespace")) {
-        static const char re[] = "\\w+|[^\\w\\s]+";
+        /* Rust's \w: Alphabetic, marks, decimal digits, connector punctuation, joiners */
+        static const char re[] = "[\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]+|"
+                                 "[^\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}\\s]+";
         p->type = TP_WHITESPACE;
         p->behavior = TB_REMOVED;
         p->invert = true;
