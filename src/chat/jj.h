@@ -94,6 +94,7 @@ struct jj_list {
     jj_val *v;
     size_t n, cap;
     bool tuple;
+    bool group; /* groupby's (grouper, list) tuple: also has those attributes */
 };
 struct jj_dict {
     jj_val *k, *v;

@@ -24,7 +24,8 @@
  *         so the step produces logits)
  *   n = tokens to compute this step (budget, chunking) beyond hit.num_tokens
  *   r = kv_mgr_allocate_slots(m, s, 0, n, &hit, 0)
- *         KV_ALLOC_OK: table covers hit + n tokens; computed = hit.num_tokens
+ *         KV_ALLOC_OK: table covers hit + n tokens; the request starts at
+ *         num_computed = hit.num_tokens and advances by n once scheduled
  *         KV_ALLOC_NO_SPACE: nothing changed, try later / preempt
  *   -- each later step of a running request:
  *   r = kv_mgr_allocate_slots(m, s, num_computed, n, NULL, lookahead)

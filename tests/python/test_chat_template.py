@@ -135,6 +135,13 @@ CONVERSATIONS = {
         {"role": "tool", "name": "get_weather", "content": "21C"},
         {"role": "tool", "name": "search", "content": "2.1 million"},
         {"role": "user", "content": "ok"}],
+    "tool_call_string_args": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "-3C, snow"},
+        {"role": "assistant", "content": "Cold: -3C with snow.", "reasoning_content": "Tool said -3C."}],
     "content_parts": [
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
         {"role": "user", "content": [{"type": "text", "text": "Part one."}, {"type": "text", "text": "Part two."}]}],
@@ -298,6 +305,10 @@ SYNTHETIC = [
     "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ messages[0].role }}{% endcall %}",
     "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}{{ fact(5) }}",
     "{% filter upper %}shout {{ messages[0].role }}{% endfilter %}",
+    "{% macro m() %}[{{ caller(1, 2) }}]{% endmacro %}{% call(a, b=5) m() %}{{ a + b }}{% endcall %}",
+    "{% generation %}g{{ 1 }}{% endgeneration %} {% set blk %}{% set inner = 5 %}{% endset %}{{ inner }}|",
+    "{% if messages if true else [] %}x{% endif %}",
+    "{% for m in messages %}{% macro f() %}{{ loop.index }}{{ m.role }}{% endmacro %}{{ f() }}{% endfor %}",
     # whitespace control, comments, raw
     "a  {{- ' b ' -}}  c\n  {%- if true %} d {% endif -%}\n e {# comment #} f",
     "line1\n    {% if true %}\n    indented\n    {% endif %}\nline2\n  {# c #}\nend",
@@ -306,6 +317,19 @@ SYNTHETIC = [
     "{#- leading comment -#}\n\n  text  \n{#+ c #}\nafter\n",
     "trailing newline kept once\n\n",
     "crlf\r\nline\r\n{% if true %}\r\nx{% endif %}",
+    "{% set xs = [{'r': 'A', 'v': 1}, {'r': 'a', 'v': 2}, {'r': 'b', 'v': 3}] %}{% for g in xs|groupby('r') %}{{ g.grouper }}:{{ g.list|map(attribute='v')|list }};{% endfor %}{{ xs|groupby('r', case_sensitive=true) }}",
+    "{{ '%.2f'|format(3.14159) }} {{ '%5s|'|format('x') }} {{ '%-5s|%+d|%05d|%x|%#x|%o|%e|%g|%c|%%|%r' % ('ab', 3, -42, 255, 255, 8, 12345.678, 0.00001, 65, 'q') }} {{ '%.1s|%3d|%s' % ('xyz', 5, [1, 'a']) }}",
+    "{{ '%s' % (1, 2) }}",
+    "{{ 1.5|int }} {{ -1.5|int }} {{ '0x10'|int }} {{ ' 12 '|int }} {{ '1e3'|int }} {{ '1e3'|float }} {{ true|int }} {{ '1_000'|int }} {{ '-7'|int }}",
+    "{{ 2.5|round }} {{ 3.5|round }} {{ -2.5|round }} {{ 1.25|round(1) }} {{ 1.35|round(1) }} {{ 5|round }} {{ 5|round(2, 'floor') }}",
+    "{% macro m() %}{{ late }}{% endmacro %}{% set late = 1 %}{{ m() }} {% set a = 1 %}{% macro m2() %}{{ a }}{% endmacro %}{% set a = 2 %}{{ m2() }}",
+    "{% for i in range(2) %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %} {% macro m3(x) %}{% set x = x + 1 %}{{ x }}{% endmacro %}{{ m3(1) }}",
+    "{% for m in messages %}{% set outer = loop %}{% for j in [1] %}{{ outer.index }}{{ loop.index }}{% endfor %}{% endfor %}",
+    "{% set parts = [] %}{% for m in messages %}{% set parts = parts + [m.role] %}{% endfor %}{{ parts }}",
+    "{{ 3 // 2.0 }} {{ 2 ** 0.5 }} {{ -3 % -2 }} {{ 10 % 3.5 }} {{ 'a' < 'B' }} {{ [1] == [1] }} {{ (1,) == [1] }} {{ {'a': 1} == {'a': 1} }}",
+    "{{ messages|tojson }} {{ messages[2]|tojson(indent=4, sort_keys=true) }}",
+    "{{ 'Hello'[0] }}{{ 'Hello'[-1] }}{{ 'Hello'[10] }}| {{ none|string }} {{ none|tojson }} {{ {'a': 1}.a }}|",
+    "{{ strftime_now('%Y')|length }} {{ 'a' is in 'cat' }} {{ [] is sequence }} {{ 1 is sequence }}",
     # globals
     "{{ dict(a=1, b=2) }} {{ namespace(a=1).a }} {{ range(5)|length }}",
     "{% if add_generation_prompt %}gen{% endif %} {{ bos_token }}{{ eos_token }} {{ tools is none }} {{ documents }}",
@@ -336,3 +360,92 @@ def test_synthetic_variables(chat_render):
     """Extra kwargs reach the template as top-level variables."""
     t = "{{ enable_thinking }} {{ custom.list[1] }} {{ custom|tojson }}"
     check(chat_render, t, MSGS, kwargs={"enable_thinking": False, "custom": {"list": [1, "ü"], "n": None}})
+
+
+# ---------------------------------------------------------------- seeded random differential tests
+
+_LITS = ["0", "1", "-3", "7", "2.5", "-0.5", "1e3", "'ab'", "'Hé'", "''", "' x '", "[]", "[1, 2, 3]",
+         "['b', 'a', 'B']", "{'k': 1, 'j': [2]}", "none", "true", "false", "zz", "messages", "messages[0]",
+         "(1, 'x')", "'a,b'", "range(4)"]
+_BIN = ["+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", ">=", "in", "not in", "and", "or"]
+_FILT = ["length", "first", "last", "upper", "string", "list", "join(',')", "tojson", "int", "float", "abs",
+         "round", "sort", "unique|list", "reverse|list", "trim", "default('D')", "map('string')|list",
+         "select|list", "sum", "min", "max", "batch(2)|list", "count", "capitalize", "title",
+         "replace('a', 'X')", "dictsort", "items|list", "tojson(indent=1)", "e", "wordcount", "center(7)"]
+_TESTS = ["defined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence", "odd",
+          "even", "true", "false", "boolean", "eq 1", "in [1, 'ab']", "lower", "upper", "divisibleby 2"]
+
+
+def _rand_expr(rng, d=0):
+    r = rng.random()
+    if d > 3 or r < 0.3:
+        return rng.choice(_LITS)
+    if r < 0.55:
+        return "(%s %s %s)" % (_rand_expr(rng, d + 1), rng.choice(_BIN), _rand_expr(rng, d + 1))
+    if r < 0.7:
+        return "(%s|%s)" % (_rand_expr(rng, d + 1), rng.choice(_FILT))
+    if r < 0.78:
+        return "(%s is %s%s)" % (_rand_expr(rng, d + 1), rng.choice(["", "not "]), rng.choice(_TESTS))
+    if r < 0.84:
+        return "(%s if %s else %s)" % (_rand_expr(rng, d + 1), _rand_expr(rng, d + 1), _rand_expr(rng, d + 1))
+    if r < 0.9:
+        return "%s[%s]" % (rng.choice(["messages", "'abcdef'", "[1, 2, 3]", "range(6)", "'Hé'"]),
+                           rng.choice(["0", "-1", "1:", "::-1", ":2", "'k'", "1::2", "-2:"]))
+    if r < 0.95:
+        return "(not %s)" % _rand_expr(rng, d + 1)
+    return "(-%s)" % _rand_expr(rng, d + 1)
+
+
+_WS = [" ", "\n", "\t", "  \n  ", "\n\n", " \t\n", "x", "text ", "\u00a0", "\r\n", "\n  "]
+_SEXPR = ["a", "b", "m.role", "m.content", "i", "ns.x", "loop.index", "loop.last", "1", "'s'",
+          "messages|length", "a ~ b", "(a or 0) + 1", "m.role == 'user'", "ns.x ~ '|'",
+          "loop.previtem.role if loop.previtem", "loop.cycle('p', 'q')"]
+
+
+def _rand_stmt(rng, d):
+    mod = lambda: rng.choice(["", "-", "+"])  # noqa: E731
+    r = rng.random()
+    if d > 3 or r < 0.25:
+        return "{{%s %s %s}}" % (rng.choice(["", "-"]), rng.choice(_SEXPR), rng.choice(["", "-"]))
+    if r < 0.35:
+        return "{%% set %s = %s %%}" % (rng.choice(["a", "b", "ns.x"]), rng.choice(_SEXPR))
+    if r < 0.4:
+        return "{#%s c %s#}" % (mod(), mod())
+    if r < 0.55:
+        return "{%%%s if %s %s%%}%s{%%%s else %s%%}%s{%%%s endif %s%%}" % (
+            mod(), rng.choice(_SEXPR), mod(), _rand_body(rng, d + 1), mod(), mod(), _rand_body(rng, d + 1),
+            mod(), mod())
+    if r < 0.7:
+        return "{%%%s for m in messages%s %s%%}%s{%%%s endfor %s%%}" % (
+            mod(), rng.choice(["", " if m.role != 'system'", "[::-1]", "[1:]"]), mod(), _rand_body(rng, d + 1),
+            mod(), mod())
+    if r < 0.78:
+        return "{%% for i in range(%d) %%}%s{%% if i == 1 %%}{%% %s %%}{%% endif %%}{%% endfor %%}" % (
+            rng.randint(0, 3), _rand_body(rng, d + 1), rng.choice(["break", "continue"]))
+    if r < 0.88:
+        return "{%% macro f(m, i=2) %%}%s{%% endmacro %%}{{ f(messages[%d]) }}" % (
+            _rand_body(rng, d + 1), rng.randint(0, 2))
+    return "{%% set blk %%}%s{%% endset %%}[{{ blk }}]" % _rand_body(rng, d + 1)
+
+
+def _rand_body(rng, d):
+    return "".join(_rand_stmt(rng, d) + rng.choice(_WS + ["", ","]) for _ in range(rng.randint(1, 3)))
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_random_expressions(chat_render, seed):
+    """Random expressions over operators, filters, tests, slicing: same output or both fail."""
+    import random
+    rng = random.Random(seed)
+    results = [check(chat_render, "{{ %s }}" % _rand_expr(rng), MSGS, strict_errors=False) for _ in range(60)]
+    assert results.count("ok") >= 20
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_random_statements(chat_render, seed):
+    """Random nests of if/for/set/macro/block-set/comments with whitespace control."""
+    import random
+    rng = random.Random(seed)
+    results = [check(chat_render, "{% set ns = namespace(x=0) %}{% set a = 1 %}" + _rand_body(rng, 0), MSGS,
+                     strict_errors=False) for _ in range(60)]
+    assert results.count("ok") >= 15

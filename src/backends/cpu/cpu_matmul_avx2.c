@@ -79,6 +79,59 @@ FLOAT_KERNEL(mm_f32, float, _mm256_loadu_ps, ID)
 FLOAT_KERNEL(mm_f16, uint16_t, load_f16x8, rt_f16_to_f32)
 FLOAT_KERNEL(mm_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
 
+/* Prefill: 2 weight rows x up to 4 tokens, one 8-wide FMA chain per
+ * (row, token): 8 independent chains hide the FMA latency and each loaded
+ * vector feeds 2 (x) or 4 (w) FMAs. */
+#define FLOAT_PREFILL_KERNEL(NAME, WTYPE, LOAD8, SCALAR)                                         \
+    AI void NAME##_rm(int64_t k, const char *w, size_t wst, const char *act, size_t as, float *y,  \
+                      size_t ys, const int R, const int M) {                                     \
+        __m256 acc[2][CPU_MM_M];                                                                 \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                      \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[r][j] = _mm256_setzero_ps(); \
+        int64_t i = 0;                                                                           \
+        for (; i + 8 <= k; i += 8) {                                                             \
+            __m256 wv[2];                                                                        \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                  \
+                wv[r] = LOAD8((const WTYPE *)(w + r * wst) + i);                                 \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) {                                \
+                __m256 xv = _mm256_loadu_ps((const float *)(act + j * as) + i);                  \
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                              \
+                    acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);                           \
+            }                                                                                    \
+        }                                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                    \
+            const WTYPE *wr = (const WTYPE *)(w + r * wst);                                      \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) {                                \
+                const float *x = (const float *)(act + j * as);                                  \
+                float s = hsum8(acc[r][j]);                                                      \
+                for (int64_t t = i; t < k; t++) s += SCALAR(wr[t]) * x[t];                       \
+                y[j * ys + r] = s;                                                               \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    static void NAME(int64_t k, const void *w, size_t wst, int nr, const void *act, size_t as,  \
+                     int m, float *y, size_t ys) {                                               \
+        if (nr == 2) {                                                                           \
+            switch (m) {                                                                         \
+            case 1: NAME##_rm(k, w, wst, act, as, y, ys, 2, 1); break;                           \
+            case 2: NAME##_rm(k, w, wst, act, as, y, ys, 2, 2); break;                           \
+            case 3: NAME##_rm(k, w, wst, act, as, y, ys, 2, 3); break;                           \
+            default: NAME##_rm(k, w, wst, act, as, y, ys, 2, 4); break;                          \
+            }                                                                                    \
+        } else {                                                                                 \
+            switch (m) {                                                                         \
+            case 1: NAME##_rm(k, w, wst, act, as, y, ys, 1, 1); break;                           \
+            case 2: NAME##_rm(k, w, wst, act, as, y, ys, 1, 2); break;                           \
+            case 3: NAME##_rm(k, w, wst, act, as, y, ys, 1, 3); break;                           \
+            default: NAME##_rm(k, w, wst, act, as, y, ys, 1, 4); break;                          \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+FLOAT_PREFILL_KERNEL(mmp_f32, float, _mm256_loadu_ps, ID)
+FLOAT_PREFILL_KERNEL(mmp_f16, uint16_t, load_f16x8, rt_f16_to_f32)
+FLOAT_PREFILL_KERNEL(mmp_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
+
 /* ---- Q4_0 / Q4_1 / Q8_0 with Q8a activations ---------------------------- */
 
 #define DISPATCH_M(NAME)                                                                        \
@@ -99,76 +152,101 @@ AI __m256i unpack_nibbles(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+AI void q4_0_block(const rt_block_q4_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   const int M) {
+    __m256i q = _mm256_sub_epi8(unpack_nibbles(w->qs), _mm256_set1_epi8(8));
+    __m256i aq = _mm256_sign_epi8(q, q);
+    float dw = _cvtsh_ss(w->d);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
+    }
+}
+
 AI void mm_q4_0_m(int64_t k, const rt_block_q4_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M][2]; /* even / odd blocks: two FMA chains */
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M]; /* even / odd blocks: two FMA chains */
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
     const int64_t nb = k / RT_QK;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i q = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float dw = _cvtsh_ss(w[b].d);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
-                                            acc[j][b & 1]);
-        }
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q4_0_block(w + b, act, as, b, acc0, M);
+        q4_0_block(w + b + 1, act, as, b + 1, acc1, M);
     }
+    if (b < nb) q4_0_block(w + b, act, as, b, acc0, M);
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
 }
 DISPATCH_M(mm_q4_0)
 
-AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc[CPU_MM_M];
-    float accm[CPU_MM_M];
+AI void q4_1_block(const rt_block_q4_1 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   float *accm, const int M) {
+    __m256i q = unpack_nibbles(w->qs); /* unsigned 0..15 */
+    float dw = _cvtsh_ss(w->d), mw = _cvtsh_ss(w->m);
     _Pragma("GCC unroll 8")
     for (int j = 0; j < M; j++) {
-        acc[j] = _mm256_setzero_ps();
-        accm[j] = 0.0f;
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
+        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
+        accm[j] += mw * a->s;
     }
-    for (int64_t b = 0; b < k / RT_QK; b++) {
-        __m256i q = unpack_nibbles(w[b].qs); /* unsigned 0..15 */
-        float dw = _cvtsh_ss(w[b].d), mw = _cvtsh_ss(w[b].m);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
-            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
-            accm[j] += mw * a->s;
-        }
-    }
+}
+
+AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
+    float accm0[CPU_MM_M], accm1[CPU_MM_M];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) + accm[j];
+    for (int j = 0; j < M; j++) {
+        acc0[j] = acc1[j] = _mm256_setzero_ps();
+        accm0[j] = accm1[j] = 0.0f;
+    }
+    const int64_t nb = k / RT_QK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q4_1_block(w + b, act, as, b, acc0, accm0, M);
+        q4_1_block(w + b + 1, act, as, b + 1, acc1, accm1, M);
+    }
+    if (b < nb) q4_1_block(w + b, act, as, b, acc0, accm0, M);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++)
+        y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j])) + (accm0[j] + accm1[j]);
 }
 DISPATCH_M(mm_q4_1)
 
+AI void q8_0_block(const rt_block_q8_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   const int M) {
+    __m256i q = _mm256_loadu_si256((const __m256i *)w->qs);
+    __m256i aq = _mm256_sign_epi8(q, q);
+    float dw = _cvtsh_ss(w->d);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
+    }
+}
+
 AI void mm_q8_0_m(int64_t k, const rt_block_q8_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M][2];
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / RT_QK; b++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float dw = _cvtsh_ss(w[b].d);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
-                                            acc[j][b & 1]);
-        }
+    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    const int64_t nb = k / RT_QK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q8_0_block(w + b, act, as, b, acc0, M);
+        q8_0_block(w + b + 1, act, as, b + 1, acc1, M);
     }
+    if (b < nb) q8_0_block(w + b, act, as, b, acc0, M);
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
 }
 DISPATCH_M(mm_q8_0)
 
@@ -414,6 +492,9 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mm[RT_F32] = mm_f32;
     k->mm[RT_F16] = mm_f16;
     k->mm[RT_BF16] = mm_bf16;
+    k->mmp[RT_F32] = mmp_f32;
+    k->mmp[RT_F16] = mmp_f16;
+    k->mmp[RT_BF16] = mmp_bf16;
     k->mm[RT_Q4_0] = mm_q4_0;
     k->mm[RT_Q4_1] = mm_q4_1;
     k->mm[RT_Q8_0] = mm_q8_0;
