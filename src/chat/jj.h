@@ -156,6 +156,7 @@ typedef struct {
     const char *indent; /* NULL: compact one-line form */
     const char *item_sep, *key_sep;
     bool sort_keys;
+    bool ensure_ascii; /* escape everything outside ' '..'~' as \uXXXX */
 } jj_json_opts;
 int jj_to_json(jj_ctx *c, vc_strbuf *sb, jj_val v, const jj_json_opts *o);
 
