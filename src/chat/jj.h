@@ -13,8 +13,15 @@
  *
  * Files: jj_value.c (values, arena, printing, comparison), jj_json.c
  * (json_t <-> values, tojson), jj_lex.c, jj_parse.c, jj_eval.c
- * (expressions + statements), jj_filters.c (filters and tests),
- * jj_methods.c (str/dict methods, globals).
+ * (expressions), jj_exec.c (statements, macros, jj_render), jj_filters.c
+ * (filters and tests), jj_methods.c (attribute/item access, str/dict
+ * methods, globals), jj_format.c (`%` and str.format). jj_eval.h holds the
+ * render-time structures shared by those files.
+ *
+ *   jj_program p; char err[512], *out;
+ *   if (jj_parse(src, &p, err, sizeof err) < 0) -> err
+ *   if (jj_render(&p, vars_object, NULL, &out, err, sizeof err) < 0) -> err
+ *   free(out); jj_program_free(&p);
  */
 #ifndef JJ_H
 #define JJ_H

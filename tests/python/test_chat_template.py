@@ -28,7 +28,7 @@ def chat_render(build_dir):
     return p
 
 
-def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=""):
+def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos="", documents=None):
     with tempfile.TemporaryDirectory() as d:
         tp = os.path.join(d, "t.jinja")
         with open(tp, "w", encoding="utf-8") as f:
@@ -42,6 +42,11 @@ def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=
             with open(tl, "w", encoding="utf-8") as f:
                 json.dump(tools, f)
             cmd += ["--tools", tl]
+        if documents is not None:
+            dl = os.path.join(d, "docs.json")
+            with open(dl, "w", encoding="utf-8") as f:
+                json.dump(documents, f)
+            cmd += ["--documents", dl]
         if not gen:
             cmd.append("--no-generation-prompt")
         if kwargs:
@@ -51,12 +56,12 @@ def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=
         return r.returncode, out, r.stderr.decode("utf-8", "replace")
 
 
-def theirs(tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=""):
+def theirs(tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos="", documents=None):
     """(None, rendered) or (exception, None)."""
     try:
         out, _ = ct.render_jinja_template(
-            conversations=[messages], tools=tools, chat_template=tmpl, add_generation_prompt=gen,
-            bos_token=bos, eos_token=eos, **(kwargs or {}))
+            conversations=[messages], tools=tools, documents=documents, chat_template=tmpl,
+            add_generation_prompt=gen, bos_token=bos, eos_token=eos, **(kwargs or {}))
         return None, out[0]
     except Exception as e:  # noqa: BLE001 - any template failure is a case to compare
         return e, None
@@ -377,6 +382,14 @@ SYNTHETIC = [
 @pytest.mark.parametrize("idx", range(len(SYNTHETIC)))
 def test_synthetic(chat_render, idx):
     check(chat_render, SYNTHETIC[idx], MSGS, gen=True, bos="<s>", eos="</s>")
+
+
+def test_documents(chat_render):
+    t = ("{% if documents %}{% for d in documents %}[{{ loop.index }}] {{ d.title }}: {{ d.text }}\n"
+         "{% endfor %}{% endif %}{{ documents is none }}")
+    docs = [{"title": "A", "text": "first"}, {"title": "B", "text": "second é"}]
+    assert check(chat_render, t, MSGS, documents=docs) == "ok"
+    assert check(chat_render, t, MSGS) == "ok"
 
 
 def test_synthetic_variables(chat_render):
