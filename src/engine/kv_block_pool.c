@@ -314,12 +314,14 @@ int32_t kv_pool_free_queue(const kv_block_pool *p, int32_t *out, int32_t cap) {
     return len;
 }
 
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            free(seen);                                                           \
-            return vc_err_set(VC_ERR_RUNTIME, "kv pool invariant: " __VA_ARGS__); \
-        }                                                                         \
+/* The message is formatted before `seen` is freed: it may read it. */
+#define CHECK(cond, ...)                                                           \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            int rc_ = vc_err_set(VC_ERR_RUNTIME, "kv pool invariant: " __VA_ARGS__); \
+            free(seen);                                                            \
+            return rc_;                                                            \
+        }                                                                          \
     } while (0)
 
 int kv_pool_check(const kv_block_pool *p) {

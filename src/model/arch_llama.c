@@ -67,11 +67,15 @@ static const rt_tensor *opt(const rt_tensor *t) { return t->data ? t : NULL; }
         if (rc_ < 0) return rc_;                                                 \
     } while (0)
 
-static int llama_forward(mdl_model *m, mdl_seq *s, int64_t n, int64_t logit_rows) {
+static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t max_blocks,
+                         int64_t n_logits) {
     const mdl_config *c = &m->cfg;
     rt_backend *be = m->be;
     int64_t h = c->n_heads, kvh = c->n_kv_heads, hd = c->head_dim;
     rt_tensor ids = rt_tensor_slice0(&m->ids, 0, n), pos = rt_tensor_slice0(&m->pos, 0, n);
+    rt_tensor slots = rt_tensor_slice0(&m->slots, 0, n);
+    rt_tensor qsl = rt_tensor_slice0(&m->qsl, 0, S + 1), seq_lens = rt_tensor_slice0(&m->seq_lens, 0, S);
+    rt_tensor bt = rt_tensor_2d(m->block_tables.data, RT_I32, m->block_tables.device, S, max_blocks);
     rt_tensor x = rt_tensor_slice0(&m->x, 0, n), xb = rt_tensor_slice0(&m->xb, 0, n);
     rt_tensor q = rt_tensor_slice0(&m->q, 0, n), k = rt_tensor_slice0(&m->k, 0, n);
     rt_tensor v = rt_tensor_slice0(&m->v, 0, n), att = rt_tensor_slice0(&m->att, 0, n);
@@ -94,12 +98,10 @@ static int llama_forward(mdl_model *m, mdl_seq *s, int64_t n, int64_t logit_rows
         if (L->k_norm.data) TRY(rt_rmsnorm(be, &k2, &k2, &L->k_norm, c->rms_eps, 0.0f));
         TRY(rt_rope(be, &q3, &pos, &m->inv_freq, (int)c->rot_dim, c->rope_neox, 1.0f));
         TRY(rt_rope(be, &k3, &pos, &m->inv_freq, (int)c->rot_dim, c->rope_neox, 1.0f));
-        rt_tensor kc = rt_tensor_slice0(&s->k_cache[l], s->len, n);
-        rt_tensor vc = rt_tensor_slice0(&s->v_cache[l], s->len, n);
-        TRY(rt_copy(be, &kc, &k3));
-        TRY(rt_copy(be, &vc, &v3));
-        TRY(rt_attention(be, &att3, &q3, &s->k_cache[l], &s->v_cache[l], s->len, scale, 0.0f,
-                         (int32_t)c->sliding_window));
+        TRY(rt_kv_store(be, &kv->k[l], &k3, &slots));
+        TRY(rt_kv_store(be, &kv->v[l], &v3, &slots));
+        TRY(rt_paged_attention(be, &att3, &q3, &kv->k[l], &kv->v[l], &bt, &qsl, &seq_lens, scale, 0.0f,
+                               (int32_t)c->sliding_window));
         TRY(rt_matmul(be, &xb, &att, &L->wo, opt(&L->bo)));
         TRY(rt_add(be, &x, &x, &xb));
         TRY(rt_rmsnorm(be, &xb, &x, &L->ffn_norm, c->rms_eps, 0.0f));
@@ -109,12 +111,14 @@ static int llama_forward(mdl_model *m, mdl_seq *s, int64_t n, int64_t logit_rows
         TRY(rt_matmul(be, &xb, &gate, &L->w_down, NULL));
         TRY(rt_add(be, &x, &x, &xb));
     }
-    if (logit_rows > 0) {
-        rt_tensor xl = rt_tensor_slice0(&x, n - logit_rows, logit_rows);
-        rt_tensor xbl = rt_tensor_slice0(&xb, 0, logit_rows);
-        rt_tensor lg = rt_tensor_slice0(&m->logits, 0, logit_rows);
-        TRY(rt_rmsnorm(be, &xbl, &xl, &m->out_norm, c->rms_eps, 0.0f));
-        TRY(rt_matmul(be, &lg, &xbl, &m->output, NULL));
+    if (n_logits > 0) {
+        /* Gather the rows that need logits (EMBED over the f32 hidden states). */
+        rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
+        rt_tensor xl = rt_tensor_slice0(&xb, 0, n_logits);
+        rt_tensor lg = rt_tensor_slice0(&m->logits, 0, n_logits);
+        TRY(rt_embed(be, &xl, &x, &rows));
+        TRY(rt_rmsnorm(be, &xl, &xl, &m->out_norm, c->rms_eps, 0.0f));
+        TRY(rt_matmul(be, &lg, &xl, &m->output, NULL));
     }
     return VC_OK;
 }

@@ -21,7 +21,7 @@ static const struct {
 };
 
 mdl_params mdl_params_default(void) {
-    mdl_params p = {.max_batch = 512};
+    mdl_params p = {.max_batch = 512, .upcast_weights = false};
     return p;
 }
 
@@ -79,11 +79,11 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
     if (rt_tensor_nbytes(&host) != w.nbytes)
         return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, expected %zu", path, w.name,
                           w.nbytes, rt_tensor_nbytes(&host));
-    if (ndim == 1 && w.dtype != RT_F32) {
+    if ((ndim == 1 || m->upcast_weights) && w.dtype != RT_F32) {
         /* Norm weights and biases are used as f32 by every op. */
-        if (own_tensor(m, t, RT_F32, 1, shape) < 0) return VC_ERR_OOM;
+        if (own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
         if (m->be->device == RT_DEV_CPU) return rt_copy(m->be, t, &host);
-        rt_tensor tmp = rt_tensor_make(malloc(shape[0] * sizeof(float)), RT_F32, RT_DEV_CPU, 1, shape);
+        rt_tensor tmp = rt_tensor_make(malloc(rt_tensor_nbytes(t)), RT_F32, RT_DEV_CPU, ndim, shape);
         if (!tmp.data) return vc_err_set(VC_ERR_OOM, "out of memory");
         rt_backend *cpu = rt_backend_create(RT_DEV_CPU, NULL);
         int rc = cpu ? rt_copy(cpu, &tmp, &host) : VC_ERR_RUNTIME;
@@ -151,22 +151,26 @@ static int alloc_activations(mdl_model *m) {
     struct {
         rt_tensor *t;
         rt_dtype dt;
-        int64_t cols;
+        int64_t rows, cols; /* cols 0: 1-D */
     } bufs[] = {
-        {&m->ids, RT_I32, 0},
-        {&m->pos, RT_I32, 0},
-        {&m->x, RT_F32, c->hidden},
-        {&m->xb, RT_F32, c->hidden},
-        {&m->q, RT_F32, c->n_heads * c->head_dim},
-        {&m->k, RT_F32, c->n_kv_heads * c->head_dim},
-        {&m->v, RT_F32, c->n_kv_heads * c->head_dim},
-        {&m->att, RT_F32, c->n_heads * c->head_dim},
-        {&m->gate, RT_F32, c->intermediate},
-        {&m->up, RT_F32, c->intermediate},
+        {&m->x, RT_F32, B, c->hidden},
+        {&m->xb, RT_F32, B, c->hidden},
+        {&m->q, RT_F32, B, c->n_heads * c->head_dim},
+        {&m->k, RT_F32, B, c->n_kv_heads * c->head_dim},
+        {&m->v, RT_F32, B, c->n_kv_heads * c->head_dim},
+        {&m->att, RT_F32, B, c->n_heads * c->head_dim},
+        {&m->gate, RT_F32, B, c->intermediate},
+        {&m->up, RT_F32, B, c->intermediate},
+        {&m->ids, RT_I32, B, 0},
+        {&m->pos, RT_I32, B, 0},
+        {&m->slots, RT_I32, B, 0},
+        {&m->qsl, RT_I32, B + 1, 0},
+        {&m->seq_lens, RT_I32, B, 0},
+        {&m->logit_rows, RT_I32, B, 0},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        int64_t s2[2] = {B, bufs[i].cols};
-        int rc = bufs[i].cols ? own_tensor(m, bufs[i].t, bufs[i].dt, 2, s2) : own_tensor(m, bufs[i].t, bufs[i].dt, 1, s2);
+        int64_t s2[2] = {bufs[i].rows, bufs[i].cols};
+        int rc = own_tensor(m, bufs[i].t, bufs[i].dt, bufs[i].cols ? 2 : 1, s2);
         if (rc < 0) return rc;
     }
     return VC_OK;
@@ -182,6 +186,7 @@ mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
     if (!p) p = &def;
     m->be = be;
     m->max_batch = p->max_batch > 0 ? p->max_batch : 512;
+    m->upcast_weights = p->upcast_weights;
     m->src = mdl_wsrc_open(path, &m->cfg);
     if (!m->src) goto fail;
     for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)
@@ -206,6 +211,7 @@ void mdl_free(mdl_model *m) {
     for (int i = 0; i < m->n_owned; i++) rt_backend_free_mem(m->be, m->owned[i]);
     free(m->owned);
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
+    if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
     free(m->layers);
     mdl_wsrc_close(m->src);
     free(m);
@@ -225,41 +231,48 @@ size_t mdl_weight_bytes(const mdl_model *m) {
     return b;
 }
 
-mdl_seq *mdl_seq_create(mdl_model *m, int64_t max_ctx) {
-    if (max_ctx <= 0 || max_ctx > m->cfg.max_pos) max_ctx = m->cfg.max_pos;
-    mdl_seq *s = calloc(1, sizeof *s);
-    if (!s) goto oom;
-    s->m = m;
-    s->max_ctx = max_ctx;
-    s->k_cache = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
-    s->v_cache = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
-    if (!s->k_cache || !s->v_cache) goto oom;
-    int64_t shape[3] = {max_ctx, m->cfg.n_kv_heads, m->cfg.head_dim};
-    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
-        s->k_cache[l] = rt_tensor_alloc(m->be, RT_F32, 3, shape);
-        s->v_cache[l] = rt_tensor_alloc(m->be, RT_F32, 3, shape);
-        if (!s->k_cache[l].data || !s->v_cache[l].data) goto oom;
+size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size) {
+    const mdl_config *c = &m->cfg;
+    return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(c->n_kv_heads * c->head_dim) *
+           sizeof(float);
+}
+
+mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
+    if (num_blocks <= 0 || block_size <= 0) {
+        vc_err_set(VC_ERR_INVALID, "KV cache: need num_blocks > 0 and block_size > 0");
+        return NULL;
     }
-    return s;
+    mdl_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) goto oom;
+    kv->m = m;
+    kv->num_blocks = num_blocks;
+    kv->block_size = block_size;
+    kv->k = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
+    kv->v = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
+    if (!kv->k || !kv->v) goto oom;
+    int64_t shape[4] = {num_blocks, block_size, m->cfg.n_kv_heads, m->cfg.head_dim};
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        kv->k[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
+        kv->v[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
+        if (!kv->k[l].data || !kv->v[l].data) goto oom;
+    }
+    return kv;
 oom:
-    vc_err_set(VC_ERR_OOM, "out of memory allocating the KV cache for %lld positions", (long long)max_ctx);
-    mdl_seq_free(s);
+    vc_err_set(VC_ERR_OOM, "out of memory allocating a KV cache of %d blocks x %d tokens", num_blocks, block_size);
+    mdl_kv_free(kv);
     return NULL;
 }
 
-void mdl_seq_free(mdl_seq *s) {
-    if (!s) return;
-    for (int64_t l = 0; s->k_cache && l < s->m->cfg.n_layers; l++) {
-        rt_backend_free_mem(s->m->be, s->k_cache[l].data);
-        rt_backend_free_mem(s->m->be, s->v_cache[l].data);
+void mdl_kv_free(mdl_kv *kv) {
+    if (!kv) return;
+    for (int64_t l = 0; kv->k && l < kv->m->cfg.n_layers; l++) {
+        rt_backend_free_mem(kv->m->be, kv->k[l].data);
+        rt_backend_free_mem(kv->m->be, kv->v[l].data);
     }
-    free(s->k_cache);
-    free(s->v_cache);
-    free(s);
+    free(kv->k);
+    free(kv->v);
+    free(kv);
 }
-
-int64_t mdl_seq_len(const mdl_seq *s) { return s->len; }
-void mdl_seq_reset(mdl_seq *s) { s->len = 0; }
 
 static int ensure_logits(mdl_model *m, int64_t rows) {
     if (m->logits_rows >= rows) return VC_OK;
@@ -274,38 +287,119 @@ static int ensure_logits(mdl_model *m, int64_t rows) {
     return VC_OK;
 }
 
+static int ensure_block_tables(mdl_model *m, int64_t n) {
+    if (m->bt_cap >= n) return VC_OK;
+    if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
+    int64_t cap = n < 4096 ? 4096 : n * 2;
+    m->block_tables = rt_tensor_alloc(m->be, RT_I32, 1, &cap);
+    if (!m->block_tables.data) {
+        m->bt_cap = 0;
+        return vc_err_set(VC_ERR_OOM, "out of memory for block tables");
+    }
+    m->bt_cap = cap;
+    return VC_OK;
+}
+
+static int upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n) {
+    if (n == 0) return VC_OK;
+    rt_tensor h = rt_tensor_1d((void *)src, RT_I32, RT_DEV_CPU, n);
+    rt_tensor d = rt_tensor_slice0(dst, 0, n);
+    return rt_tensor_copy_bytes(m->be, &d, &h);
+}
+
+int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits) {
+    int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, V = m->cfg.vocab;
+    if (T <= 0 || T > m->max_batch)
+        return vc_err_set(VC_ERR_INVALID, "batch of %lld tokens (max %lld)", (long long)T, (long long)m->max_batch);
+    if (S <= 0 || S > T || L < 0 || L > T || b->max_blocks <= 0 || b->qsl[0] != 0 || b->qsl[S] != T)
+        return vc_err_set(VC_ERR_INVALID, "malformed batch (%lld tokens, %lld sequences)", (long long)T, (long long)S);
+    int64_t slots_total = (int64_t)kv->num_blocks * kv->block_size;
+    for (int64_t i = 0; i < T; i++) {
+        if (b->ids[i] < 0 || b->ids[i] >= V)
+            return vc_err_set(VC_ERR_INVALID, "token id %d out of range [0, %lld)", b->ids[i], (long long)V);
+        if (b->positions[i] < 0 || b->positions[i] >= m->cfg.max_pos || b->slots[i] >= slots_total)
+            return vc_err_set(VC_ERR_INVALID, "position %d / slot %d out of range", b->positions[i], b->slots[i]);
+    }
+    for (int64_t i = 0; i < L; i++)
+        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= T) return vc_err_set(VC_ERR_INVALID, "bad logit row");
+    int rc = ensure_block_tables(m, S * b->max_blocks);
+    if (rc == 0 && L > 0) rc = ensure_logits(m, L);
+    if (rc == 0) rc = upload_i32(m, &m->ids, b->ids, T);
+    if (rc == 0) rc = upload_i32(m, &m->pos, b->positions, T);
+    if (rc == 0) rc = upload_i32(m, &m->slots, b->slots, T);
+    if (rc == 0) rc = upload_i32(m, &m->qsl, b->qsl, S + 1);
+    if (rc == 0) rc = upload_i32(m, &m->seq_lens, b->seq_lens, S);
+    if (rc == 0) rc = upload_i32(m, &m->logit_rows, b->logit_rows, L);
+    if (rc == 0) rc = upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
+    if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
+    if (rc == 0 && L > 0) {
+        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
+        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
+        rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
+    }
+    return rc;
+}
+
+#define SEQ_BLOCK 16
+
+mdl_seq *mdl_seq_create(mdl_model *m, int64_t max_ctx) {
+    if (max_ctx <= 0 || max_ctx > m->cfg.max_pos) max_ctx = m->cfg.max_pos;
+    mdl_seq *s = calloc(1, sizeof *s);
+    if (!s) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->max_ctx = max_ctx;
+    s->nb = (int32_t)((max_ctx + SEQ_BLOCK - 1) / SEQ_BLOCK);
+    s->block_table = malloc((size_t)s->nb * sizeof *s->block_table);
+    s->kv = s->block_table ? mdl_kv_create(m, s->nb, SEQ_BLOCK) : NULL;
+    if (!s->kv) {
+        mdl_seq_free(s);
+        return NULL;
+    }
+    for (int32_t i = 0; i < s->nb; i++) s->block_table[i] = i;
+    return s;
+}
+
+void mdl_seq_free(mdl_seq *s) {
+    if (!s) return;
+    mdl_kv_free(s->kv);
+    free(s->block_table);
+    free(s);
+}
+
+int64_t mdl_seq_len(const mdl_seq *s) { return s->len; }
+void mdl_seq_reset(mdl_seq *s) { s->len = 0; }
+
 int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *logits, bool all_logits) {
     if (n <= 0) return vc_err_set(VC_ERR_INVALID, "forward: no tokens");
     if (s->len + n > s->max_ctx)
         return vc_err_set(VC_ERR_INVALID, "context overflow: %lld + %lld tokens > %lld", (long long)s->len,
                           (long long)n, (long long)s->max_ctx);
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= m->cfg.vocab)
-            return vc_err_set(VC_ERR_INVALID, "token id %d out of range [0, %lld)", ids[i], (long long)m->cfg.vocab);
-    int32_t *pos = malloc((size_t)m->max_batch * sizeof *pos);
-    if (!pos) return vc_err_set(VC_ERR_OOM, "out of memory");
+    int64_t B = m->max_batch;
+    int32_t *meta = malloc((size_t)(3 * B) * sizeof *meta);
+    if (!meta) return vc_err_set(VC_ERR_OOM, "out of memory");
+    int32_t *pos = meta, *slots = meta + B, *rows = meta + 2 * B;
     int rc = VC_OK;
     for (int64_t done = 0; done < n && rc == VC_OK;) {
-        int64_t c = n - done < m->max_batch ? n - done : m->max_batch;
+        int64_t c = n - done < B ? n - done : B;
         bool last_chunk = done + c == n;
-        for (int64_t i = 0; i < c; i++) pos[i] = (int32_t)(s->len + i);
-        rt_tensor hid = rt_tensor_1d((void *)(ids + done), RT_I32, RT_DEV_CPU, c);
-        rt_tensor hpos = rt_tensor_1d(pos, RT_I32, RT_DEV_CPU, c);
-        rt_tensor did = rt_tensor_slice0(&m->ids, 0, c), dpos = rt_tensor_slice0(&m->pos, 0, c);
-        rc = rt_tensor_copy_bytes(m->be, &did, &hid);
-        if (rc == 0) rc = rt_tensor_copy_bytes(m->be, &dpos, &hpos);
-        int64_t rows = all_logits ? c : 1;
-        if (rc == 0 && (all_logits || last_chunk)) rc = ensure_logits(m, rows);
-        if (rc == 0) rc = m->arch->forward(m, s, c, all_logits ? c : last_chunk ? 1 : 0);
-        if (rc == 0 && (all_logits || last_chunk)) {
-            float *dst = all_logits ? logits + done * m->cfg.vocab : logits;
-            rt_tensor hl = rt_tensor_2d(dst, RT_F32, RT_DEV_CPU, rows, m->cfg.vocab);
-            rt_tensor dl = rt_tensor_slice0(&m->logits, 0, rows);
-            rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
+        for (int64_t i = 0; i < c; i++) {
+            pos[i] = (int32_t)(s->len + i);
+            slots[i] = pos[i]; /* identity block table: slot == position */
+            rows[i] = (int32_t)i;
         }
+        int32_t qsl[2] = {0, (int32_t)c}, seq_len = (int32_t)(s->len + c);
+        int32_t n_logits = all_logits ? (int32_t)c : last_chunk ? 1 : 0;
+        if (!all_logits) rows[0] = (int32_t)(c - 1);
+        mdl_batch b = {.n_tokens = (int32_t)c, .ids = ids + done, .positions = pos, .slots = slots,
+                       .n_seqs = 1, .qsl = qsl, .seq_lens = &seq_len, .block_tables = s->block_table,
+                       .max_blocks = s->nb, .n_logits = n_logits, .logit_rows = rows};
+        rc = mdl_forward_batch(m, s->kv, &b, all_logits ? logits + done * m->cfg.vocab : logits);
         if (rc == 0) s->len += c;
         done += c;
     }
-    free(pos);
+    free(meta);
     return rc;
 }

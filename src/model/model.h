@@ -25,7 +25,9 @@ typedef struct mdl_model mdl_model;
 typedef struct mdl_seq mdl_seq;
 
 typedef struct {
-    int64_t max_batch; /* tokens per forward chunk (activation buffers sized for it) */
+    int64_t max_batch;   /* tokens per forward chunk (activation buffers sized for it) */
+    bool upcast_weights; /* convert every weight to f32 at load: exact fp32 compute for
+                            oracle tests (4-8x the memory of quantized weights) */
 } mdl_params;
 
 mdl_params mdl_params_default(void);
@@ -38,7 +40,35 @@ const char *mdl_get_path(const mdl_model *m);
 /* Bytes of weights (as stored) the forward pass reads per token. */
 size_t mdl_weight_bytes(const mdl_model *m);
 
-/* A sequence: its KV cache for up to max_ctx positions. */
+/* Paged KV storage for every layer: k/v [num_blocks, block_size, kvh, hd]
+ * f32. Block ids and slots come from the engine's block pool. */
+typedef struct mdl_kv mdl_kv;
+mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size);
+void mdl_kv_free(mdl_kv *kv);
+/* Bytes one block takes over all layers (K and V), for sizing from a budget. */
+size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size);
+
+/* One step of a varlen batch: S sequences, T tokens in total, laid out
+ * sequence after sequence. All arrays are host memory. */
+typedef struct {
+    int32_t n_tokens;            /* T <= max_batch */
+    const int32_t *ids;          /* [T] */
+    const int32_t *positions;    /* [T] */
+    const int32_t *slots;        /* [T] KV slot of each token (block * B + offset) */
+    int32_t n_seqs;              /* S */
+    const int32_t *qsl;          /* [S+1] query start offsets, qsl[0]=0, qsl[S]=T */
+    const int32_t *seq_lens;     /* [S] tokens in the cache after this step */
+    const int32_t *block_tables; /* [S, max_blocks] row-major */
+    int32_t max_blocks;
+    int32_t n_logits;            /* rows that need logits */
+    const int32_t *logit_rows;   /* [n_logits] token rows in [0, T) */
+} mdl_batch;
+
+/* logits (host) receives [n_logits, V]. */
+int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits);
+
+/* A single sequence with a private KV cache for up to max_ctx positions
+ * (the simple path used by `vllm run` and tests). */
 mdl_seq *mdl_seq_create(mdl_model *m, int64_t max_ctx);
 void mdl_seq_free(mdl_seq *s);
 int64_t mdl_seq_len(const mdl_seq *s);

@@ -1,5 +1,5 @@
 /* model_impl — private to src/model: the model struct shared by model.c
- * (loading, sequences) and the architecture files (forward passes). */
+ * (loading, batches, sequences) and the architecture files (forward). */
 #ifndef MDL_MODEL_IMPL_H
 #define MDL_MODEL_IMPL_H
 
@@ -24,6 +24,7 @@ struct mdl_model {
     mdl_wsrc *src;
     const mdl_arch_impl *arch;
     int64_t max_batch;
+    bool upcast_weights;
 
     rt_tensor tok_embd;   /* [V,d] any dtype */
     rt_tensor out_norm;   /* [d] f32 */
@@ -31,36 +32,48 @@ struct mdl_model {
     rt_tensor inv_freq;   /* [rot_dim/2] f32, rope scaling folded in */
     mdl_layer *layers;
 
-    /* Device allocations owned by the model (converted small tensors). */
+    /* Device allocations owned by the model (converted weights, buffers). */
     void **owned;
     int n_owned, cap_owned;
 
     /* Activation buffers for max_batch tokens. */
-    rt_tensor ids, pos;            /* [B] i32 */
     rt_tensor x, xb;               /* [B,d] */
     rt_tensor q, k, v, att;        /* [B,h*hd] [B,kvh*hd] [B,kvh*hd] [B,h*hd] */
     rt_tensor gate, up;            /* [B,ff] */
+    /* Batch metadata on the device (mdl_batch copied in). */
+    rt_tensor ids, pos, slots;     /* [B] i32 */
+    rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
+    rt_tensor logit_rows;          /* [B] i32 */
+    rt_tensor block_tables;        /* [bt_cap] i32, grown on demand */
+    int64_t bt_cap;
     rt_tensor logits;              /* [rows,V], grown on demand */
     int64_t logits_rows;
 };
 
+struct mdl_kv {
+    mdl_model *m;
+    int32_t num_blocks, block_size;
+    rt_tensor *k, *v;  /* per layer [num_blocks, B, kvh, hd] f32 */
+};
+
 struct mdl_seq {
     mdl_model *m;
+    mdl_kv *kv;
     int64_t max_ctx, len;
-    rt_tensor *k_cache, *v_cache;  /* per layer [max_ctx, kvh, hd] f32 */
+    int32_t *block_table; /* identity 0..nb-1 */
+    int32_t nb;
 };
 
 struct mdl_arch_impl {
     const char *family;
     /* Bind weights (m->cfg filled, m->src open). */
     int (*load)(mdl_model *m);
-    /* Forward n <= max_batch tokens at positions s->len..; ids/pos are
-     * already on the device. Writes logits of the last `logit_rows` tokens
-     * (0, 1 or n) into m->logits[0..logit_rows). */
-    int (*forward)(mdl_model *m, mdl_seq *s, int64_t n, int64_t logit_rows);
+    /* Forward the batch whose metadata is on the device (T tokens, S
+     * sequences, max_blocks per block-table row); writes logits of the
+     * n_logits rows listed in m->logit_rows into m->logits. */
+    int (*forward)(mdl_model *m, mdl_kv *kv, int64_t T, int64_t S, int64_t max_blocks, int64_t n_logits);
 };
 
-/* Helpers for architecture files (model.c). */
 /* Bind a weight by canonical name with the expected shape; required=false
  * leaves t->data NULL when absent. Small (1-D) tensors are converted to f32. */
 int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape,

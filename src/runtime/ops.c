@@ -6,7 +6,7 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
-    "argmax",
+    "argmax", "kv_store", "paged_attention",
 };
 
 const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
@@ -145,4 +145,41 @@ int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
           "argmax: dst i32[rows], src f32[rows, c]");
     rt_op_args a = {.dst = dst, .src = {src}};
     return rt_op_exec(be, RT_OP_ARGMAX, &a);
+}
+
+int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots) {
+    CHECK(src->dtype == RT_F32 && src->ndim == 3 && slots->dtype == RT_I32 &&
+              rt_tensor_nelem(slots) == src->shape[0],
+          "kv_store: src f32 [T,kvh,hd], slots i32 [T]");
+    CHECK((cache->dtype == RT_F32 || cache->dtype == RT_F16) && cache->ndim >= 3 &&
+              cache->shape[cache->ndim - 1] == src->shape[2] &&
+              cache->shape[cache->ndim - 2] == src->shape[1] && rt_tensor_is_contiguous(cache),
+          "kv_store: cache must be contiguous f32/f16 [..., kvh, hd] matching src");
+    rt_op_args a = {.dst = cache, .src = {src, slots}};
+    return rt_op_exec(be, RT_OP_KV_STORE, &a);
+}
+
+int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k_cache,
+                       const rt_tensor *v_cache, const rt_tensor *block_tables,
+                       const rt_tensor *qsl, const rt_tensor *seq_lens, float scale,
+                       float softcap, int32_t window) {
+    CHECK(q->ndim == 3 && q->dtype == RT_F32 && dst->dtype == RT_F32 && rt_tensor_same_shape(dst, q),
+          "paged_attention: q/dst f32 [T,h,hd]");
+    CHECK(k_cache->ndim == 4 && v_cache->ndim == 4 && k_cache->dtype == v_cache->dtype &&
+              (k_cache->dtype == RT_F32 || k_cache->dtype == RT_F16),
+          "paged_attention: caches f32/f16 [num_blocks,B,kvh,hd]");
+    int64_t h = q->shape[1], hd = q->shape[2], kvh = k_cache->shape[2];
+    CHECK(kvh > 0 && h % kvh == 0 && k_cache->shape[3] == hd && v_cache->shape[2] == kvh &&
+              v_cache->shape[3] == hd && v_cache->shape[0] == k_cache->shape[0] &&
+              v_cache->shape[1] == k_cache->shape[1],
+          "paged_attention: head shape mismatch");
+    CHECK(block_tables->dtype == RT_I32 && block_tables->ndim == 2 && qsl->dtype == RT_I32 &&
+              seq_lens->dtype == RT_I32 && rt_tensor_nelem(seq_lens) == block_tables->shape[0] &&
+              rt_tensor_nelem(qsl) == block_tables->shape[0] + 1,
+          "paged_attention: block_tables i32 [S,M], qsl i32 [S+1], seq_lens i32 [S]");
+    rt_op_args a = {.dst = dst, .src = {q, k_cache, v_cache, block_tables, qsl, seq_lens}};
+    a.p.paged.scale = scale;
+    a.p.paged.softcap = softcap;
+    a.p.paged.window = window;
+    return rt_op_exec(be, RT_OP_PAGED_ATTENTION, &a);
 }

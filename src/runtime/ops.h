@@ -29,6 +29,17 @@
  *              0..n_past+i (and only the last `window` of them if window>0).
  *              score = (q·k)*scale, then softcap*tanh(score/softcap) if
  *              softcap>0. The caller has already stored this step's K/V.
+ *   KV_STORE   cache[slots, kvh, hd] (any leading view: [num_blocks, B, kvh, hd]
+ *              is slot-major) gets src[T, kvh, hd] row t at slot slots[t] (i32);
+ *              slot < 0 skips the row (padding). f32 src into f32/f16 cache.
+ *   PAGED_ATTENTION  dst[T,h,hd] f32 = causal GQA attention for a varlen batch
+ *              of sequences over a paged cache k/v[num_blocks, B, kvh, hd].
+ *              Sequence s owns query rows [qsl[s], qsl[s+1]) (qsl i32[S+1])
+ *              and has seq_lens[s] tokens in the cache incl. this step's, so
+ *              its query row i sits at position seq_lens[s] - q_len + i and
+ *              sees keys 0..pos (last `window` only if window > 0). Key j of
+ *              s lives in block block_tables[s, j / B] (i32 [S, max_blocks]),
+ *              slot j % B. scale/softcap as ATTENTION.
  *   COPY       dst <- src, same shape, dtype conversion f32<->f16/bf16 and
  *              quantized->f32 allowed; strided views allowed.
  *   ARGMAX     dst[r] i32 = argmax over the last dim of src[r,c] f32
@@ -51,6 +62,8 @@ typedef enum {
     RT_OP_ATTENTION,
     RT_OP_COPY,
     RT_OP_ARGMAX,
+    RT_OP_KV_STORE,
+    RT_OP_PAGED_ATTENTION,
     RT_OP_COUNT
 } rt_op;
 
@@ -58,13 +71,14 @@ typedef enum { RT_ACT_SILU = 0, RT_ACT_GELU_TANH = 1 } rt_act;
 
 typedef struct {
     rt_tensor *dst;
-    const rt_tensor *src[4];
+    const rt_tensor *src[6];
     union {
         struct { float eps, w_offset; } rmsnorm;
         struct { int rot_dim; int neox; float attn_factor; } rope;
         struct { int act; } glu;
         struct { float s; } scale;
         struct { int64_t n_past; float scale, softcap; int32_t window; } attn;
+        struct { float scale, softcap; int32_t window; } paged;
     } p;
 } rt_op_args;
 
@@ -92,5 +106,11 @@ int rt_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_te
                  int32_t window);
 int rt_copy(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
+int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots);
+/* src[0..5] = q, k_cache, v_cache, block_tables, qsl, seq_lens */
+int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k_cache,
+                       const rt_tensor *v_cache, const rt_tensor *block_tables,
+                       const rt_tensor *qsl, const rt_tensor *seq_lens, float scale,
+                       float softcap, int32_t window);
 
 #endif

@@ -53,7 +53,7 @@ static bool cpu_supports(rt_backend *be, int op, const void *argp) {
     case RT_OP_MATMUL: return c->k->mm[a->src[1]->dtype] != NULL;
     case RT_OP_ATTENTION:
         return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16) &&
-               a->src[0]->shape[2] <= 1024;
+               a->src[0]->shape[2] <= CPU_ATTN_MAX_HD;
     case RT_OP_EMBED: return a->src[0]->dtype != RT_I32;
     default: return true;
     }
@@ -122,4 +122,6 @@ void cpu_backend_register(void) {
     rt_op_register(RT_OP_ATTENTION, RT_DEV_CPU, cpu_op_attention);
     rt_op_register(RT_OP_COPY, RT_DEV_CPU, cpu_op_copy);
     rt_op_register(RT_OP_ARGMAX, RT_DEV_CPU, cpu_op_argmax);
+    rt_op_register(RT_OP_KV_STORE, RT_DEV_CPU, cpu_op_kv_store);
+    rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CPU, cpu_op_paged_attention);
 }

@@ -16,15 +16,19 @@ const char *cpu_isa_name(cpu_isa isa) {
     return (unsigned)isa < CPU_ISA_COUNT ? g_isa_names[isa] : "?";
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+static int has_f16c(void) { unsigned a, b, c, d; return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C); }
+#endif
 cpu_isa cpu_isa_detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("fma") && has_f16c())
         return CPU_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+        has_f16c())
         return CPU_ISA_AVX2;
 #endif
     return CPU_ISA_SCALAR;
@@ -79,8 +83,11 @@ static void init_tables(void) {
     g_tables[CPU_ISA_AVX2] = g_tables[CPU_ISA_SCALAR];
     g_tables[CPU_ISA_AVX2].name = "avx2";
     cpu_fill_matmul_avx2(&g_tables[CPU_ISA_AVX2]);
+    cpu_fill_elementwise_avx2(&g_tables[CPU_ISA_AVX2]);
+    cpu_fill_attention_avx2(&g_tables[CPU_ISA_AVX2]);
     g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_AVX2];
     g_tables[CPU_ISA_AVX512].name = "avx512";
+    cpu_fill_matmul_avx512(&g_tables[CPU_ISA_AVX512]);
 #else
     g_tables[CPU_ISA_AVX2] = g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_SCALAR];
 #endif

@@ -44,21 +44,59 @@ typedef struct {
 typedef void (*cpu_mm_fn)(int64_t k, const void *w, const void *act, size_t act_stride, int m,
                           float *y, size_t y_stride);
 
-/* Per-(query, head) attention; see cpu_attention.c for the contract. */
+/* Prefill variant: nr (1 or 2) weight rows, w + r*w_stride bytes, against
+ * m <= 4 activation rows: y[j*y_stride + r]. Optional (NULL: use cpu_mm_fn
+ * row by row); results per (row, token) must not depend on nr or m. */
+typedef void (*cpu_mmp_fn)(int64_t k, const void *w, size_t w_stride, int nr, const void *act,
+                           size_t act_stride, int m, float *y, size_t y_stride);
+
+/* Attention of nh (<= CPU_ATTN_HB) query heads that share one kv head, for
+ * one query over keys lo..hi (may be empty: lo > hi). With ml == NULL the
+ * output is normalised; otherwise the unnormalised sum of exp(s-m)*v goes to
+ * out and (m, l) of each head to ml[2h], ml[2h+1] for a later combine of
+ * context splits (see cpu_attention.c). */
+#define CPU_ATTN_HB 8
+#define CPU_ATTN_MAX_HD 512
 typedef struct {
-    const float *q;          /* [hd] */
-    const char *k, *v;       /* key/value of position 0 for this kv head */
-    size_t k_stride, v_stride; /* bytes between positions */
-    int kv_f16;              /* cache dtype: 0 f32, 1 f16 */
-    int64_t hd, lo, hi;      /* keys lo..hi inclusive */
+    const float *q;            /* head h at q + h*q_stride, [hd] each */
+    size_t q_stride;           /* floats */
+    int nh;
+    const char *k, *v;         /* key/value of position 0 for this kv head */
+    size_t k_stride, v_stride; /* bytes between positions (within a block) */
+    /* Paged caches: position p lives in block bt[p / B], slot p % B, and
+     * blocks are k_blk/v_blk bytes apart. bt == NULL: contiguous. */
+    const int32_t *bt;
+    int64_t B;
+    size_t k_blk, v_blk;
+    int kv_f16;                /* cache dtype: 0 f32, 1 f16 */
+    int64_t hd, lo, hi;        /* keys lo..hi inclusive */
     float scale, softcap;
-    float *out;              /* [hd] */
+    float *out;                /* head h at out + h*out_stride, [hd] each */
+    size_t out_stride;         /* floats */
+    float *ml;                 /* NULL or [2*nh] */
 } cpu_attn_job;
+
+/* Row address of position p in a K (or V) cache described by a job. */
+static inline const char *cpu_attn_row(const cpu_attn_job *j, const char *base, size_t stride,
+                                       size_t blk, int64_t p) {
+    if (!j->bt) return base + p * (int64_t)stride;
+    return base + (int64_t)j->bt[p / j->B] * (int64_t)blk + (p % j->B) * (int64_t)stride;
+}
+
+/* Keys in the chunk starting at p0: at most `chunk`, never past hi, and for
+ * paged caches never across a block end (so a chunk's rows are evenly
+ * strided). */
+static inline int cpu_attn_chunk(const cpu_attn_job *j, int64_t p0, int chunk) {
+    int64_t cnt = j->hi - p0 + 1 < chunk ? j->hi - p0 + 1 : chunk;
+    if (j->bt && j->B - p0 % j->B < cnt) cnt = j->B - p0 % j->B;
+    return (int)cnt;
+}
 
 typedef struct {
     const char *name;
     /* MATMUL: indexed by weight dtype; NULL = unsupported */
     cpu_mm_fn mm[RT_DTYPE_COUNT];
+    cpu_mmp_fn mmp[RT_DTYPE_COUNT]; /* prefill (n > CPU_MM_M); optional */
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
@@ -100,6 +138,8 @@ int cpu_op_softmax(rt_backend *be, const rt_op_args *a);
 int cpu_op_attention(rt_backend *be, const rt_op_args *a);
 int cpu_op_copy(rt_backend *be, const rt_op_args *a);
 int cpu_op_argmax(rt_backend *be, const rt_op_args *a);
+int cpu_op_kv_store(rt_backend *be, const rt_op_args *a);
+int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a);
 
 /* Scalar kernels (cpu_matmul_ref.c, cpu_norm.c, cpu_elementwise.c, cpu_attention.c). */
 void cpu_mm_f32_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);
@@ -124,6 +164,9 @@ void cpu_attn_ref(const cpu_attn_job *job);
  * overrides the table entries it implements; the tables are only used when
  * cpu_isa_detect() says the CPU runs them. */
 void cpu_fill_matmul_avx2(cpu_kernels *k);
+void cpu_fill_elementwise_avx2(cpu_kernels *k);
+void cpu_fill_attention_avx2(cpu_kernels *k);
+void cpu_fill_matmul_avx512(cpu_kernels *k);
 
 
 #endif

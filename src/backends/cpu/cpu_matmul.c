@@ -4,11 +4,15 @@
  *    weights, else quantized into scratch (Q8a for Q4_0/Q4_1/Q8_0, Q8_K for
  *    K-quants), in parallel over rows when there are many.
  * 2. Output columns are split into chunks of R weight rows (one task each,
- *    claimed dynamically). A task walks its rows for tiles of TT tokens, so
- *    a weight row stays in L1 while up to TT tokens use it and is read from
- *    memory once per task; the micro-kernel takes CPU_MM_M tokens at a time.
- * Every output element is computed by one kernel call with a fixed
- * accumulation order, so results are identical for any thread count.
+ *    claimed dynamically). A task walks k in slices of KB elements; per
+ *    slice, each group of CPU_MM_M tokens (in L1) meets each of the task's
+ *    R weight-row slices (sized to stay in L2 for prefill), and the slice's
+ *    partial dot products are added to y. Weights come from memory once
+ *    per task.
+ * An output element's accumulation order depends only on n and the shapes
+ * (never on the thread count), so results are identical for any number of
+ * threads. (Decode, n <= CPU_MM_M, does not slice k, so a token's logits
+ * may differ from the same token inside a prefill batch in the last bits.)
  */
 #include "backends/cpu/cpu_internal.h"
 
@@ -16,10 +20,15 @@
 
 #include <string.h>
 
-#define TT 32 /* tokens per cache tile */
+#define L2_BUDGET (256 * 1024) /* weight bytes of one k-slice per prefill task */
+#define KB 1024                 /* k-slice: a multiple of every block size */
 
 typedef struct {
     cpu_mm_fn fn;
+    cpu_mmp_fn fnp; /* prefill 2-row kernel or NULL */
+    rt_dtype wt;
+    int64_t act_blk;          /* activation block: elements and bytes */
+    size_t act_blk_bytes;
     const char *w;
     size_t w_stride; /* bytes between weight rows */
     const char *act;
@@ -27,7 +36,7 @@ typedef struct {
     float *y;
     size_t y_stride; /* floats between output rows */
     const float *bias;
-    int64_t n, out, in, rows_per_task;
+    int64_t n, out, in, rows_per_task, kslice;
 } mm_job;
 
 static void mm_task(void *ctxp, int64_t task, int thread) {
@@ -35,14 +44,29 @@ static void mm_task(void *ctxp, int64_t task, int thread) {
     const mm_job *j = ctxp;
     int64_t r0 = task * j->rows_per_task;
     int64_t r1 = r0 + j->rows_per_task < j->out ? r0 + j->rows_per_task : j->out;
-    for (int64_t t0 = 0; t0 < j->n; t0 += TT) {
-        int64_t t1 = t0 + TT < j->n ? t0 + TT : j->n;
-        for (int64_t r = r0; r < r1; r++) {
-            const char *w = j->w + r * j->w_stride;
-            for (int64_t t = t0; t < t1; t += CPU_MM_M) {
-                int m = (int)(t1 - t < CPU_MM_M ? t1 - t : CPU_MM_M);
-                j->fn(j->in, w, j->act + t * j->act_stride, j->act_stride, m,
-                      j->y + t * j->y_stride + r, j->y_stride);
+    for (int64_t k0 = 0; k0 < j->in; k0 += j->kslice) {
+        int64_t klen = j->in - k0 < j->kslice ? j->in - k0 : j->kslice;
+        size_t woff = rt_dtype_row_bytes(j->wt, k0), aoff = (size_t)(k0 / j->act_blk) * j->act_blk_bytes;
+        for (int64_t t = 0; t < j->n; t += CPU_MM_M) {
+            int m = (int)(j->n - t < CPU_MM_M ? j->n - t : CPU_MM_M);
+            const char *act = j->act + t * j->act_stride + aoff;
+            float *y = j->y + t * j->y_stride;
+            for (int64_t r = r0; r < r1;) {
+                float part[CPU_MM_M * 2];
+                int nr = 1;
+                if (j->fnp) {
+                    nr = r + 1 < r1 ? 2 : 1;
+                    j->fnp(klen, j->w + r * j->w_stride + woff, j->w_stride, nr, act,
+                           j->act_stride, m, part, 2);
+                } else {
+                    j->fn(klen, j->w + r * j->w_stride + woff, act, j->act_stride, m, part, 2);
+                }
+                for (int rr = 0; rr < nr; rr++, r++) {
+                    if (k0 == 0)
+                        for (int i = 0; i < m; i++) y[i * j->y_stride + r] = part[i * 2 + rr];
+                    else
+                        for (int i = 0; i < m; i++) y[i * j->y_stride + r] += part[i * 2 + rr];
+                }
             }
         }
     }
@@ -98,12 +122,14 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu matmul: x/dst rows must be evenly strided");
     if (n == 0 || out == 0) return VC_OK;
 
-    mm_job j = {.fn = fn, .w = w->data, .w_stride = (size_t)w->stride[0], .y = dst->data,
+    mm_job j = {.fn = fn, .wt = w->dtype, .w = w->data, .w_stride = (size_t)w->stride[0], .y = dst->data,
                 .y_stride = ys / sizeof(float), .bias = bias ? bias->data : NULL, .n = n,
                 .out = out, .in = in};
     if (w->dtype == RT_F32 || w->dtype == RT_F16 || w->dtype == RT_BF16) {
         j.act = x->data;
         j.act_stride = xs;
+        j.act_blk = 1;
+        j.act_blk_bytes = sizeof(float);
     } else {
         int kquant = wt->block_elems == RT_QK_K;
         size_t arow = kquant ? (size_t)(in / RT_QK_K) * sizeof(rt_block_q8_K)
@@ -118,11 +144,23 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
             for (int64_t t = 0; t < n; t++) quant_task(&q, t, 0);
         j.act = act;
         j.act_stride = arow;
+        j.act_blk = kquant ? RT_QK_K : RT_QK;
+        j.act_blk_bytes = kquant ? sizeof(rt_block_q8_K) : sizeof(cpu_block_q8a);
     }
-    /* ~8 tasks per thread for balance; chunks of 8..128 rows. */
+    /* ~8 tasks per thread for balance, chunks of 8..128 rows; for prefill
+     * also at most ~256 KiB of weights per task so they stay in L2 while
+     * every token group passes over them. */
     int64_t rpt = out / ((int64_t)c->n_threads * 8);
+    if (n > CPU_MM_M) {
+        int64_t l2rows = (int64_t)(L2_BUDGET / rt_dtype_row_bytes(w->dtype, in < KB ? in : KB));
+        if (rpt > l2rows) rpt = l2rows;
+    }
     rpt = rpt < 8 ? 8 : rpt > 128 ? 128 : (rpt + 7) & ~(int64_t)7;
     j.rows_per_task = rpt;
+    /* Decode streams whole weight rows (long runs for the hardware
+     * prefetcher); prefill slices k so a token group stays in L1. */
+    j.kslice = n > CPU_MM_M ? KB : in;
+    if (n > CPU_MM_M) j.fnp = c->k->mmp[w->dtype];
     cpu_pool_run(c->pool, (out + rpt - 1) / rpt, mm_task, &j);
     return VC_OK;
 }

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,21 +16,29 @@
  * the engine waits for requests. */
 #define SPIN_ITERS 20000
 
+/* One cache line per worker for its "finished generation g" flag, so
+ * completion costs no contended read-modify-write. */
+typedef struct {
+    _Atomic uint32_t gen;
+    char pad[60];
+} fin_flag;
+
 struct cpu_pool {
     int n;                 /* threads incl. the caller */
     pthread_t *threads;    /* [n-1] */
+    fin_flag *fin;         /* [n], index 0 unused */
     pthread_mutex_t run_mu;
     /* the current job */
     cpu_task_fn fn;
     void *ctx;
     int64_t n_tasks;
-    _Atomic int64_t next;  /* next unclaimed task */
-    /* dispatch / completion handshake (futex words are 32-bit) */
-    _Atomic uint32_t gen;  /* bumped per dispatch */
-    _Atomic uint32_t done; /* workers finished with the current gen */
+    _Alignas(64) _Atomic int64_t next; /* next unclaimed task (dynamic part) */
+    /* dispatch handshake (futex words are 32-bit) */
+    _Alignas(64) _Atomic uint32_t gen; /* bumped per dispatch */
     _Atomic int n_sleeping;
-    _Atomic int main_waiting;
     _Atomic int stop;
+    _Alignas(64) _Atomic uint32_t done_word; /* bumped for a sleeping caller */
+    _Atomic int main_waiting;
 };
 
 typedef struct {
@@ -51,7 +60,11 @@ static void futex_wake(_Atomic uint32_t *addr, int n) {
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+/* Thread i first takes task i (no atomics when n_tasks <= threads, the
+ * common case for small ops), then claims the rest dynamically. */
 static void run_tasks(cpu_pool *p, int thread) {
+    if (thread < p->n_tasks) p->fn(p->ctx, thread, thread);
+    if (p->n_tasks <= p->n) return;
     for (;;) {
         int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (t >= p->n_tasks) break;
@@ -81,9 +94,11 @@ static void *worker_main(void *argp) {
         seen = g;
         if (atomic_load(&p->stop)) return NULL;
         run_tasks(p, index);
-        if (atomic_fetch_add(&p->done, 1) + 1 == (uint32_t)(p->n - 1) &&
-            atomic_load(&p->main_waiting))
-            futex_wake(&p->done, 1);
+        atomic_store(&p->fin[index].gen, g);
+        if (atomic_load(&p->main_waiting)) {
+            atomic_fetch_add(&p->done_word, 1);
+            futex_wake(&p->done_word, 1);
+        }
     }
 }
 
@@ -101,7 +116,9 @@ cpu_pool *cpu_pool_create(int n_threads) {
     pthread_mutex_init(&p->run_mu, NULL);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
-        if (!p->threads) goto oom;
+        p->fin = aligned_alloc(64, (size_t)n_threads * sizeof(fin_flag));
+        if (!p->threads || !p->fin) goto oom;
+        memset(p->fin, 0, (size_t)n_threads * sizeof(fin_flag));
     }
     for (int i = 1; i < n_threads; i++) {
         worker_arg *a = malloc(sizeof *a);
@@ -123,6 +140,7 @@ cpu_pool *cpu_pool_create(int n_threads) {
 oom:
     if (p) {
         free(p->threads);
+        free(p->fin);
         free(p);
     }
     vc_err_set(VC_ERR_OOM, "cpu pool: out of memory");
@@ -137,6 +155,7 @@ void cpu_pool_free(cpu_pool *p) {
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
     pthread_mutex_destroy(&p->run_mu);
     free(p->threads);
+    free(p->fin);
     free(p);
 }
 
@@ -152,22 +171,26 @@ void cpu_pool_run(cpu_pool *p, int64_t n_tasks, cpu_task_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->done, 0);
-    atomic_fetch_add(&p->gen, 1); /* publishes the job (seq_cst) */
+    atomic_store(&p->next, p->n);
+    uint32_t g = atomic_fetch_add(&p->gen, 1) + 1; /* publishes the job (seq_cst) */
     if (atomic_load(&p->n_sleeping) > 0) futex_wake(&p->gen, INT_MAX);
     run_tasks(p, 0);
-    uint32_t want = (uint32_t)(p->n - 1);
     int spins = 0;
-    for (;;) {
-        uint32_t d = atomic_load(&p->done);
-        if (d == want) break;
+    for (int i = 1; i < p->n;) {
+        if (atomic_load(&p->fin[i].gen) == g) {
+            i++;
+            continue;
+        }
         if (++spins < SPIN_ITERS) {
             cpu_relax();
             continue;
         }
+        /* Sleep until a worker finishes: announce, then re-check so a
+         * worker that finished in between is not missed (seq_cst pairs with
+         * the worker's store-then-load). */
+        uint32_t d = atomic_load(&p->done_word);
         atomic_store(&p->main_waiting, 1);
-        if (atomic_load(&p->done) == d) futex_wait(&p->done, d);
+        if (atomic_load(&p->fin[i].gen) != g) futex_wait(&p->done_word, d);
         atomic_store(&p->main_waiting, 0);
         spins = 0;
     }

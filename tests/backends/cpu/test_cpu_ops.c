@@ -117,7 +117,7 @@ static void test_elementwise(void **state) {
             int64_t n = sizes[k];
             float *a = xmalloc((size_t)n * 4), *b = xmalloc((size_t)n * 4), *y = xmalloc((size_t)n * 4);
             double *ref = xmalloc((size_t)n * 8);
-            fill_rand(a, n, 6.0f);
+            fill_rand(a, n, k == 2 ? 60.0f : 6.0f); /* large |g|: exp over/underflow */
             fill_rand(b, n, 2.0f);
             rt_tensor ta = rt_tensor_1d(a, RT_F32, RT_DEV_CPU, n);
             rt_tensor tb = rt_tensor_1d(b, RT_F32, RT_DEV_CPU, n);
@@ -238,6 +238,10 @@ static void test_attention(void **state) {
     struct { int64_t n, h, kvh, hd, n_past; float softcap; int32_t window; } cases[] = {
         {1, 4, 4, 16, 0, 0, 0},     {3, 8, 2, 64, 5, 0, 0},    {17, 4, 1, 32, 70, 0, 0},
         {5, 6, 2, 128, 130, 30.0f, 0}, {4, 4, 2, 16, 20, 0, 7},  {2, 2, 1, 80, 200, 10.0f, 64},
+        /* decode over long contexts: split into segments + combine; head
+         * batches of 8 with a partial last batch (group 12) */
+        {1, 12, 1, 64, 1500, 0, 0}, {1, 16, 2, 40, 4999, 20.0f, 0}, {1, 4, 4, 32, 3000, 0, 1100},
+        {1, 24, 2, 8, 700, 0, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int64_t n = cases[c].n, h = cases[c].h, kvh = cases[c].kvh, hd = cases[c].hd;
