@@ -224,17 +224,12 @@ typedef struct {
     jj_arena arena;
     jj_node *root;
     jj_tokens toks;
-    bool has_macros;
 } jj_program;
 
 int jj_parse(const char *source, jj_program *prog, char *err, size_t errn);
 void jj_program_free(jj_program *p);
 
 /* ---- render ---- */
-typedef struct {
-    const char *name;
-    jj_val v;
-} jj_var;
 
 /* Renders prog with the given top-level variables. On success *out is a
  * malloc'd string. On error returns -1 and writes a message into err. */
@@ -272,6 +267,6 @@ int jj_loop_attr(jj_ctx *c, const jj_loop *l, const char *name, jj_val *out);
 int jj_call_macro(jj_ctx *c, const jj_macro *m, const jj_args *a, const jj_macro *caller, jj_val *out);
 int jj_macro_repr(vc_strbuf *sb, const jj_macro *m);
 
-enum { JJ_FN_RANGE = 1, JJ_FN_NAMESPACE, JJ_FN_DICT, JJ_FN_RAISE, JJ_FN_STRFTIME, JJ_FN_LOOP_CYCLE };
+enum { JJ_FN_RANGE = 1, JJ_FN_NAMESPACE, JJ_FN_DICT, JJ_FN_RAISE, JJ_FN_STRFTIME };
 
 #endif
