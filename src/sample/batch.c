@@ -81,6 +81,7 @@ void smp_batch_free(smp_batch *b) {
 }
 
 const smp_batch_out *smp_batch_output(const smp_batch *b) { return &b->out; }
+int32_t smp_batch_max_logprobs(const smp_batch *b) { return b->p.max_logprobs; }
 
 /* Counter-based: a fresh xoshiro state from (seed, step), one draw. The
  * seed is hashed first so that (seed, step) and (seed + 1, step - 1) differ. */
