@@ -2,9 +2,10 @@
  *
  * Two paths:
  *  - n <= CUDA_GEMV_MAX_N (decode): a GEMV kernel, one warp per weight row,
- *    that decodes W on the fly (f32/f16/bf16 elements, or 32-value units of
- *    the GGUF block formats via cuda_dequant.cuh) and dots it with up to 8
- *    f32 activation rows in f32. W is read from memory once per call.
+ *    that decodes W on the fly (f32/f16/bf16 elements, 16-byte loads of 8
+ *    halves when aligned, or 32-value units of the GGUF block formats via
+ *    cuda_dequant.cuh) and dots it with up to 8 f32 activation rows in f32.
+ *    W is read from memory once per call.
  *  - larger n (prefill): cuBLAS. f32 W: SGEMM in plain fp32 (default math
  *    mode, so no TF32). f16 / bf16 W: x is converted to W's type and
  *    cublasGemmEx runs with fp32 accumulation and an f32 result. Quantized
@@ -55,6 +56,33 @@ __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, in
 #pragma unroll
         for (int t = 0; t < CUDA_GEMV_MAX_N; t++)
             if (t < n) acc[t] += wv * x[t * x_ld + k];
+    }
+    gemv_store(acc, n, r, y, y_ld, bias);
+}
+
+/* f16/bf16 rows with 16-byte aligned rows, x and in % 8 == 0: each lane
+ * loads 8 weights (one uint4) and 2 float4 of every x row per step. */
+template <rt_dtype T>
+__global__ void k_gemv_half_v8(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
+                               int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= out) return;
+    const uint4 *wr = (const uint4 *)(w + r * w_stride);
+    float acc[CUDA_GEMV_MAX_N] = {0};
+    for (int64_t c = threadIdx.x & 31; c < in / 8; c += 32) {
+        uint4 pk = wr[c];
+        const uint16_t *h = (const uint16_t *)&pk;
+        float wv[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) wv[e] = ld_plain<T>((const char *)(h + e));
+#pragma unroll
+        for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
+            if (t >= n) break;
+            const float4 *xv = (const float4 *)(x + t * x_ld + c * 8);
+            float4 a = xv[0], b = xv[1];
+            acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y +
+                      wv[6] * b.z + wv[7] * b.w;
+        }
     }
     gemv_store(acc, n, r, y, y_ld, bias);
 }
@@ -130,7 +158,13 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
     const char *wd = (const char *)w->data;
     int64_t ws = w->stride[0];
-    switch (w->dtype) {
+    bool v8 = (w->dtype == RT_F16 || w->dtype == RT_BF16) && in % 8 == 0 && ws % 16 == 0 &&
+              ((uintptr_t)wd & 15) == 0 && ((uintptr_t)x & 15) == 0 && (n == 1 || x_ld % 4 == 0);
+    if (v8 && w->dtype == RT_F16)
+        k_gemv_half_v8<RT_F16><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else if (v8)
+        k_gemv_half_v8<RT_BF16><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else switch (w->dtype) {
 #define X(T) case T: k_gemv_plain<T><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
         X(RT_F32) X(RT_F16) X(RT_BF16)
 #undef X
