@@ -102,8 +102,8 @@ static int sort_items(sort_env *e, jj_val *items, jj_val *keys, size_t n, bool r
 static int do_tojson(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
     const jj_val *ea = jj_arg(a, 0, "ensure_ascii"), *ind = jj_arg(a, 1, "indent"),
                  *sep = jj_arg(a, 2, "separators"), *sk = jj_arg(a, 3, "sort_keys");
-    if (ea && jj_truthy(*ea)) return jj_error(c, "tojson(ensure_ascii=True) is not supported");
-    jj_json_opts o = {.indent = NULL, .item_sep = ", ", .key_sep = ": ", .sort_keys = sk && jj_truthy(*sk)};
+    jj_json_opts o = {.indent = NULL, .item_sep = ", ", .key_sep = ": ", .sort_keys = sk && jj_truthy(*sk),
+                      .ensure_ascii = ea && jj_truthy(*ea)};
     char ibuf[64];
     if (ind && ind->t != JJ_NONE) {
         if (ind->t == JJ_INT) {

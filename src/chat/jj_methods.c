@@ -465,6 +465,7 @@ static int str_method(jj_ctx *c, jj_val s, const char *name, const jj_args *a, j
         if (starts_or_ends(s, *a0, suf)) *out = jj_str(s.u.s.p + (suf ? 0 : a0->u.s.n), s.u.s.n - a0->u.s.n);
         return 0;
     }
+    if (!strcmp(name, "format")) return jj_str_format(c, s, a, out);
     if (!strcmp(name, "splitlines")) {
         if (jj_list_new(c, 0, false, out) < 0) return -1;
         size_t st = 0, i = 0;

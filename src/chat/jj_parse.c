@@ -730,7 +730,6 @@ static jj_node *p_macro(parser *P) {
     if (!(n->b = p_body(P, ends))) return NULL;
     adv(P);
     if (cur(P)->t == JT_NAME) adv(P); /* {% endmacro name %} */
-    P->prog->has_macros = true;
     return expect_block_end(P) ? n : NULL;
 }
 

@@ -81,6 +81,7 @@ void smp_batch_free(smp_batch *b) {
 }
 
 const smp_batch_out *smp_batch_output(const smp_batch *b) { return &b->out; }
+int32_t smp_batch_max_logprobs(const smp_batch *b) { return b->p.max_logprobs; }
 
 /* Counter-based: a fresh xoshiro state from (seed, step), one draw. The
  * seed is hashed first so that (seed, step) and (seed + 1, step - 1) differ. */
@@ -97,7 +98,7 @@ static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
     const int64_t V = b->p.vocab;
     const int32_t k = r->p.logprobs;
     if (k >= 0 && b->p.logprobs_mode == SMP_LOGPROBS_RAW) memcpy(b->raw, x, (size_t)V * sizeof *x);
-    smp_sanitize(x, V);
+    smp_ops_sanitize_max(x, V); /* NaN -> -inf; the processors keep it NaN-free */
     if (r->p.n_allowed > 0) smp_apply_allowed(x, V, r->allowed, r->p.n_allowed, b->fwork);
     if (r->p.n_bad_words > 0) smp_apply_bad_words(x, r, row->output, row->n_output);
     if (r->p.min_tokens > 0) smp_apply_min_tokens(x, r, row->n_output);
@@ -107,7 +108,7 @@ static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
         return vc_err_prefix("sampler row %d", i);
     int32_t tok;
     if (r->greedy) {
-        tok = smp_argmax(x, V);
+        tok = (int32_t)smp_ops_find(x, V, smp_ops_max(x, V)); /* lowest id among maxima */
     } else {
         double u = r->p.has_seed ? smp_seeded_uniform(r->p.seed, row->n_output) : smp_rng_uniform(&b->rng);
         tok = smp_draw(b, x, r, u);

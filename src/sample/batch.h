@@ -135,6 +135,7 @@ smp_req_params smp_req_params_child(const smp_req_params *parent, int32_t i);
  * out of range). */
 int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n);
 const smp_batch_out *smp_batch_output(const smp_batch *b);
+int32_t smp_batch_max_logprobs(const smp_batch *b);
 
 /* Prompt logprobs (raw): row p of logits [P, V] is the prediction for
  * next_ids[p]. For each p writes its logprob and rank, then the top k

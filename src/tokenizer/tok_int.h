@@ -42,8 +42,11 @@ void tok_strmap_put(tok_strmap *m, const tok_str *table, int32_t id);
 /* Open-addressing map u64 -> u64 (BPE merges: (left<<32|right) -> (rank<<32|new_id);
  * also the added-token trie edges). */
 typedef struct {
-    uint64_t *keys; /* UINT64_MAX = empty */
-    uint64_t *vals;
+    uint64_t k, v; /* k == UINT64_MAX: empty */
+} tok_u64slot;
+
+typedef struct {
+    tok_u64slot *slots; /* key and value side by side: one cache line per probe */
     uint32_t mask;
     size_t n;
 } tok_u64map;

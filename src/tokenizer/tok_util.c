@@ -91,37 +91,30 @@ void tok_strmap_put(tok_strmap *m, const tok_str *table, int32_t id) {
 
 int tok_u64map_init(tok_u64map *m, size_t n_expected) {
     uint32_t cap = pow2_for(n_expected);
-    m->keys = malloc(cap * sizeof(uint64_t));
-    m->vals = malloc(cap * sizeof(uint64_t));
-    if (!m->keys || !m->vals) {
-        free(m->keys);
-        free(m->vals);
-        m->keys = m->vals = NULL;
-        return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
-    }
-    memset(m->keys, 0xff, cap * sizeof(uint64_t));
+    m->slots = malloc(cap * sizeof *m->slots);
+    if (!m->slots) return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
+    memset(m->slots, 0xff, cap * sizeof *m->slots);
     m->mask = cap - 1;
     m->n = 0;
     return 0;
 }
 
 void tok_u64map_free(tok_u64map *m) {
-    free(m->keys);
-    free(m->vals);
-    m->keys = m->vals = NULL;
+    free(m->slots);
+    m->slots = NULL;
     m->n = 0;
 }
 
 bool tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val) {
-    if (!m->keys) return false;
+    if (!m->slots) return false;
     uint32_t i = (uint32_t)mix64(key) & m->mask;
     for (;;) {
-        uint64_t k = m->keys[i];
-        if (k == key) {
-            *val = m->vals[i];
+        const tok_u64slot *s = &m->slots[i];
+        if (s->k == key) {
+            *val = s->v;
             return true;
         }
-        if (k == UINT64_MAX) return false;
+        if (s->k == UINT64_MAX) return false;
         i = (i + 1) & m->mask;
     }
 }
@@ -130,7 +123,7 @@ static int u64map_grow(tok_u64map *m) {
     tok_u64map nm;
     if (tok_u64map_init(&nm, (size_t)(m->mask + 1)) < 0) return -1;
     for (uint32_t i = 0; i <= m->mask; i++)
-        if (m->keys[i] != UINT64_MAX) tok_u64map_put(&nm, m->keys[i], m->vals[i]);
+        if (m->slots[i].k != UINT64_MAX) tok_u64map_put(&nm, m->slots[i].k, m->slots[i].v);
     tok_u64map_free(m);
     *m = nm;
     return 0;
@@ -140,14 +133,14 @@ int tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val) {
     if ((m->n + 1) * 2 > (size_t)m->mask + 1 && u64map_grow(m) < 0) return -1;
     uint32_t i = (uint32_t)mix64(key) & m->mask;
     for (;;) {
-        uint64_t k = m->keys[i];
-        if (k == key) {
-            m->vals[i] = val;
+        tok_u64slot *s = &m->slots[i];
+        if (s->k == key) {
+            s->v = val;
             return 0;
         }
-        if (k == UINT64_MAX) {
-            m->keys[i] = key;
-            m->vals[i] = val;
+        if (s->k == UINT64_MAX) {
+            s->k = key;
+            s->v = val;
             m->n++;
             return 1;
         }
@@ -293,11 +286,57 @@ struct tok_regex {
     pcre2_code *code;
 };
 
+/* Oniguruma (what HF uses) reads \p{Han} as the Script property; PCRE2
+ * reads a bare script name as Script_Extensions (U+3002 would be Han).
+ * Rewrite \p{Name} / \P{Name} to \p{sc:Name} unless Name is a general
+ * category or already qualified. */
+static bool is_gc_name(const char *s, size_t n) {
+    static const char *gc[] = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "L&", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl",
+                               "No", "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So",
+                               "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn", "Any", "Xan", "Xsp",
+                               "Xwd", "Xuc", "Xps"};
+    size_t a = (n && s[0] == '^') ? 1 : 0;
+    for (size_t i = 0; i < sizeof gc / sizeof gc[0]; i++)
+        if (strlen(gc[i]) == n - a && !memcmp(gc[i], s + a, n - a)) return true;
+    return memchr(s, ':', n) || memchr(s, '=', n);
+}
+
+static void rewrite_scripts(const char *pat, size_t n, vc_strbuf *out) {
+    size_t i = 0;
+    while (i < n) {
+        if (pat[i] == '\\' && i + 1 < n) {
+            if ((pat[i + 1] == 'p' || pat[i + 1] == 'P') && i + 2 < n && pat[i + 2] == '{') {
+                const char *close = memchr(pat + i + 3, '}', n - i - 3);
+                if (close) {
+                    size_t nl = (size_t)(close - (pat + i + 3));
+                    vc_sb_append(out, pat + i, 3);
+                    if (!is_gc_name(pat + i + 3, nl)) vc_sb_puts(out, "sc:");
+                    vc_sb_append(out, pat + i + 3, nl + 1);
+                    i += 3 + nl + 1;
+                    continue;
+                }
+            }
+            vc_sb_append(out, pat + i, 2); /* keep any other escape intact */
+            i += 2;
+            continue;
+        }
+        vc_sb_putc(out, pat[i++]);
+    }
+    vc_sb_append(out, "", 0);
+}
+
 tok_regex *tok_regex_new(const char *pat, size_t n, bool literal, const char *what) {
     int errc;
     PCRE2_SIZE erroff;
     uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+    vc_strbuf rw = {0};
+    if (!literal) {
+        rewrite_scripts(pat, n, &rw);
+        pat = rw.s;
+        n = rw.len;
+    }
     pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, n, opts, &errc, &erroff, NULL);
+    vc_sb_free(&rw);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(errc, msg, sizeof msg);

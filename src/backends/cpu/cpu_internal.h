@@ -126,6 +126,13 @@ const cpu_kernels *cpu_kernels_for(cpu_isa isa);
 /* cpu_backend.c: scratch of at least `bytes` (NULL + vc_err on OOM). */
 void *cpu_scratch(cpu_ctx *c, size_t bytes);
 
+/* Runs tasks 0..n_tasks-1 on the pool, or serially on the caller when the
+ * whole op is smaller than CPU_MIN_PAR_WORK (`work` ~ multiply-adds or
+ * elements touched): waking workers costs microseconds, more than a tiny
+ * op. Results are the same either way. */
+#define CPU_MIN_PAR_WORK 65536
+void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work);
+
 /* Op entry points (registered with rt_op_register). */
 int cpu_op_embed(rt_backend *be, const rt_op_args *a);
 int cpu_op_matmul(rt_backend *be, const rt_op_args *a);

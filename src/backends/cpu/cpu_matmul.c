@@ -138,10 +138,7 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
         if (!act) return VC_ERR_OOM;
         quant_job q = {.k = c->k, .kquant = kquant, .x = x->data, .x_stride = xs, .act = act,
                        .act_stride = arow, .in = in};
-        if (n >= 4 && c->n_threads > 1)
-            cpu_pool_run(c->pool, n, quant_task, &q);
-        else
-            for (int64_t t = 0; t < n; t++) quant_task(&q, t, 0);
+        cpu_parallel(c, n, quant_task, &q, n * in);
         j.act = act;
         j.act_stride = arow;
         j.act_blk = kquant ? RT_QK_K : RT_QK;
@@ -156,11 +153,14 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
         if (rpt > l2rows) rpt = l2rows;
     }
     rpt = rpt < 8 ? 8 : rpt > 128 ? 128 : (rpt + 7) & ~(int64_t)7;
+    /* and at least ~CPU_MIN_PAR_WORK/4 multiply-adds per task */
+    int64_t min_rows = (CPU_MIN_PAR_WORK / 4) / (n * in) + 1;
+    if (rpt < min_rows) rpt = (min_rows + 7) & ~(int64_t)7;
     j.rows_per_task = rpt;
     /* Decode streams whole weight rows (long runs for the hardware
      * prefetcher); prefill slices k so a token group stays in L1. */
     j.kslice = n > CPU_MM_M ? KB : in;
     if (n > CPU_MM_M) j.fnp = c->k->mmp[w->dtype];
-    cpu_pool_run(c->pool, (out + rpt - 1) / rpt, mm_task, &j);
+    cpu_parallel(c, (out + rpt - 1) / rpt, mm_task, &j, n * in * out);
     return VC_OK;
 }
