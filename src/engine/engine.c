@@ -16,6 +16,9 @@ typedef struct {
     bool reported_final;
 } eng_req;
 
+struct eng_engine;
+static int emit(struct eng_engine *e, ereq *r, int32_t *n_outs);
+
 struct eng_engine {
     eng_params p;
     rt_backend *be;
@@ -271,6 +274,31 @@ int eng_abort(eng_engine *e, int64_t id) {
         e->aborted[e->n_aborted++] = id;
     }
     return rc < 0 ? rc : VC_OK;
+}
+
+int eng_abort_all(eng_engine *e) {
+    for (int32_t i = 0; i < e->n_live; i++) {
+        ereq *r = e->live[i];
+        if (!ereq_is_finished(r)) {
+            int rc = eng_abort(e, r->id);
+            if (rc < 0) return rc;
+        }
+    }
+    return VC_OK;
+}
+
+int eng_fail_all(eng_engine *e, eng_output **outs, int32_t *n_outs) {
+    *n_outs = 0;
+    *outs = e->outs;
+    int rc = VC_OK;
+    for (int32_t i = 0; i < e->n_live && rc == 0; i++) {
+        ereq *r = e->live[i];
+        if (((eng_req *)r->user)->reported_final) continue;
+        if (!ereq_is_finished(r)) esched_finish_request(e->sched, r->id, EREQ_FINISHED_ERROR);
+        rc = emit(e, r, n_outs);
+    }
+    *outs = e->outs;
+    return rc;
 }
 
 bool eng_has_unfinished(const eng_engine *e) {

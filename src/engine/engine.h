@@ -70,6 +70,11 @@ int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_s
 int eng_add_text(eng_engine *e, const char *text, const ereq_sampling *sp, void *user, int64_t *id_out);
 /* Abort: the request finishes with "abort" in the next step's outputs. */
 int eng_abort(eng_engine *e, int64_t id);
+/* Abort every live request (shutdown). */
+int eng_abort_all(eng_engine *e);
+/* After a failed step: finish every live request with "error" and return
+ * their final deltas (like eng_step's). */
+int eng_fail_all(eng_engine *e, eng_output **outs, int32_t *n_outs);
 /* One step. *outs (owned by the engine, valid until the next call) lists a
  * delta for every request that produced tokens or finished. */
 int eng_step(eng_engine *e, eng_output **outs, int32_t *n_outs);
