@@ -196,14 +196,14 @@ vllm_status capi_sampling(const vllm_engine *e, const vllm_sampling_params *p, e
     if (isnan(p->temperature) || isnan(p->top_p) || isnan(p->min_p) || isnan(p->presence_penalty) ||
         isnan(p->frequency_penalty) || isnan(p->repetition_penalty) || isinf(p->temperature))
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: a parameter is NaN or infinite");
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: top_p must be in (0, 1], got %g", (double)p->top_p);
-    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
-        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: min_p must be in [0, 1], got %g", (double)p->min_p);
     if (!(p->repetition_penalty > 0.0f))
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: repetition_penalty must be > 0, got %g "
                                                     "(start from vllm_sampling_params_default())",
                          (double)p->repetition_penalty);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: top_p must be in (0, 1], got %g", (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: min_p must be in [0, 1], got %g", (double)p->min_p);
     if (p->top_k < -1) return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: top_k must be >= -1");
     if (p->min_tokens < 0) return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "sampling: min_tokens must be >= 0");
     if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop))
