@@ -137,6 +137,13 @@ eng_engine *eng_create(const eng_params *p) {
     if (p->num_blocks > 0) nb = p->num_blocks;
     if (nb > INT32_MAX / p->block_size) nb = INT32_MAX / p->block_size;
     int64_t need = (e->max_model_len + p->block_size - 1) / p->block_size + 1;
+    if (nb < need && p->num_blocks > 0) {
+        vc_err_set(VC_ERR_INVALID,
+                   "num_blocks %d of %d tokens cannot hold one sequence of max_model_len %d (needs %lld): raise "
+                   "num_blocks or lower max_model_len",
+                   p->num_blocks, p->block_size, e->max_model_len, (long long)need);
+        goto fail;
+    }
     if (nb < need) {
         vc_err_set(VC_ERR_INVALID,
                    "KV cache budget of %zu bytes holds %lld blocks of %d tokens; one sequence of max_model_len %d "

@@ -153,6 +153,43 @@ static void test_tiny_tokens(void **state) {
 }
 
 
+/* num_blocks pins the KV pool; without max_model_len the context shrinks
+ * to fit it, with one that does not fit the load fails clearly. */
+static void test_kv_sizing(void **state) {
+    (void)state;
+    vllm_model_params mp = vllm_model_params_default();
+    mp.model_path = TINY;
+    mp.block_size = 16;
+    mp.num_blocks = 4;
+    vllm_engine *e;
+    assert_int_equal(vllm_engine_load(&mp, &e), VLLM_OK);
+    vllm_ex_stats st;
+    assert_int_equal(vllm_ex_engine_stats(e, &st), VLLM_OK);
+    assert_int_equal(st.num_blocks, 4);
+    assert_int_equal(st.max_model_len, 48);
+    assert_int_equal(st.block_size, 16);
+    vllm_engine_free(e);
+    mp.max_model_len = 512;
+    assert_int_equal(vllm_engine_load(&mp, &e), VLLM_ERR_MODEL_LOAD);
+    assert_null(e);
+    assert_non_null(strstr(vllm_last_error(), "num_blocks"));
+    /* num_blocks <= 0: sized from a byte budget (vllm_ex) or free memory. */
+    vllm_ex_engine_params xp = vllm_ex_engine_params_default();
+    xp.base.model_path = TINY;
+    xp.base.num_blocks = 0;
+    xp.base.block_size = 16;
+    xp.base.max_model_len = 64;
+    xp.kv_cache_memory_bytes = 1 << 20;
+    xp.n_threads = 1;
+    assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_OK);
+    assert_int_equal(vllm_ex_engine_stats(e, &st), VLLM_OK);
+    /* 2 layers * (K + V) * 2 kv heads * 16 dims * 16 tokens * 4 bytes = 8 KiB a block: 128 would fit,
+     * max_num_seqs 8 * 4 blocks + 1 can be used. */
+    assert_true(st.num_blocks > 4 && st.num_blocks <= 128);
+    assert_int_equal(st.max_model_len, 64);
+    vllm_engine_free(e);
+}
+
 /* ---- llama-2-tiny-random.gguf: text */
 
 static bool have(const char *path) { return access(path, R_OK) == 0; }
@@ -482,7 +519,7 @@ static void test_chat_template(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiny_tokens),      cmocka_unit_test(test_text),
+        cmocka_unit_test(test_tiny_tokens),      cmocka_unit_test(test_kv_sizing), cmocka_unit_test(test_text),
         cmocka_unit_test(test_requests_threads), cmocka_unit_test(test_chat),
         cmocka_unit_test(test_chat_template),
     };
