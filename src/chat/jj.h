@@ -208,7 +208,8 @@ typedef struct jj_node jj_node;
 struct jj_node {
     jj_node_kind k;
     int line;
-    int op;              /* BINOP: op char code; TEST: negated */
+    int op;              /* BINOP: op char code; TEST: negated; FOR/SET: tuple target */
+    bool recursive;      /* FOR: `recursive` loop (loop(items) re-enters the body) */
     jj_val lit;          /* LIT constant, TEXT data */
     const char *name;    /* NAME/GETATTR/FILTER/TEST name; NUL-terminated */
     jj_node *a, *b, *c;  /* children (meaning per kind) */

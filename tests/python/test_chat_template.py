@@ -316,6 +316,9 @@ SYNTHETIC = [
     "{% for a, b in [(1, 2), (3, 4)] %}{{ a + b }},{% endfor %} {% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %} {% for ch in 'héy' %}[{{ ch }}]{% endfor %}",
     "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}",
     "{% for i in range(2) %}{% for j in range(2) %}{{ loop.index }}{{ i }}{{ j }} {% endfor %}{{ loop.index }}|{% endfor %}",
+    "{% set tree = [{'n': 'a', 'kids': [{'n': 'b', 'kids': []}, {'n': 'c', 'kids': [{'n': 'd', 'kids': []}]}]}, {'n': 'e', 'kids': []}] %}{% for x in tree recursive %}<{{ x.n }}{{ loop.depth }}{{ loop.depth0 }}{% if x.kids %}[{{ loop(x.kids) }}]{% endif %}>{% endfor %}",
+    "{% for m in messages %}{% if loop.changed(m.role[0]) %}{{ m.role }};{% endif %}{% endfor %} {% for i in [1, 1, 2, 2, 1] %}{{ loop.changed(i) }}{% endfor %}",
+    "{% for x in [1] %}{{ loop([2]) }}{% endfor %}",
     # scoping
     "{% set x = 1 %}{% for i in range(3) %}{% set x = x + i %}{{ x }}{% endfor %}{{ x }}",
     "{% for i in range(3) %}{% if i == 0 %}{% set y = 'a' %}{% endif %}[{{ y }}]{% endfor %}",
