@@ -34,8 +34,8 @@
 #include "base/strbuf.h"
 
 /* ---- limits (runaway templates end with an error, never a hang) ---- */
-#define JJ_MAX_NEST 200       /* parser nesting (expressions + blocks) */
-#define JJ_MAX_CALL_DEPTH 100 /* macro / caller recursion */
+#define JJ_MAX_NEST 128       /* parser nesting (expressions + blocks) */
+#define JJ_MAX_CALL_DEPTH 64  /* macro / caller / loop() recursion */
 
 typedef struct {
     uint64_t max_steps; /* evaluation steps per render */
