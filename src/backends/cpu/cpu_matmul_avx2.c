@@ -498,6 +498,7 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mmp[RT_F32] = mmp_f32;
     k->mmp[RT_F16] = mmp_f16;
     k->mmp[RT_BF16] = mmp_bf16;
+    k->mmp_rows = 2;
     k->mm[RT_Q4_0] = mm_q4_0;
     k->mm[RT_Q4_1] = mm_q4_1;
     k->mm[RT_Q8_0] = mm_q8_0;
