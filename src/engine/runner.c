@@ -177,6 +177,8 @@ static const smp_req *sampler_for(erun_runner *r, const ereq *q) {
     return req;
 }
 
+const smp_batch_out *erun_sample_output(const erun_runner *r) { return smp_batch_output(r->sampler); }
+
 void erun_release(erun_runner *r, int64_t req_id) {
     samp_slot *s = samp_find(r, req_id, false);
     if (!s) return;

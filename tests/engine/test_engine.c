@@ -258,12 +258,48 @@ static void test_bad_input(void **st) {
     assert_null(eng_create(&ep));
 }
 
+static void test_logprobs(void **st) {
+    (void)st;
+    eng_params ep = params(256, true, 16 << 20);
+    eng_engine *e = eng_create(&ep);
+    assert_non_null(e);
+    ereq_sampling sp = ereq_sampling_default();
+    sp.temperature = 0.0f;
+    sp.max_tokens = 5;
+    sp.ignore_eos = true;
+    sp.logprobs = 3;
+    int32_t p[4] = {5, 6, 7, 8};
+    int64_t id;
+    assert_int_equal(eng_add_tokens(e, p, 4, &sp, NULL, &id), 0);
+    int got = 0;
+    while (eng_has_unfinished(e)) {
+        eng_output *o;
+        int32_t n;
+        assert_int_equal(eng_step(e, &o, &n), 0);
+        for (int32_t j = 0; j < n; j++) {
+            if (o[j].n_token_ids == 0) continue;
+            assert_int_equal(o[j].n_lp, 4);
+            assert_int_equal(o[j].lp_ids[0], o[j].token_ids[0]);
+            assert_int_equal(o[j].lp_rank, 1); /* greedy picks the most likely */
+            assert_int_equal(o[j].lp_ids[1], o[j].token_ids[0]);
+            for (int k = 1; k < 4; k++) {
+                assert_true(o[j].lp_vals[k] <= 0.0f);
+                if (k > 1) assert_true(o[j].lp_vals[k] <= o[j].lp_vals[k - 1]);
+            }
+            got++;
+        }
+    }
+    assert_int_equal(got, 5);
+    eng_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_seeded_reproducible),
         cmocka_unit_test(test_shared_prefix),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_logprobs),
     };
     return cmocka_run_group_tests(tests, make_model, rm_model);
 }
