@@ -1,0 +1,143 @@
+/* The batch sampler: scratch, generators, and the per-row pipeline. */
+#include "sample/sample_int.h"
+
+#include "base/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+smp_batch_params smp_batch_params_default(void) {
+    smp_batch_params p;
+    memset(&p, 0, sizeof p);
+    p.max_batch = 256;
+    p.max_logprobs = 20;
+    p.logprobs_mode = SMP_LOGPROBS_RAW;
+    return p;
+}
+
+smp_batch *smp_batch_create(const smp_batch_params *p) {
+    if (p->vocab <= 0 || p->vocab > INT32_MAX) {
+        vc_err_set(VC_ERR_INVALID, "sampler: vocab size %lld out of range", (long long)p->vocab);
+        return NULL;
+    }
+    if (p->max_batch <= 0 || p->max_logprobs < 0 || p->max_logprobs > 1 << 20) {
+        vc_err_set(VC_ERR_INVALID, "sampler: bad max_batch %d or max_logprobs %d", p->max_batch, p->max_logprobs);
+        return NULL;
+    }
+    if (p->logprobs_mode != SMP_LOGPROBS_RAW && p->logprobs_mode != SMP_LOGPROBS_PROCESSED) {
+        vc_err_set(VC_ERR_INVALID, "sampler: unknown logprobs mode %d", (int)p->logprobs_mode);
+        return NULL;
+    }
+    smp_batch *b = calloc(1, sizeof *b);
+    if (!b) goto oom;
+    b->p = *p;
+    size_t V = (size_t)p->vocab, B = (size_t)p->max_batch, S = (size_t)p->max_logprobs + 1;
+    b->raw = malloc(V * sizeof *b->raw);
+    b->fwork = malloc(V * sizeof *b->fwork);
+    b->ev = malloc(V * sizeof *b->ev);
+    b->idx = malloc(V * sizeof *b->idx);
+    b->mark = calloc(V, sizeof *b->mark);
+    b->cnt = malloc(V * sizeof *b->cnt);
+    b->touched = malloc(V * sizeof *b->touched);
+    b->hmass = malloc(SMP_HIST_BUCKETS * sizeof *b->hmass);
+    b->hcnt = malloc(SMP_HIST_BUCKETS * sizeof *b->hcnt);
+    b->out.stride = (int32_t)S;
+    b->out.tokens = malloc(B * sizeof *b->out.tokens);
+    b->out.lp_ids = malloc(B * S * sizeof *b->out.lp_ids);
+    b->out.lp_vals = malloc(B * S * sizeof *b->out.lp_vals);
+    b->out.ranks = malloc(B * sizeof *b->out.ranks);
+    b->out.n_logprobs = malloc(B * sizeof *b->out.n_logprobs);
+    if (!b->raw || !b->fwork || !b->ev || !b->idx || !b->mark || !b->cnt || !b->touched || !b->hmass || !b->hcnt ||
+        !b->out.tokens || !b->out.lp_ids || !b->out.lp_vals || !b->out.ranks || !b->out.n_logprobs)
+        goto oom;
+    b->epoch = 2;
+    uint64_t seed = p->has_seed ? p->seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)b;
+    smp_rng_seed(&b->rng, seed);
+    return b;
+oom:
+    smp_batch_free(b);
+    vc_err_set(VC_ERR_OOM, "sampler: out of memory");
+    return NULL;
+}
+
+void smp_batch_free(smp_batch *b) {
+    if (!b) return;
+    free(b->raw);
+    free(b->fwork);
+    free(b->ev);
+    free(b->idx);
+    free(b->mark);
+    free(b->cnt);
+    free(b->touched);
+    free(b->hmass);
+    free(b->hcnt);
+    free(b->out.tokens);
+    free(b->out.lp_ids);
+    free(b->out.lp_vals);
+    free(b->out.ranks);
+    free(b->out.n_logprobs);
+    free(b);
+}
+
+const smp_batch_out *smp_batch_output(const smp_batch *b) { return &b->out; }
+int32_t smp_batch_max_logprobs(const smp_batch *b) { return b->p.max_logprobs; }
+
+/* Counter-based: a fresh xoshiro state from (seed, step), one draw. The
+ * seed is hashed first so that (seed, step) and (seed + 1, step - 1) differ. */
+double smp_seeded_uniform(uint64_t seed, int32_t step) {
+    smp_rng g;
+    smp_rng_seed(&g, seed);
+    uint64_t h = smp_rng_next(&g);
+    smp_rng_seed(&g, h ^ ((uint64_t)(uint32_t)step * 0xD1B54A32D192ED03ull));
+    return smp_rng_uniform(&g);
+}
+
+static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
+    const smp_req *r = row->req;
+    const int64_t V = b->p.vocab;
+    const int32_t k = r->p.logprobs;
+    if (k >= 0 && b->p.logprobs_mode == SMP_LOGPROBS_RAW) memcpy(b->raw, x, (size_t)V * sizeof *x);
+    smp_ops_sanitize_max(x, V); /* NaN -> -inf; the processors keep it NaN-free */
+    if (r->p.n_allowed > 0) smp_apply_allowed(x, V, r->allowed, r->p.n_allowed, b->fwork);
+    if (r->p.n_bad_words > 0) smp_apply_bad_words(x, r, row->output, row->n_output);
+    if (r->p.min_tokens > 0) smp_apply_min_tokens(x, r, row->n_output);
+    if (r->p.n_logit_bias > 0) smp_apply_logit_bias(x, r);
+    if (r->penalties &&
+        smp_apply_penalties(b, x, r, row->prompt, row->n_prompt, row->output, row->n_output) < 0)
+        return vc_err_prefix("sampler row %d", i);
+    int32_t tok;
+    if (r->greedy) {
+        tok = (int32_t)smp_ops_find(x, V, smp_ops_max(x, V)); /* lowest id among maxima */
+    } else {
+        double u = r->p.has_seed ? smp_seeded_uniform(r->p.seed, row->n_output) : smp_rng_uniform(&b->rng);
+        tok = smp_draw(b, x, r, u);
+    }
+    b->out.tokens[i] = tok;
+    b->out.n_logprobs[i] = k;
+    if (k >= 0) {
+        const float *src = b->p.logprobs_mode == SMP_LOGPROBS_RAW ? b->raw : x;
+        int64_t o = (int64_t)i * b->out.stride;
+        smp_row_logprobs(src, V, tok, k, b->out.lp_ids + o, b->out.lp_vals + o, b->out.ranks + i);
+    } else {
+        b->out.ranks[i] = 0;
+    }
+    return VC_OK;
+}
+
+int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n) {
+    if (n < 0 || n > b->p.max_batch)
+        return vc_err_set(VC_ERR_INVALID, "sampler: %d rows, at most %d", n, b->p.max_batch);
+    if (n > 0 && (!logits || !rows)) return vc_err_set(VC_ERR_INVALID, "sampler: NULL logits or rows");
+    for (int32_t i = 0; i < n; i++) {
+        const smp_row *row = &rows[i];
+        if (!row->req || row->n_prompt < 0 || row->n_output < 0 || (row->n_prompt > 0 && !row->prompt) ||
+            (row->n_output > 0 && !row->output))
+            return vc_err_set(VC_ERR_INVALID, "sampler row %d: missing request or history", i);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int rc = sample_row(b, logits + (int64_t)i * b->p.vocab, &rows[i], i);
+        if (rc < 0) return rc;
+    }
+    return VC_OK;
+}

@@ -1,0 +1,150 @@
+/* batch sampler — vLLM's V1 Sampler for a batch of requests, on host memory.
+ *
+ * One call turns logits [B, V] (f32, one row per request sampled this step)
+ * into B token ids, and, for rows that asked, logprobs. Each row goes through
+ * vLLM's order (vllm/v1/sample/sampler.py):
+ *
+ *   raw logprobs (default logprobs mode; computed before anything below)
+ *   -> NaN to -inf -> allowed_token_ids -> bad_words -> min_tokens
+ *   -> logit_bias -> penalties (repetition, frequency, presence)
+ *   -> greedy (temperature < 1e-5: argmax, lowest id on ties), else
+ *      temperature -> min_p -> top_k -> top_p -> draw.
+ *
+ * Usage (the runner):
+ *
+ *   smp_batch_params bp = smp_batch_params_default();
+ *   bp.vocab = V; bp.max_batch = 256;
+ *   smp_batch *b = smp_batch_create(&bp);
+ *   // once per request, when it is added:
+ *   smp_req_params rp = smp_req_params_default(); rp.temperature = 0.7f; ...
+ *   smp_req *r; if (smp_req_create(b, &rp, &r) < 0) -> reject (vc_err_msg())
+ *   // every step:
+ *   smp_row rows[n] = {{r, prompt, n_prompt, output, n_output}, ...};
+ *   smp_batch_sample(b, logits, rows, n);      // logits[n, V], modified
+ *   const smp_batch_out *o = smp_batch_output(b); o->tokens[i] ...
+ *
+ * State. A request's parameters are validated and copied once into an
+ * immutable smp_req. The history the processors need (prompt and output
+ * ids) is passed per step in smp_row; nothing else persists per request.
+ * Seeded requests draw from a counter-based generator keyed by (seed,
+ * n_output), so a request's tokens depend only on its own seed, its logits
+ * and its step — not on the batch around it, nor on preemption and
+ * recompute. Unseeded requests draw from the batch sampler's generator.
+ *
+ * Memory. All scratch ([V] work rows, a [max_batch, max_logprobs + 1]
+ * output block) is allocated at create; a step allocates nothing. Rows are
+ * processed one after another on the calling thread.
+ */
+#ifndef SMP_BATCH_H
+#define SMP_BATCH_H
+
+#include "sample/sampler.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Which logprobs are returned (vLLM's logprobs_mode). */
+typedef enum {
+    SMP_LOGPROBS_RAW = 0,   /* "raw_logprobs" (vLLM's default): log_softmax of the model's logits */
+    SMP_LOGPROBS_PROCESSED  /* "processed_logprobs": log_softmax of the logits the token was drawn
+                               from (after penalties, temperature, min_p/top_k/top_p) */
+} smp_logprobs_mode;
+
+typedef struct {
+    int64_t vocab;              /* V, required */
+    int32_t max_batch;          /* rows per call, default 256 */
+    int32_t max_logprobs;       /* largest logprobs / prompt_logprobs k accepted, default 20 */
+    smp_logprobs_mode logprobs_mode;
+    uint64_t seed;              /* generator for unseeded requests */
+    bool has_seed;              /* false: seeded from the clock */
+} smp_batch_params;
+
+typedef struct {
+    int32_t token;
+    float bias;                 /* added to the logit */
+} smp_bias;
+
+/* One request's sampling parameters (vLLM's SamplingParams, sampler part).
+ * Pointers are borrowed by smp_req_create, which copies what they point to. */
+typedef struct {
+    float temperature;          /* >= 0, default 1; < 1e-5 greedy */
+    float top_p;                /* (0, 1], default 1 (off) */
+    int32_t top_k;              /* -1 or 0: off; >= 1 */
+    float min_p;                /* [0, 1], default 0 (off) */
+    float presence_penalty;     /* [-2, 2], default 0 */
+    float frequency_penalty;    /* [-2, 2], default 0 */
+    float repetition_penalty;   /* > 0, default 1 (off) */
+    uint64_t seed;
+    bool has_seed;              /* false: the batch sampler's generator */
+    int32_t min_tokens;         /* >= 0: stop_ids banned while n_output < min_tokens */
+    const int32_t *stop_ids;    /* [n_stop_ids] stop token ids, EOS included unless ignore_eos */
+    int32_t n_stop_ids;
+    const smp_bias *logit_bias; /* [n_logit_bias], duplicate tokens add up */
+    int32_t n_logit_bias;
+    const int32_t *allowed_ids; /* [n_allowed] whitelist; NULL: every token allowed */
+    int32_t n_allowed;          /* >= 1 when allowed_ids is set */
+    const int32_t *bad_words;   /* concatenated token sequences ... */
+    const int32_t *bad_word_lens; /* [n_bad_words] their lengths (>= 1) */
+    int32_t n_bad_words;
+    int32_t logprobs;           /* -1: none; k >= 0: sampled token + top k, k <= max_logprobs */
+} smp_req_params;
+
+typedef struct smp_batch smp_batch;
+typedef struct smp_req smp_req;
+
+/* A row of the step: the request and its history (prompt then outputs so
+ * far; borrowed for the call). n_output is the step index of the draw. */
+typedef struct {
+    const smp_req *req;
+    const int32_t *prompt;      /* [n_prompt], used by repetition_penalty */
+    int32_t n_prompt;
+    const int32_t *output;      /* [n_output], penalties, bad_words, min_tokens */
+    int32_t n_output;
+} smp_row;
+
+/* Results of the last smp_batch_sample, owned by the sampler (valid until the
+ * next call). Logprob block layout follows vLLM's LogprobsTensors: row i
+ * holds, at [i * stride + 0], the sampled token and, at [1 .. n_logprobs[i]],
+ * the top tokens by logprob, descending (lowest id first among equals). */
+typedef struct {
+    int32_t *tokens;            /* [B] */
+    int32_t stride;             /* max_logprobs + 1 */
+    int32_t *lp_ids;            /* [B, stride] */
+    float *lp_vals;             /* [B, stride] */
+    int32_t *ranks;             /* [B] rank of the sampled token: #tokens with logprob >= its own */
+    int32_t *n_logprobs;        /* [B] k for the row; -1 when it asked none */
+} smp_batch_out;
+
+smp_batch_params smp_batch_params_default(void);
+smp_batch *smp_batch_create(const smp_batch_params *p);
+void smp_batch_free(smp_batch *b);
+
+smp_req_params smp_req_params_default(void);
+/* Validate p against vLLM's ranges and the vocab (clear vc_err message and
+ * VC_ERR_INVALID on failure), then copy it into *out. */
+int smp_req_create(const smp_batch *b, const smp_req_params *p, smp_req **out);
+void smp_req_free(smp_req *r);
+const smp_req_params *smp_req_get_params(const smp_req *r); /* pointers point into r */
+
+/* n > 1: child i (0-based) of a parallel-sampling request gets the parent's
+ * parameters with seed + i when the parent is seeded (vLLM's semantics). */
+smp_req_params smp_req_params_child(const smp_req_params *parent, int32_t i);
+
+/* Sample rows[0..n) from logits [n, V] (processed in place). n <= max_batch.
+ * Returns VC_OK, or VC_ERR_INVALID for a bad call (n, NULL req, history ids
+ * out of range). */
+int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n);
+const smp_batch_out *smp_batch_output(const smp_batch *b);
+int32_t smp_batch_max_logprobs(const smp_batch *b);
+
+/* Prompt logprobs (raw): row p of logits [P, V] is the prediction for
+ * next_ids[p]. For each p writes its logprob and rank, then the top k
+ * (k <= 0 allowed: none) into ids/vals [P, k + 1] laid out like
+ * smp_batch_out. Logits are not modified. Returns VC_OK or VC_ERR_INVALID. */
+int smp_prompt_logprobs(const float *logits, int32_t P, int64_t V, const int32_t *next_ids, int32_t k,
+                        int32_t *ids, float *vals, int32_t *ranks);
+
+/* The uniform draw in [0, 1) a seeded request uses at step n_output. */
+double smp_seeded_uniform(uint64_t seed, int32_t step);
+
+#endif
