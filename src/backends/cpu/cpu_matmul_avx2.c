@@ -32,12 +32,6 @@ AI __m256 load_bf16x8(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-/* signed int8 x signed int8 -> 8 x int32 partial sums */
-AI __m256i dot_i8(__m256i w, __m256i a) {
-    __m256i aw = _mm256_sign_epi8(w, w), sa = _mm256_sign_epi8(a, w);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), _mm256_set1_epi16(1));
-}
-
 /* ---- float weights ----------------------------------------------------- */
 
 #define FLOAT_KERNEL(NAME, WTYPE, LOAD8, SCALAR)                                                 \
