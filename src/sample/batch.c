@@ -98,17 +98,21 @@ static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
     const int64_t V = b->p.vocab;
     const int32_t k = r->p.logprobs;
     if (k >= 0 && b->p.logprobs_mode == SMP_LOGPROBS_RAW) memcpy(b->raw, x, (size_t)V * sizeof *x);
-    smp_ops_sanitize_max(x, V); /* NaN -> -inf; the processors keep it NaN-free */
-    if (r->p.n_allowed > 0) smp_apply_allowed(x, V, r->allowed, r->p.n_allowed, b->fwork);
-    if (r->p.n_bad_words > 0) smp_apply_bad_words(x, r, row->output, row->n_output);
-    if (r->p.min_tokens > 0) smp_apply_min_tokens(x, r, row->n_output);
-    if (r->p.n_logit_bias > 0) smp_apply_logit_bias(x, r);
-    if (r->penalties &&
-        smp_apply_penalties(b, x, r, row->prompt, row->n_prompt, row->output, row->n_output) < 0)
-        return vc_err_prefix("sampler row %d", i);
+    float mx = smp_ops_sanitize_max(x, V); /* NaN -> -inf; the processors keep it NaN-free */
+    bool edited = false;
+    if (r->p.n_allowed > 0) smp_apply_allowed(x, V, r->allowed, r->p.n_allowed, b->fwork), edited = true;
+    if (r->p.n_bad_words > 0) smp_apply_bad_words(x, r, row->output, row->n_output), edited = true;
+    if (r->p.min_tokens > 0) smp_apply_min_tokens(x, r, row->n_output), edited = true;
+    if (r->p.n_logit_bias > 0) smp_apply_logit_bias(x, r), edited = true;
+    if (r->penalties) {
+        if (smp_apply_penalties(b, x, r, row->prompt, row->n_prompt, row->output, row->n_output) < 0)
+            return vc_err_prefix("sampler row %d", i);
+        edited = true;
+    }
     int32_t tok;
     if (r->greedy) {
-        tok = (int32_t)smp_ops_find(x, V, smp_ops_max(x, V)); /* lowest id among maxima */
+        if (edited) mx = smp_ops_max(x, V);
+        tok = (int32_t)smp_ops_find(x, V, mx); /* lowest id among maxima */
     } else {
         double u = r->p.has_seed ? smp_seeded_uniform(r->p.seed, row->n_output) : smp_rng_uniform(&b->rng);
         tok = smp_draw(b, x, r, u);

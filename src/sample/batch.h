@@ -33,7 +33,16 @@
  *
  * Memory. All scratch ([V] work rows, a [max_batch, max_logprobs + 1]
  * output block) is allocated at create; a step allocates nothing. Rows are
- * processed one after another on the calling thread.
+ * processed one after another on the calling thread (vectorised passes,
+ * no full sort: see topk_topp.c). Roughly, per row on one core: greedy
+ * 0.15 ms, T/top_k 0.5-0.7 ms, top_p 1 ms at V = 151936 (about a third
+ * of that at V = 49152); tests/sample/bench_batch_sampler.c measures.
+ *
+ * Rows on return hold the processed logits: greedy rows after the
+ * penalties, random rows after temperature and the filters (filtered
+ * tokens -inf). NaN logits count as -inf. +inf logits share all the mass
+ * equally (the filters are skipped); a row with nothing finite or +inf
+ * yields token 0. If smp_batch_sample fails, the step's outputs are void.
  */
 #ifndef SMP_BATCH_H
 #define SMP_BATCH_H
