@@ -13,7 +13,7 @@
 
 #define SMP_SAMPLING_EPS 1e-5f /* temperature below this: greedy */
 #define SMP_MIN_TEMP 1e-2f     /* vLLM's _MAX_TEMP: smaller positive temperatures are raised to it */
-#define SMP_HIST_BUCKETS 4096  /* top-p radix histogram, largest level */
+#define SMP_HIST_BUCKETS 4096  /* top-p radix histogram: level 0 x 4 lanes, or level 1 */
 
 /* A validated request: params with every pointer aimed at owned copies. */
 struct smp_req {
