@@ -18,7 +18,6 @@
 #include "sample/sample_int.h"
 #include "sample/vecf.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static uint32_t fbits(float f) {
@@ -40,9 +39,28 @@ static void sort_small(const float *ev, int32_t *idx, int64_t n) {
     }
 }
 
-static int cmp_id(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+/* In-place heapsort of ids, ascending (qsort may allocate; a step must not). */
+static void sift_ids(int32_t *a, int64_t n, int64_t j) {
+    int32_t v = a[j];
+    for (;;) {
+        int64_t c = 2 * j + 1;
+        if (c >= n) break;
+        if (c + 1 < n && a[c + 1] > a[c]) c++;
+        if (a[c] <= v) break;
+        a[j] = a[c];
+        j = c;
+    }
+    a[j] = v;
+}
+
+static void sort_ids(int32_t *a, int64_t n) {
+    for (int64_t j = n / 2 - 1; j >= 0; j--) sift_ids(a, n, j);
+    for (int64_t end = n - 1; end > 0; end--) {
+        int32_t t = a[0];
+        a[0] = a[end];
+        a[end] = t;
+        sift_ids(a, end, 0);
+    }
 }
 
 /* Radix levels over the bits of a non-negative float <= 1. */
@@ -55,7 +73,7 @@ static const uint32_t lv_mask[3] = {0x3FF, 0xFFF, 0xFF};
 static int64_t topp_keep(smp_batch *b, const float *ev, int32_t *idx, int64_t n, double need, int level) {
     if (n <= 32 || level == 3) {
         if (n <= 32) sort_small(ev, idx, n);
-        else qsort(idx, (size_t)n, sizeof *idx, cmp_id); /* level 3: all values equal */
+        else sort_ids(idx, n); /* level 3: all values equal */
         double acc = 0;
         int64_t k = 0;
         while (k < n && (k == 0 || acc < need)) acc += ev[idx[k++]];
