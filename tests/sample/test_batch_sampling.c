@@ -169,12 +169,16 @@ static void test_topp_ties(void **st) {
     static float x[V];
     static double l[V], q[V];
     smp_batch *b = new_batch(V, 1, 5);
-    for (int c = 0; c < 3; c++) {
-        float ps[] = {0.5f, 0.9f, 0.2f};
+    for (int c = 0; c < 5; c++) {
+        float ps[] = {0.5f, 0.9f, 0.2f, 0.5f, 0.3f};
         smp_req_params p = smp_req_params_default();
         p.top_p = ps[c];
         smp_req *r = new_req(b, p);
         for (int i = 0; i < V; i++) x[i] = (float)((i * 7) % 3);
+        if (c >= 3) { /* near-equal groups share radix buckets down to the last level */
+            for (int i = 0; i < V; i++) x[i] = -1e-5f * (float)((i * 7) % 3);
+            x[V / 2] = 1.0f;
+        }
         float raw[V];
         memcpy(raw, x, sizeof raw);
         smp_row row = {r, NULL, 0, NULL, 0};
