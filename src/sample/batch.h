@@ -54,9 +54,11 @@
 
 /* Which logprobs are returned (vLLM's logprobs_mode). */
 typedef enum {
-    SMP_LOGPROBS_RAW = 0,   /* "raw_logprobs" (vLLM's default): log_softmax of the model's logits */
-    SMP_LOGPROBS_PROCESSED  /* "processed_logprobs": log_softmax of the logits the token was drawn
-                               from (after penalties, temperature, min_p/top_k/top_p) */
+    SMP_LOGPROBS_RAW = 0,    /* "raw_logprobs" (vLLM's default): log_softmax of the model's logits */
+    SMP_LOGPROBS_PROCESSED,  /* "processed_logprobs": log_softmax of the logits the token was drawn
+                                from (after penalties, temperature, min_p/top_k/top_p) */
+    SMP_LOGITS_RAW,          /* "raw_logits": the model's logits themselves */
+    SMP_LOGITS_PROCESSED     /* "processed_logits": the processed logits themselves */
 } smp_logprobs_mode;
 
 typedef struct {

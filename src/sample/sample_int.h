@@ -66,8 +66,9 @@ float smp_ops_kth_largest(const float *x, int64_t V, int64_t k, float lo, float 
 
 /* logprobs.c: log_softmax stats of x [V] (NaN read as -inf): ids/vals[0]
  * get tok and its logprob, [1..k] the top k descending (ties: lowest id
- * first); *rank = #tokens whose logit >= tok's. */
-void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, int32_t *ids, float *vals,
+ * first); *rank = #tokens whose logit >= tok's. as_logits: vals are the
+ * logits themselves (vLLM's *_logits modes). */
+void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, bool as_logits, int32_t *ids, float *vals,
                       int32_t *rank);
 
 #endif
