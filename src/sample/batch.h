@@ -23,6 +23,9 @@
  *   smp_batch_sample(b, logits, rows, n);      // logits[n, V], modified
  *   const smp_batch_out *o = smp_batch_output(b); o->tokens[i] ...
  *
+ * sample/from_request.h builds the smp_req and smp_row from the engine's
+ * ereq (EOS joins the min_tokens stop set unless ignore_eos).
+ *
  * State. A request's parameters are validated and copied once into an
  * immutable smp_req. The history the processors need (prompt and output
  * ids) is passed per step in smp_row; nothing else persists per request.
@@ -78,7 +81,7 @@ typedef struct {
 /* One request's sampling parameters (vLLM's SamplingParams, sampler part).
  * Pointers are borrowed by smp_req_create, which copies what they point to. */
 typedef struct {
-    float temperature;          /* >= 0, default 1; < 1e-5 greedy */
+    float temperature;          /* >= 0, default 1; < 1e-5 greedy; (1e-5, 1e-2) raised to 1e-2 (vLLM) */
     float top_p;                /* (0, 1], default 1 (off) */
     int32_t top_k;              /* -1 or 0: off; >= 1 */
     float min_p;                /* [0, 1], default 0 (off) */
