@@ -45,5 +45,8 @@ int jj_eval_args(jj_ctx *c, const jj_node *n, jj_scope *s, jj_args *a);
 int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out);
 int jj_contains(jj_ctx *c, jj_val item, jj_val seq, bool *res);
 int jj_compare_op(jj_ctx *c, const char *op, jj_val a, jj_val b, bool *res);
+/* jj_format.c */
+int jj_percent_format(jj_ctx *c, jj_val fmt, jj_val args, jj_val *out);
+int jj_str_format(jj_ctx *c, jj_val fmt, const jj_args *a, jj_val *out);
 
 #endif

@@ -30,7 +30,6 @@ static int capture(jj_ctx *c, const jj_node *body, jj_scope *s, jj_val *out) {
 static int assign(jj_ctx *c, jj_scope *s, const jj_node *n, jj_val v) {
     if (n->op == 0) return jj_scope_set(c, s, n->kwn[0], v);
     jj_list *l;
-    if (v.t == JJ_UNDEF) return jj_error(c, "%s", v.u.s.p ? v.u.s.p : "cannot unpack undefined value");
     if (jj_iterate(c, v, &l) < 0) return -1;
     if (l->n != n->nkw) {
         if (l->n > n->nkw) return jj_error(c, "too many values to unpack (expected %zu)", n->nkw);
@@ -130,13 +129,15 @@ static int exec(jj_ctx *c, const jj_node *n, jj_scope *s) {
     case JN_SET:
         if (jj_eval(c, n->a, s, &v) < 0) return -1;
         return exec_set(c, n, s, v);
-    case JN_SET_BLOCK:
-        if (capture(c, n->b, s, &v) < 0) return -1;
+    case JN_SET_BLOCK: { /* the body has its own scope: its assignments stay inside */
+        jj_scope *bs = jj_scope_new(c, s);
+        if (!bs || capture(c, n->b, bs, &v) < 0) return -1;
         if (n->a) {
             jj_scope *fs = jj_scope_new(c, s);
             if (!fs || jj_scope_set(c, fs, "\x01body", v) < 0 || jj_eval(c, n->a, fs, &v) < 0) return -1;
         }
         return exec_set(c, n, s, v);
+    }
     case JN_MACRO: {
         jj_macro *m = jj_alloc(&c->arena, sizeof *m);
         if (!m) return jj_error(c, "template used too much memory");

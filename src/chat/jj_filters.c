@@ -12,6 +12,7 @@
 int jj_strip(jj_ctx *c, jj_val s, const jj_val *chars, bool left, bool right, jj_val *out);
 int jj_case(jj_ctx *c, jj_val s, char mode, jj_val *out);
 int jj_replace(jj_ctx *c, jj_val s, jj_val old, jj_val new_, int64_t count, jj_val *out);
+bool jj_str_is_case(jj_val s, bool lower);
 
 static int sb_val(jj_ctx *c, vc_strbuf *sb, jj_val *out) {
     int rc = jj_str_dup(c, sb->s ? sb->s : "", sb->len, out);
@@ -101,8 +102,8 @@ static int sort_items(sort_env *e, jj_val *items, jj_val *keys, size_t n, bool r
 static int do_tojson(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
     const jj_val *ea = jj_arg(a, 0, "ensure_ascii"), *ind = jj_arg(a, 1, "indent"),
                  *sep = jj_arg(a, 2, "separators"), *sk = jj_arg(a, 3, "sort_keys");
-    if (ea && jj_truthy(*ea)) return jj_error(c, "tojson(ensure_ascii=True) is not supported");
-    jj_json_opts o = {.indent = NULL, .item_sep = ", ", .key_sep = ": ", .sort_keys = sk && jj_truthy(*sk)};
+    jj_json_opts o = {.indent = NULL, .item_sep = ", ", .key_sep = ": ", .sort_keys = sk && jj_truthy(*sk),
+                      .ensure_ascii = ea && jj_truthy(*ea)};
     char ibuf[64];
     if (ind && ind->t != JJ_NONE) {
         if (ind->t == JJ_INT) {
@@ -139,8 +140,10 @@ static int do_tojson(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
 
 static int do_indent(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
     const jj_val *w = jj_arg(a, 0, "width"), *first = jj_arg(a, 1, "first"), *blank = jj_arg(a, 2, "blank");
-    jj_val s;
-    if (str_of(c, in, &s) < 0) return -1;
+    jj_val s = in;
+    if (in.t != JJ_STR) /* jinja does `s += "\n"`, which only strings survive */
+        return in.t == JJ_UNDEF ? jj_error(c, "%s", in.u.s.p ? in.u.s.p : "undefined value")
+                                : jj_error(c, "can only indent strings, not %s", jj_type_name(in));
     vc_strbuf ind = {0}, sb = {0};
     if (!w) vc_sb_puts(&ind, "    ");
     else if (w->t == JJ_STR) vc_sb_append(&ind, w->u.s.p, w->u.s.n);
@@ -187,6 +190,7 @@ fail:
 /* select / reject / selectattr / rejectattr */
 static int do_select(jj_ctx *c, jj_val in, const jj_args *a, bool attr, bool keep, jj_val *out) {
     jj_list *l;
+    if (!jj_truthy(in)) return new_list(c, 0, out); /* jinja: `if value:` before iterating */
     if (jj_iterate(c, in, &l) < 0) return -1;
     size_t ai = 0;
     jj_val attrname = jj_none_v;
@@ -203,7 +207,7 @@ static int do_select(jj_ctx *c, jj_val in, const jj_args *a, bool attr, bool kee
         test = tname;
         ai++;
     }
-    jj_args targs = {.pos = a->pos + ai, .npos = a->npos - ai};
+    jj_args targs = {.pos = a->pos ? a->pos + ai : NULL, .npos = a->npos - ai};
     if (new_list(c, l->n, out) < 0) return -1;
     for (size_t i = 0; i < l->n; i++) {
         jj_val v = l->v[i];
@@ -219,6 +223,7 @@ static int do_select(jj_ctx *c, jj_val in, const jj_args *a, bool attr, bool kee
 
 static int do_map(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
     jj_list *l;
+    if (!jj_truthy(in)) return new_list(c, 0, out); /* jinja: `if value:` before iterating */
     if (jj_iterate(c, in, &l) < 0) return -1;
     if (new_list(c, l->n, out) < 0) return -1;
     const jj_val *attr = jj_arg(a, (size_t)-1, "attribute"), *def = jj_arg(a, (size_t)-1, "default");
@@ -279,6 +284,8 @@ static int do_sort(jj_ctx *c, jj_val in, const jj_args *a, bool unique, jj_val *
         jj_val k = l->v[i];
         if (attr && attr_path(c, k, *attr, &k) < 0) return -1;
         if (unique) { /* keep first of each (case-folded) key */
+            if (k.t == JJ_DICT || k.t == JJ_NS || (k.t == JJ_LIST && !k.u.l->tuple))
+                return jj_error(c, "unhashable type: '%s'", jj_type_name(k));
             bool seen = false;
             jj_val kk = k;
             if (!e.case_sensitive && k.t == JJ_STR && jj_case(c, k, 'l', &kk) < 0) return -1;
@@ -461,6 +468,7 @@ static int do_groupby(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
 
 static int do_dictsort(jj_ctx *c, jj_val in, const jj_args *a, jj_val *out) {
     const jj_val *cs = jj_arg(a, 0, "case_sensitive"), *by = jj_arg(a, 1, "by"), *rev = jj_arg(a, 2, "reverse");
+    if (in.t == JJ_UNDEF) return jj_error(c, "%s", in.u.s.p ? in.u.s.p : "undefined value");
     if (in.t != JJ_DICT) return jj_error(c, "dictsort expects a mapping");
     bool by_value = by && by->t == JJ_STR && by->u.s.n == 5 && !memcmp(by->u.s.p, "value", 5);
     const jj_dict *d = in.u.d;
@@ -656,7 +664,6 @@ int jj_apply_filter(jj_ctx *c, const char *f, jj_val in, const jj_args *a, jj_va
         return jj_replace(c, s, o2, n2, cnt && cnt->t == JJ_INT ? cnt->u.i : -1, out);
     }
     if (!strcmp(f, "first") || !strcmp(f, "last")) {
-        if (in.t == JJ_UNDEF && f[0] == 'l') return jj_error(c, "%s", in.u.s.p ? in.u.s.p : "undefined value");
         if (jj_iterate(c, in, &l) < 0) return -1;
         if (l->n == 0) *out = jj_undef(f[0] == 'f' ? "No first item, sequence was empty." : "No last item, sequence was empty.");
         else *out = f[0] == 'f' ? l->v[0] : l->v[l->n - 1];
@@ -665,7 +672,7 @@ int jj_apply_filter(jj_ctx *c, const char *f, jj_val in, const jj_args *a, jj_va
     if (!strcmp(f, "list")) {
         if (jj_iterate(c, in, &l) < 0) return -1;
         if (new_list(c, l->n, out) < 0) return -1;
-        memcpy(out->u.l->v, l->v, l->n * sizeof(jj_val));
+        if (l->n) memcpy(out->u.l->v, l->v, l->n * sizeof(jj_val));
         out->u.l->n = l->n;
         return 0;
     }
@@ -685,6 +692,8 @@ int jj_apply_filter(jj_ctx *c, const char *f, jj_val in, const jj_args *a, jj_va
     if (!strcmp(f, "reject")) return do_select(c, in, a, false, false, out);
     if (!strcmp(f, "selectattr")) return do_select(c, in, a, true, true, out);
     if (!strcmp(f, "rejectattr")) return do_select(c, in, a, true, false, out);
+    if (in.t == JJ_UNDEF && (!strcmp(f, "int") || !strcmp(f, "float") || !strcmp(f, "abs") || !strcmp(f, "round")))
+        return jj_error(c, "%s", in.u.s.p ? in.u.s.p : "undefined value"); /* Undefined.__int__ etc. fail */
     if (!strcmp(f, "int")) return do_int(c, in, a, out);
     if (!strcmp(f, "float")) return do_float(c, in, a, out);
     if (!strcmp(f, "abs")) {
@@ -735,7 +744,7 @@ int jj_apply_filter(jj_ctx *c, const char *f, jj_val in, const jj_args *a, jj_va
         if (str_of(c, in, &s) < 0) return -1;
         jj_val tup;
         if (jj_list_new(c, a->npos, true, &tup) < 0) return -1;
-        memcpy(tup.u.l->v, a->pos, a->npos * sizeof(jj_val));
+        if (a->npos) memcpy(tup.u.l->v, a->pos, a->npos * sizeof(jj_val));
         tup.u.l->n = a->npos;
         return jj_binop(c, '%', s, tup, out);
     }
@@ -793,10 +802,9 @@ int jj_apply_test(jj_ctx *c, const char *t, jj_val v, const jj_args *a, bool *r)
     else if (!strcmp(t, "iterable")) *r = v.t == JJ_STR || v.t == JJ_LIST || v.t == JJ_DICT || v.t == JJ_UNDEF || v.t == JJ_RANGE;
     else if (!strcmp(t, "sequence")) *r = v.t == JJ_STR || v.t == JJ_LIST || v.t == JJ_DICT || v.t == JJ_UNDEF || v.t == JJ_RANGE;
     else if (!strcmp(t, "callable")) *r = v.t == JJ_FUNC || v.t == JJ_METHOD || v.t == JJ_MACRO || v.t == JJ_UNDEF;
-    else if (!strcmp(t, "odd") || !strcmp(t, "even")) {
-        if (v.t != JJ_INT && v.t != JJ_BOOL) return jj_error(c, "%s test needs an integer", t);
-        int64_t i = v.t == JJ_INT ? v.u.i : v.u.b;
-        *r = (i % 2 != 0) == (t[0] == 'o');
+    else if (!strcmp(t, "odd") || !strcmp(t, "even")) { /* value % 2 == 1 (or 0) */
+        if (jj_binop(c, '%', v, jj_int(2), &x) < 0) return -1;
+        *r = jj_eq(x, jj_int(t[0] == 'o' ? 1 : 0));
     } else if (!strcmp(t, "divisibleby")) {
         if (!a0) return jj_error(c, "divisibleby needs an argument");
         if (jj_binop(c, '%', v, *a0, &x) < 0) return -1;
@@ -817,13 +825,9 @@ int jj_apply_test(jj_ctx *c, const char *t, jj_val v, const jj_args *a, bool *r)
     } else if (!strcmp(t, "in")) {
         if (!a0) return jj_error(c, "in test needs an argument");
         return jj_contains(c, v, *a0, r);
-    } else if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
-        if (v.t != JJ_STR) {
-            *r = false;
-            return 0;
-        }
-        if (jj_case(c, v, t[0] == 'l' ? 'l' : 'u', &x) < 0) return -1;
-        *r = jj_eq(x, v);
+    } else if (!strcmp(t, "lower") || !strcmp(t, "upper")) { /* str(value).islower() */
+        if (jj_as_str(c, v, &x) < 0) return -1;
+        *r = jj_str_is_case(x, t[0] == 'l');
     } else if (!strcmp(t, "escaped")) *r = v.t == JJ_STR && v.safe;
     else if (!strcmp(t, "filter") || !strcmp(t, "test")) {
         char nm[64];

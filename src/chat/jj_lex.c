@@ -250,6 +250,7 @@ static const char OPS1[] = "+-/*%~[](){}><=.:|,;";
 static int lex_tag(lexer *L, bool block) {
     const char *s = L->s;
     int depth = 0;
+    char closers[JJ_MAX_NEST]; /* expected closing bracket per open one */
     size_t i = L->pos;
     for (;;) {
         i = skip_ws(L, i);
@@ -307,9 +308,12 @@ static int lex_tag(lexer *L, bool block) {
             if (cp >= 0x20 && cp < 0x7F) return lerr(L, "unexpected char '%c' at %zu", (char)cp, i);
             return lerr(L, "unexpected char U+%04X at %zu", cp, i);
         }
-        if (ch == '(' || ch == '[' || ch == '{') depth++;
-        else if (oplen == 1 && (ch == ')' || ch == ']' || ch == '}')) {
+        if (ch == '(' || ch == '[' || ch == '{') {
+            if (depth >= JJ_MAX_NEST) return lerr(L, "template nested too deeply");
+            closers[depth++] = ch == '(' ? ')' : ch == '[' ? ']' : '}';
+        } else if (oplen == 1 && (ch == ')' || ch == ']' || ch == '}')) {
             if (depth == 0) return lerr(L, "unexpected '%c'", ch);
+            if (closers[depth - 1] != ch) return lerr(L, "unexpected '%c', expected '%c'", ch, closers[depth - 1]);
             depth--;
         }
         if (!push(L, JT_OP, s + i, oplen)) return lerr(L, "out of memory");

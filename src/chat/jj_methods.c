@@ -191,49 +191,36 @@ static int sb_to_val(jj_ctx *c, vc_strbuf *sb, jj_val *out) {
 }
 
 /* strip with Python semantics: chars == NULL -> whitespace */
+/* is cp stripped: whitespace when chars is NULL, else one of chars' code points */
+static bool strip_hit(uint32_t cp, const jj_val *chars) {
+    if (!chars) return jj_py_isspace(cp);
+    for (size_t i = 0; i < chars->u.s.n;) {
+        uint32_t x;
+        i += jj_utf8_dec(chars->u.s.p + i, chars->u.s.n - i, &x);
+        if (x == cp) return true;
+    }
+    return false;
+}
+
 int jj_strip(jj_ctx *c, jj_val s, const jj_val *chars, bool left, bool right, jj_val *out) {
     if (chars && chars->t != JJ_NONE && chars->t != JJ_STR)
         return jj_error(c, "strip arg must be None or str");
-    bool ws = !chars || chars->t == JJ_NONE;
+    if (chars && chars->t == JJ_NONE) chars = NULL;
     const char *p = s.u.s.p;
     size_t b = 0, e = s.u.s.n;
     uint32_t cp;
-#define IN_SET(cp_) (ws ? jj_py_isspace(cp_) : in_chars(chars, cp_))
-    if (left)
-        while (b < e) {
-            size_t k = jj_utf8_dec(p + b, e - b, &cp);
-            bool hit;
-            if (ws) hit = jj_py_isspace(cp);
-            else {
-                hit = false;
-                for (size_t i = 0; i < chars->u.s.n;) {
-                    uint32_t x;
-                    i += jj_utf8_dec(chars->u.s.p + i, chars->u.s.n - i, &x);
-                    if (x == cp) hit = true;
-                }
-            }
-            if (!hit) break;
-            b += k;
-        }
-    if (right)
-        while (e > b) {
-            size_t st = e - 1;
-            while (st > b && ((unsigned char)p[st] & 0xC0) == 0x80) st--;
-            jj_utf8_dec(p + st, e - st, &cp);
-            bool hit;
-            if (ws) hit = jj_py_isspace(cp);
-            else {
-                hit = false;
-                for (size_t i = 0; i < chars->u.s.n;) {
-                    uint32_t x;
-                    i += jj_utf8_dec(chars->u.s.p + i, chars->u.s.n - i, &x);
-                    if (x == cp) hit = true;
-                }
-            }
-            if (!hit) break;
-            e = st;
-        }
-#undef IN_SET
+    while (left && b < e) {
+        size_t k = jj_utf8_dec(p + b, e - b, &cp);
+        if (!strip_hit(cp, chars)) break;
+        b += k;
+    }
+    while (right && e > b) {
+        size_t st = e - 1;
+        while (st > b && ((unsigned char)p[st] & 0xC0) == 0x80) st--;
+        jj_utf8_dec(p + st, e - st, &cp);
+        if (!strip_hit(cp, chars)) break;
+        e = st;
+    }
     *out = jj_str(p + b, e - b);
     return 0;
 }
@@ -363,6 +350,25 @@ static int str_split(jj_ctx *c, jj_val s, const jj_val *sep, int64_t maxsplit, j
     }
 }
 
+/* Python str.islower() / str.isupper(): at least one cased character and
+ * every cased character in that case. */
+bool jj_str_is_case(jj_val s, bool lower) {
+    bool any = false;
+    for (size_t i = 0; i < s.u.s.n;) {
+        uint32_t cp;
+        i += jj_utf8_dec(s.u.s.p + i, s.u.s.n - i, &cp);
+        utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
+        if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LT) {
+            if (lower || cat == UTF8PROC_CATEGORY_LT) return false;
+            any = true;
+        } else if (cat == UTF8PROC_CATEGORY_LL) {
+            if (!lower) return false;
+            any = true;
+        }
+    }
+    return any;
+}
+
 static int64_t cp_index(const char *p, size_t byte_off) { return (int64_t)jj_utf8_len(p, byte_off); }
 
 static bool starts_or_ends(jj_val s, jj_val x, bool ends) {
@@ -459,6 +465,7 @@ static int str_method(jj_ctx *c, jj_val s, const char *name, const jj_args *a, j
         if (starts_or_ends(s, *a0, suf)) *out = jj_str(s.u.s.p + (suf ? 0 : a0->u.s.n), s.u.s.n - a0->u.s.n);
         return 0;
     }
+    if (!strcmp(name, "format")) return jj_str_format(c, s, a, out);
     if (!strcmp(name, "splitlines")) {
         if (jj_list_new(c, 0, false, out) < 0) return -1;
         size_t st = 0, i = 0;
@@ -477,6 +484,10 @@ static int str_method(jj_ctx *c, jj_val s, const char *name, const jj_args *a, j
         if (st < s.u.s.n && jj_list_push(c, out, jj_str(s.u.s.p + st, s.u.s.n - st)) < 0) return -1;
         return 0;
     }
+    if (!strcmp(name, "islower") || !strcmp(name, "isupper")) {
+        *out = jj_bool(jj_str_is_case(s, name[2] == 'l'));
+        return 0;
+    }
     if (!strncmp(name, "is", 2)) {
         bool r = s.u.s.n > 0;
         for (size_t i = 0; i < s.u.s.n && r;) {
@@ -489,8 +500,6 @@ static int str_method(jj_ctx *c, jj_val s, const char *name, const jj_args *a, j
             else if (!strcmp(name, "isalnum"))
                 r = (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) || cat == UTF8PROC_CATEGORY_ND;
             else if (!strcmp(name, "isspace")) r = jj_py_isspace(cp);
-            else if (!strcmp(name, "isupper")) r = map_case(cp, 'l') == cp || map_case(cp, 'u') == cp ? map_case(cp, 'u') == cp : false;
-            else if (!strcmp(name, "islower")) r = map_case(cp, 'u') == cp || map_case(cp, 'l') == cp ? map_case(cp, 'l') == cp : false;
             else if (!strcmp(name, "isascii")) r = cp < 0x80;
             else return jj_error(c, "str.%s() is not supported", name);
         }
@@ -552,7 +561,7 @@ static int list_method(jj_ctx *c, jj_val l, const char *name, const jj_args *a, 
     }
     if (!strcmp(name, "copy")) {
         if (jj_list_new(c, l.u.l->n, false, out) < 0) return -1;
-        memcpy(out->u.l->v, l.u.l->v, l.u.l->n * sizeof(jj_val));
+        if (l.u.l->n) memcpy(out->u.l->v, l.u.l->v, l.u.l->n * sizeof(jj_val));
         out->u.l->n = l.u.l->n;
         return 0;
     }

@@ -17,6 +17,7 @@ typedef struct {
     jj_tok *t;
     size_t i, n;
     int depth;
+    const char *const *ends; /* end tags the innermost open block waits for */
     char *err;
     size_t errn;
     bool failed;
@@ -78,7 +79,7 @@ static const char *tok_desc(parser *P, const jj_tok *t) {
 
 static bool expect_op(parser *P, const char *s) {
     if (skip_op(P, s)) return true;
-    perr(P, "expected '%s', got %s", s, tok_desc(P, cur(P)));
+    perr(P, "expected token '%s', got %s", s, tok_desc(P, cur(P)));
     return false;
 }
 
@@ -213,7 +214,7 @@ static bool p_args(parser *P, jj_node *n) {
 
 static const char *dotted_name(parser *P) {
     if (cur(P)->t != JT_NAME) {
-        perr(P, "expected a name, got %s", tok_desc(P, cur(P)));
+        perr(P, "expected token 'name', got %s", tok_desc(P, cur(P)));
         return NULL;
     }
     vc_strbuf sb = {0};
@@ -421,7 +422,7 @@ static jj_node *p_primary(parser *P) {
         n->kw = vs.v;
         n->nkids = n->nkw = ks.n;
     } else {
-        n = perr(P, "Expected an expression, got %s", tok_desc(P, t));
+        n = perr(P, "unexpected %s", tok_desc(P, t));
     }
     P->depth--;
     return n;
@@ -587,7 +588,7 @@ static bool expect_block_end(parser *P) {
         adv(P);
         return true;
     }
-    perr(P, "expected end of statement block, got %s", tok_desc(P, cur(P)));
+    perr(P, "expected token 'end of statement block', got %s", tok_desc(P, cur(P)));
     return false;
 }
 
@@ -649,14 +650,14 @@ static jj_node *p_for(parser *P) {
 
 static jj_node *p_if(parser *P) {
     jj_node *n = node(P, JN_IF);
-    if (!n || !(n->a = p_tuple(P, false, true, NULL, false)) || !expect_block_end(P)) return NULL;
+    if (!n || !(n->a = p_tuple(P, false, false, NULL, false)) || !expect_block_end(P)) return NULL;
     static const char *const ends[] = {"elif", "else", "endif", NULL};
     if (!(n->b = p_body(P, ends))) return NULL;
     jj_node *last = n;
     for (;;) {
         if (skip_name(P, "elif")) {
             jj_node *e = node(P, JN_IF);
-            if (!e || !(e->a = p_tuple(P, false, true, NULL, false)) || !expect_block_end(P)) return NULL;
+            if (!e || !(e->a = p_tuple(P, false, false, NULL, false)) || !expect_block_end(P)) return NULL;
             if (!(e->b = p_body(P, ends))) return NULL;
             last->else_body = e;
             last = e;
@@ -721,7 +722,7 @@ static bool p_params(parser *P, jj_node *n) {
 static jj_node *p_macro(parser *P) {
     jj_node *n = node(P, JN_MACRO);
     if (!n) return NULL;
-    if (cur(P)->t != JT_NAME) return perr(P, "expected macro name");
+    if (cur(P)->t != JT_NAME) return perr(P, "expected token 'name', got %s", tok_desc(P, cur(P)));
     if (!(n->name = tokstr(P, cur(P)))) return NULL;
     adv(P);
     if (!p_params(P, n) || !expect_block_end(P)) return NULL;
@@ -729,7 +730,6 @@ static jj_node *p_macro(parser *P) {
     if (!(n->b = p_body(P, ends))) return NULL;
     adv(P);
     if (cur(P)->t == JT_NAME) adv(P); /* {% endmacro name %} */
-    P->prog->has_macros = true;
     return expect_block_end(P) ? n : NULL;
 }
 
@@ -814,7 +814,18 @@ static jj_node *p_statement(parser *P) {
         }
     } else {
         P->i--;
-        n = perr(P, "Encountered unknown tag '%.*s'.", (int)(t->n < 60 ? t->n : 60), t->p);
+        char want[200] = "";
+        if (P->ends) {
+            const char *inner = P->ends[0];
+            size_t l = (size_t)snprintf(want, sizeof want, " Jinja was looking for the following tags: ");
+            for (int k = 0; P->ends[k] && l < sizeof want; k++) {
+                l += (size_t)snprintf(want + l, sizeof want - l, "%s'%s'", k ? " or " : "", P->ends[k]);
+                if (!strncmp(P->ends[k], "end", 3)) inner = P->ends[k] + 3;
+            }
+            if (l < sizeof want)
+                snprintf(want + l, sizeof want - l, ". The innermost block that needs to be closed is '%s'.", inner);
+        }
+        n = perr(P, "Encountered unknown tag '%.*s'.%s", (int)(t->n < 60 ? t->n : 60), t->p, want);
     }
     P->depth--;
     return n;
@@ -825,6 +836,8 @@ static jj_node *p_body(parser *P, const char *const *ends) {
     jj_node *body = node(P, JN_BODY);
     if (!body) return NULL;
     nlist st = {0};
+    const char *const *saved_ends = P->ends;
+    P->ends = ends;
     for (;;) {
         jj_tok *t = cur(P);
         jj_node *x = NULL;
@@ -849,7 +862,7 @@ static jj_node *p_body(parser *P, const char *const *ends) {
             adv(P);
             if (!(x = node(P, JN_OUTPUT)) || !(x->a = p_tuple(P, false, true, NULL, false))) return NULL;
             if (cur(P)->t != JT_VAR_END)
-                return perr(P, "expected end of print statement, got %s", tok_desc(P, cur(P)));
+                return perr(P, "expected token 'end of print statement', got %s", tok_desc(P, cur(P)));
             adv(P);
         } else if (t->t == JT_BLOCK_BEGIN) {
             jj_tok *nm = peek(P, 1);
@@ -864,6 +877,7 @@ static jj_node *p_body(parser *P, const char *const *ends) {
         if (!nl_push(P, &st, x, NULL)) return NULL;
     }
 done:
+    P->ends = saved_ends;
     body->kids = st.v;
     body->nkids = st.n;
     return body;

@@ -40,6 +40,7 @@ typedef struct {
     int32_t max_tokens;       /* 16 */
     int32_t min_tokens;       /* 0 */
     bool ignore_eos;
+    int32_t eos_token_id;     /* -1: none; the engine sets the tokenizer's EOS */
     int32_t stop_token_ids[EREQ_MAX_STOP_IDS];
     int n_stop_token_ids;
     char **stop;              /* stop strings (owned by the request) */
@@ -48,7 +49,15 @@ typedef struct {
     bool skip_special_tokens; /* true */
     int32_t logprobs;         /* -1: none; k >= 0: sampled + top-k logprobs */
     int32_t prompt_logprobs;  /* -1: none */
-    /* logit_bias / allowed_token_ids / bad_words: engine issue follow-ups. */
+    /* Token-level controls (deep-copied by ereq_create; NULL/0 = off). */
+    int32_t *logit_bias_ids;     /* [n_logit_bias] */
+    float *logit_bias_vals;      /* [n_logit_bias] added to the logits */
+    int32_t n_logit_bias;
+    int32_t *allowed_token_ids;  /* [n_allowed_token_ids] whitelist */
+    int32_t n_allowed_token_ids;
+    int32_t *bad_words_ids;      /* concatenated token sequences ... */
+    int32_t *bad_words_lens;     /* [n_bad_words] their lengths */
+    int32_t n_bad_words;
 } ereq_sampling;
 
 ereq_sampling ereq_sampling_default(void);
@@ -72,6 +81,13 @@ typedef struct ereq {
     char *cache_salt;         /* optional, prefix-cache isolation */
     uint32_t stop_reason_id;  /* stop token that finished it, if any */
     int32_t num_preemptions;
+    /* Scheduler bookkeeping (read-only for everyone else): */
+    int32_t num_output_placeholders; /* sampled by scheduled steps, not yet returned
+                                      * by esched_update (async scheduling) */
+    int32_t num_inflight;     /* scheduler outputs naming it not yet passed to
+                               * esched_update: free the request only at 0 */
+    bool stop_by_id;          /* stop_reason_id holds the stop token that finished it */
+    int32_t stop_str_idx;     /* index in sp.stop of the stop string that finished it, -1 */
     void *user;               /* engine/front-end per-request state */
 } ereq;
 
@@ -80,7 +96,14 @@ typedef struct {
     ereq *req;
     int32_t start;      /* == req->num_computed before this step: first position */
     int32_t num_tokens; /* tokens [start, start + num_tokens) run this step */
-    bool sample;        /* this chunk reaches the end of the known tokens: sample one */
+    bool sample;        /* this chunk reaches the end of the known tokens: sample one
+                         * (start + num_tokens == num_tokens + placeholders of req) */
+    /* Async scheduling: the last num_placeholder_inputs input tokens of this
+     * chunk (positions >= req->num_tokens when scheduled) are not on the host
+     * yet; they are the tokens sampled by the request's previous step(s),
+     * which the runner keeps on the device and splices in. 0 when the
+     * previous step's tokens were returned before this schedule. */
+    int32_t num_placeholder_inputs;
 } esched_item;
 
 /* What the scheduler hands the runner each step. Items are ordered as the
@@ -91,6 +114,10 @@ typedef struct {
     int32_t total_tokens;
     ereq **preempted;  /* requests preempted this step (their KV was freed) */
     int32_t n_preempted, cap_preempted;
+    /* Requests that finished (or were aborted) since the previous schedule:
+     * the runner drops their rows. Ids, since the requests may be freed. */
+    int64_t *finished_ids;
+    int32_t n_finished, cap_finished;
 } esched_output;
 
 /* Creation copies prompt and sampling parameters (stop strings deep-copied). */
@@ -99,6 +126,8 @@ void ereq_free(ereq *r);
 int ereq_append_token(ereq *r, int32_t tok);
 int32_t ereq_num_output(const ereq *r);
 bool ereq_is_finished(const ereq *r);
+/* Finished and no scheduler output in flight names it: ereq_free is safe. */
+bool ereq_can_free(const ereq *r);
 const char *ereq_finish_reason(const ereq *r); /* "stop", "length", "abort", "error" or NULL */
 
 #endif

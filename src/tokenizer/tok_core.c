@@ -28,7 +28,7 @@ void tok_free(tok_tokenizer *t) {
     tok_model_free(&t->model);
     free(t->tokens);
     free(t->special);
-    tok_strmap_free(&t->tokmap);
+    tok_strmap_free(&t->addmap);
     free(t->arena);
     for (size_t i = 0; i < t->n_added; i++) {
         free(t->added[i].content);
@@ -77,10 +77,8 @@ int tok_finish(tok_tokenizer *t) {
             t->norm_added[i] = vc_sb_steal(&sb);
         }
     }
-    if (tok_strmap_init(&t->tokmap, n) < 0) return -1;
-    for (size_t i = 0; i < n; i++)
-        if (t->tokens[i].s) tok_strmap_put(&t->tokmap, t->tokens, (int32_t)i);
-    for (size_t i = 0; i < t->n_added; i++) tok_strmap_put(&t->tokmap, t->tokens, t->added[i].id);
+    if (tok_strmap_init(&t->addmap, t->n_added) < 0) return -1;
+    for (size_t i = 0; i < t->n_added; i++) tok_strmap_put(&t->addmap, t->tokens, t->added[i].id);
     if (tok_trie_build(&t->trie_raw, t, false) < 0 || tok_trie_build(&t->trie_norm, t, true) < 0) return -1;
     if (tok_model_finish(&t->model) < 0) return -1;
     t->unk_id = t->model.unk_id;
@@ -286,7 +284,8 @@ const char *tok_token_str(const tok_tokenizer *t, int32_t id, size_t *len) {
 }
 
 int32_t tok_token_id(const tok_tokenizer *t, const char *s, size_t len) {
-    return tok_strmap_get(&t->tokmap, t->tokens, s, len);
+    int32_t id = tok_strmap_get(&t->addmap, t->tokens, s, len);
+    return id >= 0 ? id : tok_strmap_get(&t->model.vmap, t->model.vocab, s, len);
 }
 
 bool tok_is_special(const tok_tokenizer *t, int32_t id) {

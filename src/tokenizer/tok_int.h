@@ -26,9 +26,10 @@ typedef struct {
 /* ---- hash maps (tok_util.c) ---- */
 
 /* Open-addressing map string -> id; the keys live in a caller table
- * (table[id] is the key of id), so a slot is just the id. */
+ * (table[id] is the key of id). A slot holds id+1 (0 = empty) and 32 bits
+ * of the hash, so probes rarely touch the key strings. */
 typedef struct {
-    int32_t *slots; /* -1 = empty */
+    uint64_t *slots;
     uint32_t mask;
 } tok_strmap;
 
@@ -41,8 +42,11 @@ void tok_strmap_put(tok_strmap *m, const tok_str *table, int32_t id);
 /* Open-addressing map u64 -> u64 (BPE merges: (left<<32|right) -> (rank<<32|new_id);
  * also the added-token trie edges). */
 typedef struct {
-    uint64_t *keys; /* UINT64_MAX = empty */
-    uint64_t *vals;
+    uint64_t k, v; /* k == UINT64_MAX: empty */
+} tok_u64slot;
+
+typedef struct {
+    tok_u64slot *slots; /* key and value side by side: one cache line per probe */
     uint32_t mask;
     size_t n;
 } tok_u64map;
@@ -211,7 +215,7 @@ struct tok_tokenizer {
     tok_str *tokens;     /* [n_tokens] id -> string (added tokens override vocab) */
     uint8_t *special;    /* [n_tokens] 1 if the id is a special token */
     size_t n_tokens;
-    tok_strmap tokmap;   /* string -> id over tokens[] */
+    tok_strmap addmap;   /* added-token content -> id (over tokens[]) */
     char *arena;         /* owns token strings from the loaders */
     tok_added *added;
     size_t n_added;

@@ -235,8 +235,15 @@ static int pretok_one(const tok_pretok *pt, tok_pieces *p) {
         for (size_t i = 0; i < p->n; i++) {
             tok_piece pc = p->v[i];
             if (pt->add_prefix_space && !(pc.len && p->arena.s[pc.off] == ' ')) {
+                char *copy = malloc(pc.len + 1); /* the arena may move while it grows */
+                if (!copy) {
+                    rc = vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
+                    break;
+                }
+                memcpy(copy, p->arena.s + pc.off, pc.len);
                 size_t off = arena_add(p, " ", 1);
-                vc_sb_append(&p->arena, p->arena.s + pc.off, pc.len);
+                vc_sb_append(&p->arena, copy, pc.len);
+                free(copy);
                 pc.off = off;
                 pc.len += 1;
             }

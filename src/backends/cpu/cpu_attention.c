@@ -36,11 +36,11 @@ static void attn_one_head(const cpu_attn_job *j, int h) {
     const float *q = j->q + h * j->q_stride;
     memset(acc, 0, (size_t)j->hd * sizeof(float));
     float m = -INFINITY, l = 0.0f;
-    for (int64_t p0 = j->lo; p0 <= j->hi; p0 += KCHUNK) {
-        int cnt = (int)(j->hi - p0 + 1 < KCHUNK ? j->hi - p0 + 1 : KCHUNK);
+    for (int64_t p0 = j->lo, cnt; p0 <= j->hi; p0 += cnt) {
+        cnt = cpu_attn_chunk(j, p0, KCHUNK);
         float cmax = -INFINITY;
         for (int t = 0; t < cnt; t++) {
-            const char *k = j->k + (p0 + t) * j->k_stride;
+            const char *k = cpu_attn_row(j, j->k, j->k_stride, j->k_blk, p0 + t);
             float s = 0.0f;
             for (int64_t d = 0; d < j->hd; d++) s += q[d] * kv_at(j, k, d);
             s *= j->scale;
@@ -55,7 +55,7 @@ static void attn_one_head(const cpu_attn_job *j, int h) {
             m = cmax;
         }
         for (int t = 0; t < cnt; t++) {
-            const char *v = j->v + (p0 + t) * j->v_stride;
+            const char *v = cpu_attn_row(j, j->v, j->v_stride, j->v_blk, p0 + t);
             float p = expf(sc[t] - m);
             l += p;
             for (int64_t d = 0; d < j->hd; d++) acc[d] += p * kv_at(j, v, d);
@@ -189,7 +189,8 @@ int cpu_op_attention(rt_backend *be, const rt_op_args *a) {
         o.part = buf;
         o.ml = buf + slots * (size_t)hd;
     }
-    cpu_pool_run(c->pool, units * o.splits, attn_task, &o);
-    if (o.splits > 1) cpu_pool_run(c->pool, units * o.hb, combine_task, &o);
+    int64_t work = n * o.h * hd * 2 * (o.n_past + n / 2 + 1);
+    cpu_parallel(c, units * o.splits, attn_task, &o, work);
+    if (o.splits > 1) cpu_parallel(c, units * o.hb, combine_task, &o, units * o.hb * hd * o.splits);
     return VC_OK;
 }

@@ -55,12 +55,12 @@ static void accumulate_v(const cpu_attn_job *j, const char *v0, const float *p, 
 }
 
 /* Scores of one head for keys p0..p0+cnt-1 into sc (scaled, soft-capped). */
-static float chunk_scores(const cpu_attn_job *j, const float *q, int64_t p0, int cnt, float *sc) {
+static float chunk_scores(const cpu_attn_job *j, const float *q, const char *k0, int cnt, float *sc) {
     const int64_t hd = j->hd, hd8 = hd & ~(int64_t)7;
     const int f16 = j->kv_f16;
     float cmax = -INFINITY;
     for (int t = 0; t < cnt; t++) {
-        const char *k = j->k + (p0 + t) * j->k_stride;
+        const char *k = k0 + t * j->k_stride;
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
         int64_t d = 0;
         for (; d + 16 <= hd8; d += 16) {
@@ -90,10 +90,12 @@ static void attn(const cpu_attn_job *j) {
         m[h] = -INFINITY;
         l[h] = 0.0f;
     }
-    for (int64_t p0 = j->lo; p0 <= j->hi; p0 += KCHUNK) {
-        int cnt = (int)(j->hi - p0 + 1 < KCHUNK ? j->hi - p0 + 1 : KCHUNK);
+    for (int64_t p0 = j->lo, cnt; p0 <= j->hi; p0 += cnt) {
+        cnt = cpu_attn_chunk(j, p0, KCHUNK);
+        const char *k0 = cpu_attn_row(j, j->k, j->k_stride, j->k_blk, p0);
+        const char *v0 = cpu_attn_row(j, j->v, j->v_stride, j->v_blk, p0);
         for (int h = 0; h < j->nh; h++) {
-            float cmax = chunk_scores(j, j->q + h * j->q_stride, p0, cnt, sc);
+            float cmax = chunk_scores(j, j->q + h * j->q_stride, k0, (int)cnt, sc);
             if (cmax > m[h]) {
                 float corr = expf(m[h] - cmax); /* 0 on the first chunk */
                 __m256 cv = _mm256_set1_ps(corr);
@@ -104,7 +106,7 @@ static void attn(const cpu_attn_job *j) {
                 m[h] = cmax;
             }
             /* p = exp(s - m), 8 at a time (padding lanes give 0) */
-            for (int t = cnt; t < ((cnt + 7) & ~7); t++) sc[t] = -INFINITY;
+            for (int t = (int)cnt; t < (((int)cnt + 7) & ~7); t++) sc[t] = -INFINITY;
             __m256 mv = _mm256_set1_ps(m[h]), lv = _mm256_setzero_ps();
             for (int t = 0; t < cnt; t += 8) {
                 __m256 e = cpu_exp8(_mm256_sub_ps(_mm256_load_ps(sc + t), mv));
@@ -112,7 +114,7 @@ static void attn(const cpu_attn_job *j) {
                 lv = _mm256_add_ps(lv, e);
             }
             l[h] += cpu_hsum8(lv);
-            accumulate_v(j, j->v + p0 * j->v_stride, sc, cnt, acc[h]);
+            accumulate_v(j, v0, sc, (int)cnt, acc[h]);
         }
     }
     for (int h = 0; h < j->nh; h++) {

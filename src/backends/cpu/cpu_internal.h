@@ -44,6 +44,12 @@ typedef struct {
 typedef void (*cpu_mm_fn)(int64_t k, const void *w, const void *act, size_t act_stride, int m,
                           float *y, size_t y_stride);
 
+/* Prefill variant: nr (1 or 2) weight rows, w + r*w_stride bytes, against
+ * m <= 4 activation rows: y[j*y_stride + r]. Optional (NULL: use cpu_mm_fn
+ * row by row); results per (row, token) must not depend on nr or m. */
+typedef void (*cpu_mmp_fn)(int64_t k, const void *w, size_t w_stride, int nr, const void *act,
+                           size_t act_stride, int m, float *y, size_t y_stride);
+
 /* Attention of nh (<= CPU_ATTN_HB) query heads that share one kv head, for
  * one query over keys lo..hi (may be empty: lo > hi). With ml == NULL the
  * output is normalised; otherwise the unnormalised sum of exp(s-m)*v goes to
@@ -56,7 +62,12 @@ typedef struct {
     size_t q_stride;           /* floats */
     int nh;
     const char *k, *v;         /* key/value of position 0 for this kv head */
-    size_t k_stride, v_stride; /* bytes between positions */
+    size_t k_stride, v_stride; /* bytes between positions (within a block) */
+    /* Paged caches: position p lives in block bt[p / B], slot p % B, and
+     * blocks are k_blk/v_blk bytes apart. bt == NULL: contiguous. */
+    const int32_t *bt;
+    int64_t B;
+    size_t k_blk, v_blk;
     int kv_f16;                /* cache dtype: 0 f32, 1 f16 */
     int64_t hd, lo, hi;        /* keys lo..hi inclusive */
     float scale, softcap;
@@ -65,10 +76,27 @@ typedef struct {
     float *ml;                 /* NULL or [2*nh] */
 } cpu_attn_job;
 
+/* Row address of position p in a K (or V) cache described by a job. */
+static inline const char *cpu_attn_row(const cpu_attn_job *j, const char *base, size_t stride,
+                                       size_t blk, int64_t p) {
+    if (!j->bt) return base + p * (int64_t)stride;
+    return base + (int64_t)j->bt[p / j->B] * (int64_t)blk + (p % j->B) * (int64_t)stride;
+}
+
+/* Keys in the chunk starting at p0: at most `chunk`, never past hi, and for
+ * paged caches never across a block end (so a chunk's rows are evenly
+ * strided). */
+static inline int cpu_attn_chunk(const cpu_attn_job *j, int64_t p0, int chunk) {
+    int64_t cnt = j->hi - p0 + 1 < chunk ? j->hi - p0 + 1 : chunk;
+    if (j->bt && j->B - p0 % j->B < cnt) cnt = j->B - p0 % j->B;
+    return (int)cnt;
+}
+
 typedef struct {
     const char *name;
     /* MATMUL: indexed by weight dtype; NULL = unsupported */
     cpu_mm_fn mm[RT_DTYPE_COUNT];
+    cpu_mmp_fn mmp[RT_DTYPE_COUNT]; /* prefill (n > CPU_MM_M); optional */
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
@@ -97,6 +125,13 @@ const cpu_kernels *cpu_kernels_for(cpu_isa isa);
 
 /* cpu_backend.c: scratch of at least `bytes` (NULL + vc_err on OOM). */
 void *cpu_scratch(cpu_ctx *c, size_t bytes);
+
+/* Runs tasks 0..n_tasks-1 on the pool, or serially on the caller when the
+ * whole op is smaller than CPU_MIN_PAR_WORK (`work` ~ multiply-adds or
+ * elements touched): waking workers costs microseconds, more than a tiny
+ * op. Results are the same either way. */
+#define CPU_MIN_PAR_WORK 65536
+void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work);
 
 /* Op entry points (registered with rt_op_register). */
 int cpu_op_embed(rt_backend *be, const rt_op_args *a);

@@ -79,6 +79,59 @@ FLOAT_KERNEL(mm_f32, float, _mm256_loadu_ps, ID)
 FLOAT_KERNEL(mm_f16, uint16_t, load_f16x8, rt_f16_to_f32)
 FLOAT_KERNEL(mm_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
 
+/* Prefill: 2 weight rows x up to 4 tokens, one 8-wide FMA chain per
+ * (row, token): 8 independent chains hide the FMA latency and each loaded
+ * vector feeds 2 (x) or 4 (w) FMAs. */
+#define FLOAT_PREFILL_KERNEL(NAME, WTYPE, LOAD8, SCALAR)                                         \
+    AI void NAME##_rm(int64_t k, const char *w, size_t wst, const char *act, size_t as, float *y,  \
+                      size_t ys, const int R, const int M) {                                     \
+        __m256 acc[2][CPU_MM_M];                                                                 \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                      \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) acc[r][j] = _mm256_setzero_ps(); \
+        int64_t i = 0;                                                                           \
+        for (; i + 8 <= k; i += 8) {                                                             \
+            __m256 wv[2];                                                                        \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                                  \
+                wv[r] = LOAD8((const WTYPE *)(w + r * wst) + i);                                 \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) {                                \
+                __m256 xv = _mm256_loadu_ps((const float *)(act + j * as) + i);                  \
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                              \
+                    acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);                           \
+            }                                                                                    \
+        }                                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                    \
+            const WTYPE *wr = (const WTYPE *)(w + r * wst);                                      \
+            _Pragma("GCC unroll 8") for (int j = 0; j < M; j++) {                                \
+                const float *x = (const float *)(act + j * as);                                  \
+                float s = hsum8(acc[r][j]);                                                      \
+                for (int64_t t = i; t < k; t++) s += SCALAR(wr[t]) * x[t];                       \
+                y[j * ys + r] = s;                                                               \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    static void NAME(int64_t k, const void *w, size_t wst, int nr, const void *act, size_t as,  \
+                     int m, float *y, size_t ys) {                                               \
+        if (nr == 2) {                                                                           \
+            switch (m) {                                                                         \
+            case 1: NAME##_rm(k, w, wst, act, as, y, ys, 2, 1); break;                           \
+            case 2: NAME##_rm(k, w, wst, act, as, y, ys, 2, 2); break;                           \
+            case 3: NAME##_rm(k, w, wst, act, as, y, ys, 2, 3); break;                           \
+            default: NAME##_rm(k, w, wst, act, as, y, ys, 2, 4); break;                          \
+            }                                                                                    \
+        } else {                                                                                 \
+            switch (m) {                                                                         \
+            case 1: NAME##_rm(k, w, wst, act, as, y, ys, 1, 1); break;                           \
+            case 2: NAME##_rm(k, w, wst, act, as, y, ys, 1, 2); break;                           \
+            case 3: NAME##_rm(k, w, wst, act, as, y, ys, 1, 3); break;                           \
+            default: NAME##_rm(k, w, wst, act, as, y, ys, 1, 4); break;                          \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+FLOAT_PREFILL_KERNEL(mmp_f32, float, _mm256_loadu_ps, ID)
+FLOAT_PREFILL_KERNEL(mmp_f16, uint16_t, load_f16x8, rt_f16_to_f32)
+FLOAT_PREFILL_KERNEL(mmp_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
+
 /* ---- Q4_0 / Q4_1 / Q8_0 with Q8a activations ---------------------------- */
 
 #define DISPATCH_M(NAME)                                                                        \
@@ -99,76 +152,101 @@ AI __m256i unpack_nibbles(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+AI void q4_0_block(const rt_block_q4_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   const int M) {
+    __m256i q = _mm256_sub_epi8(unpack_nibbles(w->qs), _mm256_set1_epi8(8));
+    __m256i aq = _mm256_sign_epi8(q, q);
+    float dw = _cvtsh_ss(w->d);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
+    }
+}
+
 AI void mm_q4_0_m(int64_t k, const rt_block_q4_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M][2]; /* even / odd blocks: two FMA chains */
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M]; /* even / odd blocks: two FMA chains */
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
     const int64_t nb = k / RT_QK;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i q = _mm256_sub_epi8(unpack_nibbles(w[b].qs), _mm256_set1_epi8(8));
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float dw = _cvtsh_ss(w[b].d);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
-                                            acc[j][b & 1]);
-        }
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q4_0_block(w + b, act, as, b, acc0, M);
+        q4_0_block(w + b + 1, act, as, b + 1, acc1, M);
     }
+    if (b < nb) q4_0_block(w + b, act, as, b, acc0, M);
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
 }
 DISPATCH_M(mm_q4_0)
 
-AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc[CPU_MM_M];
-    float accm[CPU_MM_M];
+AI void q4_1_block(const rt_block_q4_1 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   float *accm, const int M) {
+    __m256i q = unpack_nibbles(w->qs); /* unsigned 0..15 */
+    float dw = _cvtsh_ss(w->d), mw = _cvtsh_ss(w->m);
     _Pragma("GCC unroll 8")
     for (int j = 0; j < M; j++) {
-        acc[j] = _mm256_setzero_ps();
-        accm[j] = 0.0f;
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
+        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
+        accm[j] += mw * a->s;
     }
-    for (int64_t b = 0; b < k / RT_QK; b++) {
-        __m256i q = unpack_nibbles(w[b].qs); /* unsigned 0..15 */
-        float dw = _cvtsh_ss(w[b].d), mw = _cvtsh_ss(w[b].m);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
-            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
-            accm[j] += mw * a->s;
-        }
-    }
+}
+
+AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
+                  size_t ys, const int M) {
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
+    float accm0[CPU_MM_M], accm1[CPU_MM_M];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) + accm[j];
+    for (int j = 0; j < M; j++) {
+        acc0[j] = acc1[j] = _mm256_setzero_ps();
+        accm0[j] = accm1[j] = 0.0f;
+    }
+    const int64_t nb = k / RT_QK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q4_1_block(w + b, act, as, b, acc0, accm0, M);
+        q4_1_block(w + b + 1, act, as, b + 1, acc1, accm1, M);
+    }
+    if (b < nb) q4_1_block(w + b, act, as, b, acc0, accm0, M);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++)
+        y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j])) + (accm0[j] + accm1[j]);
 }
 DISPATCH_M(mm_q4_1)
 
+AI void q8_0_block(const rt_block_q8_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
+                   const int M) {
+    __m256i q = _mm256_loadu_si256((const __m256i *)w->qs);
+    __m256i aq = _mm256_sign_epi8(q, q);
+    float dw = _cvtsh_ss(w->d);
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < M; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
+        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
+        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
+    }
+}
+
 AI void mm_q8_0_m(int64_t k, const rt_block_q8_0 *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
-    __m256 acc[CPU_MM_M][2];
+    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / RT_QK; b++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float dw = _cvtsh_ss(w[b].d);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-            __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-            acc[j][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32),
-                                            acc[j][b & 1]);
-        }
+    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    const int64_t nb = k / RT_QK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        q8_0_block(w + b, act, as, b, acc0, M);
+        q8_0_block(w + b + 1, act, as, b + 1, acc1, M);
     }
+    if (b < nb) q8_0_block(w + b, act, as, b, acc0, M);
     _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc[j][0], acc[j][1]));
+    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
 }
 DISPATCH_M(mm_q8_0)
 
@@ -187,6 +265,10 @@ AI void kq_unpack(const uint8_t *scales, uint8_t *sc, uint8_t *mn) {
     for (int j = 0; j < 8; j++) rt_q4k_scale_min(j, scales, &sc[j], &mn[j]);
 }
 
+/* K-quant kernels walk the super-block chunk by chunk and feed each
+ * unpacked chunk to all M tokens before the next one (few live registers,
+ * no spills at M = 4); per token the integer sums accumulate in chunk order,
+ * as in the M = 1 case. */
 AI void mm_q4_K_m(int64_t k, const rt_block_q4_K *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
     __m256 acc[CPU_MM_M];
@@ -201,28 +283,28 @@ AI void mm_q4_K_m(int64_t k, const rt_block_q4_K *w, const char *act, size_t as,
         uint8_t sc[8], mn[8];
         kq_unpack(w[b].scales, sc, mn);
         float dw = _cvtsh_ss(w[b].d), dmw = _cvtsh_ss(w[b].dmin);
-        __m256i lo[4], hi[4];
+        __m256i sumi[CPU_MM_M];
         _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < 4; c++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
-            lo[c] = _mm256_and_si256(q, m4);
-            hi[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < M; j++) {
+                const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 64 * c;
+                __m256i p0 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)), s0);
+                __m256i p1 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))), s1);
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
+            }
         }
         _Pragma("GCC unroll 8")
         for (int j = 0; j < M; j++) {
             const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            __m256i sumi = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < 4; c++) {
-                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
-                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
-                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a0),
-                                               _mm256_set1_epi16(sc[2 * c]));
-                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a1),
-                                               _mm256_set1_epi16(sc[2 * c + 1]));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-            }
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
             accm[j] += dmw * a->d * (float)kq_min_sum(mn, a->bsums);
         }
     }
@@ -246,31 +328,32 @@ AI void mm_q5_K_m(int64_t k, const rt_block_q5_K *w, const char *act, size_t as,
         kq_unpack(w[b].scales, sc, mn);
         float dw = _cvtsh_ss(w[b].d), dmw = _cvtsh_ss(w[b].dmin);
         __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
-        __m256i lo[4], hi[4];
+        __m256i sumi[CPU_MM_M];
         _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < 4; c++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
             __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
             __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
-            lo[c] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4));
-            hi[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                    _mm256_slli_epi16(h1, 4));
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4));
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                         _mm256_slli_epi16(h1, 4));
+            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < M; j++) {
+                const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 64 * c;
+                __m256i p0 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)), s0);
+                __m256i p1 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))), s1);
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
+            }
         }
         _Pragma("GCC unroll 8")
         for (int j = 0; j < M; j++) {
             const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            __m256i sumi = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < 4; c++) {
-                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
-                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
-                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a0),
-                                               _mm256_set1_epi16(sc[2 * c]));
-                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a1),
-                                               _mm256_set1_epi16(sc[2 * c + 1]));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-            }
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
             accm[j] += dmw * a->d * (float)kq_min_sum(mn, a->bsums);
         }
     }
@@ -288,41 +371,39 @@ AI void mm_q6_K_m(int64_t k, const rt_block_q6_K *w, const char *act, size_t as,
     for (int64_t b = 0; b < k / RT_QK_K; b++) {
         const int8_t *scs = w[b].scales;
         float dw = _cvtsh_ss(w[b].d);
-        __m256i q[8], scv[8]; /* 8 x 32 values (0..63) in element order; i16 scales per pair */
+        __m256i sumi[CPU_MM_M];
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             __m256i hb = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                           _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-            q[4 * h + 1] = _mm256_or_si256(
-                _mm256_and_si256(l1, m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-            q[4 * h + 2] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-            q[4 * h + 3] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++) { /* 32 values of element order 128h + 32c .. */
+                __m256i lq = c & 1 ? l1 : l0;
+                if (c >= 2) lq = _mm256_srli_epi16(lq, 4);
+                __m256i q = _mm256_or_si256(
+                    _mm256_and_si256(lq, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), m2), 4));
+                int g = 8 * h + 2 * c;
+                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scs[g + 1]), _mm_set1_epi16(scs[g]));
+                _Pragma("GCC unroll 8")
+                for (int j = 0; j < M; j++) {
+                    const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 32 * (4 * h + c);
+                    __m256i av = _mm256_loadu_si256((const __m256i *)aq);
+                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), scv));
+                }
+            }
         }
-        _Pragma("GCC unroll 8")
-        for (int c = 0; c < 8; c++)
-            scv[c] = _mm256_set_m128i(_mm_set1_epi16(scs[2 * c + 1]), _mm_set1_epi16(scs[2 * c]));
+        __m256i bs0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
         _Pragma("GCC unroll 8")
         for (int j = 0; j < M; j++) {
             const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            __m256i sumi = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < 8; c++) {
-                __m256i av = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * c));
-                sumi = _mm256_add_epi32(
-                    sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], av), scv[c]));
-            }
             /* the -32 offset: sum_g sc_g * 32 * bsum_g */
-            __m256i bs0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
             __m256i bsum = _mm256_loadu_si256((const __m256i *)a->bsums);
-            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bs0, bsum), 5));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            __m256i si = _mm256_sub_epi32(sumi[j], _mm256_slli_epi32(_mm256_madd_epi16(bs0, bsum), 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(si), acc[j]);
         }
     }
     _Pragma("GCC unroll 8")
@@ -414,6 +495,9 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mm[RT_F32] = mm_f32;
     k->mm[RT_F16] = mm_f16;
     k->mm[RT_BF16] = mm_bf16;
+    k->mmp[RT_F32] = mmp_f32;
+    k->mmp[RT_F16] = mmp_f16;
+    k->mmp[RT_BF16] = mmp_bf16;
     k->mm[RT_Q4_0] = mm_q4_0;
     k->mm[RT_Q4_1] = mm_q4_1;
     k->mm[RT_Q8_0] = mm_q8_0;

@@ -73,3 +73,34 @@ static inline double rel_max_err_f(const float *a, const float *b, int64_t n) {
 }
 
 #endif
+
+/* Naive causal GQA attention in double for ONE query row q[h, hd] at
+ * position pos over contiguous logical caches k/v[ctx, kvh, hd]. */
+static inline void attn_ref_row(double *out, const float *q, const float *k, const float *v,
+                                int64_t h, int64_t kvh, int64_t hd, int64_t pos, float scale,
+                                float softcap, int32_t window) {
+    double *s = (double *)malloc((size_t)(pos + 1) * sizeof(double));
+    assert_non_null(s);
+    for (int64_t hh = 0; hh < h; hh++) {
+        int64_t g = hh / (h / kvh);
+        double m = -INFINITY;
+        for (int64_t t = 0; t <= pos; t++) {
+            s[t] = -INFINITY;
+            if (window > 0 && t <= pos - window) continue;
+            double d = 0;
+            for (int64_t e = 0; e < hd; e++) d += (double)q[hh * hd + e] * k[(t * kvh + g) * hd + e];
+            d *= scale;
+            if (softcap > 0) d = softcap * tanh(d / softcap);
+            s[t] = d;
+            m = fmax(m, d);
+        }
+        double sum = 0;
+        for (int64_t t = 0; t <= pos; t++) sum += exp(s[t] - m);
+        for (int64_t e = 0; e < hd; e++) {
+            double acc = 0;
+            for (int64_t t = 0; t <= pos; t++) acc += exp(s[t] - m) / sum * v[(t * kvh + g) * hd + e];
+            out[hh * hd + e] = acc;
+        }
+    }
+    free(s);
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# gpu_run.sh — the one script a device call runs on the H200 machine: build
+# vllm.c with the CUDA backend and run the CUDA tests, logs into $OUT.
+#
+#   bash scripts/gpu_run.sh            # from the repository root
+#
+# The machine has no package registry: our Debian libraries (jansson, pcre2,
+# utf8proc, cmocka) travel as .deb files in .deps/ (see
+# ../shared/design/GPU-MACHINE.md) and are unpacked to /opt/deps here.
+# Environment: OUT (log folder, default ./gpu-out), VLLM_GPU_TESTS (regex of
+# ctest names, default the CUDA tests), VLLM_GPU_SANITIZE=0 to skip the
+# compute-sanitizer pass over test_cuda_ops.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+LOG="$OUT/gpu_run.log"
+exec > >(tee -a "$LOG") 2>&1
+t0=$(date +%s)
+say() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
+
+say "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
+nvcc --version | tail -1 || true
+
+say "unpack .deps"
+if ls .deps/*.deb >/dev/null 2>&1; then
+    mkdir -p /opt/deps
+    for f in .deps/*.deb; do dpkg -x "$f" /opt/deps || exit 1; done
+    ML=/opt/deps/usr/lib/x86_64-linux-gnu
+    export CMAKE_PREFIX_PATH=/opt/deps/usr PKG_CONFIG_PATH=$ML/pkgconfig
+    export LD_LIBRARY_PATH=$ML${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # The .pc files say prefix=/usr: point the compiler at the unpacked tree too.
+    export CPATH=/opt/deps/usr/include${CPATH:+:$CPATH} LIBRARY_PATH=$ML${LIBRARY_PATH:+:$LIBRARY_PATH}
+else
+    echo "no .deps/*.deb: relying on system libraries"
+fi
+
+say "configure"
+BUILD=build-gpu
+cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.log" 2>&1 ||
+    { tail -40 "$OUT/configure.log"; exit 1; }
+
+say "build"
+TARGETS=(test_cuda_ops test_cuda_model)
+cmake --build $BUILD -j"$(nproc)" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+
+rc=0
+for t in "${TARGETS[@]}"; do
+    say "run $t"
+    (cd $BUILD && timeout 300 ./"$t") >"$OUT/$t.log" 2>&1
+    r=$?
+    tail -60 "$OUT/$t.log"
+    echo "$t exit $r"
+    [ $r -eq 0 ] || rc=1
+done
+
+if [ "${VLLM_GPU_SANITIZE:-1}" != 0 ] && command -v compute-sanitizer >/dev/null; then
+    say "compute-sanitizer memcheck test_cuda_ops"
+    (cd $BUILD && VLLM_CUDA_SPEED=0 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 ./test_cuda_ops) \
+        >"$OUT/memcheck.log" 2>&1
+    r=$?
+    grep -E "ERROR SUMMARY|PASSED|FAILED|Invalid|error" "$OUT/memcheck.log" | head -20
+    echo "memcheck exit $r"
+    [ $r -eq 0 ] || rc=1
+fi
+
+say "done (rc=$rc)"
+exit $rc

@@ -1,0 +1,265 @@
+/* cuda_backend — the CUDA rt_backend: device, stream, memory, copies, sync,
+ * and the registration of every op kernel.
+ *
+ * Memory: allocations come from the device's default stream-ordered pool
+ * (cudaMallocAsync/cudaFreeAsync on the backend's stream) with its release
+ * threshold raised to "keep everything", which makes the pool a caching
+ * allocator: freed blocks return to the pool and later allocations reuse
+ * them without a device-wide synchronisation. Since all work runs on one
+ * stream, a block freed while kernels still use it is reused only after
+ * them. The pool gives memory back when the backend is destroyed.
+ *
+ * Copies: host<->device copies return when the host side may be reused or
+ * read (the stream is synchronised); device->device copies are queued.
+ */
+#include "backends/cuda/cuda_internal.h"
+
+#include "backends/cuda/cuda_dequant.cuh"
+
+extern "C" {
+#include "base/log.h"
+}
+
+#include <string.h>
+
+extern "C" void cuda_backend_register(void);
+
+int cuda_fail(cudaError_t e, const char *expr, const char *file, int line) {
+    return vc_err_set(VC_ERR_RUNTIME, "%s:%d: %s: %s (%s)", file, line, expr, cudaGetErrorString(e),
+                      cudaGetErrorName(e));
+}
+
+int cuda_blas_fail(cublasStatus_t s, const char *expr, const char *file, int line) {
+    return vc_err_set(VC_ERR_RUNTIME, "%s:%d: %s: cuBLAS status %d (%s)", file, line, expr, (int)s,
+                      cublasGetStatusString(s));
+}
+
+int cuda_enter(const cuda_ctx *c) {
+    int cur = -1;
+    CU_TRY(cudaGetDevice(&cur));
+    if (cur != c->device) CU_TRY(cudaSetDevice(c->device));
+    return VC_OK;
+}
+
+cuda_view cuda_view_of(const rt_tensor *t) {
+    cuda_view v;
+    memset(&v, 0, sizeof v);
+    v.data = (char *)t->data;
+    v.ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) {
+        v.shape[i] = t->shape[i];
+        v.stride[i] = t->stride[i];
+    }
+    return v;
+}
+
+int cuda_check_dev(const rt_tensor *t, const char *op) {
+    if (t->device != RT_DEV_CUDA)
+        return vc_err_set(VC_ERR_INVALID, "cuda %s: tensor is not in device memory", op);
+    return VC_OK;
+}
+
+void *cuda_tmp_alloc(cuda_ctx *c, size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, c->pool, c->stream);
+    if (e != cudaSuccess) {
+        vc_err_set(VC_ERR_OOM, "cuda: cannot allocate %zu bytes: %s", bytes, cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+void cuda_tmp_free(cuda_ctx *c, void *p) {
+    if (!p) return;
+    cudaError_t e = cudaFreeAsync(p, c->stream);
+    if (e != cudaSuccess) VC_WARN("cuda: cudaFreeAsync failed: %s", cudaGetErrorString(e));
+}
+
+/* ---- vtable ------------------------------------------------------------- */
+
+static void *cuda_alloc(rt_backend *be, size_t bytes) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (cuda_enter(c) < 0) return NULL;
+    void *p = cuda_tmp_alloc(c, bytes);
+    if (p && ((uintptr_t)p & 63)) { /* the vtable promises 64-byte alignment */
+        cuda_tmp_free(c, p);
+        vc_err_set(VC_ERR_RUNTIME, "cuda: pool returned a misaligned block");
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(rt_backend *be, void *p) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (cuda_enter(c) < 0) return;
+    cuda_tmp_free(c, p);
+}
+
+/* Wait for the stream, then report device-side error flags. */
+static int cuda_drain(cuda_ctx *c) {
+    CU_TRY(cudaMemcpyAsync(c->h_flags, c->d_flags, sizeof(int), cudaMemcpyDeviceToHost, c->stream));
+    CU_TRY(cudaStreamSynchronize(c->stream));
+    int f = *c->h_flags;
+    if (f) {
+        CU_TRY(cudaMemsetAsync(c->d_flags, 0, sizeof(int), c->stream));
+        CU_TRY(cudaStreamSynchronize(c->stream));
+        if (f & CUDA_FLAG_BAD_TOKEN)
+            return vc_err_set(VC_ERR_INVALID, "cuda embed: a token id was out of range");
+        if (f & CUDA_FLAG_BAD_SLOT) return vc_err_set(VC_ERR_INVALID, "cuda kv_store: a slot was out of range");
+        if (f & CUDA_FLAG_BAD_PAGED)
+            return vc_err_set(VC_ERR_INVALID, "cuda paged attention: bad block table or sequence lengths");
+    }
+    return VC_OK;
+}
+
+static int cuda_copy(rt_backend *be, void *dst, rt_device dst_dev, const void *src, rt_device src_dev,
+                     size_t n) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if ((dst_dev != RT_DEV_CPU && dst_dev != RT_DEV_CUDA) ||
+        (src_dev != RT_DEV_CPU && src_dev != RT_DEV_CUDA))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda copy: unknown device");
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    if (n == 0) return VC_OK;
+    if (dst_dev == RT_DEV_CPU && src_dev == RT_DEV_CPU) {
+        CU_TRY(cudaStreamSynchronize(c->stream)); /* host data may come from earlier copies */
+        memmove(dst, src, n);
+        return VC_OK;
+    }
+    cudaMemcpyKind kind = dst_dev == RT_DEV_CPU   ? cudaMemcpyDeviceToHost
+                          : src_dev == RT_DEV_CPU ? cudaMemcpyHostToDevice
+                                                  : cudaMemcpyDeviceToDevice;
+    CU_TRY(cudaMemcpyAsync(dst, src, n, kind, c->stream));
+    if (kind == cudaMemcpyDeviceToHost) return cuda_drain(c);
+    if (kind == cudaMemcpyHostToDevice) CU_TRY(cudaStreamSynchronize(c->stream));
+    return VC_OK;
+}
+
+static int cuda_sync(rt_backend *be) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    return cuda_drain(c);
+}
+
+static void cuda_destroy(rt_backend *be) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (c) {
+        cudaSetDevice(c->device);
+        if (c->stream) cudaStreamSynchronize(c->stream);
+        if (c->blas) cublasDestroy(c->blas);
+        if (c->blas_ws) cudaFree(c->blas_ws);
+        if (c->d_flags) cudaFree(c->d_flags);
+        if (c->h_flags) cudaFreeHost(c->h_flags);
+        if (c->stream) cudaStreamDestroy(c->stream);
+        if (c->pool) cudaMemPoolTrimTo(c->pool, 0);
+        free(c);
+    }
+    free(be);
+}
+
+bool cuda_float_or_quant(rt_dtype t) { return cuda_has_decoder(t); }
+
+static bool cuda_supports(rt_backend *be, int op, const void *argp) {
+    (void)be;
+    const rt_op_args *a = (const rt_op_args *)argp;
+    switch (op) {
+    case RT_OP_MATMUL: return cuda_matmul_supports(a->src[1]->dtype);
+    case RT_OP_EMBED: return cuda_has_decoder(a->src[0]->dtype);
+    case RT_OP_ATTENTION:
+    case RT_OP_PAGED_ATTENTION:
+        return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16) &&
+               a->src[0]->shape[2] <= 1024;
+    case RT_OP_COPY: {
+        rt_dtype s = a->src[0]->dtype, d = a->dst->dtype;
+        bool sf = s == RT_F32 || s == RT_F16 || s == RT_BF16;
+        bool df = d == RT_F32 || d == RT_F16 || d == RT_BF16;
+        return s == d || (sf && df) || (cuda_has_decoder(s) && d == RT_F32);
+    }
+    default: return true;
+    }
+}
+
+static const rt_backend_vtable g_cuda_vt = {
+    /* .name = */ "cuda",
+    /* .device = */ RT_DEV_CUDA,
+    /* .destroy = */ cuda_destroy,
+    /* .alloc = */ cuda_alloc,
+    /* .free = */ cuda_free,
+    /* .copy = */ cuda_copy,
+    /* .sync = */ cuda_sync,
+    /* .supports_op = */ cuda_supports,
+};
+
+static int cuda_init_ctx(cuda_ctx *c, int device) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda: no CUDA device (%s)",
+                          e != cudaSuccess ? cudaGetErrorString(e) : "count 0");
+    if (device < 0 || device >= n)
+        return vc_err_set(VC_ERR_INVALID, "cuda: device %d out of range (%d devices)", device, n);
+    c->device = device;
+    CU_TRY(cudaSetDevice(device));
+    CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CU_TRY(cudaDeviceGetDefaultMemPool(&c->pool, device));
+    uint64_t keep = UINT64_MAX;
+    CU_TRY(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CU_TRY(cudaMalloc((void **)&c->d_flags, sizeof(int)));
+    CU_TRY(cudaMemset(c->d_flags, 0, sizeof(int)));
+    CU_TRY(cudaMallocHost((void **)&c->h_flags, sizeof(int)));
+    c->blas_ws_bytes = 32u << 20;
+    CU_TRY(cudaMalloc(&c->blas_ws, c->blas_ws_bytes));
+    CUBLAS_TRY(cublasCreate(&c->blas));
+    CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
+    CUBLAS_TRY(cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes));
+    /* Default math: SGEMM stays plain fp32 (TF32 only comes with
+     * CUBLAS_TF32_TENSOR_OP_MATH), half-precision GEMMs use tensor cores.
+     * test_cuda_ops bounds the SGEMM path at 2e-5, which TF32 would miss. */
+    CUBLAS_TRY(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    return VC_OK;
+}
+
+static rt_backend *cuda_create(const rt_backend_params *p) {
+    rt_backend *be = (rt_backend *)calloc(1, sizeof *be);
+    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        vc_err_set(VC_ERR_OOM, "cuda backend: out of memory");
+        return NULL;
+    }
+    be->vt = &g_cuda_vt;
+    be->ctx = c;
+    be->device = RT_DEV_CUDA;
+    c->device = p->device_id;
+    if (cuda_init_ctx(c, p->device_id) < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", vc_err_msg());
+        int st = vc_err_status();
+        cuda_destroy(be);
+        vc_err_set(st, "%s", msg);
+        return NULL;
+    }
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, c->device) == cudaSuccess)
+        VC_INFO("cuda backend: device %d %s (sm_%d%d, %d SMs, %.1f GiB)", c->device, prop.name,
+                prop.major, prop.minor, prop.multiProcessorCount,
+                (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    return be;
+}
+
+void cuda_backend_register(void) {
+    rt_backend_register(RT_DEV_CUDA, cuda_create);
+    rt_op_register(RT_OP_EMBED, RT_DEV_CUDA, cuda_op_embed);
+    rt_op_register(RT_OP_MATMUL, RT_DEV_CUDA, cuda_op_matmul);
+    rt_op_register(RT_OP_RMSNORM, RT_DEV_CUDA, cuda_op_rmsnorm);
+    rt_op_register(RT_OP_ROPE, RT_DEV_CUDA, cuda_op_rope);
+    rt_op_register(RT_OP_GLU, RT_DEV_CUDA, cuda_op_glu);
+    rt_op_register(RT_OP_ADD, RT_DEV_CUDA, cuda_op_add);
+    rt_op_register(RT_OP_SCALE, RT_DEV_CUDA, cuda_op_scale);
+    rt_op_register(RT_OP_SOFTMAX, RT_DEV_CUDA, cuda_op_softmax);
+    rt_op_register(RT_OP_ATTENTION, RT_DEV_CUDA, cuda_op_attention);
+    rt_op_register(RT_OP_COPY, RT_DEV_CUDA, cuda_op_copy);
+    rt_op_register(RT_OP_ARGMAX, RT_DEV_CUDA, cuda_op_argmax);
+    rt_op_register(RT_OP_KV_STORE, RT_DEV_CUDA, cuda_op_kv_store);
+    rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CUDA, cuda_op_paged_attention);
+}

@@ -1,0 +1,150 @@
+/* cuda_internal — private interface of the CUDA backend (CUDA C++ only).
+ *
+ * Map of the backend:
+ *   cuda_backend.cu    vtable, factory, memory (stream-ordered caching pool),
+ *                      copies, sync, error checking, op registration
+ *   cuda_dequant.cuh   device decoders of the GGUF block formats (32 values
+ *                      at a time), shared by EMBED, COPY and MATMUL
+ *   cuda_matmul.cu     MATMUL: dequantize-in-GEMV for n <= CUDA_GEMV_MAX_N
+ *                      tokens, cuBLAS GEMM (f32 SGEMM without TF32, f16/bf16
+ *                      GemmEx with fp32 accumulation, quantized weights
+ *                      dequantized to bf16 scratch) above that
+ *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
+ *                      per (head, query row), K/V tiles in shared memory,
+ *                      online softmax) and KV_STORE
+ *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
+ *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
+ *
+ * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
+ * ids, which may also be host memory. All work goes to the backend's one
+ * stream; an op returns once its kernels are queued. Errors of the CUDA
+ * runtime and of cuBLAS go through CU_TRY / CUBLAS_TRY, which record
+ * file:line in vc_err and return VC_ERR_RUNTIME (library code never aborts).
+ *
+ * Indices that live on the device (EMBED ids, KV_STORE slots, paged block
+ * tables) cannot be checked before the kernel runs without a round trip;
+ * kernels flag bad ones in ctx->d_flags instead (and never touch memory
+ * out of bounds), and the next sync() or device-to-host copy reports them as
+ * VC_ERR_INVALID.
+ */
+#ifndef CUDA_INTERNAL_H
+#define CUDA_INTERNAL_H
+
+/* The project's C headers carry no extern "C" guards; the libc headers they
+ * pull in come first so that C++ sees them outside the extern block. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "base/err.h"
+#include "runtime/ops.h"
+}
+
+/* Bits of ctx->d_flags (set by kernels, reported by sync/copy). */
+#define CUDA_FLAG_BAD_TOKEN 1 /* EMBED: id out of range */
+#define CUDA_FLAG_BAD_SLOT 2  /* KV_STORE: slot out of range */
+#define CUDA_FLAG_BAD_PAGED 4 /* PAGED_ATTENTION: bad block table / lengths */
+
+/* Max tokens of the GEMV path; larger batches go to cuBLAS. */
+#define CUDA_GEMV_MAX_N 8
+
+typedef struct {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_ws; /* cuBLAS workspace, allocated once (32 MiB, Hopper's recommendation) */
+    size_t blas_ws_bytes;
+    cudaMemPool_t pool; /* the device's default pool, release threshold raised to "never" */
+    int *d_flags;       /* [1] device error flags */
+    int *h_flags;       /* [1] pinned host mirror */
+} cuda_ctx;
+
+/* Record a CUDA / cuBLAS failure with its location; returns VC_ERR_RUNTIME. */
+int cuda_fail(cudaError_t e, const char *expr, const char *file, int line);
+int cuda_blas_fail(cublasStatus_t s, const char *expr, const char *file, int line);
+
+#define CU_TRY(call)                                                          \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) return cuda_fail(e_, #call, __FILE__, __LINE__); \
+    } while (0)
+
+#define CUBLAS_TRY(call)                                                      \
+    do {                                                                      \
+        cublasStatus_t s_ = (call);                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                      \
+            return cuda_blas_fail(s_, #call, __FILE__, __LINE__);             \
+    } while (0)
+
+/* After a kernel launch: report a bad launch configuration. */
+#define CU_LAUNCHED() CU_TRY(cudaGetLastError())
+
+/* Make the backend's device current (cheap when it already is). */
+int cuda_enter(const cuda_ctx *c);
+
+/* Stream-ordered temporary device memory for one op (freed with cuda_tmp_free
+ * on the same stream, so it may be released before the kernels using it
+ * ran). NULL + vc_err on failure. */
+void *cuda_tmp_alloc(cuda_ctx *c, size_t bytes);
+void cuda_tmp_free(cuda_ctx *c, void *p);
+
+/* A tensor viewed as rows of its last dimension: row r starts at
+ * data + sum over the outer dims of idx_i * stride[i] (r decomposed
+ * row-major over shape[0..ndim-2]); element j of a row is at
+ * + j * stride[ndim-1] (plain dtypes). Passed to kernels by value. */
+typedef struct {
+    char *data;
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
+    int64_t stride[RT_MAX_DIMS];
+} cuda_view;
+
+cuda_view cuda_view_of(const rt_tensor *t);
+
+__host__ __device__ static inline char *cuda_row(const cuda_view &v, int64_t r) {
+    int64_t off = 0;
+    for (int i = v.ndim - 2; i >= 0; i--) {
+        int64_t idx = r % v.shape[i];
+        r /= v.shape[i];
+        off += idx * v.stride[i];
+    }
+    return v.data + off;
+}
+
+/* Checks that a tensor's data is device memory of this backend. */
+int cuda_check_dev(const rt_tensor *t, const char *op);
+
+/* Blocks of `threads` to cover n items, capped for 1-D grids. */
+static inline unsigned cuda_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    return (unsigned)(b > 1048576 ? 1048576 : b);
+}
+
+extern "C" {
+int cuda_op_embed(rt_backend *be, const rt_op_args *a);
+int cuda_op_matmul(rt_backend *be, const rt_op_args *a);
+int cuda_op_rmsnorm(rt_backend *be, const rt_op_args *a);
+int cuda_op_rope(rt_backend *be, const rt_op_args *a);
+int cuda_op_glu(rt_backend *be, const rt_op_args *a);
+int cuda_op_add(rt_backend *be, const rt_op_args *a);
+int cuda_op_scale(rt_backend *be, const rt_op_args *a);
+int cuda_op_softmax(rt_backend *be, const rt_op_args *a);
+int cuda_op_attention(rt_backend *be, const rt_op_args *a);
+int cuda_op_copy(rt_backend *be, const rt_op_args *a);
+int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
+int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
+int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
+}
+
+/* What the kernels handle (the answer behind supports_op). */
+bool cuda_matmul_supports(rt_dtype w);
+bool cuda_float_or_quant(rt_dtype t); /* has a device decoder (cuda_dequant.cuh) */
+
+#endif

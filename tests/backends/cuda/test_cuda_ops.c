@@ -1,0 +1,727 @@
+/* Every op of runtime/ops.h on the CUDA backend against the same op on the
+ * CPU backend (the reference), on random inputs and odd shapes.
+ *
+ * KV_STORE and PAGED_ATTENTION (block tables, varlen batches) likewise.
+ *
+ * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i| ("normalised").
+ * Bounds per op: exact (bit-identical) for EMBED, COPY and ARGMAX, whose
+ * GPU kernels do the same IEEE operations; ~1e-5 for f32 arithmetic that
+ * only reorders sums or uses CUDA's expf/tanhf/cosf (<= 2 ulp); for MATMUL
+ * see test_matmul. The largest error seen per op is printed at the end.
+ * Skips (cmocka skip) when no CUDA device is present.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "runtime/ops.h"
+#include "runtime/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static rt_backend *g_cpu, *g_gpu;
+static double g_worst[RT_OP_COUNT];
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static float rnd(void) { /* [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+static void fill(float *x, int64_t n, float amp) {
+    for (int64_t i = 0; i < n; i++) x[i] = amp * rnd();
+}
+static void *xmalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) skip();                                                    \
+    } while (0)
+
+/* A device copy of host bytes with the given dtype/shape (contiguous). */
+static rt_tensor up(const void *host, rt_dtype dt, int ndim, const int64_t *shape) {
+    rt_tensor d = rt_tensor_alloc(g_gpu, dt, ndim, shape);
+    assert_non_null(d.data);
+    rt_tensor h = rt_tensor_make((void *)host, dt, RT_DEV_CPU, ndim, shape);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &d, &h), VC_OK);
+    return d;
+}
+
+static void down(void *host, const rt_tensor *d) {
+    rt_tensor h = rt_tensor_make(host, d->dtype, RT_DEV_CPU, d->ndim, d->shape);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &h, d), VC_OK);
+}
+
+static void drop(rt_tensor *d) {
+    rt_backend_free_mem(g_gpu, d->data);
+    d->data = NULL;
+}
+
+static double nerr(const float *a, const float *b, int64_t n) {
+    double e = 0, m = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= e)) e = d; /* NaN propagates */
+        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
+    }
+    return e / m;
+}
+
+static void note(rt_op op, double e, double bound, const char *what) {
+    if (!(e <= g_worst[op])) g_worst[op] = e;
+    if (!(e <= bound)) fail_msg("%s: %s normalised error %.3e > %.1e", rt_op_name(op), what, e, bound);
+}
+
+/* Random row of n values of dtype t (quantized types via the reference quantizer). */
+static void *make_rows(rt_dtype t, int64_t rows, int64_t n, float amp) {
+    size_t rb = rt_dtype_row_bytes(t, n);
+    char *buf = xmalloc(rb * (size_t)rows);
+    float *tmp = xmalloc((size_t)n * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        fill(tmp, n, amp);
+        assert_int_equal(rt_quant_row(t, tmp, buf + r * rb, n), VC_OK);
+    }
+    free(tmp);
+    return buf;
+}
+
+static const rt_dtype g_wtypes[] = {RT_F32, RT_F16, RT_BF16, RT_Q4_0, RT_Q4_1, RT_Q8_0, RT_Q4_K, RT_Q5_K, RT_Q6_K};
+#define N_WTYPES (sizeof g_wtypes / sizeof g_wtypes[0])
+
+/* ---- EMBED ------------------------------------------------------------- */
+
+static void test_embed(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t V = 37, n = 6;
+    int32_t ids[6] = {0, 36, 5, 5, 17, 1};
+    for (size_t k = 0; k < N_WTYPES; k++) {
+        rt_dtype t = g_wtypes[k];
+        int64_t d = rt_dtype_info(t)->block_elems == 256 ? 512 : (rt_dtype_info(t)->quantized ? 96 : 71);
+        void *tab = make_rows(t, V, d, 2.0f);
+        int64_t s_tab[2] = {V, d}, s_ids[1] = {n}, s_out[2] = {n, d};
+        rt_tensor ht = rt_tensor_make(tab, t, RT_DEV_CPU, 2, s_tab);
+        rt_tensor hi = rt_tensor_make(ids, RT_I32, RT_DEV_CPU, 1, s_ids);
+        float *ref = xmalloc((size_t)(n * d) * 4), *got = xmalloc((size_t)(n * d) * 4);
+        rt_tensor hr = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, s_out);
+        assert_int_equal(rt_embed(g_cpu, &hr, &ht, &hi), VC_OK);
+        rt_tensor dt = up(tab, t, 2, s_tab), di = up(ids, RT_I32, 1, s_ids);
+        rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 2, s_out);
+        assert_int_equal(rt_embed(g_gpu, &dout, &dt, &di), VC_OK); /* device ids */
+        down(got, &dout);
+        assert_memory_equal(got, ref, (size_t)(n * d) * 4);
+        memset(got, 0, (size_t)(n * d) * 4);
+        assert_int_equal(rt_embed(g_gpu, &dout, &dt, &hi), VC_OK); /* host ids */
+        down(got, &dout);
+        assert_memory_equal(got, ref, (size_t)(n * d) * 4);
+        note(RT_OP_EMBED, nerr(got, ref, n * d), 0.0, rt_dtype_name(t));
+        /* out-of-range ids: host ids fail at once, device ids at the next sync */
+        int32_t bad[2] = {3, (int32_t)V};
+        int64_t s2[1] = {2}, so2[2] = {2, d};
+        rt_tensor hb = rt_tensor_make(bad, RT_I32, RT_DEV_CPU, 1, s2);
+        rt_tensor o2 = rt_tensor_slice0(&dout, 0, 2);
+        (void)so2;
+        assert_int_equal(rt_embed(g_gpu, &o2, &dt, &hb), VC_ERR_INVALID);
+        rt_tensor db = up(bad, RT_I32, 1, s2);
+        assert_int_equal(rt_embed(g_gpu, &o2, &dt, &db), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK); /* the flag is cleared */
+        drop(&db);
+        drop(&dt);
+        drop(&di);
+        drop(&dout);
+        free(tab);
+        free(ref);
+        free(got);
+    }
+}
+
+/* ---- MATMUL ------------------------------------------------------------ */
+
+/* Bounds vs the exact product of the stored weights (double reference):
+ * GEMV (n <= 8) computes in f32: 2e-5. GEMM: f32 SGEMM 2e-5; f16 weights
+ * with x rounded to f16 (2^-11): 3e-3; bf16 / quantized (dequantized to
+ * bf16) with x rounded to bf16 (2^-8 per factor): 2e-2. Against the CPU op
+ * (which quantizes activations to 8 bits for quantized weights): 5e-2. */
+static double mm_bound(rt_dtype t, int64_t n) {
+    if (n <= 8 || t == RT_F32) return 2e-5;
+    if (t == RT_F16) return 3e-3;
+    return 2e-2;
+}
+
+static void matmul_case(rt_dtype t, int64_t n, int64_t in, int64_t out, int bias, int strided) {
+    void *w = make_rows(t, out, in, 1.0f);
+    int64_t xcols = strided ? in + 5 : in; /* strided: x rows are a view of wider rows */
+    float *x = xmalloc((size_t)(n * xcols) * 4), *b = xmalloc((size_t)out * 4);
+    fill(x, n * xcols, 1.5f);
+    fill(b, out, 0.5f);
+    float *ref = xmalloc((size_t)(n * out) * 4), *got = xmalloc((size_t)(n * out) * 4);
+    double *exact = xmalloc((size_t)(n * out) * 8);
+    float *wf = xmalloc((size_t)in * 4);
+    size_t rb = rt_dtype_row_bytes(t, in);
+    for (int64_t r = 0; r < out; r++) {
+        rt_dequant_row(t, (char *)w + r * rb, wf, in);
+        for (int64_t i = 0; i < n; i++) {
+            double s = bias ? b[r] : 0.0;
+            for (int64_t k = 0; k < in; k++) s += (double)wf[k] * x[i * xcols + k];
+            exact[i * out + r] = s;
+        }
+    }
+    int64_t s_w[2] = {out, in}, s_xw[2] = {n, xcols}, s_y[2] = {n, out}, s_b[1] = {out};
+    rt_tensor hw = rt_tensor_make(w, t, RT_DEV_CPU, 2, s_w);
+    rt_tensor hxw = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s_xw), hx = hxw;
+    hx.shape[1] = in;
+    rt_tensor hb = rt_tensor_make(b, RT_F32, RT_DEV_CPU, 1, s_b);
+    rt_tensor hy = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, s_y);
+    assert_int_equal(rt_matmul(g_cpu, &hy, &hx, &hw, bias ? &hb : NULL), VC_OK);
+    rt_tensor dw = up(w, t, 2, s_w), dxw = up(x, RT_F32, 2, s_xw), db = up(b, RT_F32, 1, s_b);
+    rt_tensor dx = dxw;
+    dx.shape[1] = in;
+    rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, s_y);
+    int rc = rt_matmul(g_gpu, &dy, &dx, &dw, bias ? &db : NULL);
+    if (rc) fail_msg("matmul %s: %s", rt_dtype_name(t), vc_err_msg());
+    down(got, &dy);
+    double e_exact = 0, m = 1e-30;
+    for (int64_t i = 0; i < n * out; i++) {
+        e_exact = fmax(e_exact, fabs(got[i] - exact[i]));
+        m = fmax(m, fabs(exact[i]));
+    }
+    e_exact /= m;
+    char what[96];
+    snprintf(what, sizeof what, "%s n=%lld in=%lld out=%lld vs exact", rt_dtype_name(t), (long long)n,
+             (long long)in, (long long)out);
+    if (!(e_exact <= mm_bound(t, n))) fail_msg("matmul: %s: %.3e > %.1e", what, e_exact, mm_bound(t, n));
+    snprintf(what, sizeof what, "%s n=%lld vs cpu", rt_dtype_name(t), (long long)n);
+    note(RT_OP_MATMUL, nerr(got, ref, n * out), rt_dtype_info(t)->quantized || n > 8 ? 5e-2 : 2e-5, what);
+    drop(&dw);
+    drop(&dxw);
+    drop(&db);
+    drop(&dy);
+    free(w);
+    free(x);
+    free(b);
+    free(ref);
+    free(got);
+    free(exact);
+    free(wf);
+}
+
+static void test_matmul(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t ns[] = {1, 3, 8, 9, 33};
+    for (size_t k = 0; k < N_WTYPES; k++) {
+        rt_dtype t = g_wtypes[k];
+        int be = rt_dtype_info(t)->block_elems;
+        int64_t in = be == 256 ? 512 : be == 32 ? 96 : 67;
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+            matmul_case(t, ns[j], in, j % 2 ? 45 : 130, (int)(j % 2), j == 2 || j == 4);
+    }
+    /* aligned f16/bf16 rows: the 16-byte-load GEMV */
+    matmul_case(RT_F16, 1, 1024, 130, 1, 0);
+    matmul_case(RT_BF16, 5, 256, 45, 0, 0);
+    matmul_case(RT_BF16, 8, 512, 64, 0, 1);
+    /* a larger prefill-shaped GEMM */
+    matmul_case(RT_BF16, 64, 1024, 768, 1, 0);
+    matmul_case(RT_Q4_K, 40, 1024, 256, 0, 0);
+}
+
+/* ---- RMSNORM / SOFTMAX / ARGMAX ---------------------------------------- */
+
+static void test_rmsnorm(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t rows = 5, ds[] = {7, 64, 4099};
+    for (int k = 0; k < 3; k++)
+        for (int off = 0; off < 2; off++) {
+            int64_t d = ds[k], s[2] = {rows, d}, sw[1] = {d};
+            float *x = xmalloc((size_t)(rows * d) * 4), *w = xmalloc((size_t)d * 4);
+            float *ref = xmalloc((size_t)(rows * d) * 4), *got = xmalloc((size_t)(rows * d) * 4);
+            fill(x, rows * d, 3.0f);
+            fill(w, d, 1.0f);
+            rt_tensor hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s), hw = rt_tensor_make(w, RT_F32, RT_DEV_CPU, 1, sw);
+            rt_tensor hy = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, s);
+            assert_int_equal(rt_rmsnorm(g_cpu, &hy, &hx, &hw, 1e-5f, (float)off), VC_OK);
+            rt_tensor dx = up(x, RT_F32, 2, s), dw = up(w, RT_F32, 1, sw);
+            rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, s);
+            assert_int_equal(rt_rmsnorm(g_gpu, &dy, &dx, &dw, 1e-5f, (float)off), VC_OK);
+            down(got, &dy);
+            note(RT_OP_RMSNORM, nerr(got, ref, rows * d), 1e-5, "out of place");
+            assert_int_equal(rt_rmsnorm(g_gpu, &dx, &dx, &dw, 1e-5f, (float)off), VC_OK); /* in place */
+            down(got, &dx);
+            note(RT_OP_RMSNORM, nerr(got, ref, rows * d), 1e-5, "in place");
+            drop(&dx);
+            drop(&dw);
+            drop(&dy);
+            free(x);
+            free(w);
+            free(ref);
+            free(got);
+        }
+}
+
+static void test_softmax(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t rows = 3, cs[] = {1, 17, 5000};
+    for (int k = 0; k < 3; k++) {
+        int64_t c = cs[k], s[2] = {rows, c};
+        float *x = xmalloc((size_t)(rows * c) * 4), *ref = xmalloc((size_t)(rows * c) * 4),
+              *got = xmalloc((size_t)(rows * c) * 4);
+        fill(x, rows * c, 8.0f);
+        for (int64_t i = 0; i < c; i++) x[c + i] = -INFINITY; /* row 1: nothing to attend */
+        if (c > 2) x[2 * c + 1] = -INFINITY;
+        rt_tensor hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s), hy = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, s);
+        assert_int_equal(rt_softmax(g_cpu, &hy, &hx), VC_OK);
+        rt_tensor dx = up(x, RT_F32, 2, s);
+        assert_int_equal(rt_softmax(g_gpu, &dx, &dx), VC_OK); /* in place */
+        down(got, &dx);
+        note(RT_OP_SOFTMAX, nerr(got, ref, rows * c), 1e-5, "in place");
+        drop(&dx);
+        free(x);
+        free(ref);
+        free(got);
+    }
+}
+
+static void test_argmax(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t rows = 4, cs[] = {1, 1000, 50000};
+    for (int k = 0; k < 3; k++) {
+        int64_t c = cs[k], s[2] = {rows, c}, sr[1] = {rows};
+        float *x = xmalloc((size_t)(rows * c) * 4);
+        fill(x, rows * c, 1.0f);
+        if (c > 10) {
+            x[0 * c + 3] = 5.0f; /* tie: lowest index wins */
+            x[0 * c + c - 2] = 5.0f;
+            x[1 * c + 7] = NAN; /* NaN never wins */
+            x[1 * c + 9] = 7.0f;
+            for (int64_t i = 0; i < c; i++) x[2 * c + i] = 0.25f; /* all equal -> 0 */
+        }
+        for (int64_t i = 0; i < c; i++) x[3 * c + i] = NAN; /* all NaN -> 0 */
+        int32_t ref[4], got[4];
+        rt_tensor hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s), hr = rt_tensor_make(ref, RT_I32, RT_DEV_CPU, 1, sr);
+        assert_int_equal(rt_argmax(g_cpu, &hr, &hx), VC_OK);
+        rt_tensor dx = up(x, RT_F32, 2, s), dr = rt_tensor_alloc(g_gpu, RT_I32, 1, sr);
+        assert_int_equal(rt_argmax(g_gpu, &dr, &dx), VC_OK);
+        down(got, &dr);
+        assert_memory_equal(got, ref, sizeof ref);
+        if (c > 10) {
+            assert_int_equal(got[0], 3);
+            assert_int_equal(got[1], 9);
+        }
+        drop(&dx);
+        drop(&dr);
+        free(x);
+    }
+}
+
+/* ---- ROPE ---------------------------------------------------------------- */
+
+static void test_rope(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t n = 5, h = 3;
+    int32_t pos[5] = {0, 1, 7, 1000, 4095};
+    const int64_t hds[] = {32, 48, 128};
+    for (int hi = 0; hi < 3; hi++) {
+        int64_t hd = hds[hi], s[3] = {n, h, hd}, sp[1] = {n};
+        float *x = xmalloc((size_t)(n * h * hd) * 4), *ref = xmalloc((size_t)(n * h * hd) * 4),
+              *got = xmalloc((size_t)(n * h * hd) * 4);
+        fill(x, n * h * hd, 2.0f);
+        for (int neox = 0; neox < 2; neox++)
+            for (int rot = 16; rot <= hd; rot += (int)hd - 16 > 16 ? (int)hd - 16 : 16) {
+                float inv[64];
+                for (int k = 0; k < rot / 2; k++) inv[k] = powf(10000.0f, -2.0f * k / rot);
+                float af = rot < hd ? 1.25f : 1.0f;
+                int64_t sf[1] = {rot / 2};
+                memcpy(ref, x, (size_t)(n * h * hd) * 4);
+                rt_tensor hx = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, s);
+                rt_tensor hp = rt_tensor_make(pos, RT_I32, RT_DEV_CPU, 1, sp), hf = rt_tensor_make(inv, RT_F32, RT_DEV_CPU, 1, sf);
+                assert_int_equal(rt_rope(g_cpu, &hx, &hp, &hf, rot, neox, af), VC_OK);
+                rt_tensor dx = up(x, RT_F32, 3, s), dp = up(pos, RT_I32, 1, sp), df = up(inv, RT_F32, 1, sf);
+                assert_int_equal(rt_rope(g_gpu, &dx, &dp, &df, rot, neox, af), VC_OK);
+                down(got, &dx);
+                note(RT_OP_ROPE, nerr(got, ref, n * h * hd), 1e-5, neox ? "neox" : "normal");
+                drop(&dx);
+                drop(&dp);
+                drop(&df);
+            }
+        free(x);
+        free(ref);
+        free(got);
+    }
+}
+
+/* ---- GLU / ADD / SCALE --------------------------------------------------- */
+
+static void ew_case(int64_t rows, int64_t cols, int64_t pad) {
+    /* tensors are [rows, cols] views of [rows, cols+pad] buffers */
+    int64_t sb[2] = {rows, cols + pad};
+    size_t nb = (size_t)(rows * (cols + pad));
+    float *a = xmalloc(nb * 4), *b = xmalloc(nb * 4), *ref = xmalloc(nb * 4), *got = xmalloc(nb * 4);
+    fill(a, (int64_t)nb, 6.0f);
+    fill(b, (int64_t)nb, 2.0f);
+    for (int kind = 0; kind < 4; kind++) {
+        memset(ref, 0, nb * 4);
+        rt_tensor ha = rt_tensor_make(a, RT_F32, RT_DEV_CPU, 2, sb), hb = rt_tensor_make(b, RT_F32, RT_DEV_CPU, 2, sb);
+        rt_tensor hy = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, sb);
+        rt_tensor da = up(a, RT_F32, 2, sb), db = up(b, RT_F32, 2, sb), dy = up(ref, RT_F32, 2, sb);
+        ha.shape[1] = hb.shape[1] = hy.shape[1] = cols;
+        da.shape[1] = db.shape[1] = dy.shape[1] = cols;
+        rt_op op;
+        if (kind < 2) {
+            op = RT_OP_GLU;
+            assert_int_equal(rt_glu(g_cpu, &hy, &ha, &hb, (rt_act)kind), VC_OK);
+            assert_int_equal(rt_glu(g_gpu, &dy, &da, &db, (rt_act)kind), VC_OK);
+        } else if (kind == 2) {
+            op = RT_OP_ADD;
+            assert_int_equal(rt_add(g_cpu, &hy, &ha, &hb), VC_OK);
+            assert_int_equal(rt_add(g_gpu, &dy, &da, &db), VC_OK);
+        } else {
+            op = RT_OP_SCALE;
+            assert_int_equal(rt_scale(g_cpu, &hy, &ha, -0.37f), VC_OK);
+            assert_int_equal(rt_scale(g_gpu, &dy, &da, -0.37f), VC_OK);
+        }
+        dy.shape[1] = cols + pad;
+        down(got, &dy);
+        note(op, nerr(got, ref, (int64_t)nb), 1e-6, pad ? "strided" : "contiguous");
+        drop(&da);
+        drop(&db);
+        drop(&dy);
+    }
+    free(a);
+    free(b);
+    free(ref);
+    free(got);
+}
+
+static void test_elementwise(void **st) {
+    (void)st;
+    NEED_GPU();
+    ew_case(1, 1, 0);
+    ew_case(1, 13, 0);
+    ew_case(4, 10000, 0);
+    ew_case(7, 10, 6);
+}
+
+/* ---- ATTENTION ----------------------------------------------------------- */
+
+static void attn_case(int64_t n, int64_t h, int64_t kvh, int64_t hd, int64_t n_past, int32_t window,
+                      float softcap, rt_dtype kvt) {
+    int64_t ctx = n_past + n + 3, sq[3] = {n, h, hd}, sk[3] = {ctx, kvh, hd};
+    float *q = xmalloc((size_t)(n * h * hd) * 4), *ref = xmalloc((size_t)(n * h * hd) * 4),
+          *got = xmalloc((size_t)(n * h * hd) * 4);
+    fill(q, n * h * hd, 1.0f);
+    void *k = make_rows(kvt, ctx * kvh, hd, 1.0f), *v = make_rows(kvt, ctx * kvh, hd, 1.0f);
+    float scale = 1.0f / sqrtf((float)hd) * 3.0f; /* sharpen: softmax far from uniform */
+    rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+    rt_tensor hk = rt_tensor_make(k, kvt, RT_DEV_CPU, 3, sk), hv = rt_tensor_make(v, kvt, RT_DEV_CPU, 3, sk);
+    assert_int_equal(rt_attention(g_cpu, &ho, &hq, &hk, &hv, n_past, scale, softcap, window), VC_OK);
+    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, kvt, 3, sk), dv = up(v, kvt, 3, sk);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    assert_int_equal(rt_attention(g_gpu, &dout, &dq, &dk, &dv, n_past, scale, softcap, window), VC_OK);
+    down(got, &dout);
+    char what[96];
+    snprintf(what, sizeof what, "n=%lld h=%lld/%lld hd=%lld past=%lld win=%d cap=%g %s", (long long)n, (long long)h,
+             (long long)kvh, (long long)hd, (long long)n_past, window, softcap, rt_dtype_name(kvt));
+    note(RT_OP_ATTENTION, nerr(got, ref, n * h * hd), 1e-5, what);
+    drop(&dq);
+    drop(&dk);
+    drop(&dv);
+    drop(&dout);
+    free(q);
+    free(ref);
+    free(got);
+    free(k);
+    free(v);
+}
+
+static void test_attention(void **st) {
+    (void)st;
+    NEED_GPU();
+    attn_case(7, 4, 2, 16, 0, 0, 0.0f, RT_F32);     /* prefill */
+    attn_case(1, 8, 2, 128, 100, 0, 0.0f, RT_F16);  /* decode, f16 cache, 2 tiles */
+    attn_case(9, 4, 4, 64, 20, 5, 30.0f, RT_F32);   /* sliding window + softcap */
+    attn_case(3, 2, 1, 256, 70, 0, 0.0f, RT_F16);   /* hd 256: smaller tiles */
+    attn_case(5, 6, 2, 80, 130, 0, 0.0f, RT_F32);   /* group 3, odd hd */
+    attn_case(2, 2, 1, 512, 30, 0, 0.0f, RT_F32);   /* largest head the CPU reference takes */
+    attn_case(40, 4, 2, 32, 300, 64, 0.0f, RT_F16); /* long context, window */
+}
+
+/* ---- KV_STORE / PAGED_ATTENTION ------------------------------------------ */
+
+static void test_kv_store(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t T = 6, kvh = 2, hd = 24, NB = 4, B = 4;
+    int32_t slots[6] = {3, -1, 15, 0, 7, 8};
+    for (int f16 = 0; f16 < 2; f16++) {
+        rt_dtype ct = f16 ? RT_F16 : RT_F32;
+        int64_t sc[4] = {NB, B, kvh, hd}, ss[3] = {T, kvh, hd}, sl[1] = {T};
+        void *cache = make_rows(ct, NB * B * kvh, hd, 1.0f);
+        size_t cb = rt_dtype_row_bytes(ct, hd) * (size_t)(NB * B * kvh);
+        float *src = xmalloc((size_t)(T * kvh * hd) * 4);
+        char *got = xmalloc(cb);
+        fill(src, T * kvh * hd, 2.0f);
+        rt_tensor dc = up(cache, ct, 4, sc), ds = up(src, RT_F32, 3, ss), dsl = up(slots, RT_I32, 1, sl);
+        rt_tensor hc = rt_tensor_make(cache, ct, RT_DEV_CPU, 4, sc), hs = rt_tensor_make(src, RT_F32, RT_DEV_CPU, 3, ss);
+        rt_tensor hsl = rt_tensor_make(slots, RT_I32, RT_DEV_CPU, 1, sl);
+        assert_int_equal(rt_kv_store(g_cpu, &hc, &hs, &hsl), VC_OK);
+        assert_int_equal(rt_kv_store(g_gpu, &dc, &ds, &dsl), VC_OK);
+        down(got, &dc);
+        assert_memory_equal(got, cache, cb);
+        note(RT_OP_KV_STORE, 0.0, 0.0, "exact");
+        int32_t bad[6] = {0, 1, 2, 3, 4, (int32_t)(NB * B)};
+        rt_tensor dbad = up(bad, RT_I32, 1, sl);
+        assert_int_equal(rt_kv_store(g_gpu, &dc, &ds, &dbad), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+        drop(&dbad);
+        drop(&dc);
+        drop(&ds);
+        drop(&dsl);
+        free(cache);
+        free(src);
+        free(got);
+    }
+}
+
+static void paged_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float softcap, rt_dtype kvt) {
+    enum { S = 3, NB = 20, B = 4, MB = 6 };
+    int32_t seq_lens[S] = {5, 17, 9}, qsl[S + 1] = {0, 5, 6, 9}, bt[S * MB];
+    int32_t perm[NB];
+    for (int i = 0; i < NB; i++) perm[i] = i;
+    for (int i = NB - 1; i > 0; i--) { /* shuffle the blocks */
+        int j = (int)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int used = 0;
+    for (int s = 0; s < S; s++)
+        for (int b = 0; b < MB; b++) bt[s * MB + b] = b * B < seq_lens[s] ? perm[used++] : -1;
+    int64_t T = qsl[S], sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {S, MB}, ssl[1] = {S}, sqsl[1] = {S + 1};
+    float *q = xmalloc((size_t)(T * h * hd) * 4), *ref = xmalloc((size_t)(T * h * hd) * 4),
+          *got = xmalloc((size_t)(T * h * hd) * 4);
+    fill(q, T * h * hd, 1.0f);
+    void *k = make_rows(kvt, NB * B * kvh, hd, 1.0f), *v = make_rows(kvt, NB * B * kvh, hd, 1.0f);
+    float scale = 3.0f / sqrtf((float)hd);
+    rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+    rt_tensor hk = rt_tensor_make(k, kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, kvt, RT_DEV_CPU, 4, sc);
+    rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt), hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl);
+    rt_tensor hsl = rt_tensor_make(seq_lens, RT_I32, RT_DEV_CPU, 1, ssl);
+    assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, softcap, window), VC_OK);
+    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, kvt, 4, sc), dv = up(v, kvt, 4, sc);
+    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(seq_lens, RT_I32, 1, ssl);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, softcap, window), VC_OK);
+    down(got, &dout);
+    char what[96];
+    snprintf(what, sizeof what, "h=%lld/%lld hd=%lld win=%d cap=%g %s", (long long)h, (long long)kvh, (long long)hd,
+             window, softcap, rt_dtype_name(kvt));
+    note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), 1e-5, what);
+    /* a block id out of range (the block of sequence 1's last key, which
+     * every window reads) is reported at the next sync */
+    bt[MB + (seq_lens[1] - 1) / B] = NB;
+    rt_tensor dbad = up(bt, RT_I32, 2, sbt);
+    assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbad, &dqsl, &dsl, scale, softcap, window), VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+    drop(&dbad);
+    drop(&dq);
+    drop(&dk);
+    drop(&dv);
+    drop(&dbt);
+    drop(&dqsl);
+    drop(&dsl);
+    drop(&dout);
+    free(q);
+    free(ref);
+    free(got);
+    free(k);
+    free(v);
+}
+
+static void test_paged_attention(void **st) {
+    (void)st;
+    NEED_GPU();
+    paged_case(4, 2, 16, 0, 0.0f, RT_F32);
+    paged_case(8, 2, 128, 0, 0.0f, RT_F16);
+    paged_case(6, 2, 80, 5, 30.0f, RT_F32);
+    paged_case(2, 1, 256, 0, 0.0f, RT_F16);
+}
+
+/* ---- COPY ---------------------------------------------------------------- */
+
+static void copy_case(rt_dtype st, rt_dtype dt, int64_t rows, int64_t cols, int strided_dst) {
+    int64_t s[2] = {rows, cols};
+    void *src = make_rows(st, rows, cols, 3.0f);
+    /* strided_dst: dst is rows [1, 1+rows) x cols of a [rows+2, cols+8] plain buffer */
+    int64_t sd[2] = {strided_dst ? rows + 2 : rows, strided_dst ? cols + 8 : cols};
+    size_t dbytes = rt_dtype_row_bytes(dt, sd[1]) * (size_t)sd[0];
+    char *ref = xmalloc(dbytes), *got = xmalloc(dbytes);
+    rt_tensor hs = rt_tensor_make(src, st, RT_DEV_CPU, 2, s);
+    rt_tensor hdw = rt_tensor_make(ref, dt, RT_DEV_CPU, 2, sd);
+    rt_tensor ddw = up(ref, dt, 2, sd); /* zeros */
+    rt_tensor hd = hdw, dd = ddw;
+    if (strided_dst) {
+        hd = rt_tensor_slice0(&hdw, 1, rows);
+        dd = rt_tensor_slice0(&ddw, 1, rows);
+        hd.shape[1] = dd.shape[1] = cols;
+    }
+    assert_int_equal(rt_copy(g_cpu, &hd, &hs), VC_OK);
+    rt_tensor ds = up(src, st, 2, s);
+    int rc = rt_copy(g_gpu, &dd, &ds);
+    if (rc) fail_msg("copy %s -> %s: %s", rt_dtype_name(st), rt_dtype_name(dt), vc_err_msg());
+    down(got, &ddw);
+    if (memcmp(got, ref, dbytes))
+        fail_msg("copy %s -> %s (%lldx%lld%s) differs from the CPU", rt_dtype_name(st), rt_dtype_name(dt),
+                 (long long)rows, (long long)cols, strided_dst ? ", strided" : "");
+    note(RT_OP_COPY, 0.0, 0.0, "exact");
+    drop(&ds);
+    drop(&ddw);
+    free(src);
+    free(ref);
+    free(got);
+}
+
+static void test_copy(void **st) {
+    (void)st;
+    NEED_GPU();
+    const rt_dtype fl[] = {RT_F32, RT_F16, RT_BF16};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            copy_case(fl[a], fl[b], 5, 37, 0);
+            copy_case(fl[a], fl[b], 5, 37, 1);
+        }
+    for (size_t k = 3; k < N_WTYPES; k++) {
+        rt_dtype t = g_wtypes[k];
+        int64_t cols = rt_dtype_info(t)->block_elems == 256 ? 512 : 96;
+        copy_case(t, RT_F32, 3, cols, 0);
+        copy_case(t, RT_F32, 3, cols, 1);
+        copy_case(t, t, 3, cols, 0);
+    }
+    /* f32 -> quantized is not done on the GPU: reported, not crashed */
+    int64_t s[2] = {2, 32};
+    rt_tensor a = rt_tensor_alloc(g_gpu, RT_F32, 2, s), q = rt_tensor_alloc(g_gpu, RT_Q8_0, 2, s);
+    assert_int_equal(rt_copy(g_gpu, &q, &a), VC_ERR_UNSUPPORTED);
+    drop(&a);
+    drop(&q);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+static void test_errors(void **st) {
+    (void)st;
+    NEED_GPU();
+    float x[8] = {0};
+    int64_t s[2] = {2, 4};
+    rt_tensor hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s);
+    rt_tensor dx = rt_tensor_alloc(g_gpu, RT_F32, 2, s);
+    assert_int_equal(rt_add(g_gpu, &dx, &dx, &hx), VC_ERR_INVALID); /* host tensor */
+    assert_int_equal(rt_scale(g_gpu, &dx, &dx, 2.0f), VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    drop(&dx);
+}
+
+/* Informational: achieved weight bandwidth of the decode GEMV (n=1) and
+ * the prefill GEMM rate on a Llama-8B FFN-shaped matrix (random bytes as
+ * weights: speed does not depend on the values). Checks only that the
+ * calls succeed; the numbers are for the report. VLLM_CUDA_SPEED=0 skips it
+ * (scripts/gpu_run.sh does under compute-sanitizer). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_speed_report(void **st) {
+    (void)st;
+    NEED_GPU();
+    const char *env = getenv("VLLM_CUDA_SPEED");
+    if (env && !strcmp(env, "0")) skip();
+    const int64_t out = 14336, in = 4096, nmax = 512;
+    size_t maxb = (size_t)(out * in) * 4;
+    uint32_t *bytes = xmalloc(maxb);
+    for (size_t i = 0; i < maxb / 4; i++) bytes[i] = (uint32_t)(rnd() * 2147483647.0f) & 0x3BFF3BFFu; /* finite halves */
+    float *x = xmalloc((size_t)(nmax * in) * 4);
+    fill(x, nmax * in, 1.0f);
+    int64_t sx[2] = {nmax, in}, sy[2] = {nmax, out};
+    rt_tensor dx = up(x, RT_F32, 2, sx), dy = rt_tensor_alloc(g_gpu, RT_F32, 2, sy);
+    const rt_dtype ts[] = {RT_F32, RT_F16, RT_BF16, RT_Q8_0, RT_Q4_0, RT_Q4_1, RT_Q4_K, RT_Q6_K};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+        int64_t sw[2] = {out, in};
+        size_t wb = rt_dtype_row_bytes(ts[k], in) * (size_t)out;
+        rt_tensor dw = up(bytes, ts[k], 2, sw);
+        (void)wb;
+        for (int pass = 0; pass < 2; pass++) {
+            int64_t n = pass ? 256 : 1;
+            rt_tensor x1 = rt_tensor_slice0(&dx, 0, n), y1 = rt_tensor_slice0(&dy, 0, n);
+            assert_int_equal(rt_matmul(g_gpu, &y1, &x1, &dw, NULL), VC_OK); /* warm-up */
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            int iters = pass ? 5 : 20;
+            double t0 = now_s();
+            for (int i = 0; i < iters; i++) assert_int_equal(rt_matmul(g_gpu, &y1, &x1, &dw, NULL), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            double dt = (now_s() - t0) / iters;
+            if (pass == 0)
+                print_message("speed: gemv  %-5s %lldx%lld n=1: %8.1f us, %6.0f GB/s of weights\n", rt_dtype_name(ts[k]),
+                              (long long)out, (long long)in, dt * 1e6, (double)wb / dt * 1e-9);
+            else
+                print_message("speed: gemm  %-5s %lldx%lld n=%lld: %8.1f us, %6.1f TFLOP/s\n", rt_dtype_name(ts[k]),
+                              (long long)out, (long long)in, (long long)n, dt * 1e6, 2.0 * n * in * out / dt * 1e-12);
+        }
+        drop(&dw);
+    }
+    drop(&dx);
+    drop(&dy);
+    free(bytes);
+    free(x);
+}
+
+static void test_report(void **st) {
+    (void)st;
+    NEED_GPU();
+    for (int op = 0; op < RT_OP_COUNT; op++)
+        print_message("cuda vs cpu: %-9s max normalised error %.3e\n", rt_op_name((rt_op)op), g_worst[op]);
+}
+
+static int setup(void **st) {
+    (void)st;
+    rt_backend_params p = rt_backend_params_default();
+    p.n_threads = 2;
+    g_cpu = rt_backend_create(RT_DEV_CPU, &p);
+    if (!g_cpu) return -1;
+    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
+    return 0;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    rt_backend_free(g_gpu);
+    rt_backend_free(g_cpu);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_speed_report), cmocka_unit_test(test_report),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
