@@ -29,6 +29,11 @@ int smp_req_create_from_ereq(const smp_batch *b, const ereq_sampling *sp, const 
     p.stop_ids = stops;
     p.n_stop_ids = n;
     p.logprobs = sp->logprobs;
+    if (sp->prompt_logprobs > smp_batch_max_logprobs(b))
+        return vc_err_set(VC_ERR_INVALID, "requested %d prompt logprobs, the most allowed is %d", sp->prompt_logprobs,
+                          smp_batch_max_logprobs(b));
+    if (sp->n_logit_bias < 0 || (sp->n_logit_bias > 0 && (!sp->logit_bias_ids || !sp->logit_bias_vals)))
+        return vc_err_set(VC_ERR_INVALID, "logit_bias: bad count %d", sp->n_logit_bias);
     smp_bias *bias = NULL;
     if (sp->n_logit_bias > 0) {
         bias = malloc((size_t)sp->n_logit_bias * sizeof *bias);
@@ -42,10 +47,7 @@ int smp_req_create_from_ereq(const smp_batch *b, const ereq_sampling *sp, const 
     p.bad_words = sp->bad_words_ids;
     p.bad_word_lens = sp->bad_words_lens;
     p.n_bad_words = sp->n_bad_words;
-    if (sp->prompt_logprobs > smp_batch_max_logprobs(b))
-        return vc_err_set(VC_ERR_INVALID, "requested %d prompt logprobs, the most allowed is %d", sp->prompt_logprobs,
-                          smp_batch_max_logprobs(b));
-    int rc = smp_req_create(b, &p, out);
+    int rc = smp_req_create(b, &p, out); /* copies bias */
     free(bias);
     return rc;
 }
