@@ -14,6 +14,9 @@ typedef struct {
     eout_req *out;
     void *user;
     bool reported_final;
+    int32_t n_lp, lp_rank; /* logprobs of the latest sampled token */
+    int32_t *lp_ids;
+    float *lp_vals;
 } eng_req;
 
 struct eng_engine;
@@ -185,6 +188,8 @@ static void free_req(ereq *r) {
     eng_req *er = r->user;
     if (er) {
         eout_req_free(er->out);
+        free(er->lp_ids);
+        free(er->lp_vals);
         free(er);
     }
     ereq_free(r);
@@ -337,7 +342,10 @@ static int emit(eng_engine *e, ereq *r, int32_t *n_outs) {
     e->outs[(*n_outs)++] = (eng_output){.id = r->id, .user = er->user, .text = d.text, .text_len = d.text_len,
                                         .token_ids = d.token_ids, .n_token_ids = d.n_token_ids,
                                         .finished = d.finished, .finish_reason = d.finish_reason,
-                                        .stop_str = d.stop_str, .usage = d.usage};
+                                        .stop_str = d.stop_str, .usage = d.usage,
+                                        .n_lp = d.n_token_ids > 0 ? er->n_lp : 0, .lp_ids = er->lp_ids,
+                                        .lp_vals = er->lp_vals, .lp_rank = er->lp_rank};
+    er->n_lp = 0;
     if (d.finished) er->reported_final = true;
     return VC_OK;
 }
@@ -366,7 +374,25 @@ int eng_step(eng_engine *e, eng_output **outs, int32_t *n_outs) {
     if (e->so.n_items > 0) {
         rc = erun_execute(e->runner, &e->so, e->sampled);
         if (rc < 0) return rc;
-        for (int32_t i = 0; i < e->so.n_items; i++) n_sampled += e->so.items[i].sample;
+        const smp_batch_out *so = erun_sample_output(e->runner);
+        for (int32_t i = 0; i < e->so.n_items; i++) {
+            if (!e->so.items[i].sample) continue;
+            ereq *r = e->so.items[i].req;
+            eng_req *er = r->user;
+            int32_t k = so->n_logprobs[n_sampled];
+            if (k >= 0) { /* keep this row's logprobs for the request's delta */
+                if (!er->lp_ids) {
+                    er->lp_ids = malloc((size_t)so->stride * sizeof *er->lp_ids);
+                    er->lp_vals = malloc((size_t)so->stride * sizeof *er->lp_vals);
+                    if (!er->lp_ids || !er->lp_vals) return vc_err_set(VC_ERR_OOM, "out of memory");
+                }
+                memcpy(er->lp_ids, so->lp_ids + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(int32_t));
+                memcpy(er->lp_vals, so->lp_vals + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(float));
+                er->n_lp = k + 1;
+                er->lp_rank = so->ranks[n_sampled];
+            }
+            n_sampled++;
+        }
     }
     rc = esched_update(e->sched, &e->so, e->sampled, n_sampled, &e->finished);
     if (rc < 0) return rc;

@@ -57,6 +57,14 @@ typedef struct {
     const char *finish_reason; /* when finished: stop, length, abort, error */
     const char *stop_str;
     eout_usage usage;
+    /* Logprobs of the token sampled this step, when the request asked
+     * (sp.logprobs = k >= 0) and a token was produced: lp_ids[0]/lp_vals[0]
+     * the sampled token, then the top k by logprob (descending); lp_rank
+     * its rank (1 = most likely). n_lp = 0 otherwise. */
+    int32_t n_lp;
+    const int32_t *lp_ids;
+    const float *lp_vals;
+    int32_t lp_rank;
 } eng_output;
 
 typedef struct eng_engine eng_engine;
