@@ -23,8 +23,10 @@
  *
  * Threads: every entry point may be called from any thread; one engine
  * batches all requests in flight (its own engine thread steps the model).
- * Callbacks run on that engine thread: keep them short and never call
- * vllm_request_wait / vllm_request_free / vllm_engine_free from one.
+ * Callbacks run on that engine thread: keep them short and never call a
+ * blocking function from one (vllm_complete*, vllm_chat*, vllm_request_wait,
+ * vllm_request_free, vllm_engine_free: they would wait for themselves);
+ * vllm_request_cancel, vllm_request_done and vllm_request_submit are fine.
  *
  * Errors: every fallible call returns a vllm_status; on failure
  * vllm_last_error() (thread-local) says why. Every pointer argument is
