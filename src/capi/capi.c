@@ -86,7 +86,8 @@ static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
 
 static vllm_status load(const vllm_ex_engine_params *xp, vllm_engine **out) {
     const vllm_model_params *p = &xp->base;
-    if (!p->model_path || !*p->model_path) return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: no model_path");
+    if (!p->model_path || !*p->model_path)
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: no model_path");
     if (p->max_model_len < 0) return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: max_model_len < 0");
     if (xp->n_threads < 0 || xp->max_num_batched_tokens < 0 || xp->kv_cache_memory_bytes < 0)
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: negative n_threads, "
@@ -332,7 +333,8 @@ vllm_status vllm_complete_tokens(vllm_engine *e, const int32_t *prompt_tokens, i
 
 vllm_status vllm_ex_engine_stats(vllm_engine *e, vllm_ex_stats *out) {
     capi_clear_error();
-    if (!e || !out) return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_ex_engine_stats: engine and out must not be NULL");
+    if (!e || !out)
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_ex_engine_stats: engine and out must not be NULL");
     esched_stats s;
     aeng_stats(e->a, &s);
     memset(out, 0, sizeof *out);

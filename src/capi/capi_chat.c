@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <utf8proc.h>
 
 #define MAX_STOP 64
 
@@ -234,6 +235,29 @@ static void make_id(char *buf, size_t n) {
     snprintf(buf, n, "chatcmpl-%016" PRIx64, x);
 }
 
+/* Text as a JSON string; bytes that are not UTF-8 (a model can emit a
+ * lone byte-fallback token) become U+FFFD, as HF's decode does, instead of
+ * failing the whole response. */
+static json_t *text_json(const char *s, size_t n) {
+    json_t *j = json_stringn(s, n);
+    if (j) return j;
+    vc_strbuf sb = {0};
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0 || cp == 0) {
+            vc_sb_puts(&sb, "\xEF\xBF\xBD");
+            i++;
+        } else {
+            vc_sb_append(&sb, s + i, (size_t)k);
+            i += (size_t)k;
+        }
+    }
+    j = json_stringn(sb.s ? sb.s : "", sb.len);
+    vc_sb_free(&sb);
+    return j;
+}
+
 static json_t *usage_json(const eout_usage *u) {
     return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens, "completion_tokens",
                      (json_int_t)u->completion_tokens, "total_tokens",
@@ -274,10 +298,10 @@ vllm_status vllm_chat(vllm_engine *e, const char *request_json, char **out_respo
     if (st == VLLM_OK) {
         char id[48];
         make_id(id, sizeof id);
-        json_t *resp = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:s%}, s:n, s:s}], s:o}", "id", id,
+        json_t *resp = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:{s:s, s:o}, s:n, s:s}], s:o}", "id", id,
                                  "object", "chat.completion", "created", (json_int_t)time(NULL), "model", c.model,
                                  "choices", "index", 0, "message", "role", "assistant", "content",
-                                 call.text.s ? call.text.s : "", call.text.len, "logprobs", "finish_reason",
+                                 text_json(call.text.s ? call.text.s : "", call.text.len), "logprobs", "finish_reason",
                                  call.finish_reason ? call.finish_reason : "stop", "usage", usage_json(&call.usage));
         *out_response_json = resp ? json_dumps(resp, JSON_COMPACT) : NULL;
         json_decref(resp);
@@ -295,13 +319,17 @@ typedef struct {
     const char *model;
     json_int_t created;
     bool include_usage, sent_role;
+    bool build_failed; /* a chunk could not be made (out of memory): the request was stopped */
 } chat_stream;
 
 /* Send one chunk; false when the caller wants to stop (or on OOM). */
 static bool send_chunk(capi_call *call, json_t *chunk) {
     char *s = chunk ? json_dumps(chunk, JSON_COMPACT) : NULL;
     json_decref(chunk);
-    if (!s) return false;
+    if (!s) {
+        ((chat_stream *)call->ext)->build_failed = true;
+        return false;
+    }
     bool go = call->cb(s, false, call->user);
     free(s);
     return go;
@@ -320,8 +348,10 @@ static bool deliver_chunks(capi_call *call, const eng_output *o) {
         if (!send_chunk(call, chunk(cs, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL)))
             return false;
     }
-    if (o->text_len && !send_chunk(call, chunk(cs, json_pack("{s:s%}", "content", o->text, o->text_len), NULL)))
-        return false;
+    if (o->text_len) {
+        json_t *d = json_pack("{s:o}", "content", text_json(o->text, o->text_len));
+        if (!send_chunk(call, chunk(cs, d, NULL))) return false;
+    }
     if (!o->finished) return true;
     if (!send_chunk(call, chunk(cs, json_object(), o->finish_reason ? o->finish_reason : "stop"))) return false;
     if (cs->include_usage) {
@@ -357,6 +387,8 @@ vllm_status vllm_chat_stream(vllm_engine *e, const char *request_json, vllm_toke
     if (st == VLLM_OK) {
         capi_call_wait(&call);
         if (call.failed) st = capi_fail(VLLM_ERR_RUNTIME, "generation failed: the engine stopped on an error");
+        else if (cs.build_failed)
+            st = capi_fail(VLLM_ERR_RUNTIME, "vllm_chat_stream: cannot build a chunk (out of memory)");
     }
     capi_call_destroy(&call);
     chat_req_free(&c);
