@@ -14,6 +14,7 @@
 #include "tokenizer/tok_int.h"
 #include "tokenizer/tokenizer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,59 @@ static void test_stream_context(void **st) {
     tok_free(t);
 }
 
+/* Encodes from several threads share the word cache: results must match
+ * a single-threaded run. */
+typedef struct {
+    const tok_tokenizer *t;
+    const char **texts;
+    size_t n_texts;
+    int32_t **ids;
+    size_t *n;
+    int fail;
+} enc_job;
+
+static void *enc_thread(void *arg) {
+    enc_job *j = arg;
+    for (int rep = 0; rep < 20; rep++)
+        for (size_t i = 0; i < j->n_texts; i++) {
+            int32_t *ids;
+            size_t n;
+            if (tok_encode(j->t, j->texts[i], strlen(j->texts[i]), false, &ids, &n) < 0) {
+                j->fail = 1;
+                continue;
+            }
+            if (n != j->n[i] || memcmp(ids, j->ids[i], n * sizeof *ids)) j->fail = 1;
+            free(ids);
+        }
+    return NULL;
+}
+
+static void test_threads(void **st) {
+    (void)st;
+    char *j = bytelevel_json("[\"a b\", \"ab c\", \"b c\", \"a a\"]",
+                             ", \"ab\": 256, \"bc\": 257, \"abc\": 258, \"aa\": 259", ADDED);
+    tok_tokenizer *t = load(j);
+    assert_non_null(t);
+    const char *texts[] = {"abc abc aaa bc", "aaaa ab<|end|>c", "cab bca abcabc", "x a b c ab bc abc", "caaab"};
+    size_t nt = sizeof texts / sizeof texts[0];
+    int32_t *ids[5];
+    size_t n[5];
+    for (size_t i = 0; i < nt; i++) assert_int_equal(tok_encode(t, texts[i], strlen(texts[i]), false, &ids[i], &n[i]), 0);
+    pthread_t th[4];
+    enc_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (enc_job){t, texts, nt, ids, n, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, enc_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].fail, 0);
+    }
+    for (size_t i = 0; i < nt; i++) free(ids[i]);
+    tok_free(t);
+    free(j);
+}
+
 static void test_errors(void **st) {
     (void)st;
     assert_null(tok_load("/nonexistent/tokenizer/dir"));
@@ -421,6 +475,7 @@ int main(void) {
         cmocka_unit_test(test_stream_bytelevel),
         cmocka_unit_test(test_stream_spm),
         cmocka_unit_test(test_stream_context),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_gguf_spm),
