@@ -447,6 +447,49 @@ static void test_config(void **st) {
     free(j);
 }
 
+static void write_file(const char *dir, const char *name, const char *text) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A folder: tokenizer.json + tokenizer_config.json + generation_config.json. */
+static void test_load_folder(void **st) {
+    (void)st;
+    char dir[] = "/tmp/tok_test_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *j = bytelevel_json("[]", "", ADDED);
+    write_file(dir, "tokenizer.json", j);
+    write_file(dir, "tokenizer_config.json", "{\"eos_token\": \"<tool>\", \"bos_token\": \"<|end|>\"}");
+    write_file(dir, "generation_config.json", "{\"eos_token_id\": [300, 301, 65]}");
+    tok_tokenizer *t = tok_load(dir);
+    assert_non_null(t);
+    const int32_t *eos;
+    assert_int_equal(tok_eos_ids(t, &eos), 3);
+    assert_int_equal(eos[0], 301); /* the tokenizer's own eos first */
+    assert_true(tok_is_eos(t, 300) && tok_is_eos(t, 65) && !tok_is_eos(t, 66));
+    assert_int_equal(tok_bos_id(t), 300);
+    assert_null(tok_chat_template(t));
+    tok_free(t);
+    /* the tokenizer.json path itself also works (config files beside it) */
+    char p[512];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    t = tok_load(p);
+    assert_non_null(t);
+    assert_int_equal(tok_eos_id(t), 301);
+    tok_free(t);
+    /* a broken generation_config.json is an error naming it */
+    write_file(dir, "generation_config.json", "{");
+    assert_null(tok_load(dir));
+    assert_non_null(strstr(vc_err_msg(), "generation_config.json"));
+    snprintf(p, sizeof p, "rm -rf '%s'", dir);
+    assert_int_equal(system(p), 0);
+    free(j);
+}
+
 static void test_gguf_spm(void **st) {
     (void)st;
     const char *path = VLLM_SHARED_DIR "/models/ggml-vocab/ggml-vocab-llama-spm.gguf";
@@ -478,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_load_folder),
         cmocka_unit_test(test_gguf_spm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
