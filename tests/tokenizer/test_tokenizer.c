@@ -239,6 +239,8 @@ static void test_spm_byte_fallback(void **st) {
     (void)st;
     tok_tokenizer *t = load(SPM_JSON);
     assert_non_null(t);
+    assert_int_equal(tok_bos_id(t), 1); /* no config: taken from the post-processor */
+    assert_string_equal(tok_bos_token_str(t), "<s>");
     EXPECT(t, "hi", true, 1, 8);
     EXPECT(t, "hi hi", false, 8, 8);
     EXPECT(t, "\xC3\xA9", false, 4, 2, 3); /* é -> byte tokens */
@@ -473,6 +475,11 @@ static void test_load_folder(void **st) {
     assert_true(tok_is_eos(t, 300) && tok_is_eos(t, 65) && !tok_is_eos(t, 66));
     assert_int_equal(tok_bos_id(t), 300);
     assert_null(tok_chat_template(t));
+    tok_free(t);
+    write_file(dir, "chat_template.jinja", "{{ messages }}");
+    t = tok_load(dir);
+    assert_non_null(t);
+    assert_string_equal(tok_chat_template(t), "{{ messages }}");
     tok_free(t);
     /* the tokenizer.json path itself also works (config files beside it) */
     char p[512];
