@@ -1,6 +1,6 @@
 /* chat_render — render a chat template from the command line.
  *
- *   chat_render TEMPLATE_FILE MESSAGES_JSON_FILE [--tools FILE]
+ *   chat_render TEMPLATE_FILE MESSAGES_JSON_FILE [--tools FILE] [--documents FILE]
  *               [--no-generation-prompt] [--kwargs JSON] [--bos S] [--eos S] [--json]
  *
  * TEMPLATE_FILE is the raw Jinja text, or a tokenizer_config.json whose
@@ -18,7 +18,8 @@
 #include "chat/chat.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: chat_render TEMPLATE_FILE MESSAGES_JSON_FILE [--tools FILE] [--no-generation-prompt]\n"
+    fprintf(stderr, "usage: chat_render TEMPLATE_FILE MESSAGES_JSON_FILE [--tools FILE] [--documents FILE]\n"
+                    "                   [--no-generation-prompt]\n"
                     "                   [--kwargs JSON] [--bos S] [--eos S] [--json]\n");
     return 1;
 }
@@ -63,11 +64,13 @@ static char *load_template(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    const char *tpath = NULL, *mpath = NULL, *tools_path = NULL, *kwargs = NULL, *bos = NULL, *eos = NULL;
+    const char *tpath = NULL, *mpath = NULL, *tools_path = NULL, *docs_path = NULL, *kwargs = NULL, *bos = NULL,
+               *eos = NULL;
     bool gen = true, as_json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--tools") && i + 1 < argc) tools_path = argv[++i];
+        else if (!strcmp(a, "--documents") && i + 1 < argc) docs_path = argv[++i];
         else if (!strcmp(a, "--kwargs") && i + 1 < argc) kwargs = argv[++i];
         else if (!strcmp(a, "--bos") && i + 1 < argc) bos = argv[++i];
         else if (!strcmp(a, "--eos") && i + 1 < argc) eos = argv[++i];
@@ -82,7 +85,7 @@ int main(int argc, char **argv) {
 
     int rc = 1;
     char *src = NULL, *out = NULL;
-    json_t *msgs = NULL, *tools = NULL, *extra = NULL;
+    json_t *msgs = NULL, *tools = NULL, *docs = NULL, *extra = NULL;
     chat_template *t = NULL;
     if (!(src = load_template(tpath))) goto done;
     if (!(msgs = load_json_file(mpath))) goto done;
@@ -97,6 +100,7 @@ int main(int argc, char **argv) {
         json_decref(tools);
         if (!(tools = load_json_file(tools_path))) goto done;
     }
+    if (docs_path && !(docs = load_json_file(docs_path))) goto done;
     if (kwargs) {
         json_error_t e;
         extra = json_loads(kwargs, JSON_PRESERVE_ORDER, &e);
@@ -112,6 +116,7 @@ int main(int argc, char **argv) {
     chat_render_params p = chat_render_params_default();
     p.messages = msgs;
     p.tools = tools;
+    p.documents = docs;
     p.add_generation_prompt = gen;
     p.bos_token = bos;
     p.eos_token = eos;
@@ -133,6 +138,7 @@ done:
     chat_template_free(t);
     json_decref(msgs);
     json_decref(tools);
+    json_decref(docs);
     json_decref(extra);
     free(src);
     return rc;

@@ -82,6 +82,8 @@ int chat_template_render(const chat_template *t, const chat_render_params *p, ch
         return vc_err_set(VC_ERR_INVALID, "chat template: messages must be a JSON array");
     if (p->tools && !json_is_array(p->tools) && !json_is_null(p->tools))
         return vc_err_set(VC_ERR_INVALID, "chat template: tools must be a JSON array");
+    if (p->documents && !json_is_array(p->documents) && !json_is_null(p->documents))
+        return vc_err_set(VC_ERR_INVALID, "chat template: documents must be a JSON array");
     if (p->extra && !json_is_object(p->extra))
         return vc_err_set(VC_ERR_INVALID, "chat template: extra variables must be a JSON object");
     json_t *vars = json_object();
@@ -94,7 +96,7 @@ int chat_template_render(const chat_template *t, const chat_render_params *p, ch
     /* the same names apply_chat_template passes; absent tools/documents are None */
     json_object_set_new(vars, "messages", msgs);
     json_object_set_new(vars, "tools", p->tools ? json_incref((json_t *)p->tools) : json_null());
-    json_object_set_new(vars, "documents", json_null());
+    json_object_set_new(vars, "documents", p->documents ? json_incref((json_t *)p->documents) : json_null());
     json_object_set_new(vars, "add_generation_prompt", json_boolean(p->add_generation_prompt));
     json_object_set_new(vars, "bos_token", json_string(p->bos_token ? p->bos_token : ""));
     json_object_set_new(vars, "eos_token", json_string(p->eos_token ? p->eos_token : ""));

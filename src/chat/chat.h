@@ -14,7 +14,7 @@
  * The template sees what apply_chat_template passes: messages (with
  * reasoning aliased as transformers does: a message carrying
  * reasoning_content / thinking / reasoning gets both `thinking` and
- * `reasoning_content`), tools (None when absent), documents (None),
+ * `reasoning_content`), tools and documents (None when absent),
  * add_generation_prompt, bos_token, eos_token, then every key of `extra`
  * (e.g. enable_thinking). Globals: raise_exception, strftime_now, range,
  * namespace, dict. Jinja environment: trim_blocks, lstrip_blocks, sandboxed
@@ -33,6 +33,7 @@ typedef struct chat_template chat_template;
 typedef struct {
     const json_t *messages;      /* array of message objects (required) */
     const json_t *tools;         /* array or NULL (then `tools` is None) */
+    const json_t *documents;     /* array or NULL (then `documents` is None) */
     bool add_generation_prompt;
     const char *bos_token;       /* NULL -> "" */
     const char *eos_token;       /* NULL -> "" */

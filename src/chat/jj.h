@@ -13,8 +13,15 @@
  *
  * Files: jj_value.c (values, arena, printing, comparison), jj_json.c
  * (json_t <-> values, tojson), jj_lex.c, jj_parse.c, jj_eval.c
- * (expressions + statements), jj_filters.c (filters and tests),
- * jj_methods.c (str/dict methods, globals).
+ * (expressions), jj_exec.c (statements, macros, jj_render), jj_filters.c
+ * (filters and tests), jj_methods.c (attribute/item access, str/dict
+ * methods, globals), jj_format.c (`%` and str.format). jj_eval.h holds the
+ * render-time structures shared by those files.
+ *
+ *   jj_program p; char err[512], *out;
+ *   if (jj_parse(src, &p, err, sizeof err) < 0) -> err
+ *   if (jj_render(&p, vars_object, NULL, &out, err, sizeof err) < 0) -> err
+ *   free(out); jj_program_free(&p);
  */
 #ifndef JJ_H
 #define JJ_H
@@ -27,8 +34,8 @@
 #include "base/strbuf.h"
 
 /* ---- limits (runaway templates end with an error, never a hang) ---- */
-#define JJ_MAX_NEST 200       /* parser nesting (expressions + blocks) */
-#define JJ_MAX_CALL_DEPTH 100 /* macro / caller recursion */
+#define JJ_MAX_NEST 128       /* parser nesting (expressions + blocks) */
+#define JJ_MAX_CALL_DEPTH 64  /* macro / caller / loop() recursion */
 
 typedef struct {
     uint64_t max_steps; /* evaluation steps per render */
@@ -156,6 +163,7 @@ typedef struct {
     const char *indent; /* NULL: compact one-line form */
     const char *item_sep, *key_sep;
     bool sort_keys;
+    bool ensure_ascii; /* escape everything outside ' '..'~' as \uXXXX */
 } jj_json_opts;
 int jj_to_json(jj_ctx *c, vc_strbuf *sb, jj_val v, const jj_json_opts *o);
 
@@ -200,7 +208,8 @@ typedef struct jj_node jj_node;
 struct jj_node {
     jj_node_kind k;
     int line;
-    int op;              /* BINOP: op char code; TEST: negated */
+    int op;              /* BINOP: op char code; TEST: negated; FOR/SET: tuple target */
+    bool recursive;      /* FOR: `recursive` loop (loop(items) re-enters the body) */
     jj_val lit;          /* LIT constant, TEXT data */
     const char *name;    /* NAME/GETATTR/FILTER/TEST name; NUL-terminated */
     jj_node *a, *b, *c;  /* children (meaning per kind) */
@@ -216,17 +225,12 @@ typedef struct {
     jj_arena arena;
     jj_node *root;
     jj_tokens toks;
-    bool has_macros;
 } jj_program;
 
 int jj_parse(const char *source, jj_program *prog, char *err, size_t errn);
 void jj_program_free(jj_program *p);
 
 /* ---- render ---- */
-typedef struct {
-    const char *name;
-    jj_val v;
-} jj_var;
 
 /* Renders prog with the given top-level variables. On success *out is a
  * malloc'd string. On error returns -1 and writes a message into err. */
@@ -264,6 +268,6 @@ int jj_loop_attr(jj_ctx *c, const jj_loop *l, const char *name, jj_val *out);
 int jj_call_macro(jj_ctx *c, const jj_macro *m, const jj_args *a, const jj_macro *caller, jj_val *out);
 int jj_macro_repr(vc_strbuf *sb, const jj_macro *m);
 
-enum { JJ_FN_RANGE = 1, JJ_FN_NAMESPACE, JJ_FN_DICT, JJ_FN_RAISE, JJ_FN_STRFTIME, JJ_FN_LOOP_CYCLE };
+enum { JJ_FN_RANGE = 1, JJ_FN_NAMESPACE, JJ_FN_DICT, JJ_FN_RAISE, JJ_FN_STRFTIME };
 
 #endif

@@ -148,180 +148,6 @@ static int repeat(jj_ctx *c, jj_val seq, int64_t k, jj_val *out) {
     return 0;
 }
 
-/* pad a converted field to `width` code points (left-justified with '-') */
-static void put_padded(vc_strbuf *sb, const char *p, size_t n, int64_t width, bool left) {
-    int64_t len = (int64_t)jj_utf8_len(p, n);
-    if (!left)
-        for (int64_t i = len; i < width; i++) vc_sb_putc(sb, ' ');
-    vc_sb_append(sb, p, n);
-    if (left)
-        for (int64_t i = len; i < width; i++) vc_sb_putc(sb, ' ');
-}
-
-/* Python's printf-style `str % args`: %[flags][width][.prec]conv with
- * flags "-+ 0#" and conversions s r a d i u o x X e E f F g G c %. */
-static int str_format(jj_ctx *c, jj_val fmt, jj_val args, jj_val *out) {
-    const jj_val *av = &args;
-    size_t an = 1, ai = 0;
-    if (args.t == JJ_LIST && args.u.l->tuple) {
-        av = args.u.l->v;
-        an = args.u.l->n;
-    }
-    vc_strbuf sb = {0};
-    const char *p = fmt.u.s.p;
-    size_t n = fmt.u.s.n;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (p[i] != '%') {
-            vc_sb_putc(&sb, p[i]);
-            continue;
-        }
-        char flags[8];
-        int nf = 0;
-        int64_t width = -1, prec = -1;
-        i++;
-        if (i < n && p[i] == '(') {
-            rc = jj_error(c, "format requires a mapping");
-            break;
-        }
-        while (i < n && strchr("-+ 0#", p[i]) && nf < 6) flags[nf++] = p[i++];
-        flags[nf] = 0;
-        if (i < n && p[i] == '*') {
-            if (ai >= an || av[ai].t != JJ_INT) {
-                rc = jj_error(c, "* wants int");
-                break;
-            }
-            width = av[ai++].u.i;
-            i++;
-        } else
-            while (i < n && p[i] >= '0' && p[i] <= '9' && width < 100000) width = (width < 0 ? 0 : width * 10) + (p[i++] - '0');
-        if (i < n && p[i] == '.') {
-            i++;
-            prec = 0;
-            while (i < n && p[i] >= '0' && p[i] <= '9' && prec < 100000) prec = prec * 10 + (p[i++] - '0');
-        }
-        while (i < n && (p[i] == 'l' || p[i] == 'h' || p[i] == 'L')) i++;
-        if (i >= n) {
-            rc = jj_error(c, "incomplete format");
-            break;
-        }
-        char conv = p[i];
-        if (conv == '%') {
-            vc_sb_putc(&sb, '%');
-            continue;
-        }
-        if (width > 1000 || prec > 1000) {
-            rc = jj_error(c, "format width or precision too large");
-            break;
-        }
-        if (ai >= an) {
-            rc = jj_error(c, "not enough arguments for format string");
-            break;
-        }
-        jj_val a = av[ai++];
-        bool left = strchr(flags, '-') != NULL;
-        char spec[32], buf[4096];
-        switch (conv) {
-        case 's': case 'r': case 'a': {
-            vc_strbuf tmp = {0};
-            rc = conv == 's' ? jj_to_str(c, &tmp, a) : jj_to_repr(c, &tmp, a);
-            if (rc == 0) {
-                size_t len = tmp.len;
-                if (prec >= 0) { /* truncate to prec code points */
-                    size_t k = 0, cps = 0;
-                    uint32_t cp;
-                    while (k < tmp.len && (int64_t)cps < prec) {
-                        k += jj_utf8_dec(tmp.s + k, tmp.len - k, &cp);
-                        cps++;
-                    }
-                    len = k;
-                }
-                put_padded(&sb, tmp.s ? tmp.s : "", len, width, left);
-            }
-            vc_sb_free(&tmp);
-            break;
-        }
-        case 'c': {
-            vc_strbuf tmp = {0};
-            if (a.t == JJ_INT && a.u.i >= 0 && a.u.i <= 0x10FFFF) jj_utf8_enc(&tmp, (uint32_t)a.u.i);
-            else if (a.t == JJ_STR && jj_utf8_len(a.u.s.p, a.u.s.n) == 1) vc_sb_append(&tmp, a.u.s.p, a.u.s.n);
-            else rc = jj_error(c, "%%c requires int or char");
-            if (rc == 0) put_padded(&sb, tmp.s ? tmp.s : "", tmp.len, width, left);
-            vc_sb_free(&tmp);
-            break;
-        }
-        case 'd': case 'i': case 'u': case 'o': case 'x': case 'X': {
-            if (!num(a) || (a.t == JJ_FLOAT && conv != 'd' && conv != 'i' && conv != 'u')) {
-                rc = jj_error(c, "%%%c format: a%s number is required, not %s", conv,
-                              conv == 'd' || conv == 'i' || conv == 'u' ? " real" : "n integer", jj_type_name(a));
-                break;
-            }
-            long long v;
-            if (a.t == JJ_FLOAT) {
-                if (isnan(a.u.f) || isinf(a.u.f) || fabs(a.u.f) >= 9.2e18) {
-                    rc = jj_error(c, "cannot convert float to integer");
-                    break;
-                }
-                v = (long long)a.u.f;
-            } else v = (long long)ival(a);
-            char cv = conv == 'i' || conv == 'u' ? 'd' : conv;
-            bool neg = v < 0 && cv != 'd';
-            unsigned long long mag = neg ? 0ull - (unsigned long long)v : (unsigned long long)v;
-            if (cv == 'd') snprintf(spec, sizeof spec, "%%%s%s%slld", flags, width >= 0 ? "*" : "", prec >= 0 ? ".*" : "");
-            else snprintf(spec, sizeof spec, "%%%s%s%sll%c", flags, width >= 0 ? "*" : "", prec >= 0 ? ".*" : "", cv);
-            char body[200];
-            if (cv == 'd') {
-                if (width >= 0 && prec >= 0) snprintf(buf, sizeof buf, spec, (int)width, (int)prec, v);
-                else if (width >= 0) snprintf(buf, sizeof buf, spec, (int)width, v);
-                else if (prec >= 0) snprintf(buf, sizeof buf, spec, (int)prec, v);
-                else snprintf(buf, sizeof buf, spec, v);
-            } else { /* Python prints a sign for negative hex/octal; "#o" is 0o */
-                snprintf(body, sizeof body, cv == 'o' ? "%llo" : cv == 'x' ? "%llx" : "%llX", mag);
-                vc_strbuf tmp = {0};
-                if (neg) vc_sb_putc(&tmp, '-');
-                else if (strchr(flags, '+')) vc_sb_putc(&tmp, '+');
-                else if (strchr(flags, ' ')) vc_sb_putc(&tmp, ' ');
-                if (strchr(flags, '#')) vc_sb_puts(&tmp, cv == 'o' ? "0o" : cv == 'x' ? "0x" : "0X");
-                size_t pre = tmp.len;
-                for (int64_t k = (int64_t)strlen(body); k < prec; k++) vc_sb_putc(&tmp, '0');
-                vc_sb_puts(&tmp, body);
-                if (!left && strchr(flags, '0'))
-                    while ((int64_t)tmp.len < width) {
-                        vc_sb_putc(&tmp, 0);
-                        memmove(tmp.s + pre + 1, tmp.s + pre, tmp.len - pre - 1);
-                        tmp.s[pre] = '0';
-                    }
-                snprintf(buf, sizeof buf, "%s", tmp.s);
-                vc_sb_free(&tmp);
-                put_padded(&sb, buf, strlen(buf), width, left);
-                break;
-            }
-            vc_sb_puts(&sb, buf);
-            break;
-        }
-        case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': {
-            if (!num(a)) {
-                rc = jj_error(c, "must be real number, not %s", jj_type_name(a));
-                break;
-            }
-            snprintf(spec, sizeof spec, "%%%s%s%s%c", flags, width >= 0 ? "*" : "", prec >= 0 ? ".*" : "", conv);
-            double v = fval(a);
-            if (width >= 0 && prec >= 0) snprintf(buf, sizeof buf, spec, (int)width, (int)prec, v);
-            else if (width >= 0) snprintf(buf, sizeof buf, spec, (int)width, v);
-            else if (prec >= 0) snprintf(buf, sizeof buf, spec, (int)prec, v);
-            else snprintf(buf, sizeof buf, spec, v);
-            vc_sb_puts(&sb, buf);
-            break;
-        }
-        default: rc = jj_error(c, "unsupported format character '%c' (0x%x)", conv, (unsigned char)conv);
-        }
-    }
-    if (rc == 0 && ai < an) rc = jj_error(c, "not all arguments converted during string formatting");
-    if (rc == 0) rc = jj_str_dup(c, sb.s ? sb.s : "", sb.len, out);
-    vc_sb_free(&sb);
-    return rc;
-}
-
 int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
     static const char *const names[128] = {['+'] = "+", ['-'] = "-", ['*'] = "*", ['/'] = "/",
                                            ['F'] = "//", ['%'] = "%", ['P'] = "** or pow()"};
@@ -419,7 +245,7 @@ int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
         if ((a.t == JJ_STR || a.t == JJ_LIST) && (b.t == JJ_INT || b.t == JJ_BOOL)) return repeat(c, a, ival(b), out);
         if ((b.t == JJ_STR || b.t == JJ_LIST) && (a.t == JJ_INT || a.t == JJ_BOOL)) return repeat(c, b, ival(a), out);
     }
-    if (op == '%' && a.t == JJ_STR) return str_format(c, a, b, out);
+    if (op == '%' && a.t == JJ_STR) return jj_percent_format(c, a, b, out);
     return op_err(c, opn, a, b);
 }
 
@@ -569,6 +395,7 @@ int jj_call_value(jj_ctx *c, jj_val f, const jj_args *a, jj_val *out) {
     case JJ_FUNC: return jj_call_global(c, f.u.fn, a, out);
     case JJ_METHOD: return jj_call_method(c, f.u.m, a, out);
     case JJ_MACRO: return jj_call_macro(c, f.u.mac, a, NULL, out);
+    case JJ_LOOP: return jj_loop_call(c, f.u.loop, a, out);
     case JJ_UNDEF: return undef_err(c, f);
     default: return jj_error(c, "'%s' object is not callable", jj_type_name(f));
     }

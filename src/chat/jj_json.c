@@ -1,5 +1,5 @@
 /* jj_json — json_t -> values (the render context) and values -> JSON text
- * the way Python's json.dumps(ensure_ascii=False, ...) writes it. */
+ * the way Python's json.dumps(...) writes it. */
 #include <math.h>
 #include <string.h>
 
@@ -43,10 +43,19 @@ static int from_json(jj_ctx *c, const json_t *j, jj_val *out, int depth) {
 
 int jj_from_json(jj_ctx *c, const json_t *j, jj_val *out) { return from_json(c, j, out, 0); }
 
-static void json_str(vc_strbuf *sb, const char *s, size_t n) {
+static void json_str(vc_strbuf *sb, const char *s, size_t n, bool ascii) {
     vc_sb_putc(sb, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
+        if (ascii && ch >= 0x7F) {
+            uint32_t cp;
+            i += jj_utf8_dec(s + i, n - i, &cp) - 1;
+            if (cp >= 0x10000) { /* UTF-16 surrogate pair, as Python writes it */
+                cp -= 0x10000;
+                vc_sb_printf(sb, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+            } else vc_sb_printf(sb, "\\u%04x", cp);
+            continue;
+        }
         switch (ch) {
         case '"': vc_sb_puts(sb, "\\\""); break;
         case '\\': vc_sb_puts(sb, "\\\\"); break;
@@ -93,7 +102,7 @@ static int dump(jj_ctx *c, vc_strbuf *sb, jj_val v, const jj_json_opts *o, int l
         else if (isinf(v.u.f)) vc_sb_puts(sb, v.u.f < 0 ? "-Infinity" : "Infinity");
         else jj_repr_float(sb, v.u.f);
         return 0;
-    case JJ_STR: json_str(sb, v.u.s.p, v.u.s.n); return 0;
+    case JJ_STR: json_str(sb, v.u.s.p, v.u.s.n, o->ensure_ascii); return 0;
     case JJ_LIST: {
         const jj_list *l = v.u.l;
         if (l->n == 0) {
@@ -142,7 +151,7 @@ static int dump(jj_ctx *c, vc_strbuf *sb, jj_val v, const jj_json_opts *o, int l
                 vc_sb_free(&kb);
                 return -1;
             }
-            json_str(sb, kb.s ? kb.s : "", kb.len);
+            json_str(sb, kb.s ? kb.s : "", kb.len, o->ensure_ascii);
             vc_sb_free(&kb);
             vc_sb_puts(sb, o->key_sep);
             if (dump(c, sb, d->v[x], o, level + 1) < 0) return -1;

@@ -635,7 +635,7 @@ static jj_node *p_for(parser *P) {
     if (!skip_name(P, "in")) return perr(P, "expected 'in' in for loop");
     if (!(n->a = p_tuple(P, false, false, "recursive", false))) return NULL;
     if (skip_name(P, "if") && !(n->c = p_expr(P, true))) return NULL;
-    if (is_name(P, "recursive")) return perr(P, "recursive for loops are not supported");
+    n->recursive = skip_name(P, "recursive");
     if (!expect_block_end(P)) return NULL;
     static const char *const ends[] = {"endfor", "else", NULL};
     if (!(n->b = p_body(P, ends))) return NULL;
@@ -730,7 +730,6 @@ static jj_node *p_macro(parser *P) {
     if (!(n->b = p_body(P, ends))) return NULL;
     adv(P);
     if (cur(P)->t == JT_NAME) adv(P); /* {% endmacro name %} */
-    P->prog->has_macros = true;
     return expect_block_end(P) ? n : NULL;
 }
 

