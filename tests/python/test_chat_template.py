@@ -17,6 +17,7 @@ import tempfile
 
 import pytest
 
+pytest.importorskip("jinja2")  # transformers renders templates with it
 ct = pytest.importorskip("transformers.utils.chat_template_utils")
 
 
