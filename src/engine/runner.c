@@ -1,7 +1,8 @@
 #include "engine/runner.h"
 
 #include "base/err.h"
-#include "sample/sampler.h"
+#include "sample/batch.h"
+#include "sample/from_request.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 /* Per-request sampler state, found by request id (open addressing). */
 typedef struct {
     int64_t id; /* -1 empty, -2 deleted */
-    smp_sampler *s;
+    smp_req *s;
 } samp_slot;
 
 struct erun_runner {
@@ -24,6 +25,8 @@ struct erun_runner {
     int32_t *qsl, *seq_lens;           /* [S+1], [S] */
     int32_t *bt;                       /* [S, M] */
     float *logits;                     /* [S, V] */
+    smp_batch *sampler;
+    smp_row *smp_rows;                 /* [S] */
     samp_slot *samp;
     int64_t samp_cap, samp_used;
 };
@@ -43,6 +46,12 @@ erun_runner *erun_create(mdl_model *m, const erun_params *p) {
     int64_t T = p->max_num_batched_tokens, S = p->max_num_seqs;
     r->kv = mdl_kv_create(m, p->num_blocks, p->block_size);
     if (!r->kv) goto fail;
+    smp_batch_params sbp = smp_batch_params_default();
+    sbp.vocab = r->vocab;
+    sbp.max_batch = (int32_t)S;
+    r->sampler = smp_batch_create(&sbp);
+    if (!r->sampler) goto fail;
+    r->smp_rows = malloc((size_t)S * sizeof *r->smp_rows);
     r->ids = malloc((size_t)T * sizeof *r->ids);
     r->pos = malloc((size_t)T * sizeof *r->pos);
     r->slots = malloc((size_t)T * sizeof *r->slots);
@@ -56,7 +65,7 @@ erun_runner *erun_create(mdl_model *m, const erun_params *p) {
     while (r->samp_cap < 4 * S) r->samp_cap *= 2;
     r->samp = malloc((size_t)r->samp_cap * sizeof *r->samp);
     if (!r->ids || !r->pos || !r->slots || !r->rows || !r->slots64 || !r->qsl || !r->seq_lens || !r->bt ||
-        !r->logits || !r->samp)
+        !r->logits || !r->samp || !r->smp_rows)
         goto oom;
     for (int64_t i = 0; i < r->samp_cap; i++) r->samp[i] = (samp_slot){-1, NULL};
     return r;
@@ -70,8 +79,10 @@ fail:
 void erun_free(erun_runner *r) {
     if (!r) return;
     for (int64_t i = 0; r->samp && i < r->samp_cap; i++)
-        if (r->samp[i].id >= 0) smp_free(r->samp[i].s);
+        if (r->samp[i].id >= 0) smp_req_free(r->samp[i].s);
     free(r->samp);
+    free(r->smp_rows);
+    smp_batch_free(r->sampler);
     mdl_kv_free(r->kv);
     free(r->ids);
     free(r->pos);
@@ -123,29 +134,39 @@ static int samp_grow(erun_runner *r) {
     return VC_OK;
 }
 
-static smp_sampler *sampler_for(erun_runner *r, const ereq *q) {
+/* Sampler parameters of an engine request: EOS (unless ignored) and the
+ * stop ids form the min_tokens stop set. */
+static int make_req(const erun_runner *r, const ereq_sampling *qs, smp_req **out) {
+    int32_t eos = qs->eos_token_id;
+    return smp_req_create_from_ereq(r->sampler, qs, &eos, eos >= 0 ? 1 : 0, out);
+}
+
+int erun_validate(const erun_runner *r, const ereq_sampling *sp) {
+    smp_req *req = NULL;
+    int rc = make_req(r, sp, &req);
+    smp_req_free(req);
+    return rc;
+}
+
+/* The request's immutable sampler parameters, created on first use. */
+static const smp_req *sampler_for(erun_runner *r, const ereq *q) {
     samp_slot *s = samp_find(r, q->id, false);
     if (s) return s->s;
     if (2 * (r->samp_used + 1) > r->samp_cap && samp_grow(r) < 0) return NULL;
-    smp_params sp = smp_params_default();
-    sp.temperature = q->sp.temperature;
-    sp.top_p = q->sp.top_p;
-    sp.top_k = q->sp.top_k;
-    sp.min_p = q->sp.min_p;
-    sp.seed = q->sp.seed;
-    sp.has_seed = q->sp.has_seed;
-    smp_sampler *smp = smp_create(&sp, r->vocab);
-    if (!smp) return NULL;
+    smp_req *req = NULL;
+    if (make_req(r, &q->sp, &req) < 0) return NULL;
     s = samp_find(r, q->id, true);
-    *s = (samp_slot){q->id, smp};
+    *s = (samp_slot){q->id, req};
     r->samp_used++;
-    return smp;
+    return req;
 }
+
+const smp_batch_out *erun_sample_output(const erun_runner *r) { return smp_batch_output(r->sampler); }
 
 void erun_release(erun_runner *r, int64_t req_id) {
     samp_slot *s = samp_find(r, req_id, false);
     if (!s) return;
-    smp_free(s->s);
+    smp_req_free(s->s);
     s->id = -2;
     s->s = NULL;
 }
@@ -188,10 +209,16 @@ int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled) {
     int32_t k = 0;
     for (int32_t i = 0; i < S; i++) {
         if (!so->items[i].sample) continue;
-        smp_sampler *smp = sampler_for(r, so->items[i].req);
-        if (!smp) return vc_err_prefix("runner: sampler");
-        sampled[k] = smp_sample(smp, r->logits + (int64_t)k * r->vocab);
+        const ereq *q = so->items[i].req;
+        const smp_req *sr = sampler_for(r, q);
+        if (!sr) return vc_err_prefix("request %lld: sampling parameters", (long long)q->id);
+        /* History: the prompt, then the outputs known so far. */
+        r->smp_rows[k] = smp_row_from_ereq(sr, q);
         k++;
     }
+    if (k == 0) return VC_OK;
+    rc = smp_batch_sample(r->sampler, r->logits, r->smp_rows, k);
+    if (rc < 0) return rc;
+    memcpy(sampled, smp_batch_output(r->sampler)->tokens, (size_t)k * sizeof *sampled);
     return VC_OK;
 }

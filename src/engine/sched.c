@@ -21,6 +21,12 @@ struct esched {
     int64_t *finished_ids;
     int32_t n_finished, cap_finished;
 
+    /* Live requests by id: open addressing, linear probing, power-of-two
+     * capacity at least twice the live count (grown at add, so removal
+     * never allocates). */
+    ereq **index;
+    int32_t index_cap, n_live;
+
     int64_t num_preemptions, num_steps;
     int64_t pq, ph, ppq, pph; /* prefix queries/hits, first admissions / readmissions */
 };
@@ -111,6 +117,7 @@ void esched_free(esched *s) {
     free(s->running);
     esched_queue_free(&s->waiting);
     free(s->finished_ids);
+    free(s->index);
     free(s);
 }
 
@@ -124,12 +131,56 @@ ereq *esched_waiting_at(const esched *s, int32_t i) {
     return i >= 0 && i < s->waiting.n ? esched_queue_at(&s->waiting, i) : NULL;
 }
 
+static uint32_t id_hash(int64_t id) {
+    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32);
+}
+
+/* Slot holding id, or the empty slot where it would go. */
+static int32_t index_slot(const esched *s, int64_t id) {
+    uint32_t mask = (uint32_t)s->index_cap - 1;
+    uint32_t i = id_hash(id) & mask;
+    while (s->index[i] && s->index[i]->id != id) i = (i + 1) & mask;
+    return (int32_t)i;
+}
+
+static int index_reserve(esched *s, int32_t live) {
+    if (s->index_cap >= 2 * live) return VC_OK;
+    int32_t cap = s->index_cap ? s->index_cap : 64;
+    while (cap < 2 * live) cap *= 2;
+    ereq **old = s->index;
+    int32_t old_cap = s->index_cap;
+    s->index = calloc((size_t)cap, sizeof *s->index);
+    if (!s->index) {
+        s->index = old;
+        return vc_err_set(VC_ERR_OOM, "out of memory");
+    }
+    s->index_cap = cap;
+    for (int32_t i = 0; i < old_cap; i++)
+        if (old[i]) s->index[index_slot(s, old[i]->id)] = old[i];
+    free(old);
+    return VC_OK;
+}
+
+static void index_remove(esched *s, int64_t id) {
+    uint32_t mask = (uint32_t)s->index_cap - 1;
+    uint32_t i = (uint32_t)index_slot(s, id);
+    VC_ASSERT(s->index[i]);
+    s->index[i] = NULL;
+    s->n_live--;
+    /* backward-shift: re-place the rest of the probe run */
+    for (uint32_t j = (i + 1) & mask; s->index[j]; j = (j + 1) & mask) {
+        ereq *r = s->index[j];
+        s->index[j] = NULL;
+        s->index[index_slot(s, r->id)] = r;
+    }
+}
+
+int32_t esched_num_unfinished(const esched *s) { return s->n_live; }
+
 ereq *esched_find(esched *s, int64_t id) {
-    for (int32_t i = 0; i < s->n_running; i++)
-        if (s->running[i]->id == id) return s->running[i];
-    for (int32_t i = 0; i < s->waiting.n; i++)
-        if (esched_queue_at(&s->waiting, i)->id == id) return esched_queue_at(&s->waiting, i);
-    return NULL;
+    if (!s->index_cap) return NULL;
+    return s->index[index_slot(s, id)];
 }
 
 int esched_add_request(esched *s, ereq *r) {
@@ -167,9 +218,10 @@ int esched_add_request(esched *s, ereq *r) {
                           "request %lld: up to %lld tokens need %lld KV blocks but the cache has only %d",
                           (long long)r->id, (long long)longest, (long long)cdiv64(longest, s->B), s->usable_blocks);
 
-    int32_t live = s->n_running + s->waiting.n + 1;
+    int32_t live = s->n_live + 1;
     int rc = grow((void **)&s->finished_ids, &s->cap_finished, live + s->n_finished, sizeof *s->finished_ids);
     if (!rc) rc = esched_queue_reserve(&s->waiting, live);
+    if (!rc) rc = index_reserve(s, live);
     if (rc) return rc;
 
     kv_seq_params kp = {0};
@@ -187,6 +239,8 @@ int esched_add_request(esched *s, ereq *r) {
         r->seq = NULL;
         return rc;
     }
+    s->index[index_slot(s, r->id)] = r;
+    s->n_live++;
     r->num_computed = 0;
     r->num_output_placeholders = 0;
     r->stop_by_id = false;
@@ -196,6 +250,7 @@ int esched_add_request(esched *s, ereq *r) {
 
 /* r has left the queues: free its KV and record it for the runner. */
 static void finish(esched *s, ereq *r, ereq_status st) {
+    index_remove(s, r->id);
     kv_seq_release(s->kv, r->seq);
     r->seq = NULL;
     r->status = st;
@@ -359,7 +414,7 @@ int esched_schedule(esched *s, esched_output *out) {
     if (!rc) rc = grow((void **)&out->preempted, &out->cap_preempted, most, sizeof *out->preempted);
     if (!rc) rc = grow((void **)&out->finished_ids, &out->cap_finished, s->n_finished, sizeof *out->finished_ids);
     if (rc) return rc;
-    memcpy(out->finished_ids, s->finished_ids, (size_t)s->n_finished * sizeof *out->finished_ids);
+    if (s->n_finished) memcpy(out->finished_ids, s->finished_ids, (size_t)s->n_finished * sizeof *out->finished_ids);
     out->n_finished = s->n_finished;
     s->n_finished = 0;
     s->num_steps++;

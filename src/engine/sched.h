@@ -9,7 +9,10 @@
  *   s = esched_create(&params)
  *   esched_add_request(s, r)        r from ereq_create; validated, queued
  *   loop:
- *     esched_schedule(s, &out)      out.items -> runner (see request.h)
+ *     esched_schedule(s, &out)      out.items -> runner (see request.h); the
+ *         runner reads each item's block table with kv_seq_block_ids(req->seq)
+ *         (it only grows while the request runs), drops its rows for
+ *         out.preempted and out.finished_ids
  *     runner executes out, samples one token per item with sample = true
  *     esched_update(s, &out, sampled, n, &fin)  appends tokens, checks stop
  *         token rules, frees the KV of finished requests (listed in fin)
@@ -22,8 +25,9 @@
  * request, so the next step already schedules the decode of a token it has
  * not seen (the runner supplies it on the device); esched_update replaces
  * the placeholder with the real token. A synchronous loop simply never has
- * placeholders left at schedule time. Several outputs may be in flight;
- * pass them to esched_update in the order they were scheduled.
+ * placeholders left at schedule time. Several outputs may be in flight
+ * (use one esched_output per step in flight, e.g. two alternating); pass
+ * them to esched_update in the order they were scheduled.
  *
  * A step (esched_schedule):
  *  1. running requests in order: tokens = min(owed, long-prefill threshold,
@@ -100,8 +104,10 @@ int esched_add_request(esched *s, ereq *r);
 int esched_finish_request(esched *s, int64_t id, ereq_status status);
 /* esched_finish_request(s, id, EREQ_FINISHED_ABORTED). */
 int esched_abort(esched *s, int64_t id);
-/* The live request with this id, or NULL. */
+/* The live request with this id, or NULL (hashed: O(1)). */
 ereq *esched_find(esched *s, int64_t id);
+/* Live requests (running + waiting): the engine loop runs while > 0. */
+int32_t esched_num_unfinished(const esched *s);
 
 /* Plan one step into out (reused across steps; zero-initialise it once and
  * release with esched_output_free). VC_OK, or a negative status when out of

@@ -7,11 +7,6 @@
 
 #include <string.h>
 
-void smp_sanitize(float *x, int64_t V) {
-    for (int64_t i = 0; i < V; i++)
-        if (x[i] != x[i]) x[i] = -INFINITY;
-}
-
 /* Everything but ids[] to -inf: save the allowed values, fill, restore
  * (duplicates in ids are harmless). save: [n] scratch. */
 void smp_apply_allowed(float *x, int64_t V, const int32_t *ids, int32_t n, float *save) {

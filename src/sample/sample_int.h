@@ -13,7 +13,7 @@
 
 #define SMP_SAMPLING_EPS 1e-5f /* temperature below this: greedy */
 #define SMP_MIN_TEMP 1e-2f     /* vLLM's _MAX_TEMP: smaller positive temperatures are raised to it */
-#define SMP_HIST_BUCKETS 4096  /* top-p radix histogram, largest level */
+#define SMP_HIST_BUCKETS 4096  /* top-p radix histogram: level 0 x 4 lanes, or level 1 */
 
 /* A validated request: params with every pointer aimed at owned copies. */
 struct smp_req {
@@ -30,7 +30,7 @@ struct smp_batch {
     smp_rng rng;        /* unseeded requests */
     /* Per-row scratch, reused row after row ([V] each unless noted). */
     float *raw;         /* copy of the raw row for raw logprobs */
-    float *fwork;       /* allowed-ids values; top-k selection copy */
+    float *fwork;       /* allowed-ids values; top-k heap */
     float *ev;          /* exp(x - max) by token id, valid for candidates */
     int32_t *idx;       /* candidate token ids */
     uint32_t *mark;     /* penalty stamps: epoch = prompt-only, epoch + 1 = in output */
@@ -43,7 +43,6 @@ struct smp_batch {
 };
 
 /* processors.c: each edits one row x [V] in place. */
-void smp_sanitize(float *x, int64_t V);                        /* NaN -> -inf */
 void smp_apply_allowed(float *x, int64_t V, const int32_t *ids, int32_t n, float *save);
 void smp_apply_bad_words(float *x, const smp_req *r, const int32_t *out, int32_t n_out);
 void smp_apply_min_tokens(float *x, const smp_req *r, int32_t n_out);
@@ -56,10 +55,20 @@ int smp_apply_penalties(smp_batch *b, float *x, const smp_req *r, const int32_t 
  * [0, 1). Leaves the processed logits in x (filtered tokens -inf). */
 int32_t smp_draw(smp_batch *b, float *x, const smp_req *r, double u);
 
+/* rowops.c: vectorised passes over a row. */
+float smp_ops_sanitize_max(float *x, int64_t V);            /* NaN -> -inf; returns the max */
+float smp_ops_max(const float *x, int64_t V);               /* x without NaN */
+float smp_ops_div_max(float *x, int64_t V, float T);        /* x /= T; returns the max */
+int64_t smp_ops_find(const float *x, int64_t V, float v);   /* first i with x[i] == v, else 0 */
+double smp_ops_exp_mask(float *x, float *ev, int64_t V, float mx, float cut);
+double smp_ops_sumexp(const float *x, int64_t V, float mx);  /* NaN read as -inf */
+float smp_ops_kth_largest(const float *x, int64_t V, int64_t k, float lo, float *heap);
+
 /* logprobs.c: log_softmax stats of x [V] (NaN read as -inf): ids/vals[0]
  * get tok and its logprob, [1..k] the top k descending (ties: lowest id
- * first); *rank = #tokens whose logit >= tok's. */
-void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, int32_t *ids, float *vals,
+ * first); *rank = #tokens whose logit >= tok's. as_logits: vals are the
+ * logits themselves (vLLM's *_logits modes). */
+void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, bool as_logits, int32_t *ids, float *vals,
                       int32_t *rank);
 
 #endif

@@ -4,9 +4,11 @@
 #include "tokenizer/tok_int.h"
 #include "tokenizer/tok_json.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const tj_doc *d;
@@ -190,7 +192,9 @@ static int parse_pretok(jl *L, uint32_t o, tok_pretok *p, int depth) {
         p->type = TP_PUNCT;
         if (parse_behavior(L, o, TB_ISOLATED, &p->behavior) < 0) return -1;
     } else if (!strcmp(t, "Whitespace")) {
-        static const char re[] = "\\w+|[^\\w\\s]+";
+        /* Rust's \w: Alphabetic, marks, decimal digits, connector punctuation, joiners */
+        static const char re[] = "[\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]+|"
+                                 "[^\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}\\s]+";
         p->type = TP_WHITESPACE;
         p->behavior = TB_REMOVED;
         p->invert = true;
@@ -354,26 +358,118 @@ static int parse_post(jl *L, uint32_t o, tok_tokenizer *t, int depth) {
 
 /* ---- model ---- */
 
-/* *guess: id of the previous merge's result; merged tokens usually follow
- * each other in the vocabulary, which saves a hash probe. */
-static int add_merge(jl *L, tok_model *m, const char *a, size_t an, const char *b, size_t bn, uint32_t rank,
-                     vc_strbuf *cat, int32_t *guess) {
-    int32_t ia = tok_strmap_get(&m->vmap, m->vocab, a, an);
-    int32_t ib = tok_strmap_get(&m->vmap, m->vocab, b, bn);
-    vc_sb_clear(cat);
-    vc_sb_append(cat, a, an);
-    vc_sb_append(cat, b, bn);
-    int32_t ic = -1, g = *guess + 1;
-    if (g >= 0 && (size_t)g < m->n_vocab && m->vocab[g].n == cat->len && !memcmp(m->vocab[g].s, cat->s, cat->len))
-        ic = g;
-    else
-        ic = tok_strmap_get(&m->vmap, m->vocab, cat->s, cat->len);
-    *guess = ic;
-    if (ia < 0 || ib < 0 || ic < 0) return jl_err(L, VC_ERR_FORMAT, "merge token not in vocab:", cat->s);
-    if (tok_u64map_put(&m->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib,
-                       ((uint64_t)rank << 32) | (uint32_t)ic) < 0)
-        return -1;
-    return 0;
+/* ---- merges: resolved to (a, b, merged) ids in parallel, inserted in rank order ---- */
+
+typedef struct {
+    const tj_doc *d;
+    const tok_model *m;
+    const uint32_t *nodes;
+    uint32_t lo, hi;
+    int32_t *trip;    /* [3 * n_merges] */
+    uint32_t bad;     /* first bad merge index + 1, 0 = none */
+    bool bad_vocab;   /* a token of it is not in the vocabulary (else: malformed) */
+} merge_job;
+
+static void *resolve_merges(void *arg) {
+    merge_job *j = arg;
+    const tj_doc *d = j->d;
+    const tok_model *m = j->m;
+    vc_strbuf t1 = {0}, t2 = {0}, cat = {0};
+    int32_t guess = -2; /* merged tokens usually follow each other in the vocabulary */
+    for (uint32_t i = j->lo; i < j->hi && !j->bad; i++) {
+        uint32_t c = j->nodes[i];
+        const char *a = NULL, *b = NULL;
+        size_t an = 0, bn = 0;
+        bool ok = false;
+        if (tj_type_of(d, c) == TJ_STR) { /* "a b" */
+            const char *s;
+            size_t n;
+            if (tj_str(d, c, &t1, &s, &n) == 0) {
+                const char *sp = memchr(s, ' ', n);
+                if (sp && !memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s))) {
+                    a = s, an = (size_t)(sp - s), b = sp + 1, bn = n - an - 1;
+                    ok = true;
+                }
+            }
+        } else if (tj_type_of(d, c) == TJ_ARR && tj_len(d, c) == 2) { /* ["a", "b"] */
+            ok = tj_str(d, tj_at(d, c, 0), &t1, &a, &an) == 0 && tj_str(d, tj_at(d, c, 1), &t2, &b, &bn) == 0;
+        }
+        if (!ok) {
+            j->bad = i + 1;
+            break;
+        }
+        int32_t ia = tok_strmap_get(&m->vmap, m->vocab, a, an);
+        int32_t ib = tok_strmap_get(&m->vmap, m->vocab, b, bn);
+        vc_sb_clear(&cat);
+        vc_sb_append(&cat, a, an);
+        vc_sb_append(&cat, b, bn);
+        int32_t g = guess + 1, ic;
+        if (g >= 0 && (size_t)g < m->n_vocab && m->vocab[g].s && m->vocab[g].n == cat.len &&
+            !memcmp(m->vocab[g].s, cat.s, cat.len))
+            ic = g;
+        else
+            ic = tok_strmap_get(&m->vmap, m->vocab, cat.s, cat.len);
+        guess = ic;
+        if (ia < 0 || ib < 0 || ic < 0) {
+            j->bad = i + 1;
+            j->bad_vocab = true;
+            break;
+        }
+        j->trip[3 * (size_t)i] = ia;
+        j->trip[3 * (size_t)i + 1] = ib;
+        j->trip[3 * (size_t)i + 2] = ic;
+    }
+    vc_sb_free(&t1);
+    vc_sb_free(&t2);
+    vc_sb_free(&cat);
+    return NULL;
+}
+
+static int parse_merges(jl *L, uint32_t merges, tok_model *m) {
+    const tj_doc *d = L->d;
+    uint32_t nm = merges ? tj_len(d, merges) : 0;
+    if (tok_u64map_init(&m->merges, nm) < 0) return -1;
+    if (!nm) return 0;
+    uint32_t *nodes = malloc((size_t)nm * sizeof *nodes);
+    int32_t *trip = malloc((size_t)nm * 3 * sizeof *trip);
+    if (!nodes || !trip) {
+        free(nodes);
+        free(trip);
+        return jl_err(L, VC_ERR_OOM, "out of memory", NULL);
+    }
+    uint32_t k = 0;
+    for (uint32_t c = tj_child(d, merges); c && k < nm; c = tj_next(d, c)) nodes[k++] = c;
+    enum { MAX_JOBS = 4 };
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nj = nm < 32768 ? 1 : (int)(ncpu < 1 ? 1 : ncpu > MAX_JOBS ? MAX_JOBS : ncpu);
+    merge_job jobs[MAX_JOBS];
+    pthread_t th[MAX_JOBS];
+    bool started[MAX_JOBS] = {false};
+    for (int i = 0; i < nj; i++) {
+        jobs[i] = (merge_job){d, m, nodes, (uint32_t)((uint64_t)nm * i / nj), (uint32_t)((uint64_t)nm * (i + 1) / nj),
+                              trip, 0, false};
+        if (i > 0) started[i] = pthread_create(&th[i], NULL, resolve_merges, &jobs[i]) == 0;
+    }
+    resolve_merges(&jobs[0]);
+    for (int i = 1; i < nj; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else resolve_merges(&jobs[i]); /* no thread: do it here */
+    }
+    int rc = 0;
+    for (int i = 0; i < nj && rc == 0; i++) {
+        if (!jobs[i].bad) continue;
+        char idx[32];
+        snprintf(idx, sizeof idx, "%u", jobs[i].bad - 1);
+        rc = jl_err(L, VC_ERR_FORMAT, jobs[i].bad_vocab ? "a token of merge is not in the vocabulary: merge"
+                                                        : "malformed merge (want \"a b\" or [a, b]): merge", idx);
+    }
+    for (uint32_t i = 0; i < nm && rc == 0; i++) {
+        uint64_t key = ((uint64_t)(uint32_t)trip[3 * (size_t)i] << 32) | (uint32_t)trip[3 * (size_t)i + 1];
+        if (tok_u64map_put(&m->merges, key, ((uint64_t)i << 32) | (uint32_t)trip[3 * (size_t)i + 2]) < 0) rc = -1;
+    }
+    free(nodes);
+    free(trip);
+    return rc;
 }
 
 static int parse_model(jl *L, uint32_t mo, tok_tokenizer *t) {
@@ -426,41 +522,7 @@ static int parse_model(jl *L, uint32_t mo, tok_tokenizer *t) {
         tok_strmap_put(&m->vmap, m->vocab, (int32_t)id);
     }
 
-    uint32_t nm = merges ? tj_len(d, merges) : 0;
-    if (tok_u64map_init(&m->merges, nm) < 0) return -1;
-    uint32_t rank = 0;
-    vc_strbuf cat = {0}, t2 = {0};
-    int rc = 0;
-    int32_t guess = -2;
-    for (uint32_t c = merges ? tj_child(d, merges) : 0; c && rc == 0; c = tj_next(d, c), rank++) {
-        if (tj_type_of(d, c) == TJ_STR) { /* "a b" */
-            const char *s;
-            size_t n;
-            if (tj_str(d, c, &L->tmp, &s, &n) < 0) {
-                rc = jl_err(L, VC_ERR_FORMAT, "bad merge", NULL);
-                break;
-            }
-            const char *sp = memchr(s, ' ', n);
-            if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s))) {
-                rc = jl_err(L, VC_ERR_FORMAT, "merge is not 'a b':", s);
-                break;
-            }
-            rc = add_merge(L, m, s, (size_t)(sp - s), sp + 1, n - (size_t)(sp + 1 - s), rank, &cat, &guess);
-        } else if (tj_type_of(d, c) == TJ_ARR && tj_len(d, c) == 2) { /* ["a", "b"] */
-            const char *a, *b;
-            size_t an, bn;
-            if (tj_str(d, tj_at(d, c, 0), &t2, &a, &an) < 0 || tj_str(d, tj_at(d, c, 1), &L->tmp, &b, &bn) < 0) {
-                rc = jl_err(L, VC_ERR_FORMAT, "bad merge pair", NULL);
-                break;
-            }
-            rc = add_merge(L, m, a, an, b, bn, rank, &cat, &guess);
-        } else {
-            rc = jl_err(L, VC_ERR_FORMAT, "bad merge entry", NULL);
-        }
-    }
-    vc_sb_free(&cat);
-    vc_sb_free(&t2);
-    if (rc < 0) return rc;
+    if (parse_merges(L, merges, m) < 0) return -1;
 
     m->unk_id = -1;
     uint32_t unk = tj_get(d, mo, "unk_token");

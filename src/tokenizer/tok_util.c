@@ -46,8 +46,9 @@ static uint32_t pow2_for(size_t n) {
 }
 
 int tok_strmap_init(tok_strmap *m, size_t n_expected) {
-    uint32_t cap = pow2_for(n_expected);
-    m->slots = calloc(cap, sizeof(uint64_t));
+    uint32_t cap = 16;
+    while (cap < n_expected + n_expected / 2 + 2) cap *= 2; /* load <= 2/3 */
+    m->slots = calloc(cap, sizeof *m->slots);
     if (!m->slots) return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
     m->mask = cap - 1;
     return 0;
@@ -58,70 +59,66 @@ void tok_strmap_free(tok_strmap *m) {
     m->slots = NULL;
 }
 
+static inline bool slot_eq(const tok_strslot *sl, const tok_str *table, const char *s, size_t n) {
+    size_t k = n < TOK_SLOT_KEY ? n : TOK_SLOT_KEY;
+    if (sl->len != (n < 255 ? n : 255) || memcmp(sl->key, s, k)) return false;
+    if (n <= TOK_SLOT_KEY) return true;
+    const tok_str *t = &table[sl->id1 - 1];
+    return t->n == n && !memcmp(t->s + k, s + k, n - k);
+}
+
 int32_t tok_strmap_get(const tok_strmap *m, const tok_str *table, const char *s, size_t n) {
     if (!m->slots) return -1;
-    uint64_t h = tok_hash(s, n), tag = h >> 32;
-    uint32_t i = (uint32_t)h & m->mask;
+    uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;
     for (;;) {
-        uint64_t v = m->slots[i];
-        if (!v) return -1;
-        if ((v >> 32) == tag) {
-            int32_t id = (int32_t)(uint32_t)v - 1;
-            if (table[id].n == n && !memcmp(table[id].s, s, n)) return id;
-        }
+        const tok_strslot *sl = &m->slots[i];
+        if (!sl->id1) return -1;
+        if (slot_eq(sl, table, s, n)) return (int32_t)sl->id1 - 1;
         i = (i + 1) & m->mask;
     }
 }
 
 void tok_strmap_put(tok_strmap *m, const tok_str *table, int32_t id) {
     const tok_str *k = &table[id];
-    uint64_t h = tok_hash(k->s, k->n), tag = h >> 32;
-    uint32_t i = (uint32_t)h & m->mask;
+    uint32_t i = (uint32_t)tok_hash(k->s, k->n) & m->mask;
     for (;;) {
-        uint64_t v = m->slots[i];
-        if (!v) break;
-        if ((v >> 32) == tag) {
-            int32_t cur = (int32_t)(uint32_t)v - 1;
-            if (table[cur].n == k->n && !memcmp(table[cur].s, k->s, k->n)) break;
-        }
+        tok_strslot *sl = &m->slots[i];
+        if (!sl->id1 || slot_eq(sl, table, k->s, k->n)) break;
         i = (i + 1) & m->mask;
     }
-    m->slots[i] = (tag << 32) | (uint32_t)(id + 1);
+    tok_strslot *sl = &m->slots[i];
+    sl->id1 = (uint32_t)id + 1;
+    sl->len = (uint8_t)(k->n < 255 ? k->n : 255);
+    memset(sl->key, 0, TOK_SLOT_KEY);
+    memcpy(sl->key, k->s, k->n < TOK_SLOT_KEY ? k->n : TOK_SLOT_KEY);
 }
 
 int tok_u64map_init(tok_u64map *m, size_t n_expected) {
     uint32_t cap = pow2_for(n_expected);
-    m->keys = malloc(cap * sizeof(uint64_t));
-    m->vals = malloc(cap * sizeof(uint64_t));
-    if (!m->keys || !m->vals) {
-        free(m->keys);
-        free(m->vals);
-        m->keys = m->vals = NULL;
-        return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
-    }
-    memset(m->keys, 0xff, cap * sizeof(uint64_t));
+    m->slots = malloc(cap * sizeof *m->slots);
+    if (!m->slots) return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
+    memset(m->slots, 0xff, cap * sizeof *m->slots);
     m->mask = cap - 1;
     m->n = 0;
     return 0;
 }
 
 void tok_u64map_free(tok_u64map *m) {
-    free(m->keys);
-    free(m->vals);
-    m->keys = m->vals = NULL;
+    free(m->slots);
+    m->slots = NULL;
     m->n = 0;
 }
 
 bool tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val) {
-    if (!m->keys) return false;
+    if (!m->slots) return false;
     uint32_t i = (uint32_t)mix64(key) & m->mask;
     for (;;) {
-        uint64_t k = m->keys[i];
-        if (k == key) {
-            *val = m->vals[i];
+        const tok_u64slot *s = &m->slots[i];
+        if (s->k == key) {
+            *val = s->v;
             return true;
         }
-        if (k == UINT64_MAX) return false;
+        if (s->k == UINT64_MAX) return false;
         i = (i + 1) & m->mask;
     }
 }
@@ -130,7 +127,7 @@ static int u64map_grow(tok_u64map *m) {
     tok_u64map nm;
     if (tok_u64map_init(&nm, (size_t)(m->mask + 1)) < 0) return -1;
     for (uint32_t i = 0; i <= m->mask; i++)
-        if (m->keys[i] != UINT64_MAX) tok_u64map_put(&nm, m->keys[i], m->vals[i]);
+        if (m->slots[i].k != UINT64_MAX) tok_u64map_put(&nm, m->slots[i].k, m->slots[i].v);
     tok_u64map_free(m);
     *m = nm;
     return 0;
@@ -140,14 +137,14 @@ int tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val) {
     if ((m->n + 1) * 2 > (size_t)m->mask + 1 && u64map_grow(m) < 0) return -1;
     uint32_t i = (uint32_t)mix64(key) & m->mask;
     for (;;) {
-        uint64_t k = m->keys[i];
-        if (k == key) {
-            m->vals[i] = val;
+        tok_u64slot *s = &m->slots[i];
+        if (s->k == key) {
+            s->v = val;
             return 0;
         }
-        if (k == UINT64_MAX) {
-            m->keys[i] = key;
-            m->vals[i] = val;
+        if (s->k == UINT64_MAX) {
+            s->k = key;
+            s->v = val;
             m->n++;
             return 1;
         }
@@ -293,11 +290,57 @@ struct tok_regex {
     pcre2_code *code;
 };
 
+/* Oniguruma (what HF uses) reads \p{Han} as the Script property; PCRE2
+ * reads a bare script name as Script_Extensions (U+3002 would be Han).
+ * Rewrite \p{Name} / \P{Name} to \p{sc:Name} unless Name is a general
+ * category or already qualified. */
+static bool is_gc_name(const char *s, size_t n) {
+    static const char *gc[] = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "L&", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl",
+                               "No", "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So",
+                               "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn", "Any", "Xan", "Xsp",
+                               "Xwd", "Xuc", "Xps"};
+    size_t a = (n && s[0] == '^') ? 1 : 0;
+    for (size_t i = 0; i < sizeof gc / sizeof gc[0]; i++)
+        if (strlen(gc[i]) == n - a && !memcmp(gc[i], s + a, n - a)) return true;
+    return memchr(s, ':', n) || memchr(s, '=', n);
+}
+
+static void rewrite_scripts(const char *pat, size_t n, vc_strbuf *out) {
+    size_t i = 0;
+    while (i < n) {
+        if (pat[i] == '\\' && i + 1 < n) {
+            if ((pat[i + 1] == 'p' || pat[i + 1] == 'P') && i + 2 < n && pat[i + 2] == '{') {
+                const char *close = memchr(pat + i + 3, '}', n - i - 3);
+                if (close) {
+                    size_t nl = (size_t)(close - (pat + i + 3));
+                    vc_sb_append(out, pat + i, 3);
+                    if (!is_gc_name(pat + i + 3, nl)) vc_sb_puts(out, "sc:");
+                    vc_sb_append(out, pat + i + 3, nl + 1);
+                    i += 3 + nl + 1;
+                    continue;
+                }
+            }
+            vc_sb_append(out, pat + i, 2); /* keep any other escape intact */
+            i += 2;
+            continue;
+        }
+        vc_sb_putc(out, pat[i++]);
+    }
+    vc_sb_append(out, "", 0);
+}
+
 tok_regex *tok_regex_new(const char *pat, size_t n, bool literal, const char *what) {
     int errc;
     PCRE2_SIZE erroff;
     uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+    vc_strbuf rw = {0};
+    if (!literal) {
+        rewrite_scripts(pat, n, &rw);
+        pat = rw.s;
+        n = rw.len;
+    }
     pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, n, opts, &errc, &erroff, NULL);
+    vc_sb_free(&rw);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(errc, msg, sizeof msg);

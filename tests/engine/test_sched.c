@@ -536,6 +536,43 @@ static void test_validation(void **st) {
     sim_free(m);
 }
 
+/* Many live requests with scattered ids: lookup, duplicate refusal and
+ * removal stay consistent through the id index. */
+static void test_id_index(void **st) {
+    (void)st;
+    esched_params p = sim_params(256, 8, 512, 2000, 16);
+    esched *s = esched_create(&p);
+    assert_non_null(s);
+    enum { N = 700 };
+    ereq **r = calloc(N, sizeof *r);
+    int32_t prompt[4] = {1, 2, 3, 4};
+    ereq_sampling sp = ereq_sampling_default();
+    for (int i = 0; i < N; i++) {
+        r[i] = ereq_create((int64_t)i * 1000003 - 5000, prompt, 4, &sp);
+        assert_int_equal(esched_add_request(s, r[i]), VC_OK);
+    }
+    assert_int_equal(esched_num_unfinished(s), N);
+    for (int i = 0; i < N; i += 3) assert_int_equal(esched_abort(s, r[i]->id), 1);
+    for (int i = 0; i < N; i++) {
+        ereq *f = esched_find(s, r[i]->id);
+        if (i % 3 == 0) assert_null(f);
+        else assert_ptr_equal(f, r[i]);
+        ereq *dup = ereq_create(r[i]->id, prompt, 4, &sp);
+        assert_int_equal(esched_add_request(s, dup), i % 3 == 0 ? VC_OK : VC_ERR_INVALID);
+        if (i % 3 == 0) {
+            assert_int_equal(esched_abort(s, dup->id), 1);
+        }
+        ereq_free(dup);
+    }
+    assert_null(esched_find(s, 42));
+    for (int i = 0; i < N; i++) esched_abort(s, r[i]->id);
+    assert_int_equal(esched_num_unfinished(s), 0);
+    assert_int_equal(kv_mgr_num_free_blocks(esched_kv(s)), 1999);
+    esched_free(s);
+    for (int i = 0; i < N; i++) ereq_free(r[i]);
+    free(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_prefill_budgets),
@@ -553,6 +590,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_caching_shared_prefix),
         cmocka_unit_test(test_async_placeholders),
         cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_id_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

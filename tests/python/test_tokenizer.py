@@ -164,20 +164,64 @@ def test_tokenizer_json_parity(vllm_bin, tokdirs, model, tmp_path):
     check_decode_ids(vllm_bin, tokdirs[model], oracle, tmp_path, oracle.get_vocab_size())
 
 
+def _read_gguf_metadata(path, full_arrays=()):
+    """Stand-in for transformers' GGUF metadata reader (which imports torch,
+    absent in CI), built on the `gguf` package: scalars as Python values,
+    arrays as lists (every array in full; the tokenizer builder needs the
+    scores too)."""
+    import gguf
+    r = gguf.GGUFReader(str(path))
+    meta = {}
+    for key, f in r.fields.items():
+        t = f.types[0] if f.types else None
+        if t == gguf.GGUFValueType.ARRAY:
+            meta[key] = [f.contents(i) for i in range(len(f.data))]
+        else:
+            meta[key] = f.contents()
+    return meta, None
+
+
 def _gguf_oracle(path):
-    """HF tokenizer for a vocab GGUF, via transformers' GGUF conversion.
+    """HF tokenizer for a vocab GGUF through transformers' own GGUF tokenizer
+    conversion (convert_gguf_tokenizer), with its metadata reader swapped for
+    one that needs no torch.
 
     For the SentencePiece vocab the pipeline is set to Llama-2's legacy
     tokenizer.json (Prepend + Replace normalizer, no pre-tokenizer), which
     is what sentencepiece and llama.cpp do (a "▁" prefix on every text
     segment, spaces kept)."""
-    transformers = pytest.importorskip("transformers")
+    import sys
+    import types
+    pytest.importorskip("gguf")
+    pytest.importorskip("transformers")
     from tokenizers import normalizers
-    tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    bt = tok.backend_tokenizer
+    fake = types.ModuleType("transformers.integrations.gguf.reader")
+    fake.read_gguf_metadata = _read_gguf_metadata
+    saved = sys.modules.get(fake.__name__)
+    sys.modules[fake.__name__] = fake
+    try:
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import (convert_gguf_tokenizer,
+                                                                           get_gguf_tokenizer)
+        arch, tdict, tconf = get_gguf_tokenizer(str(path))
+        bt, _ = convert_gguf_tokenizer(arch, tdict)
+    finally:
+        if saved is None:
+            del sys.modules[fake.__name__]
+        else:
+            sys.modules[fake.__name__] = saved
     if "spm" in path.name:
         bt.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
         bt.pre_tokenizer = None
+    # BOS/EOS as the tokenizer class would add them (add_bos_token /
+    # add_eos_token from the file, which AutoTokenizer applies on top).
+    from tokenizers import processors
+    bos, eos = tconf.get("bos_token"), tconf.get("eos_token")
+    add_bos, add_eos = bool(tconf.get("add_bos_token")), bool(tconf.get("add_eos_token"))
+    if add_bos or add_eos:
+        single = (f"{bos}:0 " if add_bos else "") + "$A:0" + (f" {eos}:0" if add_eos else "")
+        pair = single + (f" {bos}:1 " if add_bos else " ") + "$B:1" + (f" {eos}:1" if add_eos else "")
+        special = [(t, bt.token_to_id(t)) for t, on in ((bos, add_bos), (eos, add_eos)) if on]
+        bt.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
     return bt
 
 

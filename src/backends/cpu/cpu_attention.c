@@ -189,7 +189,8 @@ int cpu_op_attention(rt_backend *be, const rt_op_args *a) {
         o.part = buf;
         o.ml = buf + slots * (size_t)hd;
     }
-    cpu_pool_run(c->pool, units * o.splits, attn_task, &o);
-    if (o.splits > 1) cpu_pool_run(c->pool, units * o.hb, combine_task, &o);
+    int64_t work = n * o.h * hd * 2 * (o.n_past + n / 2 + 1);
+    cpu_parallel(c, units * o.splits, attn_task, &o, work);
+    if (o.splits > 1) cpu_parallel(c, units * o.hb, combine_task, &o, units * o.hb * hd * o.splits);
     return VC_OK;
 }

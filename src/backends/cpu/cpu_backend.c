@@ -84,6 +84,14 @@ void *cpu_scratch(cpu_ctx *c, size_t bytes) {
     return p;
 }
 
+void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work) {
+    if (work < CPU_MIN_PAR_WORK || c->n_threads == 1) {
+        for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+        return;
+    }
+    cpu_pool_run(c->pool, n_tasks, fn, ctx);
+}
+
 static rt_backend *cpu_create(const rt_backend_params *p) {
     rt_backend *be = calloc(1, sizeof *be);
     cpu_ctx *c = calloc(1, sizeof *c);

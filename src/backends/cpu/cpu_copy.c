@@ -84,6 +84,6 @@ int cpu_op_copy(rt_backend *be, const rt_op_args *a) {
         return vc_err_set(VC_ERR_INVALID, "cpu copy: row of %lld not a multiple of %d",
                           (long long)len, qt->block_elems);
     copy_job j = {.dst = d, .src = s, .len = len};
-    cpu_pool_run(c->pool, rt_tensor_nrows(s), copy_task, &j);
+    cpu_parallel(c, rt_tensor_nrows(s), copy_task, &j, rt_tensor_nelem(s));
     return VC_OK;
 }

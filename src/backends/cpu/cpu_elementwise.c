@@ -76,7 +76,7 @@ static int ew_run(rt_backend *be, ew_kind kind, const rt_op_args *a) {
              (!j.b || rt_tensor_is_contiguous(j.b));
     if (j.flat) {
         j.len = rt_tensor_nelem(j.dst);
-        cpu_pool_run(c->pool, (j.len + CHUNK - 1) / CHUNK, ew_task, &j);
+        cpu_parallel(c, (j.len + CHUNK - 1) / CHUNK, ew_task, &j, j.len);
         return VC_OK;
     }
     if (j.dst->stride[j.dst->ndim - 1] != 4 || j.a->stride[j.a->ndim - 1] != 4 ||
@@ -84,7 +84,7 @@ static int ew_run(rt_backend *be, ew_kind kind, const rt_op_args *a) {
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu elementwise: rows must be contiguous");
     j.len = j.dst->shape[j.dst->ndim - 1];
     j.nrows = rt_tensor_nrows(j.dst);
-    cpu_pool_run(c->pool, j.nrows, ew_task, &j);
+    cpu_parallel(c, j.nrows, ew_task, &j, j.nrows * j.len);
     return VC_OK;
 }
 
@@ -123,6 +123,6 @@ int cpu_op_argmax(rt_backend *be, const rt_op_args *a) {
     if (src->stride[src->ndim - 1] != 4 || !rt_tensor_is_contiguous(a->dst))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu argmax: rows must be contiguous");
     argmax_job j = {.dst = a->dst, .src = src, .len = src->shape[src->ndim - 1]};
-    cpu_pool_run(c->pool, rt_tensor_nrows(src), argmax_task, &j);
+    cpu_parallel(c, rt_tensor_nrows(src), argmax_task, &j, rt_tensor_nelem(src));
     return VC_OK;
 }

@@ -30,6 +30,6 @@ int cpu_op_embed(rt_backend *be, const rt_op_args *a) {
             return vc_err_set(VC_ERR_INVALID, "embed: token id %d out of range [0, %lld)", id[i],
                               (long long)V);
     embed_job j = {.dst = a->dst, .table = table, .ids = id};
-    cpu_pool_run(c->pool, n, embed_task, &j);
+    cpu_parallel(c, n, embed_task, &j, n * table->shape[1]);
     return VC_OK;
 }

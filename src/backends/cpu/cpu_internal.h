@@ -34,8 +34,10 @@ typedef struct {
     int8_t qs[RT_QK];
 } cpu_block_q8a;
 
-/* Max activation rows one matmul micro-kernel call handles. */
+/* Max activation rows one matmul micro-kernel call handles, and max weight
+ * rows of a prefill (mmp) call. */
 #define CPU_MM_M 4
+#define CPU_MMP_R 4
 
 /* Dot products of one weight row w (k elements, weight dtype) with m <= 4
  * prepared activation rows act + j*act_stride (bytes): y[j*y_stride] = dot.
@@ -44,7 +46,7 @@ typedef struct {
 typedef void (*cpu_mm_fn)(int64_t k, const void *w, const void *act, size_t act_stride, int m,
                           float *y, size_t y_stride);
 
-/* Prefill variant: nr (1 or 2) weight rows, w + r*w_stride bytes, against
+/* Prefill variant: nr (1..mmp_rows) weight rows, w + r*w_stride bytes, against
  * m <= 4 activation rows: y[j*y_stride + r]. Optional (NULL: use cpu_mm_fn
  * row by row); results per (row, token) must not depend on nr or m. */
 typedef void (*cpu_mmp_fn)(int64_t k, const void *w, size_t w_stride, int nr, const void *act,
@@ -97,6 +99,7 @@ typedef struct {
     /* MATMUL: indexed by weight dtype; NULL = unsupported */
     cpu_mm_fn mm[RT_DTYPE_COUNT];
     cpu_mmp_fn mmp[RT_DTYPE_COUNT]; /* prefill (n > CPU_MM_M); optional */
+    int mmp_rows;                   /* weight rows per mmp call (<= CPU_MMP_R) */
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
@@ -125,6 +128,13 @@ const cpu_kernels *cpu_kernels_for(cpu_isa isa);
 
 /* cpu_backend.c: scratch of at least `bytes` (NULL + vc_err on OOM). */
 void *cpu_scratch(cpu_ctx *c, size_t bytes);
+
+/* Runs tasks 0..n_tasks-1 on the pool, or serially on the caller when the
+ * whole op is smaller than CPU_MIN_PAR_WORK (`work` ~ multiply-adds or
+ * elements touched): waking workers costs microseconds, more than a tiny
+ * op. Results are the same either way. */
+#define CPU_MIN_PAR_WORK 65536
+void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work);
 
 /* Op entry points (registered with rt_op_register). */
 int cpu_op_embed(rt_backend *be, const rt_op_args *a);

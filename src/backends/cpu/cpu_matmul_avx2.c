@@ -32,12 +32,6 @@ AI __m256 load_bf16x8(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-/* signed int8 x signed int8 -> 8 x int32 partial sums */
-AI __m256i dot_i8(__m256i w, __m256i a) {
-    __m256i aw = _mm256_sign_epi8(w, w), sa = _mm256_sign_epi8(a, w);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), _mm256_set1_epi16(1));
-}
-
 /* ---- float weights ----------------------------------------------------- */
 
 #define FLOAT_KERNEL(NAME, WTYPE, LOAD8, SCALAR)                                                 \
@@ -265,6 +259,10 @@ AI void kq_unpack(const uint8_t *scales, uint8_t *sc, uint8_t *mn) {
     for (int j = 0; j < 8; j++) rt_q4k_scale_min(j, scales, &sc[j], &mn[j]);
 }
 
+/* K-quant kernels walk the super-block chunk by chunk and feed each
+ * unpacked chunk to all M tokens before the next one (few live registers,
+ * no spills at M = 4); per token the integer sums accumulate in chunk order,
+ * as in the M = 1 case. */
 AI void mm_q4_K_m(int64_t k, const rt_block_q4_K *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
     __m256 acc[CPU_MM_M];
@@ -279,28 +277,28 @@ AI void mm_q4_K_m(int64_t k, const rt_block_q4_K *w, const char *act, size_t as,
         uint8_t sc[8], mn[8];
         kq_unpack(w[b].scales, sc, mn);
         float dw = _cvtsh_ss(w[b].d), dmw = _cvtsh_ss(w[b].dmin);
-        __m256i lo[4], hi[4];
+        __m256i sumi[CPU_MM_M];
         _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < 4; c++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
-            lo[c] = _mm256_and_si256(q, m4);
-            hi[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < M; j++) {
+                const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 64 * c;
+                __m256i p0 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)), s0);
+                __m256i p1 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))), s1);
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
+            }
         }
         _Pragma("GCC unroll 8")
         for (int j = 0; j < M; j++) {
             const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            __m256i sumi = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < 4; c++) {
-                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
-                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
-                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a0),
-                                               _mm256_set1_epi16(sc[2 * c]));
-                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a1),
-                                               _mm256_set1_epi16(sc[2 * c + 1]));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-            }
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
             accm[j] += dmw * a->d * (float)kq_min_sum(mn, a->bsums);
         }
     }
@@ -324,31 +322,32 @@ AI void mm_q5_K_m(int64_t k, const rt_block_q5_K *w, const char *act, size_t as,
         kq_unpack(w[b].scales, sc, mn);
         float dw = _cvtsh_ss(w[b].d), dmw = _cvtsh_ss(w[b].dmin);
         __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
-        __m256i lo[4], hi[4];
+        __m256i sumi[CPU_MM_M];
         _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4")
         for (int c = 0; c < 4; c++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
             __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
             __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
-            lo[c] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4));
-            hi[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                    _mm256_slli_epi16(h1, 4));
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4));
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                         _mm256_slli_epi16(h1, 4));
+            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            _Pragma("GCC unroll 8")
+            for (int j = 0; j < M; j++) {
+                const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 64 * c;
+                __m256i p0 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)), s0);
+                __m256i p1 = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))), s1);
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
+            }
         }
         _Pragma("GCC unroll 8")
         for (int j = 0; j < M; j++) {
             const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            __m256i sumi = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < 4; c++) {
-                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
-                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
-                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a0),
-                                               _mm256_set1_epi16(sc[2 * c]));
-                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a1),
-                                               _mm256_set1_epi16(sc[2 * c + 1]));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-            }
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
             accm[j] += dmw * a->d * (float)kq_min_sum(mn, a->bsums);
         }
     }
@@ -366,41 +365,39 @@ AI void mm_q6_K_m(int64_t k, const rt_block_q6_K *w, const char *act, size_t as,
     for (int64_t b = 0; b < k / RT_QK_K; b++) {
         const int8_t *scs = w[b].scales;
         float dw = _cvtsh_ss(w[b].d);
-        __m256i q[8], scv[8]; /* 8 x 32 values (0..63) in element order; i16 scales per pair */
+        __m256i sumi[CPU_MM_M];
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 2")
         for (int h = 0; h < 2; h++) {
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             __m256i hb = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                           _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-            q[4 * h + 1] = _mm256_or_si256(
-                _mm256_and_si256(l1, m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-            q[4 * h + 2] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-            q[4 * h + 3] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++) { /* 32 values of element order 128h + 32c .. */
+                __m256i lq = c & 1 ? l1 : l0;
+                if (c >= 2) lq = _mm256_srli_epi16(lq, 4);
+                __m256i q = _mm256_or_si256(
+                    _mm256_and_si256(lq, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), m2), 4));
+                int g = 8 * h + 2 * c;
+                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scs[g + 1]), _mm_set1_epi16(scs[g]));
+                _Pragma("GCC unroll 8")
+                for (int j = 0; j < M; j++) {
+                    const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 32 * (4 * h + c);
+                    __m256i av = _mm256_loadu_si256((const __m256i *)aq);
+                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), scv));
+                }
+            }
         }
-        _Pragma("GCC unroll 8")
-        for (int c = 0; c < 8; c++)
-            scv[c] = _mm256_set_m128i(_mm_set1_epi16(scs[2 * c + 1]), _mm_set1_epi16(scs[2 * c]));
+        __m256i bs0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
         _Pragma("GCC unroll 8")
         for (int j = 0; j < M; j++) {
             const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            __m256i sumi = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < 8; c++) {
-                __m256i av = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * c));
-                sumi = _mm256_add_epi32(
-                    sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], av), scv[c]));
-            }
             /* the -32 offset: sum_g sc_g * 32 * bsum_g */
-            __m256i bs0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
             __m256i bsum = _mm256_loadu_si256((const __m256i *)a->bsums);
-            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bs0, bsum), 5));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            __m256i si = _mm256_sub_epi32(sumi[j], _mm256_slli_epi32(_mm256_madd_epi16(bs0, bsum), 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(si), acc[j]);
         }
     }
     _Pragma("GCC unroll 8")
@@ -495,6 +492,7 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mmp[RT_F32] = mmp_f32;
     k->mmp[RT_F16] = mmp_f16;
     k->mmp[RT_BF16] = mmp_bf16;
+    k->mmp_rows = 2;
     k->mm[RT_Q4_0] = mm_q4_0;
     k->mm[RT_Q4_1] = mm_q4_1;
     k->mm[RT_Q8_0] = mm_q8_0;

@@ -72,7 +72,8 @@ int cpu_op_rmsnorm(rt_backend *be, const rt_op_args *a) {
                   .eps = a->p.rmsnorm.eps, .w_off = a->p.rmsnorm.w_offset,
                   .d = a->src[0]->shape[a->src[0]->ndim - 1], .nrows = rt_tensor_nrows(a->src[0])};
     j.rows_per_task = rows_per_task(j.nrows, j.d, c->n_threads);
-    cpu_pool_run(c->pool, (j.nrows + j.rows_per_task - 1) / j.rows_per_task, rmsnorm_task, &j);
+    cpu_parallel(c, (j.nrows + j.rows_per_task - 1) / j.rows_per_task, rmsnorm_task, &j,
+                 j.nrows * j.d);
     return VC_OK;
 }
 
@@ -83,6 +84,7 @@ int cpu_op_softmax(rt_backend *be, const rt_op_args *a) {
     rows_job j = {.k = c->k, .dst = a->dst, .x = a->src[0],
                   .d = a->src[0]->shape[a->src[0]->ndim - 1], .nrows = rt_tensor_nrows(a->src[0])};
     j.rows_per_task = rows_per_task(j.nrows, j.d, c->n_threads);
-    cpu_pool_run(c->pool, (j.nrows + j.rows_per_task - 1) / j.rows_per_task, softmax_task, &j);
+    cpu_parallel(c, (j.nrows + j.rows_per_task - 1) / j.rows_per_task, softmax_task, &j,
+                 j.nrows * j.d * 4);
     return VC_OK;
 }

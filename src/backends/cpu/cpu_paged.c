@@ -49,7 +49,7 @@ int cpu_op_kv_store(rt_backend *be, const rt_op_args *a) {
         if (j.slots[t] >= n_slots)
             return vc_err_set(VC_ERR_INVALID, "kv_store: slot %d out of range (%lld)", j.slots[t],
                               (long long)n_slots);
-    cpu_pool_run(c->pool, T, store_task, &j);
+    cpu_parallel(c, T, store_task, &j, T * j.row);
     return VC_OK;
 }
 
@@ -193,7 +193,7 @@ int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a) {
     if (o.T == 0) return VC_OK;
     /* rows, task and slot offsets; then the partial-result area */
     size_t rows_bytes = ((size_t)o.T * sizeof(prow) + 63) & ~(size_t)63;
-    int64_t units = o.kvh * o.nhb, tasks = 0, slots = 0;
+    int64_t units = o.kvh * o.nhb, tasks = 0, slots = 0, work = 0;
     for (int pass = 0; pass < 2; pass++) {
         prow *rows = NULL;
         if (pass == 1) {
@@ -220,10 +220,11 @@ int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a) {
                 }
                 tasks += units * sp;
                 if (sp > 1) slots += units * sp;
+                if (pass == 0) work += (pos - lo + 1) * o.h * o.hd * 2;
             }
         }
     }
-    cpu_pool_run(c->pool, tasks, paged_task, &o);
-    if (slots) cpu_pool_run(c->pool, o.T, combine_task, &o);
+    cpu_parallel(c, tasks, paged_task, &o, work);
+    if (slots) cpu_parallel(c, o.T, combine_task, &o, slots * o.hb * o.hd);
     return VC_OK;
 }

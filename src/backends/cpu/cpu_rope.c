@@ -62,6 +62,6 @@ int cpu_op_rope(rt_backend *be, const rt_op_args *a) {
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu rope: head rows must be contiguous");
     rope_job j = {.x = x, .pos = a->src[0]->data, .inv_freq = a->src[1]->data, .half = half,
                   .neox = a->p.rope.neox, .attn_factor = a->p.rope.attn_factor};
-    cpu_pool_run(c->pool, x->shape[0], rope_task, &j);
+    cpu_parallel(c, x->shape[0], rope_task, &j, x->shape[0] * x->shape[1] * half * 8);
     return VC_OK;
 }

@@ -14,7 +14,7 @@
 /* Spin iterations before sleeping: ~tens of microseconds, enough to bridge
  * the gap between two ops of one decode step without burning a core while
  * the engine waits for requests. */
-#define SPIN_ITERS 20000
+#define SPIN_ITERS 4000
 
 /* One cache line per worker for its "finished generation g" flag, so
  * completion costs no contended read-modify-write. */

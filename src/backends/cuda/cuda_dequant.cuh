@@ -2,7 +2,8 @@
  *
  * A quantized row is cut into "units" of 32 consecutive values: one block of
  * Q4_0/Q4_1/Q8_0, one sub-block of a 256-value K-quant super-block. dq_unit
- * decodes unit u of a row into v[32] with the exact arithmetic of
+ * decodes unit u of a row into v[32], dq_span a slice of it (the GEMV takes
+ * 8 values per lane), with the exact arithmetic of
  * runtime/quant.c (products and differences rounded separately, no FMA
  * contraction), so EMBED and COPY match the CPU bit for bit.
  *
@@ -37,76 +38,97 @@ __device__ __forceinline__ void cuda_q4k_sm(int j, const uint8_t *q, int &sc, in
     }
 }
 
+/* Decode values l0..l0+N-1 (l0 + N <= 32) of unit u of a row of type T. */
+template <rt_dtype T, int N> __device__ __forceinline__ void dq_span(const uint8_t *row, int64_t u, int l0, float *v);
+
+template <rt_dtype T, int N> struct dq_impl;
+
+template <int N> struct dq_impl<RT_Q4_0, N> {
+    static __device__ __forceinline__ void run(const uint8_t *row, int64_t u, int l0, float *v) {
+        const uint8_t *b = row + u * 18;
+        float d = cuda_h2f(b);
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+            int l = l0 + e, q = l < 16 ? (b[2 + l] & 0xF) : (b[2 + l - 16] >> 4);
+            v[e] = __fmul_rn(d, (float)(q - 8));
+        }
+    }
+};
+
+template <int N> struct dq_impl<RT_Q4_1, N> {
+    static __device__ __forceinline__ void run(const uint8_t *row, int64_t u, int l0, float *v) {
+        const uint8_t *b = row + u * 20;
+        float d = cuda_h2f(b), m = cuda_h2f(b + 2);
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+            int l = l0 + e, q = l < 16 ? (b[4 + l] & 0xF) : (b[4 + l - 16] >> 4);
+            v[e] = __fadd_rn(__fmul_rn(d, (float)q), m);
+        }
+    }
+};
+
+template <int N> struct dq_impl<RT_Q8_0, N> {
+    static __device__ __forceinline__ void run(const uint8_t *row, int64_t u, int l0, float *v) {
+        const uint8_t *b = row + u * 34;
+        float d = cuda_h2f(b);
+#pragma unroll
+        for (int e = 0; e < N; e++) v[e] = __fmul_rn((float)(int8_t)b[2 + l0 + e], d);
+    }
+};
+
+template <int N> struct dq_impl<RT_Q4_K, N> {
+    static __device__ __forceinline__ void run(const uint8_t *row, int64_t u, int l0, float *v) {
+        const uint8_t *b = row + (u >> 3) * 144;
+        int j = (int)(u & 7), sc, m;
+        cuda_q4k_sm(j, b + 4, sc, m);
+        float d = __fmul_rn(cuda_h2f(b), (float)sc), mn = __fmul_rn(cuda_h2f(b + 2), (float)m);
+        const uint8_t *q = b + 16 + 32 * (j >> 1) + l0;
+        int sh = 4 * (j & 1);
+#pragma unroll
+        for (int e = 0; e < N; e++) v[e] = __fsub_rn(__fmul_rn(d, (float)((q[e] >> sh) & 0xF)), mn);
+    }
+};
+
+template <int N> struct dq_impl<RT_Q5_K, N> {
+    static __device__ __forceinline__ void run(const uint8_t *row, int64_t u, int l0, float *v) {
+        const uint8_t *b = row + (u >> 3) * 176;
+        int j = (int)(u & 7), sc, m;
+        cuda_q4k_sm(j, b + 4, sc, m);
+        float d = __fmul_rn(cuda_h2f(b), (float)sc), mn = __fmul_rn(cuda_h2f(b + 2), (float)m);
+        const uint8_t *qh = b + 16 + l0, *q = b + 48 + 32 * (j >> 1) + l0;
+        int sh = 4 * (j & 1);
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+            int x = ((q[e] >> sh) & 0xF) | (((qh[e] >> j) & 1) << 4);
+            v[e] = __fsub_rn(__fmul_rn(d, (float)x), mn);
+        }
+    }
+};
+
+template <int N> struct dq_impl<RT_Q6_K, N> {
+    static __device__ __forceinline__ void run(const uint8_t *row, int64_t u, int l0, float *v) {
+        const uint8_t *b = row + (u >> 3) * 210;
+        int j = (int)(u & 7), h = j >> 2, k = j & 3;
+        const uint8_t *ql = b + 64 * h + 32 * (k & 1) + l0, *qh = b + 128 + 32 * h + l0;
+        const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * k;
+        float d = cuda_h2f(b + 208);
+        int shl = k < 2 ? 0 : 4, shh = 2 * k;
+        float d0 = __fmul_rn(d, (float)sc[0]), d1 = __fmul_rn(d, (float)sc[1]);
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+            int x = ((ql[e] >> shl) & 0xF) | (((qh[e] >> shh) & 3) << 4);
+            v[e] = __fmul_rn(l0 + e < 16 ? d0 : d1, (float)(x - 32));
+        }
+    }
+};
+
+template <rt_dtype T, int N> __device__ __forceinline__ void dq_span(const uint8_t *row, int64_t u, int l0, float *v) {
+    dq_impl<T, N>::run(row, u, l0, v);
+}
+
 /* Decode unit u (32 values) of a row of type T. */
-template <rt_dtype T> __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t u, float *v);
-
-template <> __device__ __forceinline__ void dq_unit<RT_Q4_0>(const uint8_t *row, int64_t u, float *v) {
-    const uint8_t *b = row + u * 18;
-    float d = cuda_h2f(b);
-#pragma unroll
-    for (int l = 0; l < 16; l++) {
-        int q = b[2 + l];
-        v[l] = __fmul_rn(d, (float)((q & 0xF) - 8));
-        v[l + 16] = __fmul_rn(d, (float)((q >> 4) - 8));
-    }
-}
-
-template <> __device__ __forceinline__ void dq_unit<RT_Q4_1>(const uint8_t *row, int64_t u, float *v) {
-    const uint8_t *b = row + u * 20;
-    float d = cuda_h2f(b), m = cuda_h2f(b + 2);
-#pragma unroll
-    for (int l = 0; l < 16; l++) {
-        int q = b[4 + l];
-        v[l] = __fadd_rn(__fmul_rn(d, (float)(q & 0xF)), m);
-        v[l + 16] = __fadd_rn(__fmul_rn(d, (float)(q >> 4)), m);
-    }
-}
-
-template <> __device__ __forceinline__ void dq_unit<RT_Q8_0>(const uint8_t *row, int64_t u, float *v) {
-    const uint8_t *b = row + u * 34;
-    float d = cuda_h2f(b);
-#pragma unroll
-    for (int l = 0; l < 32; l++) v[l] = __fmul_rn((float)(int8_t)b[2 + l], d);
-}
-
-template <> __device__ __forceinline__ void dq_unit<RT_Q4_K>(const uint8_t *row, int64_t u, float *v) {
-    const uint8_t *b = row + (u >> 3) * 144;
-    int j = (int)(u & 7), sc, m;
-    cuda_q4k_sm(j, b + 4, sc, m);
-    float d = __fmul_rn(cuda_h2f(b), (float)sc), mn = __fmul_rn(cuda_h2f(b + 2), (float)m);
-    const uint8_t *q = b + 16 + 32 * (j >> 1);
-    int sh = 4 * (j & 1);
-#pragma unroll
-    for (int l = 0; l < 32; l++) v[l] = __fsub_rn(__fmul_rn(d, (float)((q[l] >> sh) & 0xF)), mn);
-}
-
-template <> __device__ __forceinline__ void dq_unit<RT_Q5_K>(const uint8_t *row, int64_t u, float *v) {
-    const uint8_t *b = row + (u >> 3) * 176;
-    int j = (int)(u & 7), sc, m;
-    cuda_q4k_sm(j, b + 4, sc, m);
-    float d = __fmul_rn(cuda_h2f(b), (float)sc), mn = __fmul_rn(cuda_h2f(b + 2), (float)m);
-    const uint8_t *qh = b + 16, *q = b + 48 + 32 * (j >> 1);
-    int sh = 4 * (j & 1);
-#pragma unroll
-    for (int l = 0; l < 32; l++) {
-        int x = ((q[l] >> sh) & 0xF) | (((qh[l] >> j) & 1) << 4);
-        v[l] = __fsub_rn(__fmul_rn(d, (float)x), mn);
-    }
-}
-
-template <> __device__ __forceinline__ void dq_unit<RT_Q6_K>(const uint8_t *row, int64_t u, float *v) {
-    const uint8_t *b = row + (u >> 3) * 210;
-    int j = (int)(u & 7), h = j >> 2, k = j & 3;
-    const uint8_t *ql = b + 64 * h + 32 * (k & 1), *qh = b + 128 + 32 * h;
-    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * k;
-    float d = cuda_h2f(b + 208);
-    int shl = k < 2 ? 0 : 4, shh = 2 * k;
-    float d0 = __fmul_rn(d, (float)sc[0]), d1 = __fmul_rn(d, (float)sc[1]);
-#pragma unroll
-    for (int l = 0; l < 32; l++) {
-        int x = ((ql[l] >> shl) & 0xF) | (((qh[l] >> shh) & 3) << 4);
-        v[l] = __fmul_rn(l < 16 ? d0 : d1, (float)(x - 32));
-    }
+template <rt_dtype T> __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t u, float *v) {
+    dq_span<T, 32>(row, u, 0, v);
 }
 
 /* Elements of a plain float type. */

@@ -2,9 +2,10 @@
  *
  * Two paths:
  *  - n <= CUDA_GEMV_MAX_N (decode): a GEMV kernel, one warp per weight row,
- *    that decodes W on the fly (f32/f16/bf16 elements, or 32-value units of
- *    the GGUF block formats via cuda_dequant.cuh) and dots it with up to 8
- *    f32 activation rows in f32. W is read from memory once per call.
+ *    that decodes W on the fly (f32/f16/bf16 elements, 16-byte loads of 8
+ *    halves when aligned, or 32-value units of the GGUF block formats via
+ *    cuda_dequant.cuh) and dots it with up to 8 f32 activation rows in f32.
+ *    W is read from memory once per call.
  *  - larger n (prefill): cuBLAS. f32 W: SGEMM in plain fp32 (default math
  *    mode, so no TF32). f16 / bf16 W: x is converted to W's type and
  *    cublasGemmEx runs with fp32 accumulation and an f32 result. Quantized
@@ -59,23 +60,61 @@ __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, in
     gemv_store(acc, n, r, y, y_ld, bias);
 }
 
+/* f16/bf16 rows with 16-byte aligned rows, x and in % 8 == 0: each lane
+ * loads 8 weights (one uint4) and 2 float4 of every x row per step. */
 template <rt_dtype T>
+__global__ void k_gemv_half_v8(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
+                               int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (r >= out) return;
+    const uint4 *wr = (const uint4 *)(w + r * w_stride);
+    float acc[CUDA_GEMV_MAX_N] = {0};
+    for (int64_t c = threadIdx.x & 31; c < in / 8; c += 32) {
+        uint4 pk = wr[c];
+        const uint16_t *h = (const uint16_t *)&pk;
+        float wv[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) wv[e] = ld_plain<T>((const char *)(h + e));
+#pragma unroll
+        for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
+            if (t >= n) break;
+            const float4 *xv = (const float4 *)(x + t * x_ld + c * 8);
+            float4 a = xv[0], b = xv[1];
+            acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y +
+                      wv[6] * b.z + wv[7] * b.w;
+        }
+    }
+    gemv_store(acc, n, r, y, y_ld, bias);
+}
+
+/* Quantized rows: lane handles groups of 8 consecutive values (group g =
+ * values 8g..8g+7, a quarter of unit g/4), so a warp step covers 256
+ * contiguous values and its x reads are coalesced (two float4 per token
+ * when VX, i.e. x rows 16-byte aligned). */
+template <rt_dtype T, bool VX>
 __global__ void k_gemv_quant(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
                              int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
     int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
     if (r >= out) return;
     const uint8_t *wr = (const uint8_t *)w + r * w_stride;
     float acc[CUDA_GEMV_MAX_N] = {0};
-    for (int64_t u = threadIdx.x & 31; u < in / 32; u += 32) {
-        float v[32];
-        dq_unit<T>(wr, u, v);
+    for (int64_t g = threadIdx.x & 31; g < in / 8; g += 32) {
+        float v[8];
+        dq_span<T, 8>(wr, g >> 2, (int)(g & 3) * 8, v);
 #pragma unroll
         for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
             if (t >= n) break;
-            const float *xs = x + t * x_ld + u * 32;
-            float s = 0.0f;
+            const float *xs = x + t * x_ld + g * 8;
+            float s;
+            if (VX) {
+                float4 a = ((const float4 *)xs)[0], b = ((const float4 *)xs)[1];
+                s = v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z +
+                    v[7] * b.w;
+            } else {
+                s = 0.0f;
 #pragma unroll
-            for (int l = 0; l < 32; l++) s += v[l] * xs[l];
+                for (int e = 0; e < 8; e++) s += v[e] * xs[e];
+            }
             acc[t] += s;
         }
     }
@@ -95,18 +134,20 @@ __global__ void k_to_half(const float *x, int64_t x_ld, H *dst, int64_t in, int6
     }
 }
 
-/* Quantized W[out,in] -> bf16 [out,in], one thread per 32-value unit. */
+/* Quantized W[out,in] -> bf16 [out,in], one thread per group of 8 values
+ * (one 16-byte store; consecutive threads write consecutive groups). */
 template <rt_dtype T>
 __global__ void k_dequant_bf16(const char *w, int64_t w_stride, __nv_bfloat16 *dst, int64_t in, int64_t total) {
-    int64_t upr = in / 32;
+    int64_t gpr = in / 8;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i / upr, u = i % upr;
-        float v[32];
-        dq_unit<T>((const uint8_t *)w + r * w_stride, u, v);
-        __nv_bfloat16 *o = dst + r * in + u * 32;
+        int64_t r = i / gpr, g = i % gpr;
+        float v[8];
+        dq_span<T, 8>((const uint8_t *)w + r * w_stride, g >> 2, (int)(g & 3) * 8, v);
+        __align__(16) __nv_bfloat16 o[8];
 #pragma unroll
-        for (int l = 0; l < 32; l++) o[l] = __float2bfloat16_rn(v[l]);
+        for (int l = 0; l < 8; l++) o[l] = __float2bfloat16_rn(v[l]);
+        *(uint4 *)(dst + r * in + g * 8) = *(const uint4 *)o;
     }
 }
 
@@ -130,11 +171,22 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
     const char *wd = (const char *)w->data;
     int64_t ws = w->stride[0];
-    switch (w->dtype) {
+    bool vx = ((uintptr_t)x & 15) == 0 && (n == 1 || x_ld % 4 == 0);
+    bool v8 = (w->dtype == RT_F16 || w->dtype == RT_BF16) && in % 8 == 0 && ws % 16 == 0 &&
+              ((uintptr_t)wd & 15) == 0 && ((uintptr_t)x & 15) == 0 && (n == 1 || x_ld % 4 == 0);
+    if (v8 && w->dtype == RT_F16)
+        k_gemv_half_v8<RT_F16><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else if (v8)
+        k_gemv_half_v8<RT_BF16><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else switch (w->dtype) {
 #define X(T) case T: k_gemv_plain<T><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
         X(RT_F32) X(RT_F16) X(RT_BF16)
 #undef X
-#define X(T) case T: k_gemv_quant<T><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+#define X(T)                                                                                              \
+    case T:                                                                                               \
+        if (vx) k_gemv_quant<T, true><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); \
+        else k_gemv_quant<T, false><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); \
+        break;
         CUDA_FOR_QUANT(X)
 #undef X
     default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: weight dtype %s", rt_dtype_name(w->dtype));
@@ -183,11 +235,11 @@ static int gemm(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     } else {
         void *wb = cuda_tmp_alloc(c, (size_t)(out * in) * 2);
         if (!wb) return VC_ERR_OOM;
-        int64_t total = out * (in / 32);
-        unsigned g = cuda_blocks(total, 128);
+        int64_t total = out * (in / 8);
+        unsigned g = cuda_blocks(total, 256);
         const char *wd = (const char *)w->data;
         switch (w->dtype) {
-#define X(T) case T: k_dequant_bf16<T><<<g, 128, 0, c->stream>>>(wd, ws, (__nv_bfloat16 *)wb, in, total); break;
+#define X(T) case T: k_dequant_bf16<T><<<g, 256, 0, c->stream>>>(wd, ws, (__nv_bfloat16 *)wb, in, total); break;
             CUDA_FOR_QUANT(X)
 #undef X
         default: break;

@@ -11,7 +11,7 @@
 
 static void test_rmsnorm(void **state) {
     (void)state;
-    const int64_t rows = 5, ds[] = {7, 64, 4099};
+    const int64_t rows = 19, ds[] = {7, 64, 4099}; /* 19 x 4099: big enough to run threaded */
     FOR_BACKENDS(be) {
         for (int k = 0; k < 3; k++) {
             int64_t d = ds[k];
@@ -111,13 +111,13 @@ static double gelu_d(double g) {
 
 static void test_elementwise(void **state) {
     (void)state;
-    const int64_t sizes[] = {1, 13, 40000};
+    const int64_t sizes[] = {1, 13, 40000, 200003}; /* the last runs threaded */
     FOR_BACKENDS(be) {
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             int64_t n = sizes[k];
             float *a = xmalloc((size_t)n * 4), *b = xmalloc((size_t)n * 4), *y = xmalloc((size_t)n * 4);
             double *ref = xmalloc((size_t)n * 8);
-            fill_rand(a, n, k == 2 ? 60.0f : 6.0f); /* large |g|: exp over/underflow */
+            fill_rand(a, n, k >= 2 ? 60.0f : 6.0f); /* large |g|: exp over/underflow */
             fill_rand(b, n, 2.0f);
             rt_tensor ta = rt_tensor_1d(a, RT_F32, RT_DEV_CPU, n);
             rt_tensor tb = rt_tensor_1d(b, RT_F32, RT_DEV_CPU, n);
@@ -156,7 +156,7 @@ static void test_elementwise(void **state) {
 
 static void test_softmax_argmax(void **state) {
     (void)state;
-    const int64_t rows = 4, cols = 1001;
+    const int64_t rows = 17, cols = 1001; /* threaded */
     float *x = xmalloc(rows * cols * 4), *y = xmalloc(rows * cols * 4);
     double *ref = xmalloc(rows * cols * 8);
     fill_rand(x, rows * cols, 20.0f);

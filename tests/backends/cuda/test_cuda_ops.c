@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static rt_backend *g_cpu, *g_gpu;
 static double g_worst[RT_OP_COUNT];
@@ -228,6 +229,10 @@ static void test_matmul(void **st) {
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
             matmul_case(t, ns[j], in, j % 2 ? 45 : 130, (int)(j % 2), j == 2 || j == 4);
     }
+    /* aligned f16/bf16 rows: the 16-byte-load GEMV */
+    matmul_case(RT_F16, 1, 1024, 130, 1, 0);
+    matmul_case(RT_BF16, 5, 256, 45, 0, 0);
+    matmul_case(RT_BF16, 8, 512, 64, 0, 1);
     /* a larger prefill-shaped GEMM */
     matmul_case(RT_BF16, 64, 1024, 768, 1, 0);
     matmul_case(RT_Q4_K, 40, 1024, 256, 0, 0);
@@ -630,6 +635,61 @@ static void test_errors(void **st) {
     drop(&dx);
 }
 
+/* Informational: achieved weight bandwidth of the decode GEMV (n=1) and
+ * the prefill GEMM rate on a Llama-8B FFN-shaped matrix (random bytes as
+ * weights: speed does not depend on the values). Checks only that the
+ * calls succeed; the numbers are for the report. VLLM_CUDA_SPEED=0 skips it
+ * (scripts/gpu_run.sh does under compute-sanitizer). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_speed_report(void **st) {
+    (void)st;
+    NEED_GPU();
+    const char *env = getenv("VLLM_CUDA_SPEED");
+    if (env && !strcmp(env, "0")) skip();
+    const int64_t out = 14336, in = 4096, nmax = 512;
+    size_t maxb = (size_t)(out * in) * 4;
+    uint32_t *bytes = xmalloc(maxb);
+    for (size_t i = 0; i < maxb / 4; i++) bytes[i] = (uint32_t)(rnd() * 2147483647.0f) & 0x3BFF3BFFu; /* finite halves */
+    float *x = xmalloc((size_t)(nmax * in) * 4);
+    fill(x, nmax * in, 1.0f);
+    int64_t sx[2] = {nmax, in}, sy[2] = {nmax, out};
+    rt_tensor dx = up(x, RT_F32, 2, sx), dy = rt_tensor_alloc(g_gpu, RT_F32, 2, sy);
+    const rt_dtype ts[] = {RT_F32, RT_F16, RT_BF16, RT_Q8_0, RT_Q4_0, RT_Q4_1, RT_Q4_K, RT_Q6_K};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+        int64_t sw[2] = {out, in};
+        size_t wb = rt_dtype_row_bytes(ts[k], in) * (size_t)out;
+        rt_tensor dw = up(bytes, ts[k], 2, sw);
+        (void)wb;
+        for (int pass = 0; pass < 2; pass++) {
+            int64_t n = pass ? 256 : 1;
+            rt_tensor x1 = rt_tensor_slice0(&dx, 0, n), y1 = rt_tensor_slice0(&dy, 0, n);
+            assert_int_equal(rt_matmul(g_gpu, &y1, &x1, &dw, NULL), VC_OK); /* warm-up */
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            int iters = pass ? 5 : 20;
+            double t0 = now_s();
+            for (int i = 0; i < iters; i++) assert_int_equal(rt_matmul(g_gpu, &y1, &x1, &dw, NULL), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            double dt = (now_s() - t0) / iters;
+            if (pass == 0)
+                print_message("speed: gemv  %-5s %lldx%lld n=1: %8.1f us, %6.0f GB/s of weights\n", rt_dtype_name(ts[k]),
+                              (long long)out, (long long)in, dt * 1e6, (double)wb / dt * 1e-9);
+            else
+                print_message("speed: gemm  %-5s %lldx%lld n=%lld: %8.1f us, %6.1f TFLOP/s\n", rt_dtype_name(ts[k]),
+                              (long long)out, (long long)in, (long long)n, dt * 1e6, 2.0 * n * in * out / dt * 1e-12);
+        }
+        drop(&dw);
+    }
+    drop(&dx);
+    drop(&dy);
+    free(bytes);
+    free(x);
+}
+
 static void test_report(void **st) {
     (void)st;
     NEED_GPU();
@@ -661,7 +721,7 @@ int main(void) {
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
         cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
-        cmocka_unit_test(test_errors),    cmocka_unit_test(test_report),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_speed_report), cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

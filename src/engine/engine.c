@@ -1,0 +1,408 @@
+#include "engine/engine.h"
+
+#include "base/err.h"
+#include "base/log.h"
+#include "engine/runner.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Per-request engine state, hung on ereq->user. */
+typedef struct {
+    eout_req *out;
+    void *user;
+    bool reported_final;
+    int32_t n_lp, lp_rank; /* logprobs of the latest sampled token */
+    int32_t *lp_ids;
+    float *lp_vals;
+} eng_req;
+
+struct eng_engine;
+static int emit(struct eng_engine *e, ereq *r, int32_t *n_outs);
+
+struct eng_engine {
+    eng_params p;
+    rt_backend *be;
+    mdl_model *m;
+    tok_tokenizer *tok;
+    esched *sched;
+    erun_runner *runner;
+    int32_t num_blocks, max_model_len;
+    int64_t next_id;
+
+    ereq **live; /* every request not yet freed */
+    int32_t n_live, cap_live;
+    int64_t *aborted; /* ids aborted since the last step */
+    int32_t n_aborted, cap_aborted;
+
+    esched_output so;
+    esched_req_list finished;
+    int32_t *sampled;
+    eng_output *outs;
+    int32_t cap_outs;
+};
+
+eng_params eng_params_default(void) {
+    eng_params p;
+    memset(&p, 0, sizeof p);
+    p.block_size = 16;
+    p.max_num_seqs = 64;
+    p.max_num_batched_tokens = 2048;
+    p.kv_cache_fraction = 0.25;
+    p.enable_prefix_caching = true;
+    p.enable_chunked_prefill = true;
+    p.policy = ESCHED_FCFS;
+    return p;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* MemAvailable from /proc/meminfo, 0 if unknown. */
+static size_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+static int push_ptr(void ***arr, int32_t *n, int32_t *cap, void *p) {
+    if (*n == *cap) {
+        int32_t c = *cap ? *cap * 2 : 64;
+        void **a = realloc(*arr, (size_t)c * sizeof *a);
+        if (!a) return vc_err_set(VC_ERR_OOM, "out of memory");
+        *arr = a;
+        *cap = c;
+    }
+    (*arr)[(*n)++] = p;
+    return VC_OK;
+}
+
+eng_engine *eng_create(const eng_params *p) {
+    eng_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    e->p = *p;
+    if (!p->model) {
+        vc_err_set(VC_ERR_INVALID, "engine: no model given");
+        goto fail;
+    }
+    if (p->block_size <= 0 || p->block_size > 1024 || p->max_num_seqs <= 0 || p->max_num_batched_tokens <= 0 ||
+        p->max_num_seqs > p->max_num_batched_tokens) {
+        vc_err_set(VC_ERR_INVALID,
+                   "engine: need 0 < block_size <= 1024 and 0 < max_num_seqs <= max_num_batched_tokens");
+        goto fail;
+    }
+    rt_backend_params bp = rt_backend_params_default();
+    bp.n_threads = p->n_threads;
+    e->be = rt_backend_create(RT_DEV_CPU, &bp);
+    if (!e->be) goto fail;
+    mdl_params mp = mdl_params_default();
+    mp.max_batch = p->max_num_batched_tokens;
+    mp.upcast_weights = p->upcast_weights;
+    e->m = mdl_load(p->model, e->be, &mp);
+    if (!e->m) goto fail;
+    e->tok = tok_load(p->model); /* optional: token-id requests work without one */
+    if (!e->tok) VC_WARN("no tokenizer for %s (%s): token ids only", p->model, vc_err_msg());
+    const mdl_config *c = mdl_get_config(e->m);
+    e->max_model_len = p->max_model_len > 0 ? p->max_model_len : (int32_t)c->max_pos;
+    /* A pinned block count (the C API's num_blocks): without an explicit
+     * max_model_len the context shrinks to what the pool holds. */
+    if (p->num_blocks > 0 && p->max_model_len <= 0 &&
+        (int64_t)e->max_model_len > ((int64_t)p->num_blocks - 1) * p->block_size)
+        e->max_model_len = (int32_t)(((int64_t)p->num_blocks - 1) * p->block_size);
+    if (e->max_model_len > c->max_pos) {
+        vc_err_set(VC_ERR_INVALID, "max_model_len %d exceeds the model's context (%lld)", e->max_model_len,
+                   (long long)c->max_pos);
+        goto fail;
+    }
+    /* KV budget -> blocks. */
+    size_t per_block = mdl_kv_block_bytes(e->m, p->block_size);
+    size_t budget = p->kv_cache_memory;
+    if (!budget) {
+        size_t avail = mem_available();
+        budget = (size_t)((double)(avail ? avail : ((size_t)4 << 30)) * p->kv_cache_fraction);
+    }
+    int64_t nb = (int64_t)(budget / per_block);
+    int64_t useful = (int64_t)p->max_num_seqs * ((e->max_model_len + p->block_size - 1) / p->block_size) + 1;
+    if (nb > useful) nb = useful; /* more could never be used at once */
+    if (p->num_blocks > 0) nb = p->num_blocks;
+    if (nb > INT32_MAX / p->block_size) nb = INT32_MAX / p->block_size;
+    int64_t need = (e->max_model_len + p->block_size - 1) / p->block_size + 1;
+    if (nb < need) {
+        vc_err_set(VC_ERR_INVALID,
+                   "KV cache budget of %zu bytes holds %lld blocks of %d tokens; one sequence of max_model_len %d "
+                   "needs %lld: raise --kv-cache-memory or lower --max-model-len",
+                   budget, (long long)nb, p->block_size, e->max_model_len, (long long)need);
+        goto fail;
+    }
+    e->num_blocks = (int32_t)nb;
+    VC_INFO("KV cache: %d blocks of %d tokens (%.1f MiB), max_model_len %d", e->num_blocks, p->block_size,
+            (double)nb * (double)per_block / 1048576.0, e->max_model_len);
+    esched_params sp = esched_params_default();
+    sp.max_num_batched_tokens = p->max_num_batched_tokens;
+    sp.max_num_seqs = p->max_num_seqs;
+    sp.max_model_len = e->max_model_len;
+    sp.policy = p->policy;
+    sp.enable_chunked_prefill = p->enable_chunked_prefill;
+    sp.num_blocks = e->num_blocks;
+    sp.block_size = p->block_size;
+    sp.enable_prefix_caching = p->enable_prefix_caching;
+    e->sched = esched_create(&sp);
+    if (!e->sched) goto fail;
+    erun_params rp = {.num_blocks = e->num_blocks, .block_size = p->block_size,
+                      .max_num_batched_tokens = p->max_num_batched_tokens, .max_num_seqs = p->max_num_seqs,
+                      .max_model_len = e->max_model_len};
+    e->runner = erun_create(e->m, &rp);
+    if (!e->runner) goto fail;
+    e->sampled = malloc((size_t)p->max_num_seqs * sizeof *e->sampled);
+    if (!e->sampled) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        goto fail;
+    }
+    return e;
+fail:
+    eng_free(e);
+    return NULL;
+}
+
+static void free_req(ereq *r) {
+    eng_req *er = r->user;
+    if (er) {
+        eout_req_free(er->out);
+        free(er->lp_ids);
+        free(er->lp_vals);
+        free(er);
+    }
+    ereq_free(r);
+}
+
+void eng_free(eng_engine *e) {
+    if (!e) return;
+    for (int32_t i = 0; i < e->n_live; i++) {
+        if (e->sched && !ereq_is_finished(e->live[i])) esched_abort(e->sched, e->live[i]->id);
+        free_req(e->live[i]);
+    }
+    free(e->live);
+    free(e->aborted);
+    esched_output_free(&e->so);
+    esched_req_list_free(&e->finished);
+    free(e->sampled);
+    free(e->outs);
+    erun_free(e->runner);
+    esched_free(e->sched);
+    tok_free(e->tok);
+    mdl_free(e->m);
+    rt_backend_free(e->be);
+    free(e);
+}
+
+int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_sampling *sp, void *user,
+                   int64_t *id_out) {
+    if (n <= 0) return vc_err_set(VC_ERR_INVALID, "the prompt is empty");
+    int64_t V = mdl_get_config(e->m)->vocab;
+    for (int32_t i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return vc_err_set(VC_ERR_INVALID, "prompt token %d out of range [0, %lld)", prompt[i], (long long)V);
+    /* EOS from the model (vLLM: the first is eos_token_id, the others join
+     * stop_token_ids). */
+    ereq_sampling s2 = *sp;
+    const mdl_config *c = mdl_get_config(e->m);
+    if (s2.eos_token_id < 0 && c->n_eos > 0) s2.eos_token_id = c->eos_ids[0];
+    for (int i = 1; i < c->n_eos && s2.n_stop_token_ids < EREQ_MAX_STOP_IDS; i++) {
+        bool have = false;
+        for (int j = 0; j < s2.n_stop_token_ids; j++) have |= s2.stop_token_ids[j] == c->eos_ids[i];
+        if (!have) s2.stop_token_ids[s2.n_stop_token_ids++] = c->eos_ids[i];
+    }
+    sp = &s2;
+    if (erun_validate(e->runner, sp) < 0) return VC_ERR_INVALID;
+    ereq *r = ereq_create(e->next_id, prompt, n, sp);
+    if (!r) return VC_ERR_INVALID;
+    r->arrival_time = now_s();
+    eng_req *er = calloc(1, sizeof *er);
+    if (!er) {
+        ereq_free(r);
+        return vc_err_set(VC_ERR_OOM, "out of memory");
+    }
+    er->user = user;
+    r->user = er;
+    eout_detok d = {0};
+    if (e->tok && eout_detok_tokenizer(e->tok, sp->skip_special_tokens, prompt, n, &d) < 0) {
+        free_req(r);
+        return VC_ERR_OOM;
+    }
+    er->out = eout_req_create(r, &d);
+    if (!er->out) {
+        free_req(r);
+        return VC_ERR_OOM;
+    }
+    int rc = esched_add_request(e->sched, r);
+    if (rc < 0) {
+        free_req(r);
+        return rc;
+    }
+    if (push_ptr((void ***)&e->live, &e->n_live, &e->cap_live, r) < 0) {
+        esched_abort(e->sched, r->id);
+        free_req(r);
+        return VC_ERR_OOM;
+    }
+    *id_out = e->next_id++;
+    return VC_OK;
+}
+
+int eng_add_text(eng_engine *e, const char *text, const ereq_sampling *sp, void *user, int64_t *id_out) {
+    if (!e->tok) return vc_err_set(VC_ERR_INVALID, "this model has no tokenizer: send token ids");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (tok_encode(e->tok, text, strlen(text), true, &ids, &n) < 0) return VC_ERR_INVALID;
+    int rc = n > INT32_MAX ? vc_err_set(VC_ERR_INVALID, "prompt too long")
+                           : eng_add_tokens(e, ids, (int32_t)n, sp, user, id_out);
+    free(ids);
+    return rc;
+}
+
+int eng_abort(eng_engine *e, int64_t id) {
+    int rc = esched_abort(e->sched, id);
+    if (rc == 1) {
+        if (e->n_aborted == e->cap_aborted) {
+            int32_t c = e->cap_aborted ? e->cap_aborted * 2 : 16;
+            int64_t *a = realloc(e->aborted, (size_t)c * sizeof *a);
+            if (!a) return vc_err_set(VC_ERR_OOM, "out of memory");
+            e->aborted = a;
+            e->cap_aborted = c;
+        }
+        e->aborted[e->n_aborted++] = id;
+    }
+    return rc < 0 ? rc : VC_OK;
+}
+
+int eng_abort_all(eng_engine *e) {
+    for (int32_t i = 0; i < e->n_live; i++) {
+        ereq *r = e->live[i];
+        if (!ereq_is_finished(r)) {
+            int rc = eng_abort(e, r->id);
+            if (rc < 0) return rc;
+        }
+    }
+    return VC_OK;
+}
+
+int eng_fail_all(eng_engine *e, eng_output **outs, int32_t *n_outs) {
+    *n_outs = 0;
+    *outs = e->outs;
+    int rc = VC_OK;
+    for (int32_t i = 0; i < e->n_live && rc == 0; i++) {
+        ereq *r = e->live[i];
+        if (((eng_req *)r->user)->reported_final) continue;
+        if (!ereq_is_finished(r)) esched_finish_request(e->sched, r->id, EREQ_FINISHED_ERROR);
+        rc = emit(e, r, n_outs);
+    }
+    *outs = e->outs;
+    return rc;
+}
+
+bool eng_has_unfinished(const eng_engine *e) {
+    for (int32_t i = 0; i < e->n_live; i++)
+        if (!((eng_req *)e->live[i]->user)->reported_final) return true;
+    return false;
+}
+
+static int emit(eng_engine *e, ereq *r, int32_t *n_outs) {
+    eng_req *er = r->user;
+    if (er->reported_final) return VC_OK;
+    eout_delta d;
+    int rc = eout_req_process(er->out, r, e->sched, &d);
+    if (rc < 0) return rc;
+    if (!d.finished && d.n_token_ids == 0 && d.text_len == 0) return VC_OK;
+    if (*n_outs == e->cap_outs) {
+        int32_t c = e->cap_outs ? e->cap_outs * 2 : 64;
+        eng_output *o = realloc(e->outs, (size_t)c * sizeof *o);
+        if (!o) return vc_err_set(VC_ERR_OOM, "out of memory");
+        e->outs = o;
+        e->cap_outs = c;
+    }
+    e->outs[(*n_outs)++] = (eng_output){.id = r->id, .user = er->user, .text = d.text, .text_len = d.text_len,
+                                        .token_ids = d.token_ids, .n_token_ids = d.n_token_ids,
+                                        .finished = d.finished, .finish_reason = d.finish_reason,
+                                        .stop_str = d.stop_str, .usage = d.usage,
+                                        .n_lp = d.n_token_ids > 0 ? er->n_lp : 0, .lp_ids = er->lp_ids,
+                                        .lp_vals = er->lp_vals, .lp_rank = er->lp_rank};
+    er->n_lp = 0;
+    if (d.finished) er->reported_final = true;
+    return VC_OK;
+}
+
+static ereq *find_live(eng_engine *e, int64_t id) {
+    for (int32_t i = 0; i < e->n_live; i++)
+        if (e->live[i]->id == id) return e->live[i];
+    return NULL;
+}
+
+int eng_step(eng_engine *e, eng_output **outs, int32_t *n_outs) {
+    *n_outs = 0;
+    *outs = e->outs;
+    /* Free what was reported last step and is out of flight. */
+    int32_t w = 0;
+    for (int32_t i = 0; i < e->n_live; i++) {
+        ereq *r = e->live[i];
+        if (((eng_req *)r->user)->reported_final && ereq_can_free(r)) free_req(r);
+        else e->live[w++] = r;
+    }
+    e->n_live = w;
+    int rc = esched_schedule(e->sched, &e->so);
+    if (rc < 0) return rc;
+    for (int32_t i = 0; i < e->so.n_finished; i++) erun_release(e->runner, e->so.finished_ids[i]);
+    int32_t n_sampled = 0;
+    if (e->so.n_items > 0) {
+        rc = erun_execute(e->runner, &e->so, e->sampled);
+        if (rc < 0) return rc;
+        const smp_batch_out *so = erun_sample_output(e->runner);
+        for (int32_t i = 0; i < e->so.n_items; i++) {
+            if (!e->so.items[i].sample) continue;
+            ereq *r = e->so.items[i].req;
+            eng_req *er = r->user;
+            int32_t k = so->n_logprobs[n_sampled];
+            if (k >= 0) { /* keep this row's logprobs for the request's delta */
+                if (!er->lp_ids) {
+                    er->lp_ids = malloc((size_t)so->stride * sizeof *er->lp_ids);
+                    er->lp_vals = malloc((size_t)so->stride * sizeof *er->lp_vals);
+                    if (!er->lp_ids || !er->lp_vals) return vc_err_set(VC_ERR_OOM, "out of memory");
+                }
+                memcpy(er->lp_ids, so->lp_ids + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(int32_t));
+                memcpy(er->lp_vals, so->lp_vals + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(float));
+                er->n_lp = k + 1;
+                er->lp_rank = so->ranks[n_sampled];
+            }
+            n_sampled++;
+        }
+    }
+    rc = esched_update(e->sched, &e->so, e->sampled, n_sampled, &e->finished);
+    if (rc < 0) return rc;
+    for (int32_t i = 0; i < e->so.n_items && rc == 0; i++)
+        if (e->so.items[i].sample) rc = emit(e, e->so.items[i].req, n_outs);
+    for (int32_t i = 0; i < e->finished.n && rc == 0; i++) rc = emit(e, e->finished.reqs[i], n_outs);
+    for (int32_t i = 0; i < e->n_aborted && rc == 0; i++) {
+        ereq *r = find_live(e, e->aborted[i]);
+        if (r) rc = emit(e, r, n_outs);
+    }
+    e->n_aborted = 0;
+    *outs = e->outs;
+    return rc;
+}
+
+const mdl_config *eng_model_config(const eng_engine *e) { return mdl_get_config(e->m); }
+const tok_tokenizer *eng_tokenizer(const eng_engine *e) { return e->tok; }
+int32_t eng_num_blocks(const eng_engine *e) { return e->num_blocks; }
+int32_t eng_max_model_len(const eng_engine *e) { return e->max_model_len; }
+void eng_stats(const eng_engine *e, esched_stats *out) { esched_get_stats(e->sched, out); }
