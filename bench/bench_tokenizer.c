@@ -86,7 +86,8 @@ int main(int argc, char **argv) {
     printf("%s: load %.1f ms wall, %.1f ms cpu | encode %.2f MB/s wall, %.2f MB/s per cpu-second (%zu tokens) "
            "| decode %.1f MB/s | roundtrip %s\n",
            argv[1], (t1 - t0) * 1e3, (c1 - c0) * 1e3, len / (t3 - t2) / 1e6, len / (c3 - c2) / 1e6, n_tok,
-           dn / (t4 - t3) / 1e6, dn == len && !memcmp(dec, text, len) ? "exact" : "differs");
+           dn / (t4 - t3) / 1e6,
+           dn == len && !memcmp(dec, text, len) ? "exact" : "differs (SentencePiece adds a space prefix per chunk)");
     free(dec);
     free(all);
     free(text);

@@ -37,6 +37,15 @@ struct jj_ctx {
     jj_limits lim;
     int call_depth;
     int ctl;          /* pending loop control: 0, JJ_CTL_BREAK, JJ_CTL_CONTINUE */
+    /* The newest large concatenation results, allocated with spare room so
+     * that `s = s ~ x` (accumulating in a loop) appends in place instead of
+     * copying: strings are immutable views, and bytes past len belong to no
+     * view yet, so appending there changes no existing value. */
+    struct {
+        char *p;
+        size_t len, cap;
+    } grow[8];
+    unsigned grow_next; /* round-robin slot for the next large result */
 };
 
 enum { JJ_CTL_BREAK = 1, JJ_CTL_CONTINUE = 2 };
