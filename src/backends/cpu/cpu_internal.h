@@ -7,13 +7,22 @@
  *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
  *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
+ *   cpu_simd_avx2.h      exp/sigmoid/horizontal helpers for the AVX2 files
  *   cpu_norm.c, cpu_rope.c, cpu_elementwise.c, cpu_attention.c,
  *   cpu_embed.c, cpu_copy.c   the other ops (driver + scalar row kernels)
+ *   cpu_paged.c          KV_STORE and PAGED_ATTENTION (attention row kernel
+ *                        with block-table addressing)
  *
- * Each op driver splits work into tasks for the pool and calls row kernels
- * through a cpu_kernels table chosen once per backend (by CPU detection or
- * VLLM_CPU_ISA). The scalar table is the reference the SIMD ones are tested
- * against (tests/backends/cpu).
+ * Each op driver splits work into tasks for the pool (cpu_parallel: tiny
+ * ops run on the caller) and calls row kernels through a cpu_kernels table
+ * chosen once per backend (by CPU detection or VLLM_CPU_ISA). The scalar
+ * table is the reference the SIMD ones are tested against
+ * (tests/backends/cpu). Every kernel's accumulation order depends only on
+ * shapes, never on the thread count, so outputs are bit-identical for any
+ * number of threads.
+ *
+ * A backend runs one op at a time (its scratch buffer and pool are shared
+ * by all ops); callers serialise ops on a backend.
  */
 #ifndef CPU_INTERNAL_H
 #define CPU_INTERNAL_H
