@@ -395,6 +395,7 @@ int jj_call_value(jj_ctx *c, jj_val f, const jj_args *a, jj_val *out) {
     case JJ_FUNC: return jj_call_global(c, f.u.fn, a, out);
     case JJ_METHOD: return jj_call_method(c, f.u.m, a, out);
     case JJ_MACRO: return jj_call_macro(c, f.u.mac, a, NULL, out);
+    case JJ_LOOP: return jj_loop_call(c, f.u.loop, a, out);
     case JJ_UNDEF: return undef_err(c, f);
     default: return jj_error(c, "'%s' object is not callable", jj_type_name(f));
     }

@@ -11,6 +11,7 @@ static void usage(FILE *f) {
             "  run       generate text from a prompt\n"
             "  tokenize  encode text or render a chat prompt\n"
             "  bench     offline throughput / latency benchmark on the engine\n"
+            "  serve     OpenAI-compatible HTTP server\n"
             "  version   print the version\n"
             "Run `vllm <command> --help` for the options of a command.\n");
 }
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cli_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("vllm.c %s\n", VLLM_VERSION_STR);
         return 0;

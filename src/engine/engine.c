@@ -117,6 +117,11 @@ eng_engine *eng_create(const eng_params *p) {
     if (!e->tok) VC_WARN("no tokenizer for %s (%s): token ids only", p->model, vc_err_msg());
     const mdl_config *c = mdl_get_config(e->m);
     e->max_model_len = p->max_model_len > 0 ? p->max_model_len : (int32_t)c->max_pos;
+    /* A pinned block count (the C API's num_blocks): without an explicit
+     * max_model_len the context shrinks to what the pool holds. */
+    if (p->num_blocks > 0 && p->max_model_len <= 0 &&
+        (int64_t)e->max_model_len > ((int64_t)p->num_blocks - 1) * p->block_size)
+        e->max_model_len = (int32_t)(((int64_t)p->num_blocks - 1) * p->block_size);
     if (e->max_model_len > c->max_pos) {
         vc_err_set(VC_ERR_INVALID, "max_model_len %d exceeds the model's context (%lld)", e->max_model_len,
                    (long long)c->max_pos);
@@ -132,6 +137,7 @@ eng_engine *eng_create(const eng_params *p) {
     int64_t nb = (int64_t)(budget / per_block);
     int64_t useful = (int64_t)p->max_num_seqs * ((e->max_model_len + p->block_size - 1) / p->block_size) + 1;
     if (nb > useful) nb = useful; /* more could never be used at once */
+    if (p->num_blocks > 0) nb = p->num_blocks;
     if (nb > INT32_MAX / p->block_size) nb = INT32_MAX / p->block_size;
     int64_t need = (e->max_model_len + p->block_size - 1) / p->block_size + 1;
     if (nb < need) {

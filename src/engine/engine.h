@@ -37,6 +37,8 @@ typedef struct {
     int32_t max_num_batched_tokens;  /* 2048 */
     int32_t max_model_len;           /* 0: the model's (capped at 8192 by default budget) */
     size_t kv_cache_memory;          /* bytes; 0: kv_cache_fraction of available memory */
+    int32_t num_blocks;              /* > 0: exactly this many KV blocks (no budget); with
+                                      * max_model_len 0 the context shrinks to fit them */
     double kv_cache_fraction;        /* 0.25 */
     bool enable_prefix_caching;      /* true */
     bool enable_chunked_prefill;     /* true */

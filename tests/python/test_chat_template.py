@@ -316,6 +316,9 @@ SYNTHETIC = [
     "{% for a, b in [(1, 2), (3, 4)] %}{{ a + b }},{% endfor %} {% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %} {% for ch in 'héy' %}[{{ ch }}]{% endfor %}",
     "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}",
     "{% for i in range(2) %}{% for j in range(2) %}{{ loop.index }}{{ i }}{{ j }} {% endfor %}{{ loop.index }}|{% endfor %}",
+    "{% set tree = [{'n': 'a', 'kids': [{'n': 'b', 'kids': []}, {'n': 'c', 'kids': [{'n': 'd', 'kids': []}]}]}, {'n': 'e', 'kids': []}] %}{% for x in tree recursive %}<{{ x.n }}{{ loop.depth }}{{ loop.depth0 }}{% if x.kids %}[{{ loop(x.kids) }}]{% endif %}>{% endfor %}",
+    "{% for m in messages %}{% if loop.changed(m.role[0]) %}{{ m.role }};{% endif %}{% endfor %} {% for i in [1, 1, 2, 2, 1] %}{{ loop.changed(i) }}{% endfor %}",
+    "{% for x in [1] %}{{ loop([2]) }}{% endfor %}",
     # scoping
     "{% set x = 1 %}{% for i in range(3) %}{% set x = x + i %}{{ x }}{% endfor %}{{ x }}",
     "{% for i in range(3) %}{% if i == 0 %}{% set y = 'a' %}{% endif %}[{{ y }}]{% endfor %}",
@@ -485,3 +488,26 @@ def test_random_statements(chat_render, seed):
     results = [check(chat_render, "{% set ns = namespace(x=0) %}{% set a = 1 %}" + _rand_body(rng, 0), MSGS,
                      strict_errors=False) for _ in range(60)]
     assert results.count("ok") >= 15
+
+
+def test_cli_reads_tokenizer_config_and_reports_errors(chat_render, shared_dir, tmp_path):
+    """TEMPLATE_FILE may be a tokenizer_config.json; bad inputs exit 1 with a message."""
+    cfg = load_config(shared_dir, "qwen3")
+    conf = tmp_path / "tokenizer_config.json"
+    conf.write_text(json.dumps(cfg), encoding="utf-8")
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps({"messages": CONVERSATIONS["system_multi_turn"], "tools": TOOLS}), encoding="utf-8")
+    r = subprocess.run([str(chat_render), str(conf), str(msgs), "--kwargs", '{"enable_thinking": false}'],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    err, want = theirs(cfg["chat_template"], CONVERSATIONS["system_multi_turn"], tools=TOOLS,
+                       kwargs={"enable_thinking": False})
+    assert err is None and r.stdout.decode("utf-8") == want
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"no_messages": 1}')
+    r = subprocess.run([str(chat_render), str(conf), str(bad)], capture_output=True, timeout=30)
+    assert r.returncode == 1 and b"messages must be a JSON array" in r.stderr
+    r = subprocess.run([str(chat_render), str(conf), str(msgs), "--kwargs", "[1]"], capture_output=True, timeout=30)
+    assert r.returncode == 1 and b"--kwargs" in r.stderr
+    r = subprocess.run([str(chat_render), str(tmp_path / "missing"), str(msgs)], capture_output=True, timeout=30)
+    assert r.returncode == 1 and r.stderr

@@ -320,6 +320,40 @@ static void test_stream_spm(void **st) {
     tok_free(t);
 }
 
+/* The engine primes a stream with the prompt's last ids and flushes before
+ * generating: the first generated "▁h" must then decode to " h", not "h". */
+static void test_stream_context(void **st) {
+    (void)st;
+    tok_tokenizer *t = load(SPM_JSON);
+    assert_non_null(t);
+    tok_stream *s = tok_stream_create(t, true);
+    char *d;
+    assert_int_equal(tok_stream_push(s, 1, &d), 0); /* <s> skipped */
+    assert_null(d);
+    assert_int_equal(tok_stream_push(s, 8, &d), 0);
+    assert_string_equal(d, "hi");
+    free(d);
+    assert_int_equal(tok_stream_flush(s, &d), 0);
+    assert_null(d);
+    assert_int_equal(tok_stream_push(s, 7, &d), 0);
+    assert_string_equal(d, " h");
+    free(d);
+    /* a flushed incomplete byte run that later completes does not stall */
+    assert_int_equal(tok_stream_push(s, 2, &d), 0); /* 0xC3 held */
+    assert_null(d);
+    assert_int_equal(tok_stream_flush(s, &d), 0);
+    assert_string_equal(d, "\xEF\xBF\xBD");
+    free(d);
+    assert_int_equal(tok_stream_push(s, 3, &d), 0); /* 0xA9: a run, held until a non-byte token */
+    assert_null(d);
+    assert_int_equal(tok_stream_push(s, 5, &d), 0);
+    assert_non_null(d);
+    assert_non_null(strstr(d, "h"));
+    free(d);
+    tok_stream_free(s);
+    tok_free(t);
+}
+
 static void test_errors(void **st) {
     (void)st;
     assert_null(tok_load("/nonexistent/tokenizer/dir"));
@@ -386,6 +420,7 @@ int main(void) {
         cmocka_unit_test(test_spm_byte_fallback),
         cmocka_unit_test(test_stream_bytelevel),
         cmocka_unit_test(test_stream_spm),
+        cmocka_unit_test(test_stream_context),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_gguf_spm),

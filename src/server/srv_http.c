@@ -1,0 +1,286 @@
+/* srv_http — the libmicrohttpd daemon: one thread per connection, body
+ * accumulation with a size limit, API-key check, routing, and the glue that
+ * turns an srv_reply into an MHD response (a buffer, or an SSE stream
+ * pulled by a content-reader callback that may block on its job). */
+#include "server/srv_internal.h"
+
+#include "base/err.h"
+#include "base/log.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* Per-connection request state (con_cls). */
+typedef struct {
+    vc_strbuf body;
+    bool too_big;
+} conn_ctx;
+
+srv_params srv_params_default(void) {
+    return (srv_params){.host = "127.0.0.1", .port = 8000, .max_body_bytes = 4u << 20};
+}
+
+int srv_port(const srv_server *s) { return s->port; }
+
+void srv_reply_json(srv_reply *r, int status, json_t *j) {
+    r->status = status;
+    r->content_type = "application/json";
+    r->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!r->body) {
+        srv_error e;
+        srv_err(&e, 500, NULL, "out of memory");
+        srv_reply_error(r, &e);
+    }
+}
+
+void srv_reply_error(srv_reply *r, const srv_error *e) {
+    r->status = e->status;
+    r->content_type = "application/json";
+    free(r->body);
+    r->body = srv_error_json(e);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    bool done;
+    size_t k = srv_stream_read(cls, buf, max, &done);
+    if (done) return MHD_CONTENT_READER_END_OF_STREAM;
+    return (ssize_t)k;
+}
+
+static void stream_free(void *cls) { srv_stream_free(cls); }
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, srv_reply *r) {
+    struct MHD_Response *resp;
+    if (r->stream) {
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, r->stream, stream_free);
+        if (!resp) {
+            srv_stream_free(r->stream);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    } else {
+        const char *b = r->body ? r->body : "";
+        resp = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+            free(r->body);
+            return MHD_NO;
+        }
+    }
+    if (r->content_type) MHD_add_response_header(resp, "Content-Type", r->content_type);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static bool authorized(srv_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    const char *k = h + 7;
+    size_t a = strlen(k), b = strlen(s->api_key);
+    unsigned diff = (unsigned)(a != b);
+    for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned char)(k[i] ^ s->api_key[i]);
+    return diff == 0;
+}
+
+static void route(srv_server *s, struct MHD_Connection *c, const char *url, const char *method, conn_ctx *cc,
+                  srv_reply *r) {
+    srv_error e;
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strncmp(url, "/v1/", 4) && !authorized(s, c)) {
+        srv_reply_error(r, (srv_err(&e, 401, NULL, "Unauthorized: a valid API key is required"), &e));
+        return;
+    }
+    if (cc->too_big) {
+        srv_reply_error(r, (srv_err(&e, 413, NULL, "the request body exceeds %zu bytes", s->max_body), &e));
+        return;
+    }
+    const char *body = cc->body.s ? cc->body.s : "";
+    size_t len = cc->body.len;
+    struct { const char *path; bool is_post; } routes[] = {
+        {"/health", false}, {"/version", false}, {"/v1/models", false}, {"/metrics", false}, {"/", false},
+        {"/v1/completions", true}, {"/v1/chat/completions", true}, {"/tokenize", true}, {"/detokenize", true},
+    };
+    int which = -1;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(url, routes[i].path)) which = (int)i;
+    if (which < 0) {
+        srv_reply_error(r, (srv_err(&e, 404, NULL, "Not Found: %.200s", url), &e));
+        return;
+    }
+    if (routes[which].is_post ? !post : !get) {
+        srv_reply_error(r, (srv_err(&e, 405, NULL, "Method Not Allowed: %.20s %.200s", method, url), &e));
+        return;
+    }
+    switch (which) {
+    case 0:
+        r->content_type = "application/json";
+        if (aeng_alive(s->engine)) {
+            r->status = 200;
+            r->body = strdup("");
+        } else {
+            srv_reply_error(r, (srv_err(&e, 503, NULL, "the engine is not running"), &e));
+        }
+        break;
+    case 1: srv_reply_json(r, 200, json_pack("{s:s}", "version", s->version)); break;
+    case 2: srv_handle_models(s, r); break;
+    case 3:
+        r->status = 200;
+        r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+        r->body = srv_metrics_render(s->metrics, s->engine, s->model_name);
+        break;
+    case 4:
+        r->status = 200;
+        r->content_type = "text/html; charset=utf-8";
+        r->body = strdup(srv_chat_page);
+        break;
+    case 5: srv_handle_completions(s, body, len, false, r); break;
+    case 6: srv_handle_completions(s, body, len, true, r); break;
+    case 7: srv_handle_tokenize(s, body, len, r); break;
+    case 8: srv_handle_detokenize(s, body, len, r); break;
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    srv_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        cc = calloc(1, sizeof *cc);
+        if (!cc) return MHD_NO;
+        *con_cls = cc;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* Past the limit the rest is read and dropped, then answered 413
+         * (closing mid-upload would leave the client a broken pipe). */
+        if (!cc->too_big && cc->body.len + *upload_size > s->max_body) {
+            cc->too_big = true;
+            vc_sb_free(&cc->body);
+        }
+        if (!cc->too_big) vc_sb_append(&cc->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    srv_reply r = {0};
+    route(s, c, url, method, cc, &r);
+    return send_reply(c, &r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc) {
+    (void)cls;
+    (void)c;
+    (void)tc;
+    conn_ctx *cc = *con_cls;
+    if (!cc) return;
+    vc_sb_free(&cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+srv_server *srv_create(aeng *engine, const srv_params *p) {
+    if (!p->model_name || !*p->model_name) {
+        vc_err_set(VC_ERR_INVALID, "server: no model name");
+        return NULL;
+    }
+    srv_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    s->engine = engine;
+    s->tok = aeng_tokenizer(engine);
+    s->max_model_len = aeng_max_model_len(engine);
+    s->max_body = p->max_body_bytes ? p->max_body_bytes : (4u << 20);
+    s->created = (long)time(NULL);
+    s->model_name = strdup(p->model_name);
+    s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
+    s->version = strdup(p->version ? p->version : "unknown");
+    s->metrics = srv_metrics_create();
+    if (!s->model_name || !s->version || (p->api_key && *p->api_key && !s->api_key) || !s->metrics) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        goto fail;
+    }
+    if (p->tool_call_parser && *p->tool_call_parser) {
+        if (strcmp(p->tool_call_parser, "hermes")) {
+            vc_err_set(VC_ERR_INVALID, "--tool-call-parser '%s' is not supported (supported: hermes)",
+                       p->tool_call_parser);
+            goto fail;
+        }
+        s->tools = SRV_TOOLS_HERMES;
+    }
+    if (p->reasoning_parser && *p->reasoning_parser) {
+        if (strcmp(p->reasoning_parser, "deepseek_r1") && strcmp(p->reasoning_parser, "qwen3")) {
+            vc_err_set(VC_ERR_INVALID, "--reasoning-parser '%s' is not supported (supported: deepseek_r1, qwen3)",
+                       p->reasoning_parser);
+            goto fail;
+        }
+        s->reasoning = true;
+    }
+    const char *src = p->chat_template ? p->chat_template : tok_chat_template(s->tok);
+    if (src) {
+        s->tmpl = chat_template_create(src);
+        if (!s->tmpl) {
+            vc_err_prefix("chat template");
+            goto fail;
+        }
+    } else {
+        VC_WARN("the model has no chat template: /v1/chat/completions answers 400 (use --chat-template)");
+    }
+
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    const char *host = p->host && *p->host ? p->host : "127.0.0.1";
+    if (p->port < 0 || p->port > 65535) {
+        vc_err_set(VC_ERR_INVALID, "bad port %d", p->port);
+        goto fail;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)p->port);
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)p->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        vc_err_set(VC_ERR_INVALID, "--host '%s' is not a numeric IPv4/IPv6 address", host);
+        goto fail;
+    }
+    s->d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)1024, MHD_OPTION_END);
+    if (!s->d) {
+        vc_err_set(VC_ERR_IO, "cannot listen on %s:%d (in use or not permitted)", host, p->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : p->port;
+    return s;
+fail:
+    srv_free(s);
+    return NULL;
+}
+
+void srv_free(srv_server *s) {
+    if (!s) return;
+    if (s->d) MHD_stop_daemon(s->d);
+    chat_template_free(s->tmpl);
+    srv_metrics_free(s->metrics);
+    free(s->model_name);
+    free(s->api_key);
+    free(s->version);
+    free(s);
+}

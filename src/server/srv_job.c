@@ -1,0 +1,168 @@
+/* srv_job — the bridge between an HTTP request and its engine children.
+ *
+ * The engine thread calls on_delta for every delta; it copies the delta
+ * into an srv_event, appends it under the job's mutex and signals: short and
+ * never blocking. The job is reference counted: the HTTP side holds one
+ * reference until srv_job_release, each live child one until its final
+ * delta, so whichever side lets go last frees it. */
+#include "server/srv_internal.h"
+
+#include "base/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void srv_event_free(srv_event *ev) {
+    if (!ev) return;
+    free(ev->text);
+    free(ev->stop_reason);
+    free(ev);
+}
+
+static void job_free(srv_job *j) {
+    srv_event *ev = j->head;
+    while (ev) {
+        srv_event *nx = ev->next;
+        srv_event_free(ev);
+        ev = nx;
+    }
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j->ch);
+    free(j);
+}
+
+static srv_event *make_event(const srv_child *c, const eng_output *o) {
+    srv_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return NULL;
+    ev->idx = c->idx;
+    ev->len = o->text_len;
+    ev->text = malloc(o->text_len + 1);
+    if (!ev->text) {
+        free(ev);
+        return NULL;
+    }
+    if (o->text_len) memcpy(ev->text, o->text, o->text_len);
+    ev->text[o->text_len] = 0;
+    ev->n_tokens = o->n_token_ids;
+    if (o->finished) {
+        ev->finish_reason = o->finish_reason ? o->finish_reason : "stop";
+        if (o->stop_str) ev->stop_reason = strdup(o->stop_str);
+    }
+    return ev;
+}
+
+/* Runs on the engine thread. */
+static void on_delta(void *user, const eng_output *o) {
+    srv_child *c = user;
+    srv_job *j = c->job;
+    double t = srv_now();
+    srv_event *ev = (o->text_len || o->n_token_ids || o->finished) ? make_event(c, o) : NULL;
+    pthread_mutex_lock(&j->mu);
+    if (o->n_token_ids > 0) {
+        if (!c->got_first) srv_metrics_ttft(j->metrics, t - j->t_arrival);
+        else srv_metrics_itl(j->metrics, t - c->t_last);
+        c->got_first = true;
+        c->t_last = t;
+    }
+    if (ev) {
+        if (j->tail) j->tail->next = ev;
+        else j->head = ev;
+        j->tail = ev;
+    }
+    bool last = false;
+    if (o->finished && c->live) {
+        c->live = false;
+        c->prompt_tokens = o->usage.prompt_tokens;
+        c->completion_tokens = o->usage.completion_tokens;
+        if (!ev) j->oom = true;
+        j->n_done++;
+        srv_metrics_finished(j->metrics, o->finish_reason ? o->finish_reason : "stop", t - j->t_arrival,
+                             o->usage.prompt_tokens, o->usage.completion_tokens);
+        last = --j->refs == 0;
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (last) job_free(j);
+}
+
+int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int32_t *n_prompt_ids, int n_prompts,
+                  int n, const ereq_sampling *sp, srv_job **out, srv_error *err) {
+    *out = NULL;
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return srv_err(err, 500, NULL, "out of memory");
+    j->n_ch = n_prompts * n;
+    j->ch = calloc((size_t)j->n_ch, sizeof *j->ch);
+    if (!j->ch) {
+        free(j);
+        return srv_err(err, 500, NULL, "out of memory");
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->engine = a;
+    j->metrics = m;
+    j->t_arrival = srv_now();
+    for (int k = 0; k < n_prompts; k++) {
+        for (int i = 0; i < n; i++) {
+            srv_child *c = &j->ch[k * n + i];
+            c->job = j;
+            c->idx = k * n + i;
+            ereq_sampling s = *sp;
+            if (s.has_seed) s.seed = sp->seed + (uint64_t)i;
+            pthread_mutex_lock(&j->mu);
+            c->live = true;
+            j->refs++;
+            pthread_mutex_unlock(&j->mu);
+            if (aeng_submit_tokens(a, prompt_ids[k], n_prompt_ids[k], &s, on_delta, c, &c->id) < 0) {
+                if (!aeng_alive(a)) srv_err(err, 503, NULL, "the engine is not running: %s", vc_err_msg());
+                else srv_err(err, 400, NULL, "%s", vc_err_msg());
+                pthread_mutex_lock(&j->mu);
+                c->live = false;
+                j->refs--;
+                pthread_mutex_unlock(&j->mu);
+                srv_job_release(j);
+                return -1;
+            }
+        }
+    }
+    *out = j;
+    return 0;
+}
+
+srv_event *srv_job_next(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    while (!j->head && j->n_done < j->n_ch) pthread_cond_wait(&j->cv, &j->mu);
+    srv_event *ev = j->head;
+    if (ev) {
+        j->head = ev->next;
+        if (!j->head) j->tail = NULL;
+        ev->next = NULL;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return ev;
+}
+
+void srv_job_release(srv_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int64_t *ids = malloc((size_t)j->n_ch * sizeof *ids);
+    int n_ids = 0;
+    for (int i = 0; i < j->n_ch; i++)
+        if (j->ch[i].live && ids) ids[n_ids++] = j->ch[i].id;
+    pthread_mutex_unlock(&j->mu);
+    /* Abort outside the job lock: the engine thread takes it in callbacks. */
+    for (int i = 0; i < n_ids; i++) aeng_abort(j->engine, ids[i]);
+    free(ids);
+    pthread_mutex_lock(&j->mu);
+    bool last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (last) job_free(j);
+}

@@ -1,0 +1,370 @@
+/* srv_openai — POST /v1/completions and /v1/chat/completions: prompt
+ * building (chat template or text/ids), the engine job, and the answer as
+ * one JSON object or an SSE stream of chunks. */
+#include "server/srv_internal.h"
+
+#include "base/err.h"
+#include "tokenizer/tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    vc_strbuf text;               /* completions / chat content */
+    vc_strbuf reasoning;
+    json_t *tool_calls;           /* array */
+    srv_splitter split;
+    const char *finish_reason;
+    char *stop_reason;
+    bool started;                 /* stream: role / echo chunk sent */
+} choice_state;
+
+struct srv_stream {
+    srv_server *s;
+    srv_job *job;
+    bool chat, include_usage;
+    char id[64];
+    long created;
+    int n_choices, n;
+    choice_state *cs;
+    char **echo;                  /* per prompt, or NULL */
+    int32_t *prompt_len;          /* per prompt */
+    vc_strbuf out;                /* SSE bytes not yet handed to MHD */
+    size_t pos;
+    bool done;
+};
+
+/* ---- building the prompt(s) */
+
+static int chat_prompt(srv_server *s, srv_gen *g, int32_t **ids, int32_t *n, srv_error *e) {
+    if (!s->tmpl)
+        return srv_err(e, 400, "messages", "this model has no chat template: start the server with --chat-template");
+    chat_render_params p = chat_render_params_default();
+    p.messages = g->messages;
+    p.tools = g->tools;
+    p.add_generation_prompt = g->add_generation_prompt;
+    p.bos_token = tok_bos_token_str(s->tok);
+    p.eos_token = tok_eos_token_str(s->tok);
+    p.extra = g->template_kwargs;
+    char *text = NULL;
+    if (chat_template_render(s->tmpl, &p, &text) < 0)
+        return srv_err(e, 400, "messages", "chat template: %s", vc_err_msg());
+    size_t nn = 0;
+    int rc = tok_encode(s->tok, text, strlen(text), false, ids, &nn);
+    free(text);
+    if (rc < 0) return srv_err(e, 400, "messages", "tokenizer: %s", vc_err_msg());
+    *n = (int32_t)nn;
+    return 0;
+}
+
+static int text_prompt(srv_server *s, const char *text, int32_t **ids, int32_t *n, srv_error *e) {
+    size_t nn = 0;
+    if (tok_encode(s->tok, text, strlen(text), true, ids, &nn) < 0)
+        return srv_err(e, 400, "prompt", "tokenizer: %s", vc_err_msg());
+    *n = (int32_t)nn;
+    return 0;
+}
+
+/* ---- JSON pieces */
+
+static json_t *usage_json(const srv_job *j, int n) {
+    long long pt = 0, ct = 0;
+    for (int i = 0; i < j->n_ch; i++) {
+        if (i % n == 0) pt += j->ch[i].prompt_tokens;
+        ct += j->ch[i].completion_tokens;
+    }
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)pt, "completion_tokens", (json_int_t)ct,
+                     "total_tokens", (json_int_t)(pt + ct));
+}
+
+static json_t *opt_str(const char *s) { return s ? json_string(s) : json_null(); }
+
+static json_t *chat_message(choice_state *c) {
+    json_t *m = json_pack("{s:s, s:o}", "role", "assistant", "content",
+                          c->text.len || json_array_size(c->tool_calls) == 0 ? json_string(c->text.s ? c->text.s : "")
+                                                                             : json_null());
+    if (c->reasoning.len) json_object_set_new(m, "reasoning", json_string(c->reasoning.s));
+    json_object_set(m, "tool_calls", c->tool_calls);
+    return m;
+}
+
+static const char *final_reason(const choice_state *c) {
+    if (c->finish_reason && !strcmp(c->finish_reason, "stop") && json_array_size(c->tool_calls)) return "tool_calls";
+    return c->finish_reason ? c->finish_reason : "error";
+}
+
+static json_t *chunk_base(struct srv_stream *st) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:[]}", "id", st->id, "object",
+                     st->chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)st->created,
+                     "model", st->s->model_name, "choices");
+}
+
+static void put_chunk(struct srv_stream *st, json_t *chunk) {
+    char *txt = json_dumps(chunk, JSON_COMPACT);
+    json_decref(chunk);
+    if (!txt) return;
+    vc_sb_puts(&st->out, "data: ");
+    vc_sb_puts(&st->out, txt);
+    vc_sb_puts(&st->out, "\n\n");
+    free(txt);
+}
+
+/* One chunk for choice idx: text (completions) or content / reasoning /
+ * tool calls (chat) and an optional finish reason. */
+static void put_choice_chunk(struct srv_stream *st, int idx, const char *text, const char *reasoning,
+                             json_t *tool_calls, bool role, const char *finish, const char *stop_reason) {
+    json_t *ch = chunk_base(st);
+    json_t *c;
+    if (st->chat) {
+        json_t *d = json_object();
+        if (role) json_object_set_new(d, "role", json_string("assistant"));
+        if (text) json_object_set_new(d, "content", json_string(text));
+        if (reasoning) json_object_set_new(d, "reasoning", json_string(reasoning));
+        if (tool_calls) json_object_set(d, "tool_calls", tool_calls);
+        c = json_pack("{s:i, s:o, s:n, s:o}", "index", idx, "delta", d, "logprobs", "finish_reason", opt_str(finish));
+    } else {
+        c = json_pack("{s:i, s:s, s:n, s:o, s:o}", "index", idx, "text", text ? text : "", "logprobs",
+                      "finish_reason", opt_str(finish), "stop_reason", opt_str(stop_reason));
+    }
+    json_array_append_new(json_object_get(ch, "choices"), c);
+    put_chunk(st, ch);
+}
+
+static void stream_event(struct srv_stream *st, srv_event *ev) {
+    choice_state *c = &st->cs[ev->idx];
+    int pk = ev->idx / st->n;
+    bool first = !c->started;
+    c->started = true;
+    if (first && st->chat) put_choice_chunk(st, ev->idx, "", NULL, NULL, true, NULL, NULL);
+    if (first && !st->chat && st->echo && st->echo[pk]) put_choice_chunk(st, ev->idx, st->echo[pk], NULL, NULL, false, NULL, NULL);
+    const char *finish = ev->finish_reason;
+    if (!st->chat) {
+        if (ev->len || finish) put_choice_chunk(st, ev->idx, ev->text, NULL, NULL, false, finish, ev->stop_reason);
+        return;
+    }
+    vc_strbuf content = {0}, reasoning = {0};
+    json_t *calls = json_array();
+    srv_splitter_push(&c->split, ev->text, ev->len, finish != NULL, &content, &reasoning, calls);
+    if (finish) {
+        c->finish_reason = finish;
+        if (json_array_size(calls) || c->split.n_tools) json_array_extend(c->tool_calls, calls);
+    }
+    if (reasoning.len) put_choice_chunk(st, ev->idx, NULL, reasoning.s, NULL, false, NULL, NULL);
+    if (json_array_size(calls)) put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL);
+    if (content.len || finish) {
+        const char *fr = NULL;
+        if (finish) fr = (!strcmp(finish, "stop") && c->split.n_tools) ? "tool_calls" : finish;
+        put_choice_chunk(st, ev->idx, content.len || !finish ? (content.s ? content.s : "") : NULL, NULL, NULL,
+                         false, fr, NULL);
+    }
+    json_decref(calls);
+    vc_sb_free(&content);
+    vc_sb_free(&reasoning);
+}
+
+/* Produce more SSE bytes (blocks for the next delta). */
+static void stream_produce(struct srv_stream *st) {
+    srv_event *ev = srv_job_next(st->job);
+    if (ev) {
+        stream_event(st, ev);
+        srv_event_free(ev);
+        return;
+    }
+    if (st->job->oom) {
+        srv_error e;
+        srv_err(&e, 500, NULL, "out of memory while streaming");
+        char *ej = srv_error_json(&e);
+        vc_sb_printf(&st->out, "data: %s\n\n", ej);
+        free(ej);
+    }
+    if (st->include_usage) {
+        json_t *ch = chunk_base(st);
+        json_object_set_new(ch, "usage", usage_json(st->job, st->n));
+        put_chunk(st, ch);
+    }
+    vc_sb_puts(&st->out, "data: [DONE]\n\n");
+    st->done = true;
+}
+
+size_t srv_stream_read(struct srv_stream *st, char *buf, size_t max, bool *done) {
+    *done = false;
+    while (st->pos >= st->out.len) {
+        vc_sb_clear(&st->out);
+        st->pos = 0;
+        if (st->done) {
+            *done = true;
+            return 0;
+        }
+        stream_produce(st);
+    }
+    size_t k = st->out.len - st->pos;
+    if (k > max) k = max;
+    memcpy(buf, st->out.s + st->pos, k);
+    st->pos += k;
+    return k;
+}
+
+static void choices_free(choice_state *cs, int n) {
+    if (!cs) return;
+    for (int i = 0; i < n; i++) {
+        vc_sb_free(&cs[i].text);
+        vc_sb_free(&cs[i].reasoning);
+        json_decref(cs[i].tool_calls);
+        srv_splitter_free(&cs[i].split);
+        free(cs[i].stop_reason);
+    }
+    free(cs);
+}
+
+void srv_stream_free(struct srv_stream *st) {
+    if (!st) return;
+    srv_job_release(st->job); /* aborts what still runs (client gone) */
+    choices_free(st->cs, st->n_choices);
+    if (st->echo)
+        for (int i = 0; i < st->n_choices / st->n; i++) free(st->echo[i]);
+    free(st->echo);
+    free(st->prompt_len);
+    vc_sb_free(&st->out);
+    free(st);
+}
+
+/* ---- the handler */
+
+void srv_handle_completions(srv_server *s, const char *body, size_t len, bool chat, srv_reply *r) {
+    srv_gen g;
+    srv_error e;
+    int32_t **ids = NULL, *n_ids = NULL;
+    int n_prompts = 0;
+    struct srv_stream *st = NULL;
+    if (srv_parse_gen(body, len, chat, &g, &e) < 0) goto fail;
+    if (g.model && strcmp(g.model, s->model_name)) {
+        srv_err(&e, 404, "model", "The model `%.200s` does not exist.", g.model);
+        goto fail;
+    }
+    n_prompts = chat ? 1 : g.n_prompts;
+    ids = calloc((size_t)n_prompts, sizeof *ids);
+    n_ids = calloc((size_t)n_prompts, sizeof *n_ids);
+    st = calloc(1, sizeof *st);
+    if (!ids || !n_ids || !st) { srv_err(&e, 500, NULL, "out of memory"); goto fail; }
+    st->s = s;
+    st->chat = chat;
+    st->n = g.n;
+    st->n_choices = n_prompts * g.n;
+    st->include_usage = g.include_usage;
+    st->created = (long)time(NULL);
+    srv_make_id(st->id, sizeof st->id, chat ? "chatcmpl-" : "cmpl-");
+    st->cs = calloc((size_t)st->n_choices, sizeof *st->cs);
+    if (!st->cs) { srv_err(&e, 500, NULL, "out of memory"); goto fail; }
+    for (int i = 0; i < st->n_choices; i++) {
+        st->cs[i].tool_calls = json_array();
+        srv_splitter_init(&st->cs[i].split, s->reasoning, g.tools && !g.tool_choice_none ? s->tools : SRV_TOOLS_NONE);
+    }
+    if (g.echo) {
+        st->echo = calloc((size_t)n_prompts, sizeof *st->echo);
+        if (!st->echo) { srv_err(&e, 500, NULL, "out of memory"); goto fail; }
+    }
+    size_t vocab = tok_vocab_size(s->tok);
+    for (int k = 0; k < n_prompts; k++) {
+        if (chat) {
+            if (chat_prompt(s, &g, &ids[k], &n_ids[k], &e) < 0) goto fail;
+        } else if (g.prompts[k].text) {
+            if (text_prompt(s, g.prompts[k].text, &ids[k], &n_ids[k], &e) < 0) goto fail;
+            if (st->echo && !(st->echo[k] = strdup(g.prompts[k].text))) { srv_err(&e, 500, NULL, "out of memory"); goto fail; }
+        } else {
+            for (int32_t i = 0; i < g.prompts[k].n_ids; i++)
+                if ((size_t)g.prompts[k].ids[i] >= vocab) {
+                    srv_err(&e, 400, "prompt", "token id %d is out of vocabulary (size %zu)", g.prompts[k].ids[i], vocab);
+                    goto fail;
+                }
+            ids[k] = g.prompts[k].ids;
+            n_ids[k] = g.prompts[k].n_ids;
+            g.prompts[k].ids = NULL;
+            if (st->echo && tok_decode(s->tok, ids[k], (size_t)n_ids[k], false, &st->echo[k], NULL) < 0) {
+                srv_err(&e, 500, NULL, "%s", vc_err_msg());
+                goto fail;
+            }
+        }
+        if (n_ids[k] == 0) { srv_err(&e, 400, "prompt", "the prompt is empty"); goto fail; }
+        if (n_ids[k] >= s->max_model_len) {
+            srv_err(&e, 400, chat ? "messages" : "prompt",
+                    "This model's maximum context length is %d tokens. However, your request has %d input tokens.",
+                    s->max_model_len, n_ids[k]);
+            goto fail;
+        }
+        int64_t mt = g.max_tokens >= 0 ? g.max_tokens : chat ? s->max_model_len - n_ids[k] : 16;
+        if (n_ids[k] + mt > s->max_model_len) {
+            srv_err(&e, 400, "max_tokens",
+                    "This model's maximum context length is %d tokens. However, you requested %lld tokens "
+                    "(%d in the input, %lld for the completion). Please reduce the length of the input or "
+                    "max_tokens.", s->max_model_len, (long long)(n_ids[k] + mt), n_ids[k], (long long)mt);
+            goto fail;
+        }
+        /* One max_tokens for the whole job: the smallest any prompt allows. */
+        if (k == 0 || mt < g.sp.max_tokens) g.sp.max_tokens = (int32_t)mt;
+    }
+    if (!aeng_alive(s->engine)) { srv_err(&e, 503, NULL, "the engine is not running"); goto fail; }
+    if (srv_job_start(s->engine, s->metrics, ids, n_ids, n_prompts, g.n, &g.sp, &st->job, &e) < 0) goto fail;
+    for (int k = 0; k < n_prompts; k++) free(ids[k]);
+    free(ids);
+    free(n_ids);
+    ids = NULL;
+    n_ids = NULL;
+
+    if (g.stream) {
+        srv_gen_free(&g);
+        r->status = 200;
+        r->stream = st;
+        r->content_type = "text/event-stream";
+        return;
+    }
+    /* Non-streaming: collect everything. */
+    srv_event *ev;
+    while ((ev = srv_job_next(st->job))) {
+        choice_state *c = &st->cs[ev->idx];
+        if (chat) srv_splitter_push(&c->split, ev->text, ev->len, ev->finish_reason != NULL, &c->text, &c->reasoning,
+                                    c->tool_calls);
+        else vc_sb_append(&c->text, ev->text, ev->len);
+        if (ev->finish_reason) {
+            c->finish_reason = ev->finish_reason;
+            c->stop_reason = ev->stop_reason;
+            ev->stop_reason = NULL;
+        }
+        srv_event_free(ev);
+    }
+    if (st->job->oom) { srv_err(&e, 500, NULL, "out of memory while generating"); goto fail; }
+    json_t *choices = json_array();
+    for (int i = 0; i < st->n_choices; i++) {
+        choice_state *c = &st->cs[i];
+        json_t *ch;
+        if (chat) {
+            ch = json_pack("{s:i, s:o, s:n, s:s}", "index", i, "message", chat_message(c), "logprobs",
+                           "finish_reason", final_reason(c));
+        } else {
+            const char *echo = st->echo ? st->echo[i / g.n] : NULL;
+            char *full = NULL;
+            if (echo && asprintf(&full, "%s%s", echo, c->text.s ? c->text.s : "") < 0) full = NULL;
+            ch = json_pack("{s:i, s:s, s:n, s:s, s:o}", "index", i, "text",
+                           full ? full : (c->text.s ? c->text.s : ""), "logprobs", "finish_reason", final_reason(c),
+                           "stop_reason", opt_str(c->stop_reason));
+            free(full);
+        }
+        json_array_append_new(choices, ch);
+    }
+    json_t *resp = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", st->id, "object",
+                             chat ? "chat.completion" : "text_completion", "created", (json_int_t)st->created, "model",
+                             s->model_name, "choices", choices, "usage", usage_json(st->job, g.n));
+    srv_reply_json(r, 200, resp);
+    srv_stream_free(st);
+    srv_gen_free(&g);
+    return;
+fail:
+    if (ids)
+        for (int k = 0; k < n_prompts; k++) free(ids[k]);
+    free(ids);
+    free(n_ids);
+    srv_stream_free(st);
+    srv_gen_free(&g);
+    srv_reply_error(r, &e);
+}

@@ -1,0 +1,125 @@
+/* srv_tools — the reasoning (<think>...</think>) and hermes tool-call
+ * splitters, streaming: each push returns what is known so far; a possible
+ * tag prefix at the end of the text waits for the next push. */
+#include "server/srv_internal.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
+static const char TOOL_OPEN[] = "<tool_call>", TOOL_CLOSE[] = "</tool_call>";
+
+void srv_make_id(char *out, size_t cap, const char *prefix) {
+    static atomic_uint_fast64_t counter;
+    uint64_t c = atomic_fetch_add(&counter, 1) + 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    /* splitmix64 of time and counter: unique per process, unpredictable enough for ids */
+    uint64_t z = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ ((uint64_t)ts.tv_sec << 20) ^ c;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    snprintf(out, cap, "%s%016llx%08llx", prefix, (unsigned long long)z, (unsigned long long)(c & 0xffffffffu));
+}
+
+void srv_splitter_init(srv_splitter *sp, bool reasoning_on, srv_tool_parser tp) {
+    memset(sp, 0, sizeof *sp);
+    sp->reasoning_on = reasoning_on;
+    sp->tp = tp;
+}
+
+void srv_splitter_free(srv_splitter *sp) { vc_sb_free(&sp->pend); }
+
+/* Length of the longest suffix of s[0,n) that is a proper prefix of tag. */
+static size_t partial_tag(const char *s, size_t n, const char *tag) {
+    size_t tl = strlen(tag);
+    for (size_t k = tl - 1; k > 0; k--)
+        if (k <= n && !memcmp(s + n - k, tag, k)) return k;
+    return 0;
+}
+
+static void emit_tool(srv_splitter *sp, const char *body, size_t len, vc_strbuf *content, json_t *tool_calls) {
+    json_t *j = json_loadb(body, len, 0, NULL);
+    json_t *name = json_object_get(j, "name");
+    json_t *args = json_object_get(j, "arguments");
+    if (!args) args = json_object_get(j, "parameters");
+    if (!json_is_object(j) || !json_is_string(name)) {
+        /* Not a tool call after all: keep the text, as vLLM does. */
+        vc_sb_puts(content, TOOL_OPEN);
+        vc_sb_append(content, body, len);
+        vc_sb_puts(content, TOOL_CLOSE);
+        json_decref(j);
+        return;
+    }
+    char *a = args ? json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+    char id[64];
+    srv_make_id(id, sizeof id, "chatcmpl-tool-");
+    json_t *call = json_pack("{s:i, s:s, s:s, s:{s:O, s:s}}", "index", sp->n_tools, "id", id, "type", "function",
+                             "function", "name", name, "arguments", a ? a : "{}");
+    if (call) json_array_append_new(tool_calls, call);
+    sp->n_tools++;
+    free(a);
+    json_decref(j);
+}
+
+void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool final, vc_strbuf *content,
+                       vc_strbuf *reasoning, json_t *tool_calls) {
+    vc_sb_append(&sp->pend, text, len);
+    for (;;) {
+        const char *s = sp->pend.s ? sp->pend.s : "";
+        size_t n = sp->pend.len;
+        if (n == 0) break;
+        if (sp->mode == 2) { /* inside <tool_call>: wait for the close tag */
+            const char *e = strstr(s, TOOL_CLOSE);
+            if (!e) {
+                if (final) { /* unterminated: try it as a call, else content */
+                    emit_tool(sp, s, n, content, tool_calls);
+                    vc_sb_clear(&sp->pend);
+                }
+                break;
+            }
+            emit_tool(sp, s, (size_t)(e - s), content, tool_calls);
+            size_t used = (size_t)(e - s) + strlen(TOOL_CLOSE);
+            memmove(sp->pend.s, s + used, n - used + 1);
+            sp->pend.len = n - used;
+            sp->mode = 0;
+            continue;
+        }
+        /* Find the earliest tag this mode reacts to. */
+        const char *tags[2];
+        int nt = 0;
+        if (sp->mode == 1) tags[nt++] = THINK_CLOSE;
+        else {
+            if (sp->reasoning_on) tags[nt++] = THINK_OPEN;
+            if (sp->tp == SRV_TOOLS_HERMES) tags[nt++] = TOOL_OPEN;
+        }
+        const char *best = NULL, *best_tag = NULL;
+        for (int i = 0; i < nt; i++) {
+            const char *p = strstr(s, tags[i]);
+            if (p && (!best || p < best)) { best = p; best_tag = tags[i]; }
+        }
+        vc_strbuf *dst = sp->mode == 1 ? reasoning : content;
+        if (best) {
+            vc_sb_append(dst, s, (size_t)(best - s));
+            size_t used = (size_t)(best - s) + strlen(best_tag);
+            if (best_tag == THINK_OPEN) sp->mode = 1;
+            else if (best_tag == THINK_CLOSE) sp->mode = 0;
+            else sp->mode = 2;
+            memmove(sp->pend.s, s + used, n - used + 1);
+            sp->pend.len = n - used;
+            continue;
+        }
+        size_t hold = 0;
+        if (!final)
+            for (int i = 0; i < nt; i++) {
+                size_t h = partial_tag(s, n, tags[i]);
+                if (h > hold) hold = h;
+            }
+        vc_sb_append(dst, s, n - hold);
+        memmove(sp->pend.s, s + n - hold, hold + 1);
+        sp->pend.len = hold;
+        break;
+    }
+}
