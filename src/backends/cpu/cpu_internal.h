@@ -118,6 +118,9 @@ typedef struct {
     void (*add)(const float *a, const float *b, float *y, int64_t n);
     void (*scale)(const float *a, float s, float *y, int64_t n);
     void (*attn)(const cpu_attn_job *job);
+    /* row conversions to f32 (EMBED of f16/bf16 tables, COPY) */
+    void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    void (*bf16_to_f32)(const uint16_t *x, float *y, int64_t n);
 } cpu_kernels;
 
 typedef struct {
@@ -178,6 +181,8 @@ void cpu_glu_ref(const float *g, const float *u, float *y, int64_t n, int act);
 void cpu_add_ref(const float *a, const float *b, float *y, int64_t n);
 void cpu_scale_ref(const float *a, float s, float *y, int64_t n);
 void cpu_attn_ref(const cpu_attn_job *job);
+void cpu_f16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
+void cpu_bf16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
 
 /* AVX2 (cpu_*_avx2.c) and AVX-512 (cpu_*_avx512.c) kernels: each file
  * overrides the table entries it implements; the tables are only used when

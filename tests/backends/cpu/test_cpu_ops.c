@@ -332,6 +332,9 @@ static void test_copy(void **state) {
         /* f16 -> bf16 */
         assert_int_equal(rt_copy(be, &tb16, &th), VC_OK);
         for (int i = 0; i < 256; i++) assert_int_equal(hb[i], rt_f32_to_bf16(rt_f16_to_f32(h[i])));
+        /* bf16 -> f32 */
+        assert_int_equal(rt_copy(be, &tbk, &tb16), VC_OK);
+        for (int i = 0; i < 256; i++) assert_true(back[i] == rt_bf16_to_f32(hb[i]));
         /* quantized -> f32 */
         uint8_t q[4 * 34 * 2];
         for (int r = 0; r < 4; r++) rt_quant_row(RT_Q8_0, src + r * 64, q + r * 68, 64);
