@@ -203,6 +203,8 @@ typedef struct vllm_ex_engine_params {
     int64_t kv_cache_memory_bytes;  /* > 0 with base.num_blocks <= 0: KV budget in bytes */
     int32_t enable_prefix_caching;  /* default 1 */
     int32_t enable_chunked_prefill; /* default 1 */
+    int32_t device;                 /* 0: the engine's default (CPU), 1: CPU, 2: CUDA (a build
+                                     * without it fails with VLLM_ERR_MODEL_LOAD) */
 } vllm_ex_engine_params;
 
 VLLM_API vllm_ex_engine_params vllm_ex_engine_params_default(void);

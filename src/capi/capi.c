@@ -4,6 +4,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "runtime/backend.h"
 
 #include <errno.h>
 #include <math.h>
@@ -89,6 +90,9 @@ static vllm_status load(const vllm_ex_engine_params *xp, vllm_engine **out) {
     if (!p->model_path || !*p->model_path)
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: no model_path");
     if (p->max_model_len < 0) return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: max_model_len < 0");
+    if (xp->device < 0 || xp->device > 2)
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: device must be 0 (default), 1 (CPU) or "
+                                                    "2 (CUDA), got %d", xp->device);
     if (xp->n_threads < 0 || xp->max_num_batched_tokens < 0 || xp->kv_cache_memory_bytes < 0)
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: negative n_threads, "
                                                     "max_num_batched_tokens or kv_cache_memory_bytes");
@@ -110,6 +114,14 @@ static vllm_status load(const vllm_ex_engine_params *xp, vllm_engine **out) {
         ep.kv_cache_memory = (size_t)xp->kv_cache_memory_bytes; /* 0: a fraction of free memory */
     ep.enable_prefix_caching = xp->enable_prefix_caching != 0;
     ep.enable_chunked_prefill = xp->enable_chunked_prefill != 0;
+    if (xp->device == 1) {
+        ep.device = RT_DEV_CPU;
+    } else if (xp->device == 2) {
+        if (!rt_backend_available(RT_DEV_CUDA))
+            return capi_fail(VLLM_ERR_MODEL_LOAD, "vllm_engine_load: device CUDA is not available (this build "
+                                                  "has no CUDA backend or there is no GPU)");
+        ep.device = RT_DEV_CUDA;
+    }
 
     vllm_engine *e = calloc(1, sizeof *e);
     if (!e) return capi_fail(VLLM_ERR_RUNTIME, "out of memory");

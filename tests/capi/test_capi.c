@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/backend.h"
 #include "vllm.h"
 
 #define TINY VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
@@ -181,6 +182,15 @@ static void test_kv_sizing(void **state) {
     xp.base.max_model_len = 64;
     xp.kv_cache_memory_bytes = 1 << 20;
     xp.n_threads = 1;
+    xp.device = 7;
+    assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vllm_last_error(), "device"));
+    if (!rt_backend_available(RT_DEV_CUDA)) {
+        xp.device = 2;
+        assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_MODEL_LOAD);
+        assert_non_null(strstr(vllm_last_error(), "CUDA"));
+    }
+    xp.device = 1;
     assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_OK);
     assert_int_equal(vllm_ex_engine_stats(e, &st), VLLM_OK);
     /* 2 layers * (K + V) * 2 kv heads * 16 dims * 16 tokens * 4 bytes = 8 KiB a block: 128 would fit,
