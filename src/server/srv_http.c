@@ -171,7 +171,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    srv_reply r = {0};
+    srv_reply r = {.client_fd = -1};
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) r.client_fd = ci->connect_fd;
     route(s, c, url, method, cc, &r);
     return send_reply(c, &r);
 }

@@ -118,6 +118,11 @@ int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int
 /* Pop the next event, waiting while the queue is empty and children live.
  * NULL when every child finished and the queue is drained. */
 srv_event *srv_job_next(srv_job *j);
+/* Same, waiting at most ms milliseconds: NULL with *timed_out set when
+ * nothing came. */
+srv_event *srv_job_next_timed(srv_job *j, int ms, bool *timed_out);
+/* The client's socket was closed by the peer (poll POLLRDHUP/HUP/ERR). */
+bool srv_client_gone(int fd);
 void srv_event_free(srv_event *ev);
 /* Abort the live children (client gone) and drop the HTTP side's reference. */
 void srv_job_release(srv_job *j);
@@ -144,6 +149,7 @@ struct srv_server {
 
 /* A handler's answer: status + body + content type, or a streaming job. */
 typedef struct {
+    int client_fd;                /* in: the connection's socket (-1 unknown) */
     int status;
     char *body;                   /* malloc'd */
     const char *content_type;

@@ -295,6 +295,20 @@ def test_disconnect_aborts_and_frees_kv(server):
         time.sleep(0.2)
     assert m[key] == before[key] + 1
     assert m[f'vllm:kv_cache_usage_perc{{model_name="{MODEL_NAME}"}}'] == 0
+    # A non-streaming request whose client hangs up is aborted too.
+    body = json.dumps({"prompt": "Tell me a long story", "max_tokens": 500, "ignore_eos": True}).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        time.sleep(1.0)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = server.metrics()
+        if m[key] > before[key] + 1 and m[f'vllm:num_requests_running{{model_name="{MODEL_NAME}"}}'] == 0:
+            break
+        time.sleep(0.2)
+    assert m[key] == before[key] + 2
+    assert m[f'vllm:kv_cache_usage_perc{{model_name="{MODEL_NAME}"}}'] == 0
 
 
 def test_metrics_names(server):
