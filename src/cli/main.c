@@ -12,6 +12,7 @@ static void usage(FILE *f) {
             "  tokenize  encode text or render a chat prompt\n"
             "  bench     offline throughput / latency benchmark on the engine\n"
             "  serve     OpenAI-compatible HTTP server\n"
+            "  chat      interactive chat, local or against a server URL\n"
             "  version   print the version\n"
             "Run `vllm <command> --help` for the options of a command.\n");
 }
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cli_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("vllm.c %s\n", VLLM_VERSION_STR);
         return 0;

@@ -342,3 +342,12 @@ def test_api_key(vllm_bin):
         assert c.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=1).usage.completion_tokens <= 1
     finally:
         s.stop()
+
+
+def test_vllm_chat_client(server, client, vllm_bin):
+    ref = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                         max_tokens=6, temperature=0).choices[0].message.content
+    r = subprocess.run([str(vllm_bin), "chat", "--url", server.base, "--max-tokens", "6", "--temperature", "0"],
+                       input="Hi\n\n", capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("> " + ref)
