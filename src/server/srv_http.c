@@ -235,6 +235,11 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
             vc_err_prefix("chat template");
             goto fail;
         }
+        /* No parser named: a template that emits hermes tool calls gets that parser. */
+        if (!s->tools && !(p->tool_call_parser && *p->tool_call_parser) && strstr(src, "<tool_call>")) {
+            s->tools = SRV_TOOLS_HERMES;
+            VC_INFO("chat template uses <tool_call>: hermes tool-call parser on");
+        }
     } else {
         VC_WARN("the model has no chat template: /v1/chat/completions answers 400 (use --chat-template)");
     }
