@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         srv_gen_free(&g);
     }
     srv_splitter sp;
-    srv_splitter_init(&sp, true, SRV_TOOLS_HERMES);
+    srv_splitter_init(&sp, size && (data[0] & 8) ? SRV_REASON_R1 : SRV_REASON_QWEN3, SRV_TOOLS_HERMES);
     vc_strbuf c = {0}, r = {0};
     json_t *calls = json_array();
     size_t step = size ? 1 + data[0] % 7 : 1;

@@ -226,7 +226,7 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
                        p->reasoning_parser);
             goto fail;
         }
-        s->reasoning = true;
+        s->reasoning = strcmp(p->reasoning_parser, "qwen3") ? SRV_REASON_R1 : SRV_REASON_QWEN3;
     }
     const char *src = p->chat_template ? p->chat_template : tok_chat_template(s->tok);
     if (src) {

@@ -129,6 +129,10 @@ void srv_job_release(srv_job *j);
 
 /* ---- the server */
 typedef enum { SRV_TOOLS_NONE = 0, SRV_TOOLS_HERMES } srv_tool_parser;
+/* Reasoning parsers: qwen3 opens reasoning at <think>; deepseek_r1 starts in
+ * reasoning (its template already wrote <think>) and a leading <think> is
+ * dropped. Both end it at </think>. */
+typedef enum { SRV_REASON_NONE = 0, SRV_REASON_QWEN3, SRV_REASON_R1 } srv_reasoning;
 
 struct srv_server {
     aeng *engine;
@@ -138,7 +142,7 @@ struct srv_server {
     char *api_key;
     char *version;
     srv_tool_parser tools;
-    bool reasoning;               /* split <think>...</think> */
+    srv_reasoning reasoning;
     size_t max_body;
     int32_t max_model_len;
     long created;
@@ -176,14 +180,15 @@ void srv_handle_detokenize(srv_server *s, const char *body, size_t len, srv_repl
  * (<tool_call>{"name", "arguments"}</tool_call>, when enabled). Text that
  * may be the start of a tag is held back until it is known. */
 typedef struct {
-    bool reasoning_on;
+    srv_reasoning reasoning;
+    bool seen_text;               /* anything emitted yet (R1: leading <think>) */
     srv_tool_parser tp;
     int mode;                     /* 0 content, 1 reasoning, 2 inside a tool call */
     vc_strbuf pend;               /* held back / tool-call body */
     int n_tools;                  /* tool calls emitted so far */
 } srv_splitter;
 
-void srv_splitter_init(srv_splitter *sp, bool reasoning_on, srv_tool_parser tp);
+void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parser tp);
 /* Feed new text (final: no more comes; flush what is held). Appends to
  * content / reasoning and appends {index, id, type, function} objects to
  * tool_calls (an array). */

@@ -24,9 +24,10 @@ void srv_make_id(char *out, size_t cap, const char *prefix) {
     snprintf(out, cap, "%s%016llx%08llx", prefix, (unsigned long long)z, (unsigned long long)(c & 0xffffffffu));
 }
 
-void srv_splitter_init(srv_splitter *sp, bool reasoning_on, srv_tool_parser tp) {
+void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parser tp) {
     memset(sp, 0, sizeof *sp);
-    sp->reasoning_on = reasoning_on;
+    sp->reasoning = reasoning;
+    sp->mode = reasoning == SRV_REASON_R1 ? 1 : 0;
     sp->tp = tp;
 }
 
@@ -90,9 +91,11 @@ void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool fina
         /* Find the earliest tag this mode reacts to. */
         const char *tags[2];
         int nt = 0;
-        if (sp->mode == 1) tags[nt++] = THINK_CLOSE;
-        else {
-            if (sp->reasoning_on) tags[nt++] = THINK_OPEN;
+        if (sp->mode == 1) {
+            tags[nt++] = THINK_CLOSE;
+            if (!sp->seen_text) tags[nt++] = THINK_OPEN; /* R1: a leading <think> is dropped */
+        } else {
+            if (sp->reasoning != SRV_REASON_NONE) tags[nt++] = THINK_OPEN;
             if (sp->tp == SRV_TOOLS_HERMES) tags[nt++] = TOOL_OPEN;
         }
         const char *best = NULL, *best_tag = NULL;
@@ -104,6 +107,7 @@ void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool fina
         if (best) {
             vc_sb_append(dst, s, (size_t)(best - s));
             size_t used = (size_t)(best - s) + strlen(best_tag);
+            if (best > s) sp->seen_text = true;
             if (best_tag == THINK_OPEN) sp->mode = 1;
             else if (best_tag == THINK_CLOSE) sp->mode = 0;
             else sp->mode = 2;
@@ -117,6 +121,7 @@ void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool fina
                 size_t h = partial_tag(s, n, tags[i]);
                 if (h > hold) hold = h;
             }
+        if (n - hold > 0) sp->seen_text = true;
         vc_sb_append(dst, s, n - hold);
         memmove(sp->pend.s, s + n - hold, hold + 1);
         sp->pend.len = hold;

@@ -351,3 +351,64 @@ def test_vllm_chat_client(server, client, vllm_bin):
                        input="Hi\n\n", capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("> " + ref)
+
+
+TOOL_TEMPLATE = r"""
+{%- if tools %}<|im_start|>system
+You can call functions: <tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>
+Answer a call as <tool_call>{"name": ..., "arguments": ...}</tool_call><|im_end|>
+{% endif %}
+{%- for m in messages %}
+{%- if m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant
+{% for tc in m.tool_calls %}<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments }}}
+</tool_call>{% endfor %}<|im_end|>
+{% elif m.role == 'tool' %}<|im_start|>user
+<tool_response>{{ m.content }}</tool_response><|im_end|>
+{% else %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"city": {"type": "string"}}}}}]
+
+
+def test_tool_call_round_trip(vllm_bin, tmp_path):
+    tmpl = tmp_path / "tools.jinja"
+    tmpl.write_text(TOOL_TEMPLATE)
+    s = Server(vllm_bin, ["--chat-template", str(tmpl), "--reasoning-parser", "qwen3"])
+    try:
+        c = openai.OpenAI(base_url=s.base + "/v1", api_key="x", max_retries=0, timeout=120)
+        history = [
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "22 C and sunny"},
+        ]
+        # The template sees the tools and the tool-call history.
+        with_tools = json.loads(s.post("/tokenize", {"messages": history, "tools": TOOLS})[1])["count"]
+        without = json.loads(s.post("/tokenize", {"messages": history})[1])["count"]
+        assert with_tools > without
+        r = c.chat.completions.create(model=MODEL_NAME, messages=history, tools=TOOLS, max_tokens=8,
+                                      temperature=0)
+        ch = r.choices[0]
+        assert ch.message.role == "assistant"
+        assert ch.finish_reason in ("stop", "length", "tool_calls")
+        for call in ch.message.tool_calls or []:
+            assert call.type == "function" and isinstance(json.loads(call.function.arguments), dict)
+        # Streaming gives the same text.
+        text = "".join(x.choices[0].delta.content or "" for x in c.chat.completions.create(
+            model=MODEL_NAME, messages=history, tools=TOOLS, max_tokens=8, temperature=0, stream=True)
+            if x.choices)
+        assert text == (ch.message.content or "")
+        with pytest.raises(openai.BadRequestError):
+            c.chat.completions.create(model=MODEL_NAME, messages=history, tools=TOOLS, tool_choice="required",
+                                      max_tokens=2)
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0

@@ -123,7 +123,7 @@ static void test_utf8_and_error_json(void **state) {
 }
 
 /* Run text through a splitter in pieces of `step` bytes. */
-static void split(const char *text, size_t step, bool reasoning, srv_tool_parser tp, vc_strbuf *c, vc_strbuf *r,
+static void split(const char *text, size_t step, srv_reasoning reasoning, srv_tool_parser tp, vc_strbuf *c, vc_strbuf *r,
                   json_t *calls) {
     srv_splitter sp;
     srv_splitter_init(&sp, reasoning, tp);
@@ -144,7 +144,7 @@ static void test_splitter(void **state) {
     for (size_t s = 0; s < 3; s++) {
         vc_strbuf c = {0}, r = {0};
         json_t *calls = json_array();
-        split(text, steps[s], true, SRV_TOOLS_HERMES, &c, &r, calls);
+        split(text, steps[s], SRV_REASON_QWEN3, SRV_TOOLS_HERMES, &c, &r, calls);
         assert_string_equal(r.s, "plan it");
         assert_string_equal(c.s, "Sure.  done <tool");
         assert_int_equal(json_array_size(calls), 2);
@@ -160,18 +160,39 @@ static void test_splitter(void **state) {
     /* Parsers off: text passes through untouched. */
     vc_strbuf c = {0}, r = {0};
     json_t *calls = json_array();
-    split(text, 2, false, SRV_TOOLS_NONE, &c, &r, calls);
+    split(text, 2, SRV_REASON_NONE, SRV_TOOLS_NONE, &c, &r, calls);
     assert_string_equal(c.s, text);
     assert_null(r.s);
     assert_int_equal(json_array_size(calls), 0);
     vc_sb_free(&c);
     /* A broken tool call stays content. */
-    split("<tool_call>not json</tool_call>", 4, false, SRV_TOOLS_HERMES, &c, &r, calls);
+    split("<tool_call>not json</tool_call>", 4, SRV_REASON_NONE, SRV_TOOLS_HERMES, &c, &r, calls);
     assert_string_equal(c.s, "<tool_call>not json</tool_call>");
     assert_int_equal(json_array_size(calls), 0);
     json_decref(calls);
     vc_sb_free(&c);
     vc_sb_free(&r);
+    /* deepseek_r1: reasoning from the start (leading <think> dropped) up to </think>. */
+    const char *r1[] = {"let me see</think>The answer", "<think>let me see</think>The answer"};
+    for (int k = 0; k < 2; k++)
+        for (size_t st = 1; st <= 5; st += 4) {
+            vc_strbuf c2 = {0}, r2 = {0};
+            json_t *cl = json_array();
+            split(r1[k], st, SRV_REASON_R1, SRV_TOOLS_NONE, &c2, &r2, cl);
+            assert_string_equal(r2.s, "let me see");
+            assert_string_equal(c2.s, "The answer");
+            json_decref(cl);
+            vc_sb_free(&c2);
+            vc_sb_free(&r2);
+        }
+    /* qwen3 without any tag: all content. */
+    vc_strbuf c3 = {0}, r3 = {0};
+    json_t *cl3 = json_array();
+    split("plain <thin", 3, SRV_REASON_QWEN3, SRV_TOOLS_NONE, &c3, &r3, cl3);
+    assert_string_equal(c3.s, "plain <thin");
+    assert_null(r3.s);
+    json_decref(cl3);
+    vc_sb_free(&c3);
 }
 
 int main(void) {
