@@ -251,6 +251,10 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
         goto fail;
     }
     n_prompts = chat ? 1 : g.n_prompts;
+    if (n_prompts * g.n > 256) {
+        srv_err(&e, 400, "n", "%d prompts x n=%d choices is over the limit of 256 per request", n_prompts, g.n);
+        goto fail;
+    }
     ids = calloc((size_t)n_prompts, sizeof *ids);
     n_ids = calloc((size_t)n_prompts, sizeof *n_ids);
     st = calloc(1, sizeof *st);

@@ -240,6 +240,7 @@ BAD = [
     ("/v1/completions", {"prompt": "x", "logprobs": 1}, 400),
     ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}}, 400),
     ("/v1/completions", {"prompt": "x" * 20000}, 400),
+    ("/v1/completions", {"prompt": ["a"] * 64, "n": 5}, 400),
     ("/v1/chat/completions", {"messages": []}, 400),
     ("/v1/chat/completions", {"messages": "hi"}, 400),
     ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, 400),
