@@ -7,18 +7,15 @@
 #include "base/strbuf.h"
 #include "cli/cli.h"
 #include "cli/cli_common.h"
+#include "cli/cli_http.h"
 #include "engine/async_engine.h"
 #include "server/server.h"
 
 #include <jansson.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 static void chat_usage(FILE *f) {
     fprintf(f,
@@ -34,154 +31,40 @@ static void chat_usage(FILE *f) {
             "Type a message and Enter; an empty line or Ctrl-D quits.\n");
 }
 
-typedef struct {
-    char host[256];
-    char port[16];
-    const char *key;
-} http_target;
-
-static int parse_url(const char *url, http_target *t) {
-    if (strncmp(url, "http://", 7))
-        return vc_err_set(VC_ERR_INVALID, "--url must start with http:// (no TLS): '%s'", url);
-    const char *h = url + 7, *end = h + strcspn(h, "/");
-    const char *colon = memchr(h, ':', (size_t)(end - h));
-    size_t hl = (size_t)((colon ? colon : end) - h);
-    if (hl == 0 || hl >= sizeof t->host) return vc_err_set(VC_ERR_INVALID, "bad --url '%s'", url);
-    memcpy(t->host, h, hl);
-    t->host[hl] = 0;
-    if (colon) snprintf(t->port, sizeof t->port, "%.*s", (int)(end - colon - 1), colon + 1);
-    else snprintf(t->port, sizeof t->port, "80");
-    return VC_OK;
+/* SSE payloads of a chat stream: print content (reasoning dimmed). */
+static void on_sse(void *user, const char *data) {
+    vc_strbuf *reply = user;
+    if (!strcmp(data, "[DONE]")) return;
+    json_t *j = json_loads(data, 0, NULL);
+    json_t *d = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+    const char *txt = json_string_value(json_object_get(d, "content"));
+    const char *rs = json_string_value(json_object_get(d, "reasoning"));
+    if (rs) { printf("\033[2m%s\033[0m", rs); fflush(stdout); }
+    if (txt) { fputs(txt, stdout); fflush(stdout); vc_sb_puts(reply, txt); }
+    json_t *err = json_object_get(j, "error");
+    if (err) fprintf(stderr, "\n[error] %s\n", json_string_value(json_object_get(err, "message")));
+    json_decref(j);
 }
 
-static int connect_to(const http_target *t) {
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(t->host, t->port, &hints, &res) != 0)
-        return vc_err_set(VC_ERR_IO, "cannot resolve %s:%s", t->host, t->port);
-    int fd = -1;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
-        if (fd >= 0) close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd < 0) return vc_err_set(VC_ERR_IO, "cannot connect to %s:%s", t->host, t->port);
-    return fd;
-}
-
-/* Response body reader: undoes chunked transfer encoding. */
-typedef struct {
-    int fd;
-    char buf[8192];
-    size_t pos, len;
-    bool chunked, eof;
-    long chunk_left; /* -1: read a chunk header next */
-} body_rd;
-
-static int rd_byte(body_rd *r) {
-    if (r->pos == r->len) {
-        ssize_t n = read(r->fd, r->buf, sizeof r->buf);
-        if (n <= 0) return -1;
-        r->pos = 0;
-        r->len = (size_t)n;
-    }
-    return (unsigned char)r->buf[r->pos++];
-}
-
-static int rd_line(body_rd *r, vc_strbuf *line) {
-    vc_sb_clear(line);
-    for (;;) {
-        int c = rd_byte(r);
-        if (c < 0) return line->len ? 0 : -1;
-        if (c == '\n') break;
-        if (c != '\r') vc_sb_putc(line, (char)c);
-    }
-    if (!line->s) vc_sb_puts(line, "");
-    return 0;
-}
-
-/* Next byte of the de-chunked body, -1 at its end. */
-static int body_byte(body_rd *r) {
-    if (!r->chunked) return rd_byte(r);
-    if (r->eof) return -1;
-    if (r->chunk_left <= 0) {
-        vc_strbuf l = {0};
-        if (r->chunk_left == 0 && rd_line(r, &l) < 0) { vc_sb_free(&l); return -1; } /* CRLF after a chunk */
-        if (rd_line(r, &l) < 0) { vc_sb_free(&l); return -1; }
-        r->chunk_left = strtol(l.s, NULL, 16);
-        vc_sb_free(&l);
-        if (r->chunk_left <= 0) { r->eof = true; return -1; }
-    }
-    r->chunk_left--;
-    return rd_byte(r);
-}
-
-/* POST path with body; streams SSE deltas to stdout when stream, else
- * returns the body in *out. The reply text is appended to *reply. */
-static int http_call(const http_target *t, const char *method, const char *path, const char *body, bool stream,
-                     vc_strbuf *reply, vc_strbuf *out) {
-    int fd = connect_to(t);
-    if (fd < 0) return fd;
-    vc_strbuf req = {0};
-    vc_sb_printf(&req, "%s %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n", method, path, t->host, t->port);
-    if (t->key) vc_sb_printf(&req, "Authorization: Bearer %s\r\n", t->key);
-    if (body) vc_sb_printf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", strlen(body));
-    vc_sb_puts(&req, "\r\n");
-    if (body) vc_sb_puts(&req, body);
-    size_t off = 0;
-    while (off < req.len) {
-        ssize_t n = write(fd, req.s + off, req.len - off);
-        if (n <= 0) { vc_sb_free(&req); close(fd); return vc_err_set(VC_ERR_IO, "write to the server failed"); }
-        off += (size_t)n;
-    }
-    vc_sb_free(&req);
-    body_rd r = {.fd = fd, .chunk_left = -1};
-    vc_strbuf line = {0};
-    int status = 0, rc = VC_OK;
-    if (rd_line(&r, &line) < 0 || sscanf(line.s, "HTTP/%*s %d", &status) != 1) {
-        rc = vc_err_set(VC_ERR_IO, "no HTTP answer from the server");
-        goto done;
-    }
-    while (rd_line(&r, &line) == 0 && line.len)
-        if (!strncasecmp(line.s, "Transfer-Encoding:", 18) && strstr(line.s + 18, "chunked")) r.chunked = true;
-    vc_strbuf ev = {0};
-    int c;
-    while ((c = body_byte(&r)) >= 0) {
-        if (!stream || status != 200) { vc_sb_putc(out, (char)c); continue; }
-        if (c != '\n') { vc_sb_putc(&ev, (char)c); continue; }
-        if (ev.len > 6 && !strncmp(ev.s, "data: ", 6) && strcmp(ev.s + 6, "[DONE]")) {
-            json_t *j = json_loads(ev.s + 6, 0, NULL);
-            json_t *d = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
-            const char *txt = json_string_value(json_object_get(d, "content"));
-            const char *rs = json_string_value(json_object_get(d, "reasoning"));
-            if (rs) { printf("\033[2m%s\033[0m", rs); fflush(stdout); }
-            if (txt) { fputs(txt, stdout); fflush(stdout); vc_sb_puts(reply, txt); }
-            json_t *err = json_object_get(j, "error");
-            if (err) fprintf(stderr, "\n[error] %s\n", json_string_value(json_object_get(err, "message")));
-            json_decref(j);
-        }
-        vc_sb_clear(&ev);
-    }
-    vc_sb_free(&ev);
-    if (status != 200) {
-        json_t *j = json_loads(out->s ? out->s : "", 0, NULL);
-        const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
-        rc = vc_err_set(VC_ERR_IO, "HTTP %d: %s", status, m ? m : (out->s ? out->s : ""));
-        json_decref(j);
-    }
-done:
-    vc_sb_free(&line);
-    close(fd);
+/* Call and turn a non-200 answer into an error with the server's message. */
+static int call(const cli_http_target *t, const char *method, const char *path, const char *body, vc_strbuf *reply,
+                vc_strbuf *out) {
+    int status = 0;
+    if (cli_http_call(t, method, path, body, reply ? on_sse : NULL, reply, &status, out) < 0) return -1;
+    if (status == 200) return 0;
+    json_t *j = json_loads(out->s ? out->s : "", 0, NULL);
+    const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    int rc = vc_err_set(VC_ERR_IO, "HTTP %d: %s", status, m ? m : (out->s ? out->s : ""));
+    json_decref(j);
     return rc;
 }
 
-static int chat_loop(const http_target *t, const char *model_name, const char *system, int64_t max_tokens,
+static int chat_loop(const cli_http_target *t, const char *model_name, const char *system, int64_t max_tokens,
                      float temperature, bool has_temp) {
     vc_strbuf out = {0};
     char *name = model_name ? strdup(model_name) : NULL;
     if (!name) {
-        if (http_call(t, "GET", "/v1/models", NULL, false, NULL, &out) < 0) return -1;
+        if (call(t, "GET", "/v1/models", NULL, NULL, &out) < 0) return -1;
         json_t *j = json_loads(out.s ? out.s : "", 0, NULL);
         const char *id = json_string_value(json_object_get(json_array_get(json_object_get(j, "data"), 0), "id"));
         name = id ? strdup(id) : NULL;
@@ -207,7 +90,7 @@ static int chat_loop(const http_target *t, const char *model_name, const char *s
         json_decref(req);
         vc_strbuf reply = {0};
         vc_sb_clear(&out);
-        rc = body ? http_call(t, "POST", "/v1/chat/completions", body, true, &reply, &out) : -1;
+        rc = body ? call(t, "POST", "/v1/chat/completions", body, &reply, &out) : -1;
         free(body);
         printf("\n");
         if (rc < 0) {
@@ -253,12 +136,12 @@ int cli_chat(int argc, char **argv) {
         i++;
     }
     signal(SIGPIPE, SIG_IGN);
-    http_target t = {.key = key};
+    cli_http_target t = {.key = key};
     aeng *a = NULL;
     srv_server *s = NULL;
     int status = 1;
     if (url) {
-        if (parse_url(url, &t) < 0) { fprintf(stderr, "vllm chat: %s\n", vc_err_msg()); return 2; }
+        if (cli_http_parse_url(url, &t) < 0) { fprintf(stderr, "vllm chat: %s\n", vc_err_msg()); return 2; }
     } else {
         if (!ep.model) {
             if (cli_default_model(defpath, sizeof defpath) < 0) { fprintf(stderr, "vllm chat: %s\n", vc_err_msg()); return 1; }
