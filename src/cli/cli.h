@@ -11,5 +11,6 @@ int cli_tokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_chat(int argc, char **argv);
+int cli_bench_serve(int argc, char **argv);
 
 #endif

@@ -413,3 +413,16 @@ def test_tool_call_round_trip(vllm_bin, tmp_path):
     finally:
         s.stop()
     assert s.proc.returncode == 0
+
+
+def test_bench_serve_client(server, vllm_bin):
+    r = subprocess.run([str(vllm_bin), "bench", "serve", "--base-url", server.base, "--num-prompts", "4",
+                        "--random-input-len", "16", "--random-output-len", "4", "--max-concurrency", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    vals = dict(re.findall(r"^(.+?):\s+([\d.]+)$", r.stdout, re.M))
+    assert int(vals["Successful requests"]) == 4
+    assert int(vals["Total input tokens"]) == 64 and int(vals["Total generated tokens"]) == 16
+    for k in ("Mean TTFT (ms)", "Mean TPOT (ms)", "Mean ITL (ms)", "P99 E2EL (ms)"):
+        assert float(vals[k]) > 0
+    assert float(vals["Mean E2EL (ms)"]) >= float(vals["Mean TTFT (ms)"])
