@@ -213,12 +213,14 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
         goto fail;
     }
     if (p->tool_call_parser && *p->tool_call_parser) {
-        if (strcmp(p->tool_call_parser, "hermes")) {
-            vc_err_set(VC_ERR_INVALID, "--tool-call-parser '%s' is not supported (supported: hermes)",
+        if (!strcmp(p->tool_call_parser, "hermes")) s->tools = SRV_TOOLS_HERMES;
+        else if (!strcmp(p->tool_call_parser, "llama3_json")) s->tools = SRV_TOOLS_LLAMA3_JSON;
+        else if (!strcmp(p->tool_call_parser, "mistral")) s->tools = SRV_TOOLS_MISTRAL;
+        else {
+            vc_err_set(VC_ERR_INVALID, "--tool-call-parser '%s' is not supported (hermes, llama3_json, mistral)",
                        p->tool_call_parser);
             goto fail;
         }
-        s->tools = SRV_TOOLS_HERMES;
     }
     if (p->reasoning_parser && *p->reasoning_parser) {
         if (strcmp(p->reasoning_parser, "deepseek_r1") && strcmp(p->reasoning_parser, "qwen3")) {
@@ -235,10 +237,14 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
             vc_err_prefix("chat template");
             goto fail;
         }
-        /* No parser named: a template that emits hermes tool calls gets that parser. */
-        if (!s->tools && !(p->tool_call_parser && *p->tool_call_parser) && strstr(src, "<tool_call>")) {
-            s->tools = SRV_TOOLS_HERMES;
-            VC_INFO("chat template uses <tool_call>: hermes tool-call parser on");
+        /* No parser named: pick the one whose format the template teaches. */
+        if (!s->tools) {
+            if (strstr(src, "<tool_call>")) s->tools = SRV_TOOLS_HERMES;
+            else if (strstr(src, "[TOOL_CALLS]")) s->tools = SRV_TOOLS_MISTRAL;
+            else if (strstr(src, "<|python_tag|>")) s->tools = SRV_TOOLS_LLAMA3_JSON;
+            if (s->tools) VC_INFO("tool-call parser from the chat template: %s",
+                                  s->tools == SRV_TOOLS_HERMES ? "hermes" :
+                                  s->tools == SRV_TOOLS_MISTRAL ? "mistral" : "llama3_json");
         }
     } else {
         VC_WARN("the model has no chat template: /v1/chat/completions answers 400 (use --chat-template)");

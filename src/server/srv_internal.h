@@ -128,7 +128,11 @@ void srv_event_free(srv_event *ev);
 void srv_job_release(srv_job *j);
 
 /* ---- the server */
-typedef enum { SRV_TOOLS_NONE = 0, SRV_TOOLS_HERMES } srv_tool_parser;
+/* hermes: <tool_call>{...}</tool_call> anywhere; llama3_json: the whole
+ * output is {"name", "parameters"} object(s) (after an optional
+ * <|python_tag|>, ';'-separated); mistral: the output starts with
+ * [TOOL_CALLS] and a JSON array of {"name", "arguments"}. */
+typedef enum { SRV_TOOLS_NONE = 0, SRV_TOOLS_HERMES, SRV_TOOLS_LLAMA3_JSON, SRV_TOOLS_MISTRAL } srv_tool_parser;
 /* Reasoning parsers: qwen3 opens reasoning at <think>; deepseek_r1 starts in
  * reasoning (its template already wrote <think>) and a leading <think> is
  * dropped. Both end it at </think>. */
@@ -183,7 +187,8 @@ typedef struct {
     srv_reasoning reasoning;
     bool seen_text;               /* anything emitted yet (R1: leading <think>) */
     srv_tool_parser tp;
-    int mode;                     /* 0 content, 1 reasoning, 2 inside a tool call */
+    int mode;                     /* 0 content, 1 reasoning, 2 inside a tool call, 3 whole-output call */
+    bool content_seen;            /* content emitted (whole-output parsers look only at the start) */
     vc_strbuf pend;               /* held back / tool-call body */
     int n_tools;                  /* tool calls emitted so far */
 } srv_splitter;

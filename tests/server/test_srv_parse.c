@@ -185,6 +185,35 @@ static void test_splitter(void **state) {
             vc_sb_free(&c2);
             vc_sb_free(&r2);
         }
+    /* llama3_json: whole-output JSON call(s); mistral: [TOOL_CALLS] [...]. */
+    struct { srv_tool_parser tp; const char *text; int calls; const char *content; } W[] = {
+        {SRV_TOOLS_LLAMA3_JSON, " {\"name\": \"f\", \"parameters\": {\"a\": 1}}", 1, NULL},
+        {SRV_TOOLS_LLAMA3_JSON, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\"}", 2, NULL},
+        {SRV_TOOLS_LLAMA3_JSON, "{\"not\": \"a call\"}", 0, "{\"not\": \"a call\"}"},
+        {SRV_TOOLS_LLAMA3_JSON, "Hello {\"name\": \"f\"}", 0, "Hello {\"name\": \"f\"}"},
+        {SRV_TOOLS_MISTRAL, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"x\": \"y\"}}]", 1, NULL},
+        {SRV_TOOLS_MISTRAL, "[TOOL_CALLS] oops", 0, "[TOOL_CALLS] oops"},
+        {SRV_TOOLS_MISTRAL, "[TOOL", 0, "[TOOL"},
+    };
+    for (size_t k = 0; k < sizeof W / sizeof W[0]; k++)
+        for (size_t st = 1; st <= 7; st += 6) {
+            vc_strbuf c4 = {0}, r4 = {0};
+            json_t *cl = json_array();
+            split(W[k].text, st, SRV_REASON_NONE, W[k].tp, &c4, &r4, cl);
+            assert_int_equal(json_array_size(cl), W[k].calls);
+            if (W[k].content) assert_string_equal(c4.s, W[k].content);
+            else assert_null(c4.s);
+            if (W[k].calls) {
+                json_t *f = json_object_get(json_array_get(cl, 0), "function");
+                assert_string_equal(json_string_value(json_object_get(f, "name")), "f");
+                json_t *args = json_loads(json_string_value(json_object_get(f, "arguments")), 0, NULL);
+                assert_true(json_is_object(args));
+                json_decref(args);
+            }
+            json_decref(cl);
+            vc_sb_free(&c4);
+            vc_sb_free(&r4);
+        }
     /* qwen3 without any tag: all content. */
     vc_strbuf c3 = {0}, r3 = {0};
     json_t *cl3 = json_array();
