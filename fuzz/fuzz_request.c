@@ -1,7 +1,8 @@
 /* libFuzzer target: arbitrary bytes as a request body -> srv_parse_gen as
  * a completions and as a chat request (validation must answer every input
  * with 0 or a 400-class error, never crash or leak), then the same bytes
- * through the reasoning + hermes tool-call splitter in uneven pieces.
+ * through the reasoning + tool-call splitter (parser picked by the first
+ * byte) in uneven pieces.
  *
  *   CC=clang cmake -S . -B build-fuzz -DVLLM_FUZZ=ON && cmake --build build-fuzz --target fuzz_request
  *   ./build-fuzz/fuzz_request -max_total_time=60 -max_len=8192
@@ -26,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         srv_gen_free(&g);
     }
     srv_splitter sp;
-    srv_splitter_init(&sp, size && (data[0] & 8) ? SRV_REASON_R1 : SRV_REASON_QWEN3, SRV_TOOLS_HERMES);
+    static const srv_tool_parser TP[] = {SRV_TOOLS_HERMES, SRV_TOOLS_LLAMA3_JSON, SRV_TOOLS_MISTRAL, SRV_TOOLS_NONE};
+    srv_splitter_init(&sp, size && (data[0] & 8) ? SRV_REASON_R1 : SRV_REASON_QWEN3, TP[size ? (data[0] >> 4) & 3 : 0]);
     vc_strbuf c = {0}, r = {0};
     json_t *calls = json_array();
     size_t step = size ? 1 + data[0] % 7 : 1;
