@@ -289,6 +289,7 @@ fail:
 
 void srv_free(srv_server *s) {
     if (!s) return;
+    atomic_store(&s->stopping, true); /* waiting handlers and streams give up within 250 ms */
     if (s->d) MHD_stop_daemon(s->d);
     chat_template_free(s->tmpl);
     srv_metrics_free(s->metrics);

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -152,6 +153,7 @@ struct srv_server {
     long created;
     srv_metrics *metrics;
     struct MHD_Daemon *d;
+    atomic_bool stopping;         /* srv_free began: in-flight answers end now */
     int port;
 };
 

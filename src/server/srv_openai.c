@@ -168,6 +168,10 @@ static void stream_event(struct srv_stream *st, srv_event *ev) {
 
 /* Produce more SSE bytes (blocks for the next delta). */
 static void stream_produce(struct srv_stream *st) {
+    if (atomic_load(&st->s->stopping)) { /* shutting down: end the stream, abort the rest */
+        st->gone = true;
+        return;
+    }
     bool timed_out;
     srv_event *ev = srv_job_next_timed(st->job, 250, &timed_out);
     if (timed_out) { /* nothing yet (e.g. a long prefill): is anyone still listening? */
@@ -336,6 +340,11 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     bool timed_out;
     double checked = srv_now();
     while ((ev = srv_job_next_timed(st->job, 250, &timed_out)) || timed_out) {
+        if (atomic_load(&s->stopping)) {
+            srv_event_free(ev);
+            srv_err(&e, 503, NULL, "the server is shutting down");
+            goto fail;
+        }
         if (srv_now() - checked >= 0.25) { /* a client that hung up: abort, free the KV */
             checked = srv_now();
             if (srv_client_gone(r->client_fd)) {

@@ -426,3 +426,28 @@ def test_bench_serve_client(server, vllm_bin):
     for k in ("Mean TTFT (ms)", "Mean TPOT (ms)", "Mean ITL (ms)", "P99 E2EL (ms)"):
         assert float(vals[k]) > 0
     assert float(vals["Mean E2EL (ms)"]) >= float(vals["Mean TTFT (ms)"])
+
+
+def test_sigterm_ends_long_streams(vllm_bin):
+    s = Server(vllm_bin)
+    body = json.dumps({"prompt": "Once", "max_tokens": 900, "ignore_eos": True, "stream": True}).encode()
+    conns = []
+    try:
+        for _ in range(2):
+            c = socket.create_connection(("127.0.0.1", s.port))
+            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            conns.append(c)
+        got = b""
+        while b"data: " not in got:
+            got += conns[0].recv(4096)
+        t0 = time.time()
+        s.proc.terminate()
+        s.proc.wait(timeout=20)
+        assert s.proc.returncode == 0
+        assert time.time() - t0 < 10  # not the 900 tokens' worth
+    finally:
+        for c in conns:
+            c.close()
+        if s.proc.poll() is None:
+            s.stop()
