@@ -10,5 +10,7 @@ int cli_run(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+int cli_chat(int argc, char **argv);
+int cli_bench_serve(int argc, char **argv);
 
 #endif

@@ -24,7 +24,7 @@ static void serve_usage(FILE *f) {
             "  --served-model-name NAME     the model name clients use (default: MODEL as given)\n"
             "  --api-key KEY                require `Authorization: Bearer KEY` on /v1/* (also $VLLM_API_KEY)\n"
             "  --chat-template FILE|TEXT    Jinja chat template (default: the tokenizer's)\n"
-            "  --tool-call-parser NAME      hermes: parse <tool_call>{...}</tool_call> into tool_calls\n"
+            "  --tool-call-parser NAME      hermes | llama3_json | mistral (default: detected from the template)\n"
             "  --enable-auto-tool-choice    accepted for vLLM compatibility (tool_choice auto is the default)\n"
             "  --reasoning-parser NAME      deepseek_r1 | qwen3: split <think>...</think> into `reasoning`\n"
             "  --max-model-len N            context length (default: the model's, capped by the engine)\n"

@@ -171,7 +171,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    srv_reply r = {0};
+    srv_reply r = {.client_fd = -1};
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) r.client_fd = ci->connect_fd;
     route(s, c, url, method, cc, &r);
     return send_reply(c, &r);
 }
@@ -211,12 +213,14 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
         goto fail;
     }
     if (p->tool_call_parser && *p->tool_call_parser) {
-        if (strcmp(p->tool_call_parser, "hermes")) {
-            vc_err_set(VC_ERR_INVALID, "--tool-call-parser '%s' is not supported (supported: hermes)",
+        if (!strcmp(p->tool_call_parser, "hermes")) s->tools = SRV_TOOLS_HERMES;
+        else if (!strcmp(p->tool_call_parser, "llama3_json")) s->tools = SRV_TOOLS_LLAMA3_JSON;
+        else if (!strcmp(p->tool_call_parser, "mistral")) s->tools = SRV_TOOLS_MISTRAL;
+        else {
+            vc_err_set(VC_ERR_INVALID, "--tool-call-parser '%s' is not supported (hermes, llama3_json, mistral)",
                        p->tool_call_parser);
             goto fail;
         }
-        s->tools = SRV_TOOLS_HERMES;
     }
     if (p->reasoning_parser && *p->reasoning_parser) {
         if (strcmp(p->reasoning_parser, "deepseek_r1") && strcmp(p->reasoning_parser, "qwen3")) {
@@ -224,7 +228,7 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
                        p->reasoning_parser);
             goto fail;
         }
-        s->reasoning = true;
+        s->reasoning = strcmp(p->reasoning_parser, "qwen3") ? SRV_REASON_R1 : SRV_REASON_QWEN3;
     }
     const char *src = p->chat_template ? p->chat_template : tok_chat_template(s->tok);
     if (src) {
@@ -232,6 +236,15 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
         if (!s->tmpl) {
             vc_err_prefix("chat template");
             goto fail;
+        }
+        /* No parser named: pick the one whose format the template teaches. */
+        if (!s->tools) {
+            if (strstr(src, "<tool_call>")) s->tools = SRV_TOOLS_HERMES;
+            else if (strstr(src, "[TOOL_CALLS]")) s->tools = SRV_TOOLS_MISTRAL;
+            else if (strstr(src, "<|python_tag|>")) s->tools = SRV_TOOLS_LLAMA3_JSON;
+            if (s->tools) VC_INFO("tool-call parser from the chat template: %s",
+                                  s->tools == SRV_TOOLS_HERMES ? "hermes" :
+                                  s->tools == SRV_TOOLS_MISTRAL ? "mistral" : "llama3_json");
         }
     } else {
         VC_WARN("the model has no chat template: /v1/chat/completions answers 400 (use --chat-template)");
@@ -276,6 +289,7 @@ fail:
 
 void srv_free(srv_server *s) {
     if (!s) return;
+    atomic_store(&s->stopping, true); /* waiting handlers and streams give up within 250 ms */
     if (s->d) MHD_stop_daemon(s->d);
     chat_template_free(s->tmpl);
     srv_metrics_free(s->metrics);

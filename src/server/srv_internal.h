@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -118,12 +119,25 @@ int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int
 /* Pop the next event, waiting while the queue is empty and children live.
  * NULL when every child finished and the queue is drained. */
 srv_event *srv_job_next(srv_job *j);
+/* Same, waiting at most ms milliseconds: NULL with *timed_out set when
+ * nothing came. */
+srv_event *srv_job_next_timed(srv_job *j, int ms, bool *timed_out);
+/* The client's socket was closed by the peer (poll POLLRDHUP/HUP/ERR). */
+bool srv_client_gone(int fd);
 void srv_event_free(srv_event *ev);
 /* Abort the live children (client gone) and drop the HTTP side's reference. */
 void srv_job_release(srv_job *j);
 
 /* ---- the server */
-typedef enum { SRV_TOOLS_NONE = 0, SRV_TOOLS_HERMES } srv_tool_parser;
+/* hermes: <tool_call>{...}</tool_call> anywhere; llama3_json: the whole
+ * output is {"name", "parameters"} object(s) (after an optional
+ * <|python_tag|>, ';'-separated); mistral: the output starts with
+ * [TOOL_CALLS] and a JSON array of {"name", "arguments"}. */
+typedef enum { SRV_TOOLS_NONE = 0, SRV_TOOLS_HERMES, SRV_TOOLS_LLAMA3_JSON, SRV_TOOLS_MISTRAL } srv_tool_parser;
+/* Reasoning parsers: qwen3 opens reasoning at <think>; deepseek_r1 starts in
+ * reasoning (its template already wrote <think>) and a leading <think> is
+ * dropped. Both end it at </think>. */
+typedef enum { SRV_REASON_NONE = 0, SRV_REASON_QWEN3, SRV_REASON_R1 } srv_reasoning;
 
 struct srv_server {
     aeng *engine;
@@ -133,17 +147,19 @@ struct srv_server {
     char *api_key;
     char *version;
     srv_tool_parser tools;
-    bool reasoning;               /* split <think>...</think> */
+    srv_reasoning reasoning;
     size_t max_body;
     int32_t max_model_len;
     long created;
     srv_metrics *metrics;
     struct MHD_Daemon *d;
+    atomic_bool stopping;         /* srv_free began: in-flight answers end now */
     int port;
 };
 
 /* A handler's answer: status + body + content type, or a streaming job. */
 typedef struct {
+    int client_fd;                /* in: the connection's socket (-1 unknown) */
     int status;
     char *body;                   /* malloc'd */
     const char *content_type;
@@ -170,14 +186,16 @@ void srv_handle_detokenize(srv_server *s, const char *body, size_t len, srv_repl
  * (<tool_call>{"name", "arguments"}</tool_call>, when enabled). Text that
  * may be the start of a tag is held back until it is known. */
 typedef struct {
-    bool reasoning_on;
+    srv_reasoning reasoning;
+    bool seen_text;               /* anything emitted yet (R1: leading <think>) */
     srv_tool_parser tp;
-    int mode;                     /* 0 content, 1 reasoning, 2 inside a tool call */
+    int mode;                     /* 0 content, 1 reasoning, 2 inside a tool call, 3 whole-output call */
+    bool content_seen;            /* content emitted (whole-output parsers look only at the start) */
     vc_strbuf pend;               /* held back / tool-call body */
     int n_tools;                  /* tool calls emitted so far */
 } srv_splitter;
 
-void srv_splitter_init(srv_splitter *sp, bool reasoning_on, srv_tool_parser tp);
+void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parser tp);
 /* Feed new text (final: no more comes; flush what is held). Appends to
  * content / reasoning and appends {index, id, type, function} objects to
  * tool_calls (an array). */

@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -137,9 +138,38 @@ int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int
     return 0;
 }
 
+bool srv_client_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 srv_event *srv_job_next(srv_job *j) {
+    bool t;
+    return srv_job_next_timed(j, -1, &t);
+}
+
+srv_event *srv_job_next_timed(srv_job *j, int ms, bool *timed_out) {
+    *timed_out = false;
+    struct timespec until;
+    if (ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
     pthread_mutex_lock(&j->mu);
-    while (!j->head && j->n_done < j->n_ch) pthread_cond_wait(&j->cv, &j->mu);
+    while (!j->head && j->n_done < j->n_ch) {
+        if (ms < 0) {
+            pthread_cond_wait(&j->cv, &j->mu);
+        } else if (pthread_cond_timedwait(&j->cv, &j->mu, &until) != 0) {
+            *timed_out = !j->head && j->n_done < j->n_ch;
+            break;
+        }
+    }
     srv_event *ev = j->head;
     if (ev) {
         j->head = ev->next;

@@ -31,6 +31,8 @@ struct srv_stream {
     choice_state *cs;
     char **echo;                  /* per prompt, or NULL */
     int32_t *prompt_len;          /* per prompt */
+    int client_fd;
+    bool gone;                    /* the client hung up: stop streaming */
     vc_strbuf out;                /* SSE bytes not yet handed to MHD */
     size_t pos;
     bool done;
@@ -166,7 +168,16 @@ static void stream_event(struct srv_stream *st, srv_event *ev) {
 
 /* Produce more SSE bytes (blocks for the next delta). */
 static void stream_produce(struct srv_stream *st) {
-    srv_event *ev = srv_job_next(st->job);
+    if (atomic_load(&st->s->stopping)) { /* shutting down: end the stream, abort the rest */
+        st->gone = true;
+        return;
+    }
+    bool timed_out;
+    srv_event *ev = srv_job_next_timed(st->job, 250, &timed_out);
+    if (timed_out) { /* nothing yet (e.g. a long prefill): is anyone still listening? */
+        if (srv_client_gone(st->client_fd)) st->gone = true;
+        return;
+    }
     if (ev) {
         stream_event(st, ev);
         srv_event_free(ev);
@@ -193,7 +204,7 @@ size_t srv_stream_read(struct srv_stream *st, char *buf, size_t max, bool *done)
     while (st->pos >= st->out.len) {
         vc_sb_clear(&st->out);
         st->pos = 0;
-        if (st->done) {
+        if (st->done || st->gone) {
             *done = true;
             return 0;
         }
@@ -244,11 +255,16 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
         goto fail;
     }
     n_prompts = chat ? 1 : g.n_prompts;
+    if (n_prompts * g.n > 256) {
+        srv_err(&e, 400, "n", "%d prompts x n=%d choices is over the limit of 256 per request", n_prompts, g.n);
+        goto fail;
+    }
     ids = calloc((size_t)n_prompts, sizeof *ids);
     n_ids = calloc((size_t)n_prompts, sizeof *n_ids);
     st = calloc(1, sizeof *st);
     if (!ids || !n_ids || !st) { srv_err(&e, 500, NULL, "out of memory"); goto fail; }
     st->s = s;
+    st->client_fd = r->client_fd;
     st->chat = chat;
     st->n = g.n;
     st->n_choices = n_prompts * g.n;
@@ -321,7 +337,23 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     }
     /* Non-streaming: collect everything. */
     srv_event *ev;
-    while ((ev = srv_job_next(st->job))) {
+    bool timed_out;
+    double checked = srv_now();
+    while ((ev = srv_job_next_timed(st->job, 250, &timed_out)) || timed_out) {
+        if (atomic_load(&s->stopping)) {
+            srv_event_free(ev);
+            srv_err(&e, 503, NULL, "the server is shutting down");
+            goto fail;
+        }
+        if (srv_now() - checked >= 0.25) { /* a client that hung up: abort, free the KV */
+            checked = srv_now();
+            if (srv_client_gone(r->client_fd)) {
+                srv_event_free(ev);
+                srv_err(&e, 499, NULL, "client closed the connection");
+                goto fail;
+            }
+        }
+        if (!ev) continue;
         choice_state *c = &st->cs[ev->idx];
         if (chat) srv_splitter_push(&c->split, ev->text, ev->len, ev->finish_reason != NULL, &c->text, &c->reasoning,
                                     c->tool_calls);

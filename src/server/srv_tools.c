@@ -24,9 +24,10 @@ void srv_make_id(char *out, size_t cap, const char *prefix) {
     snprintf(out, cap, "%s%016llx%08llx", prefix, (unsigned long long)z, (unsigned long long)(c & 0xffffffffu));
 }
 
-void srv_splitter_init(srv_splitter *sp, bool reasoning_on, srv_tool_parser tp) {
+void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parser tp) {
     memset(sp, 0, sizeof *sp);
-    sp->reasoning_on = reasoning_on;
+    sp->reasoning = reasoning;
+    sp->mode = reasoning == SRV_REASON_R1 ? 1 : 0;
     sp->tp = tp;
 }
 
@@ -40,19 +41,13 @@ static size_t partial_tag(const char *s, size_t n, const char *tag) {
     return 0;
 }
 
-static void emit_tool(srv_splitter *sp, const char *body, size_t len, vc_strbuf *content, json_t *tool_calls) {
-    json_t *j = json_loadb(body, len, 0, NULL);
+static bool is_call(const json_t *j) { return json_is_object(j) && json_is_string(json_object_get(j, "name")); }
+
+/* Append the call object j ({"name", "arguments" | "parameters"}). */
+static void emit_obj(srv_splitter *sp, const json_t *j, json_t *tool_calls) {
     json_t *name = json_object_get(j, "name");
     json_t *args = json_object_get(j, "arguments");
     if (!args) args = json_object_get(j, "parameters");
-    if (!json_is_object(j) || !json_is_string(name)) {
-        /* Not a tool call after all: keep the text, as vLLM does. */
-        vc_sb_puts(content, TOOL_OPEN);
-        vc_sb_append(content, body, len);
-        vc_sb_puts(content, TOOL_CLOSE);
-        json_decref(j);
-        return;
-    }
     char *a = args ? json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
     char id[64];
     srv_make_id(id, sizeof id, "chatcmpl-tool-");
@@ -61,7 +56,71 @@ static void emit_tool(srv_splitter *sp, const char *body, size_t len, vc_strbuf 
     if (call) json_array_append_new(tool_calls, call);
     sp->n_tools++;
     free(a);
+}
+
+static void emit_tool(srv_splitter *sp, const char *body, size_t len, vc_strbuf *content, json_t *tool_calls) {
+    json_t *j = json_loadb(body, len, 0, NULL);
+    if (!is_call(j)) {
+        /* Not a tool call after all: keep the text, as vLLM does. */
+        vc_sb_puts(content, TOOL_OPEN);
+        vc_sb_append(content, body, len);
+        vc_sb_puts(content, TOOL_CLOSE);
+    } else {
+        emit_obj(sp, j, tool_calls);
+    }
     json_decref(j);
+}
+
+static const char PY_TAG[] = "<|python_tag|>", MISTRAL_TAG[] = "[TOOL_CALLS]";
+
+/* Whole-output calls (llama3_json / mistral), at the end: all-or-nothing,
+ * else the text is content. */
+static void emit_whole(srv_splitter *sp, const char *s, size_t n, vc_strbuf *content, json_t *tool_calls) {
+    json_t *calls = json_array();
+    const char *p = s, *end = s + n;
+    while (p < end && strchr(" \t\r\n", *p)) p++;
+    bool ok = true;
+    if (sp->tp == SRV_TOOLS_MISTRAL) {
+        p += strlen(MISTRAL_TAG);
+        json_t *arr = json_loadb(p, (size_t)(end - p), 0, NULL);
+        if (json_is_object(arr)) json_array_append(calls, arr);
+        else if (json_is_array(arr)) json_array_extend(calls, arr);
+        else ok = false;
+        json_decref(arr);
+    } else {
+        if ((size_t)(end - p) >= strlen(PY_TAG) && !memcmp(p, PY_TAG, strlen(PY_TAG))) p += strlen(PY_TAG);
+        while (ok && p < end) {
+            while (p < end && strchr(" \t\r\n;", *p)) p++;
+            if (p == end) break;
+            json_error_t err;
+            json_t *o = json_loadb(p, (size_t)(end - p), JSON_DISABLE_EOF_CHECK, &err);
+            if (!o) { ok = false; break; }
+            json_array_append_new(calls, o);
+            p += err.position;
+        }
+    }
+    size_t i;
+    json_t *c;
+    if (json_array_size(calls) == 0) ok = false;
+    json_array_foreach(calls, i, c) ok = ok && is_call(c);
+    if (ok) json_array_foreach(calls, i, c) emit_obj(sp, c, tool_calls);
+    else vc_sb_append(content, s, n);
+    json_decref(calls);
+}
+
+/* Whole-output parsers: does the (trimmed) start say "tool call" (1), maybe
+ * once more text comes (0), or not (-1)? */
+static int whole_start(const srv_splitter *sp, const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n && strchr(" \t\r\n", s[i])) i++;
+    if (i == n) return 0;
+    const char *marks[2] = {MISTRAL_TAG, NULL};
+    if (sp->tp == SRV_TOOLS_LLAMA3_JSON) { marks[0] = PY_TAG; marks[1] = "{"; }
+    for (int k = 0; k < 2 && marks[k]; k++) {
+        size_t ml = strlen(marks[k]), m = n - i < ml ? n - i : ml;
+        if (!memcmp(s + i, marks[k], m)) return m == ml ? 1 : 0;
+    }
+    return -1;
 }
 
 void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool final, vc_strbuf *content,
@@ -71,6 +130,20 @@ void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool fina
         const char *s = sp->pend.s ? sp->pend.s : "";
         size_t n = sp->pend.len;
         if (n == 0) break;
+        if (sp->mode == 0 && !sp->content_seen &&
+            (sp->tp == SRV_TOOLS_LLAMA3_JSON || sp->tp == SRV_TOOLS_MISTRAL)) {
+            int w = whole_start(sp, s, n);
+            if (w == 1) sp->mode = 3;
+            else if (w == 0 && !final) break;
+            else sp->content_seen = true; /* plain content from here on */
+        }
+        if (sp->mode == 3) { /* hold everything; decide at the end */
+            if (final) {
+                emit_whole(sp, s, n, content, tool_calls);
+                vc_sb_clear(&sp->pend);
+            }
+            break;
+        }
         if (sp->mode == 2) { /* inside <tool_call>: wait for the close tag */
             const char *e = strstr(s, TOOL_CLOSE);
             if (!e) {
@@ -90,9 +163,11 @@ void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool fina
         /* Find the earliest tag this mode reacts to. */
         const char *tags[2];
         int nt = 0;
-        if (sp->mode == 1) tags[nt++] = THINK_CLOSE;
-        else {
-            if (sp->reasoning_on) tags[nt++] = THINK_OPEN;
+        if (sp->mode == 1) {
+            tags[nt++] = THINK_CLOSE;
+            if (!sp->seen_text) tags[nt++] = THINK_OPEN; /* R1: a leading <think> is dropped */
+        } else {
+            if (sp->reasoning != SRV_REASON_NONE) tags[nt++] = THINK_OPEN;
             if (sp->tp == SRV_TOOLS_HERMES) tags[nt++] = TOOL_OPEN;
         }
         const char *best = NULL, *best_tag = NULL;
@@ -104,6 +179,7 @@ void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool fina
         if (best) {
             vc_sb_append(dst, s, (size_t)(best - s));
             size_t used = (size_t)(best - s) + strlen(best_tag);
+            if (best > s) sp->seen_text = true;
             if (best_tag == THINK_OPEN) sp->mode = 1;
             else if (best_tag == THINK_CLOSE) sp->mode = 0;
             else sp->mode = 2;
@@ -117,6 +193,7 @@ void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool fina
                 size_t h = partial_tag(s, n, tags[i]);
                 if (h > hold) hold = h;
             }
+        if (n - hold > 0) sp->seen_text = true;
         vc_sb_append(dst, s, n - hold);
         memmove(sp->pend.s, s + n - hold, hold + 1);
         sp->pend.len = hold;
