@@ -17,10 +17,17 @@ typedef struct {
     int32_t n_lp, lp_rank; /* logprobs of the latest sampled token */
     int32_t *lp_ids;
     float *lp_vals;
+    /* prompt logprobs [num_prompt, plp_stride] */
+    int32_t plp_stride;
+    bool plp_sent;
+    int32_t *plp_ids, *plp_ranks;
+    float *plp_vals;
 } eng_req;
 
 struct eng_engine;
 static int emit(struct eng_engine *e, ereq *r, int32_t *n_outs);
+static void on_prompt_lp(void *ctx, const ereq *q, int32_t pos, const int32_t *ids, const float *vals, int32_t n,
+                         int32_t rank);
 
 struct eng_engine {
     eng_params p;
@@ -173,6 +180,7 @@ eng_engine *eng_create(const eng_params *p) {
                       .max_model_len = e->max_model_len};
     e->runner = erun_create(e->m, &rp);
     if (!e->runner) goto fail;
+    erun_set_prompt_lp_cb(e->runner, on_prompt_lp, e);
     e->sampled = malloc((size_t)p->max_num_seqs * sizeof *e->sampled);
     if (!e->sampled) {
         vc_err_set(VC_ERR_OOM, "out of memory");
@@ -184,12 +192,25 @@ fail:
     return NULL;
 }
 
+static void on_prompt_lp(void *ctx, const ereq *q, int32_t pos, const int32_t *ids, const float *vals, int32_t n,
+                         int32_t rank) {
+    (void)ctx;
+    eng_req *er = q->user;
+    if (!er->plp_ids || pos <= 0 || pos >= q->num_prompt || n > er->plp_stride) return;
+    memcpy(er->plp_ids + (int64_t)pos * er->plp_stride, ids, (size_t)n * sizeof *ids);
+    memcpy(er->plp_vals + (int64_t)pos * er->plp_stride, vals, (size_t)n * sizeof *vals);
+    er->plp_ranks[pos] = rank;
+}
+
 static void free_req(ereq *r) {
     eng_req *er = r->user;
     if (er) {
         eout_req_free(er->out);
         free(er->lp_ids);
         free(er->lp_vals);
+        free(er->plp_ids);
+        free(er->plp_vals);
+        free(er->plp_ranks);
         free(er);
     }
     ereq_free(r);
@@ -244,6 +265,16 @@ int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_s
     }
     er->user = user;
     r->user = er;
+    if (sp->prompt_logprobs >= 0) {
+        er->plp_stride = sp->prompt_logprobs + 1;
+        er->plp_ids = calloc((size_t)n * (size_t)er->plp_stride, sizeof *er->plp_ids);
+        er->plp_vals = calloc((size_t)n * (size_t)er->plp_stride, sizeof *er->plp_vals);
+        er->plp_ranks = calloc((size_t)n, sizeof *er->plp_ranks);
+        if (!er->plp_ids || !er->plp_vals || !er->plp_ranks) {
+            free_req(r);
+            return vc_err_set(VC_ERR_OOM, "out of memory");
+        }
+    }
     eout_detok d = {0};
     if (e->tok && eout_detok_tokenizer(e->tok, sp->skip_special_tokens, prompt, n, &d) < 0) {
         free_req(r);
@@ -346,6 +377,15 @@ static int emit(eng_engine *e, ereq *r, int32_t *n_outs) {
                                         .n_lp = d.n_token_ids > 0 ? er->n_lp : 0, .lp_ids = er->lp_ids,
                                         .lp_vals = er->lp_vals, .lp_rank = er->lp_rank};
     er->n_lp = 0;
+    if (er->plp_ids && !er->plp_sent) {
+        eng_output *o = &e->outs[*n_outs - 1];
+        o->n_plp = r->num_prompt;
+        o->plp_stride = er->plp_stride;
+        o->plp_ids = er->plp_ids;
+        o->plp_vals = er->plp_vals;
+        o->plp_ranks = er->plp_ranks;
+        er->plp_sent = true;
+    }
     if (d.finished) er->reported_final = true;
     return VC_OK;
 }

@@ -66,6 +66,15 @@ typedef struct {
     const int32_t *lp_ids;
     const float *lp_vals;
     int32_t lp_rank;
+    /* Prompt logprobs, in the request's first delta only, when asked
+     * (sp.prompt_logprobs = k >= 0): for prompt position p in [1, n_plp),
+     * plp_ids/plp_vals[p * plp_stride + 0] is prompt token p and its
+     * logprob, then the top k; plp_ranks[p] its rank. Position 0 has none
+     * (rank 0). n_plp = 0 otherwise. */
+    int32_t n_plp, plp_stride;
+    const int32_t *plp_ids;
+    const float *plp_vals;
+    const int32_t *plp_ranks;
 } eng_output;
 
 typedef struct eng_engine eng_engine;

@@ -24,7 +24,11 @@ struct erun_runner {
     int64_t *slots64;                  /* [T] kv_slot_mapping output */
     int32_t *qsl, *seq_lens;           /* [S+1], [S] */
     int32_t *bt;                       /* [S, M] */
-    float *logits;                     /* [S, V] */
+    float *logits;                     /* [logits_cap, V] host */
+    int64_t logits_cap;
+    int32_t *plp_item, *plp_pos;       /* [T] prompt-logprob rows: item, predicted position */
+    erun_prompt_lp_fn plp_cb;
+    void *plp_ctx;
     smp_batch *sampler;
     smp_row *smp_rows;                 /* [S] */
     samp_slot *samp;
@@ -61,11 +65,14 @@ erun_runner *erun_create(mdl_model *m, const erun_params *p) {
     r->seq_lens = malloc((size_t)S * sizeof *r->seq_lens);
     r->bt = malloc((size_t)(S * r->max_blocks) * sizeof *r->bt);
     r->logits = malloc((size_t)(S * r->vocab) * sizeof *r->logits);
+    r->logits_cap = S;
+    r->plp_item = malloc((size_t)T * sizeof *r->plp_item);
+    r->plp_pos = malloc((size_t)T * sizeof *r->plp_pos);
     r->samp_cap = 64;
     while (r->samp_cap < 4 * S) r->samp_cap *= 2;
     r->samp = malloc((size_t)r->samp_cap * sizeof *r->samp);
     if (!r->ids || !r->pos || !r->slots || !r->rows || !r->slots64 || !r->qsl || !r->seq_lens || !r->bt ||
-        !r->logits || !r->samp || !r->smp_rows)
+        !r->logits || !r->samp || !r->smp_rows || !r->plp_item || !r->plp_pos)
         goto oom;
     for (int64_t i = 0; i < r->samp_cap; i++) r->samp[i] = (samp_slot){-1, NULL};
     return r;
@@ -93,6 +100,8 @@ void erun_free(erun_runner *r) {
     free(r->seq_lens);
     free(r->bt);
     free(r->logits);
+    free(r->plp_item);
+    free(r->plp_pos);
     free(r);
 }
 
@@ -163,6 +172,11 @@ static const smp_req *sampler_for(erun_runner *r, const ereq *q) {
 
 const smp_batch_out *erun_sample_output(const erun_runner *r) { return smp_batch_output(r->sampler); }
 
+void erun_set_prompt_lp_cb(erun_runner *r, erun_prompt_lp_fn fn, void *ctx) {
+    r->plp_cb = fn;
+    r->plp_ctx = ctx;
+}
+
 void erun_release(erun_runner *r, int64_t req_id) {
     samp_slot *s = samp_find(r, req_id, false);
     if (!s) return;
@@ -201,11 +215,44 @@ int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled) {
         r->seq_lens[i] = end;
         if (it->sample) r->rows[n_logits++] = T - 1;
     }
+    /* Prompt logprobs: rows whose next token is a prompt token, after the
+     * sampling rows (the sampler reads rows [0, n_sample)). */
+    int32_t n_sample = n_logits, n_plp = 0;
+    if (r->plp_cb) {
+        int32_t base = 0;
+        for (int32_t i = 0; i < S; i++) {
+            const esched_item *it = &so->items[i];
+            const ereq *q = it->req;
+            if (q->sp.prompt_logprobs >= 0)
+                for (int32_t p = it->start; p < it->start + it->num_tokens && p < q->num_prompt - 1; p++) {
+                    r->rows[n_logits++] = base + (p - it->start);
+                    r->plp_item[n_plp] = i;
+                    r->plp_pos[n_plp++] = p + 1;
+                }
+            base += it->num_tokens;
+        }
+    }
+    if (n_logits > r->logits_cap) {
+        float *l = realloc(r->logits, (size_t)n_logits * (size_t)r->vocab * sizeof *l);
+        if (!l) return vc_err_set(VC_ERR_OOM, "runner: out of memory for prompt logprobs");
+        r->logits = l;
+        r->logits_cap = n_logits;
+    }
     mdl_batch b = {.n_tokens = T, .ids = r->ids, .positions = r->pos, .slots = r->slots, .n_seqs = S,
                    .qsl = r->qsl, .seq_lens = r->seq_lens, .block_tables = r->bt, .max_blocks = r->max_blocks,
                    .n_logits = n_logits, .logit_rows = r->rows};
     int rc = mdl_forward_batch(r->m, r->kv, &b, r->logits);
     if (rc < 0) return rc;
+    for (int32_t j = 0; j < n_plp; j++) {
+        const ereq *q = so->items[r->plp_item[j]].req;
+        int32_t k = q->sp.prompt_logprobs, next = q->tokens[r->plp_pos[j]], rank = 0;
+        int32_t ids[64];
+        float vals[64];
+        if (k > 63) k = 63;
+        rc = smp_prompt_logprobs(r->logits + (int64_t)(n_sample + j) * r->vocab, 1, r->vocab, &next, k, ids, vals, &rank);
+        if (rc < 0) return rc;
+        r->plp_cb(r->plp_ctx, q, r->plp_pos[j], ids, vals, k + 1, rank);
+    }
     int32_t k = 0;
     for (int32_t i = 0; i < S; i++) {
         if (!so->items[i].sample) continue;

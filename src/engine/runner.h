@@ -41,6 +41,14 @@ int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled);
 /* The sampler's output of the last erun_execute (row k = k-th sampling
  * item): tokens and, for rows that asked, logprobs (layout in batch.h). */
 const smp_batch_out *erun_sample_output(const erun_runner *r);
+/* Prompt logprobs (requests with sp.prompt_logprobs = k >= 0): for every
+ * prompt position pos >= 1 computed in a step, fn gets the logprob of
+ * prompt token pos given the tokens before it: ids[0]/vals[0] that token,
+ * then the top k (n = k + 1 entries), and its rank. Prefix-cache hits are
+ * skipped for such requests (the scheduler), so every position comes. */
+typedef void (*erun_prompt_lp_fn)(void *ctx, const ereq *q, int32_t pos, const int32_t *ids, const float *vals,
+                                  int32_t n, int32_t rank);
+void erun_set_prompt_lp_cb(erun_runner *r, erun_prompt_lp_fn fn, void *ctx);
 /* Checks sampling parameters as the sampler will (clear VC_ERR_INVALID). */
 int erun_validate(const erun_runner *r, const ereq_sampling *sp);
 /* Drops per-request sampling state (call when a request finishes). */

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <jansson.h>
+#include <math.h>
 
 #include "base/err.h"
 #include "engine/engine.h"
@@ -349,6 +351,61 @@ static void test_token_controls(void **st) {
     eng_free(e);
 }
 
+/* prompt_logprobs against transformers' prefill logits (golden.json top5):
+ * the top-k ids at each prompt position are HF's, and logprob differences
+ * equal logit differences. */
+static void test_prompt_logprobs(void **st) {
+    (void)st;
+    char path[600];
+    snprintf(path, sizeof path, "%s/golden.json", FIXTURE);
+    json_t *g = json_load_file(path, 0, NULL);
+    assert_non_null(g);
+    json_t *cs = json_array_get(json_object_get(g, "cases"), 3); /* the 40-token prompt */
+    json_t *pr = json_array_get(json_object_get(g, "prompts"), (size_t)json_integer_value(json_object_get(cs, "prompt")));
+    json_t *top5 = json_object_get(cs, "top5");
+    int32_t n = (int32_t)json_array_size(pr), ids[64];
+    for (int32_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(pr, (size_t)i));
+    eng_params ep = params(16, true, 16 << 20); /* chunked: positions arrive over several steps */
+    eng_engine *e = eng_create(&ep);
+    assert_non_null(e);
+    ereq_sampling sp = ereq_sampling_default();
+    sp.temperature = 0.0f;
+    sp.max_tokens = 2;
+    sp.prompt_logprobs = 4;
+    int64_t id;
+    assert_int_equal(eng_add_tokens(e, ids, n, &sp, NULL, &id), 0);
+    int seen = 0;
+    while (eng_has_unfinished(e)) {
+        eng_output *o;
+        int32_t no;
+        assert_int_equal(eng_step(e, &o, &no), 0);
+        for (int32_t j = 0; j < no; j++) {
+            if (!o[j].n_plp) continue;
+            seen++;
+            assert_int_equal(o[j].n_plp, n);
+            assert_int_equal(o[j].plp_stride, 5);
+            assert_int_equal(o[j].plp_ranks[0], 0);
+            for (int32_t p = 1; p < n; p++) {
+                const int32_t *pi = o[j].plp_ids + p * 5;
+                const float *pv = o[j].plp_vals + p * 5;
+                assert_int_equal(pi[0], ids[p]);
+                assert_true(o[j].plp_ranks[p] >= 1);
+                json_t *hf = json_array_get(top5, (size_t)(p - 1));
+                double l0 = json_number_value(json_array_get(json_array_get(hf, 0), 1));
+                for (int k = 0; k < 4; k++) {
+                    json_t *pair = json_array_get(hf, (size_t)k);
+                    assert_int_equal(pi[1 + k], (int32_t)json_integer_value(json_array_get(pair, 0)));
+                    double want = json_number_value(json_array_get(pair, 1)) - l0, got = pv[1 + k] - pv[1];
+                    if (fabs(got - want) > 1e-3) fail_msg("pos %d top %d: %f vs %f", p, k, got, want);
+                }
+            }
+        }
+    }
+    assert_int_equal(seen, 1);
+    eng_free(e);
+    json_decref(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_invariance),
@@ -357,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_token_controls),
+        cmocka_unit_test(test_prompt_logprobs),
     };
     return cmocka_run_group_tests(tests, make_model, rm_model);
 }
