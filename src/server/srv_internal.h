@@ -69,8 +69,11 @@ bool srv_utf8_valid(const char *s, size_t len);
 
 /* ---- metrics (srv_metrics.c) */
 typedef struct srv_metrics srv_metrics;
+/* Reference counted: every job holds one, since aborted children may still
+ * report (on the engine thread) after the server is gone. */
 srv_metrics *srv_metrics_create(void);
-void srv_metrics_free(srv_metrics *m);
+srv_metrics *srv_metrics_ref(srv_metrics *m);
+void srv_metrics_free(srv_metrics *m); /* drops one reference */
 void srv_metrics_ttft(srv_metrics *m, double s);
 void srv_metrics_itl(srv_metrics *m, double s);
 void srv_metrics_finished(srv_metrics *m, const char *reason, double e2e, int32_t prompt_tokens,

@@ -36,6 +36,7 @@ static void job_free(srv_job *j) {
     }
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
+    srv_metrics_free(j->metrics);
     free(j->ch);
     free(j);
 }
@@ -109,7 +110,7 @@ int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
     j->engine = a;
-    j->metrics = m;
+    j->metrics = srv_metrics_ref(m);
     j->t_arrival = srv_now();
     for (int k = 0; k < n_prompts; k++) {
         for (int i = 0; i < n; i++) {
