@@ -50,6 +50,7 @@ typedef struct {
     json_t *tools;                /* owned reference or NULL */
     json_t *template_kwargs;      /* owned reference or NULL */
     bool add_generation_prompt;
+    bool continue_final_message;  /* the reply continues the last (assistant) message */
     bool tool_choice_none;
     /* common */
     int64_t max_tokens;           /* -1: default (16 completions, rest of context for chat) */

@@ -53,6 +53,21 @@ static int chat_prompt(srv_server *s, srv_gen *g, int32_t **ids, int32_t *n, srv
     char *text = NULL;
     if (chat_template_render(s->tmpl, &p, &text) < 0)
         return srv_err(e, 400, "messages", "chat template: %s", vc_err_msg());
+    if (g->continue_final_message) {
+        /* Cut what the template put after the final message (its end-of-turn
+         * marker), so generation continues that message, as vLLM does. */
+        json_t *last = json_array_get(g->messages, json_array_size(g->messages) - 1);
+        const char *fin = json_string_value(json_object_get(last, "content"));
+        size_t fl = strlen(fin);
+        char *hit = NULL;
+        for (char *q = text; fl && (q = strstr(q, fin)); q++) hit = q;
+        if (fl && !hit) {
+            free(text);
+            return srv_err(e, 400, "messages", "continue_final_message: the template does not render the final "
+                                               "message verbatim");
+        }
+        if (hit) hit[fl] = 0;
+    }
     size_t nn = 0;
     int rc = tok_encode(s->tok, text, strlen(text), false, ids, &nn);
     free(text);

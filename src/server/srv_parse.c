@@ -377,6 +377,22 @@ int srv_parse_gen(const char *body, size_t len, bool chat, srv_gen *g, srv_error
     if (parse_stop(o, g, e)) goto out;
     if (chat) {
         if (get_bool(o, "add_generation_prompt", &g->add_generation_prompt, e)) goto out;
+        if (get_bool(o, "continue_final_message", &g->continue_final_message, e)) goto out;
+        if (g->continue_final_message) {
+            json_t *last = json_array_get(g->messages, json_array_size(g->messages) - 1);
+            const char *role = json_string_value(json_object_get(last, "role"));
+            if (json_is_true(json_object_get(o, "add_generation_prompt"))) {
+                srv_err(e, 400, "continue_final_message",
+                        "continue_final_message and add_generation_prompt cannot both be true");
+                goto out;
+            }
+            if (!role || strcmp(role, "assistant") || !json_is_string(json_object_get(last, "content"))) {
+                srv_err(e, 400, "continue_final_message",
+                        "continue_final_message needs a final assistant message with text content");
+                goto out;
+            }
+            g->add_generation_prompt = false;
+        }
         json_t *kw = json_object_get(o, "chat_template_kwargs");
         if (kw && !json_is_null(kw)) {
             if (!json_is_object(kw)) {

@@ -451,3 +451,20 @@ def test_sigterm_ends_long_streams(vllm_bin):
             c.close()
         if s.proc.poll() is None:
             s.stop()
+
+
+def test_continue_final_message(server):
+    msgs = [{"role": "user", "content": "Name a color."}, {"role": "assistant", "content": "My favourite color is"}]
+    cont = json.loads(server.post("/tokenize", {"messages": msgs, "add_generation_prompt": False})[1])["tokens"]
+    st, body = server.post("/v1/chat/completions", {"messages": msgs, "continue_final_message": True,
+                                                    "add_generation_prompt": False, "max_tokens": 4,
+                                                    "temperature": 0})
+    assert st == 200, body
+    r = json.loads(body)
+    # The prompt stops right after the final message's text (no end-of-turn).
+    text = json.loads(server.post("/detokenize", {"tokens": cont})[1])["prompt"]
+    cut = text[:text.rfind("My favourite color is") + len("My favourite color is")]
+    ids = json.loads(server.post("/tokenize", {"prompt": cut, "add_special_tokens": False})[1])["tokens"]
+    assert r["usage"]["prompt_tokens"] == len(ids)
+    st, _ = server.post("/v1/chat/completions", {"messages": msgs[:1], "continue_final_message": True})
+    assert st == 400
