@@ -34,8 +34,8 @@
 #include "base/strbuf.h"
 
 /* ---- limits (runaway templates end with an error, never a hang) ---- */
-#define JJ_MAX_NEST 200       /* parser nesting (expressions + blocks) */
-#define JJ_MAX_CALL_DEPTH 100 /* macro / caller recursion */
+#define JJ_MAX_NEST 128       /* parser nesting (expressions + blocks) */
+#define JJ_MAX_CALL_DEPTH 64  /* macro / caller / loop() recursion */
 
 typedef struct {
     uint64_t max_steps; /* evaluation steps per render */
@@ -208,7 +208,8 @@ typedef struct jj_node jj_node;
 struct jj_node {
     jj_node_kind k;
     int line;
-    int op;              /* BINOP: op char code; TEST: negated */
+    int op;              /* BINOP: op char code; TEST: negated; FOR/SET: tuple target */
+    bool recursive;      /* FOR: `recursive` loop (loop(items) re-enters the body) */
     jj_val lit;          /* LIT constant, TEXT data */
     const char *name;    /* NAME/GETATTR/FILTER/TEST name; NUL-terminated */
     jj_node *a, *b, *c;  /* children (meaning per kind) */

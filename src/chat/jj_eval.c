@@ -113,6 +113,43 @@ int jj_emit(jj_ctx *c, const char *p, size_t n) {
 
 /* ---- expressions ---- */
 
+/* index of the growable buffer whose current content is exactly a, or -1 */
+static int grow_slot(const jj_ctx *c, jj_val a) {
+    if (a.t != JJ_STR) return -1;
+    for (int i = 0; i < 8; i++)
+        if (c->grow[i].p && a.u.s.p == c->grow[i].p && a.u.s.n == c->grow[i].len) return i;
+    return -1;
+}
+
+/* a + b for strings: in place when a is a growable buffer's current
+ * content, else a new string (large ones get spare room for later appends). */
+static int str_concat(jj_ctx *c, jj_val a, jj_val b, jj_val *out) {
+    size_t n = a.u.s.n + b.u.s.n;
+    if (n > jj_max_output(c)) return jj_error(c, "string too large");
+    int g = grow_slot(c, a);
+    if (g >= 0 && n < c->grow[g].cap) {
+        char *p = c->grow[g].p;
+        memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n); /* b ends at or before len: no overlap */
+        c->grow[g].len = n;
+        p[n] = 0;
+        *out = jj_str(p, n);
+        return 0;
+    }
+    size_t cap = n >= 4096 ? 2 * n + 1 : n + 1;
+    char *d = jj_alloc(&c->arena, cap);
+    if (!d) return jj_error(c, "template used too much memory");
+    if (a.u.s.n) memcpy(d, a.u.s.p, a.u.s.n);
+    if (b.u.s.n) memcpy(d + a.u.s.n, b.u.s.p, b.u.s.n);
+    if (n >= 4096) {
+        if (g < 0) g = (int)(c->grow_next++ % 8);
+        c->grow[g].p = d;
+        c->grow[g].len = n;
+        c->grow[g].cap = cap;
+    }
+    *out = jj_str(d, n);
+    return 0;
+}
+
 static int ev(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out);
 
 static int undef_err(jj_ctx *c, jj_val u) {
@@ -221,14 +258,7 @@ int jj_binop(jj_ctx *c, int op, jj_val a, jj_val b, jj_val *out) {
         return 0;
     }
     if (op == '+') {
-        if (a.t == JJ_STR && b.t == JJ_STR) {
-            char *d = jj_alloc(&c->arena, a.u.s.n + b.u.s.n + 1);
-            if (!d) return jj_error(c, "template used too much memory");
-            memcpy(d, a.u.s.p, a.u.s.n);
-            memcpy(d + a.u.s.n, b.u.s.p, b.u.s.n);
-            *out = jj_str(d, a.u.s.n + b.u.s.n);
-            return 0;
-        }
+        if (a.t == JJ_STR && b.t == JJ_STR) return str_concat(c, a, b, out);
         if (a.t == JJ_LIST && b.t == JJ_LIST && a.u.l->tuple == b.u.l->tuple) {
             if (jj_list_new(c, a.u.l->n + b.u.l->n, a.u.l->tuple, out) < 0) return -1;
             for (size_t i = 0; i < a.u.l->n; i++) out->u.l->v[out->u.l->n++] = a.u.l->v[i];
@@ -395,6 +425,7 @@ int jj_call_value(jj_ctx *c, jj_val f, const jj_args *a, jj_val *out) {
     case JJ_FUNC: return jj_call_global(c, f.u.fn, a, out);
     case JJ_METHOD: return jj_call_method(c, f.u.m, a, out);
     case JJ_MACRO: return jj_call_macro(c, f.u.mac, a, NULL, out);
+    case JJ_LOOP: return jj_loop_call(c, f.u.loop, a, out);
     case JJ_UNDEF: return undef_err(c, f);
     default: return jj_error(c, "'%s' object is not callable", jj_type_name(f));
     }
@@ -491,8 +522,22 @@ static int ev(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out) {
         return 0;
     }
     case JN_CONCAT: {
+        if (ev(c, n->kids[0], s, &a) < 0) return -1;
+        if (grow_slot(c, a) >= 0) {
+            /* accumulating onto the growable buffer: append part by part */
+            for (size_t i = 1; i < n->nkids; i++) {
+                if (ev(c, n->kids[i], s, &b) < 0 || jj_as_str(c, b, &b) < 0) return -1;
+                if (str_concat(c, a, b, &a) < 0) return -1;
+            }
+            *out = a;
+            return 0;
+        }
         vc_strbuf sb = {0};
-        for (size_t i = 0; i < n->nkids; i++) {
+        if (jj_to_str(c, &sb, a) < 0) {
+            vc_sb_free(&sb);
+            return -1;
+        }
+        for (size_t i = 1; i < n->nkids; i++) {
             if (ev(c, n->kids[i], s, &a) < 0 || jj_to_str(c, &sb, a) < 0) {
                 vc_sb_free(&sb);
                 return -1;
@@ -502,7 +547,7 @@ static int ev(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val *out) {
                 return jj_error(c, "string too large");
             }
         }
-        int rc = jj_str_dup(c, sb.s ? sb.s : "", sb.len, out);
+        int rc = str_concat(c, jj_str(sb.s ? sb.s : "", sb.len), jj_str("", 0), out);
         vc_sb_free(&sb);
         return rc;
     }

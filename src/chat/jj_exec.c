@@ -40,18 +40,19 @@ static int assign(jj_ctx *c, jj_scope *s, const jj_node *n, jj_val v) {
     return 0;
 }
 
-static int exec_for(jj_ctx *c, const jj_node *n, jj_scope *s) {
-    jj_val it;
+/* Iterate `it` through the body of for-node n; depth counts recursive loop() calls. */
+static int run_loop(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val it, int64_t depth) {
     jj_list *items;
-    if (jj_eval(c, n->a, s, &it) < 0) return -1;
     if (jj_iterate(c, it, &items) < 0) return -1;
     if (n->c) { /* `for x in y if cond`: filter first, so loop.length counts kept items */
         jj_val kept;
         if (jj_list_new(c, items->n, false, &kept) < 0) return -1;
+        jj_scope *is = jj_scope_new(c, s);
+        if (!is) return -1;
         for (size_t i = 0; i < items->n; i++) {
-            jj_scope *is = jj_scope_new(c, s);
             jj_val cond;
-            if (!is || assign(c, is, n, items->v[i]) < 0 || jj_eval(c, n->c, is, &cond) < 0) return -1;
+            is->n = 0;
+            if (assign(c, is, n, items->v[i]) < 0 || jj_eval(c, n->c, is, &cond) < 0) return -1;
             if (jj_truthy(cond)) kept.u.l->v[kept.u.l->n++] = items->v[i];
         }
         items = kept.u.l;
@@ -64,6 +65,9 @@ static int exec_for(jj_ctx *c, const jj_node *n, jj_scope *s) {
     jj_loop *lp = jj_alloc(&c->arena, sizeof *lp);
     if (!lp) return jj_error(c, "template used too much memory");
     lp->items = items;
+    lp->depth = depth;
+    lp->node = n;
+    lp->scope = s;
     jj_val lv = {.t = JJ_LOOP};
     lv.u.loop = lp;
     /* one scope reused by every iteration: Jinja forgets an iteration's
@@ -83,6 +87,32 @@ static int exec_for(jj_ctx *c, const jj_node *n, jj_scope *s) {
         c->ctl = 0;
     }
     return 0;
+}
+
+static int exec_for(jj_ctx *c, const jj_node *n, jj_scope *s) {
+    jj_val it;
+    if (jj_eval(c, n->a, s, &it) < 0) return -1;
+    return run_loop(c, n, s, it, 1);
+}
+
+/* loop(items) inside a recursive for: render the body for items, one level deeper */
+int jj_loop_call(jj_ctx *c, const jj_loop *l, const jj_args *a, jj_val *out) {
+    if (!l->node->recursive)
+        return jj_error(c, "The loop must have the 'recursive' marker to be called recursively.");
+    if (a->npos != 1 || a->nkw) return jj_error(c, "loop() takes exactly one argument");
+    if (c->call_depth >= JJ_MAX_CALL_DEPTH) return jj_error(c, "maximum loop recursion depth exceeded");
+    vc_strbuf sb = {0}, *saved = c->out;
+    c->out = &sb;
+    c->call_depth++;
+    int saved_ctl = c->ctl;
+    c->ctl = 0;
+    int rc = run_loop(c, l->node, l->scope, a->pos[0], l->depth + 1);
+    c->ctl = saved_ctl;
+    c->call_depth--;
+    c->out = saved;
+    if (rc == 0) rc = jj_str_dup(c, sb.s ? sb.s : "", sb.len, out);
+    vc_sb_free(&sb);
+    return rc;
 }
 
 static int exec_set(jj_ctx *c, const jj_node *n, jj_scope *s, jj_val v) {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "chat/jj_eval.h"
 
 int jj_strip(jj_ctx *c, jj_val s, const jj_val *chars, bool left, bool right, jj_val *out);
@@ -603,8 +605,9 @@ static int do_wordcount(jj_ctx *c, jj_val in, jj_val *out) {
     for (size_t i = 0; i < s.u.s.n;) {
         uint32_t cp;
         i += jj_utf8_dec(s.u.s.p + i, s.u.s.n - i, &cp);
-        bool w = cp == '_' || (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') ||
-                 (cp >= 0x80 && !jj_py_isspace(cp));
+        utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp); /* Python's \w: alnum or _ */
+        bool w = cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+                 (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
         if (w && !in_word) n++;
         in_word = w;
     }

@@ -260,7 +260,7 @@ static int lex_tag(lexer *L, bool block) {
         if (depth == 0) {
             size_t e = 0;
             bool strip = false, keep = false;
-            if (ch == '-' && i + 2 < L->n + 0 && strncmp(s + i + 1, end, 2) == 0) e = 3, strip = true;
+            if (ch == '-' && i + 2 < L->n && strncmp(s + i + 1, end, 2) == 0) e = 3, strip = true;
             else if (block && ch == '+' && strncmp(s + i + 1, end, 2) == 0) e = 3, keep = true;
             else if (strncmp(s + i, end, 2) == 0) e = 2;
             if (e) {
@@ -396,22 +396,18 @@ static int lex_all(lexer *L) {
             }
         }
         if (emit_data(L, st, t, sign, kind == '{') < 0) return -1;
-        if (kind == '#') {
-            size_t k = j;
-            for (;;) {
-                const char *c = memmem(s + k, L->n - k, "#}", 2);
-                if (!c) return lerr(L, "missing end of comment tag");
-                size_t ce = (size_t)(c - s);
-                bool strip = ce > j && s[ce - 1] == '-';
-                bool keep = ce > j && s[ce - 1] == '+';
-                size_t q = ce + 2;
-                if (strip) q = skip_ws(L, q);
-                else if (!keep && q < L->n && s[q] == '\n') q++;
-                count_lines(L, t, q);
-                L->line_starting = s[q - 1] == '\n';
-                L->pos = q;
-                break;
-            }
+        if (kind == '#') { /* comment: up to the first #}, with -#} / +#} modifiers */
+            const char *c = memmem(s + j, L->n - j, "#}", 2);
+            if (!c) return lerr(L, "missing end of comment tag");
+            size_t ce = (size_t)(c - s);
+            bool strip = ce > j && s[ce - 1] == '-';
+            bool keep = ce > j && s[ce - 1] == '+';
+            size_t q = ce + 2;
+            if (strip) q = skip_ws(L, q);
+            else if (!keep && q < L->n && s[q] == '\n') q++;
+            count_lines(L, t, q);
+            L->line_starting = s[q - 1] == '\n';
+            L->pos = q;
             continue;
         }
         if (!push(L, kind == '{' ? JT_VAR_BEGIN : JT_BLOCK_BEGIN, s + t, j - t)) return lerr(L, "out of memory");

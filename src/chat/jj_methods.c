@@ -94,7 +94,7 @@ int jj_getattr(jj_ctx *c, jj_val obj, const char *name, jj_val *out) {
         if (obj.u.l->tuple && (!strcmp(name, "count") || !strcmp(name, "index"))) return method(c, obj, name, out);
         return no_attr(c, obj, name, out);
     case JJ_LOOP:
-        if (!strcmp(name, "cycle")) return method(c, obj, "cycle", out);
+        if (!strcmp(name, "cycle") || !strcmp(name, "changed")) return method(c, obj, name, out);
         return jj_loop_attr(c, obj.u.loop, name, out);
     default: return no_attr(c, obj, name, out);
     }
@@ -169,8 +169,8 @@ int jj_loop_attr(jj_ctx *c, const jj_loop *l, const char *name, jj_val *out) {
     else if (!strcmp(name, "first")) *out = jj_bool(i == 0);
     else if (!strcmp(name, "last")) *out = jj_bool(i == n - 1);
     else if (!strcmp(name, "length")) *out = jj_int(n);
-    else if (!strcmp(name, "depth")) *out = jj_int(1);
-    else if (!strcmp(name, "depth0")) *out = jj_int(0);
+    else if (!strcmp(name, "depth")) *out = jj_int(l->depth);
+    else if (!strcmp(name, "depth0")) *out = jj_int(l->depth - 1);
     else if (!strcmp(name, "previtem"))
         *out = i > 0 ? l->items->v[i - 1] : jj_undef("there is no previous item");
     else if (!strcmp(name, "nextitem"))
@@ -574,6 +574,16 @@ int jj_call_method(jj_ctx *c, const jj_method *m, const jj_args *a, jj_val *out)
     case JJ_DICT: return dict_method(c, m->self, m->name, a, out);
     case JJ_LIST: return list_method(c, m->self, m->name, a, out);
     case JJ_LOOP:
+        if (!strcmp(m->name, "changed")) { /* True when the arguments differ from the last call's */
+            jj_val now;
+            if (jj_list_new(c, a->npos, true, &now) < 0) return -1;
+            for (size_t i = 0; i < a->npos; i++) now.u.l->v[now.u.l->n++] = a->pos[i];
+            jj_loop *l = m->self.u.loop;
+            bool changed = l->last_changed.t == JJ_UNDEF || !jj_eq(l->last_changed, now);
+            if (changed) l->last_changed = now;
+            *out = jj_bool(changed);
+            return 0;
+        }
         if (a->npos == 0) return jj_error(c, "no items for cycling given");
         *out = a->pos[m->self.u.loop->idx % a->npos];
         return 0;

@@ -635,7 +635,7 @@ static jj_node *p_for(parser *P) {
     if (!skip_name(P, "in")) return perr(P, "expected 'in' in for loop");
     if (!(n->a = p_tuple(P, false, false, "recursive", false))) return NULL;
     if (skip_name(P, "if") && !(n->c = p_expr(P, true))) return NULL;
-    if (is_name(P, "recursive")) return perr(P, "recursive for loops are not supported");
+    n->recursive = skip_name(P, "recursive");
     if (!expect_block_end(P)) return NULL;
     static const char *const ends[] = {"endfor", "else", NULL};
     if (!(n->b = p_body(P, ends))) return NULL;

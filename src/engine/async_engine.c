@@ -164,6 +164,7 @@ bool aeng_alive(const aeng *a) {
 const mdl_config *aeng_model_config(const aeng *a) { return eng_model_config(a->e); }
 const tok_tokenizer *aeng_tokenizer(const aeng *a) { return eng_tokenizer(a->e); }
 int32_t aeng_max_model_len(const aeng *a) { return eng_max_model_len(a->e); }
+int32_t aeng_num_blocks(const aeng *a) { return eng_num_blocks(a->e); }
 
 void aeng_stats(aeng *a, esched_stats *out) {
     pthread_mutex_lock(&a->mu);

@@ -34,6 +34,7 @@ bool aeng_alive(const aeng *a);
 const mdl_config *aeng_model_config(const aeng *a);
 const tok_tokenizer *aeng_tokenizer(const aeng *a);
 int32_t aeng_max_model_len(const aeng *a);
+int32_t aeng_num_blocks(const aeng *a);
 /* A consistent snapshot of the scheduler statistics. */
 void aeng_stats(aeng *a, esched_stats *out);
 

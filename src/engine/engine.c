@@ -14,6 +14,9 @@ typedef struct {
     eout_req *out;
     void *user;
     bool reported_final;
+    int32_t n_lp, lp_rank; /* logprobs of the latest sampled token */
+    int32_t *lp_ids;
+    float *lp_vals;
 } eng_req;
 
 struct eng_engine;
@@ -103,7 +106,7 @@ eng_engine *eng_create(const eng_params *p) {
     }
     rt_backend_params bp = rt_backend_params_default();
     bp.n_threads = p->n_threads;
-    e->be = rt_backend_create(RT_DEV_CPU, &bp);
+    e->be = rt_backend_create(p->device, &bp);
     if (!e->be) goto fail;
     mdl_params mp = mdl_params_default();
     mp.max_batch = p->max_num_batched_tokens;
@@ -114,6 +117,11 @@ eng_engine *eng_create(const eng_params *p) {
     if (!e->tok) VC_WARN("no tokenizer for %s (%s): token ids only", p->model, vc_err_msg());
     const mdl_config *c = mdl_get_config(e->m);
     e->max_model_len = p->max_model_len > 0 ? p->max_model_len : (int32_t)c->max_pos;
+    /* A pinned block count (the C API's num_blocks): without an explicit
+     * max_model_len the context shrinks to what the pool holds. */
+    if (p->num_blocks > 0 && p->max_model_len <= 0 &&
+        (int64_t)e->max_model_len > ((int64_t)p->num_blocks - 1) * p->block_size)
+        e->max_model_len = (int32_t)(((int64_t)p->num_blocks - 1) * p->block_size);
     if (e->max_model_len > c->max_pos) {
         vc_err_set(VC_ERR_INVALID, "max_model_len %d exceeds the model's context (%lld)", e->max_model_len,
                    (long long)c->max_pos);
@@ -129,8 +137,16 @@ eng_engine *eng_create(const eng_params *p) {
     int64_t nb = (int64_t)(budget / per_block);
     int64_t useful = (int64_t)p->max_num_seqs * ((e->max_model_len + p->block_size - 1) / p->block_size) + 1;
     if (nb > useful) nb = useful; /* more could never be used at once */
+    if (p->num_blocks > 0) nb = p->num_blocks;
     if (nb > INT32_MAX / p->block_size) nb = INT32_MAX / p->block_size;
     int64_t need = (e->max_model_len + p->block_size - 1) / p->block_size + 1;
+    if (nb < need && p->num_blocks > 0) {
+        vc_err_set(VC_ERR_INVALID,
+                   "num_blocks %d of %d tokens cannot hold one sequence of max_model_len %d (needs %lld): raise "
+                   "num_blocks or lower max_model_len",
+                   p->num_blocks, p->block_size, e->max_model_len, (long long)need);
+        goto fail;
+    }
     if (nb < need) {
         vc_err_set(VC_ERR_INVALID,
                    "KV cache budget of %zu bytes holds %lld blocks of %d tokens; one sequence of max_model_len %d "
@@ -172,6 +188,8 @@ static void free_req(ereq *r) {
     eng_req *er = r->user;
     if (er) {
         eout_req_free(er->out);
+        free(er->lp_ids);
+        free(er->lp_vals);
         free(er);
     }
     ereq_free(r);
@@ -324,7 +342,10 @@ static int emit(eng_engine *e, ereq *r, int32_t *n_outs) {
     e->outs[(*n_outs)++] = (eng_output){.id = r->id, .user = er->user, .text = d.text, .text_len = d.text_len,
                                         .token_ids = d.token_ids, .n_token_ids = d.n_token_ids,
                                         .finished = d.finished, .finish_reason = d.finish_reason,
-                                        .stop_str = d.stop_str, .usage = d.usage};
+                                        .stop_str = d.stop_str, .usage = d.usage,
+                                        .n_lp = d.n_token_ids > 0 ? er->n_lp : 0, .lp_ids = er->lp_ids,
+                                        .lp_vals = er->lp_vals, .lp_rank = er->lp_rank};
+    er->n_lp = 0;
     if (d.finished) er->reported_final = true;
     return VC_OK;
 }
@@ -353,7 +374,25 @@ int eng_step(eng_engine *e, eng_output **outs, int32_t *n_outs) {
     if (e->so.n_items > 0) {
         rc = erun_execute(e->runner, &e->so, e->sampled);
         if (rc < 0) return rc;
-        for (int32_t i = 0; i < e->so.n_items; i++) n_sampled += e->so.items[i].sample;
+        const smp_batch_out *so = erun_sample_output(e->runner);
+        for (int32_t i = 0; i < e->so.n_items; i++) {
+            if (!e->so.items[i].sample) continue;
+            ereq *r = e->so.items[i].req;
+            eng_req *er = r->user;
+            int32_t k = so->n_logprobs[n_sampled];
+            if (k >= 0) { /* keep this row's logprobs for the request's delta */
+                if (!er->lp_ids) {
+                    er->lp_ids = malloc((size_t)so->stride * sizeof *er->lp_ids);
+                    er->lp_vals = malloc((size_t)so->stride * sizeof *er->lp_vals);
+                    if (!er->lp_ids || !er->lp_vals) return vc_err_set(VC_ERR_OOM, "out of memory");
+                }
+                memcpy(er->lp_ids, so->lp_ids + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(int32_t));
+                memcpy(er->lp_vals, so->lp_vals + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(float));
+                er->n_lp = k + 1;
+                er->lp_rank = so->ranks[n_sampled];
+            }
+            n_sampled++;
+        }
     }
     rc = esched_update(e->sched, &e->so, e->sampled, n_sampled, &e->finished);
     if (rc < 0) return rc;

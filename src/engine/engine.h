@@ -31,12 +31,15 @@
 
 typedef struct {
     const char *model;               /* .gguf or HF folder */
+    rt_device device;                /* RT_DEV_CPU (default) or RT_DEV_CUDA when built with it */
     int n_threads;                   /* CPU threads, 0 = all cores */
     int32_t block_size;              /* 16 */
     int32_t max_num_seqs;            /* 64 */
     int32_t max_num_batched_tokens;  /* 2048 */
     int32_t max_model_len;           /* 0: the model's (capped at 8192 by default budget) */
     size_t kv_cache_memory;          /* bytes; 0: kv_cache_fraction of available memory */
+    int32_t num_blocks;              /* > 0: exactly this many KV blocks (no budget); with
+                                      * max_model_len 0 the context shrinks to fit them */
     double kv_cache_fraction;        /* 0.25 */
     bool enable_prefix_caching;      /* true */
     bool enable_chunked_prefill;     /* true */
@@ -55,6 +58,14 @@ typedef struct {
     const char *finish_reason; /* when finished: stop, length, abort, error */
     const char *stop_str;
     eout_usage usage;
+    /* Logprobs of the token sampled this step, when the request asked
+     * (sp.logprobs = k >= 0) and a token was produced: lp_ids[0]/lp_vals[0]
+     * the sampled token, then the top k by logprob (descending); lp_rank
+     * its rank (1 = most likely). n_lp = 0 otherwise. */
+    int32_t n_lp;
+    const int32_t *lp_ids;
+    const float *lp_vals;
+    int32_t lp_rank;
 } eng_output;
 
 typedef struct eng_engine eng_engine;

@@ -19,6 +19,13 @@ ereq_sampling ereq_sampling_default(void) {
     return s;
 }
 
+static void *dup_mem(const void *p, size_t n) {
+    if (!p) return NULL;
+    void *d = malloc(n);
+    if (d) memcpy(d, p, n);
+    return d;
+}
+
 ereq *ereq_create(int64_t id, const int32_t *prompt, int32_t n_prompt, const ereq_sampling *sp) {
     if (n_prompt <= 0) {
         vc_err_set(VC_ERR_INVALID, "empty prompt");
@@ -30,6 +37,41 @@ ereq *ereq_create(int64_t id, const int32_t *prompt, int32_t n_prompt, const ere
     r->sp = *sp;
     r->sp.stop = NULL;
     r->sp.n_stop = 0;
+    r->sp.logit_bias_ids = NULL;
+    r->sp.logit_bias_vals = NULL;
+    r->sp.allowed_token_ids = NULL;
+    r->sp.bad_words_ids = NULL;
+    r->sp.bad_words_lens = NULL;
+    if (sp->n_logit_bias < 0 || sp->n_allowed_token_ids < 0 || sp->n_bad_words < 0 ||
+        (sp->n_logit_bias > 0 && (!sp->logit_bias_ids || !sp->logit_bias_vals)) ||
+        (sp->n_allowed_token_ids > 0 && !sp->allowed_token_ids) ||
+        (sp->n_bad_words > 0 && (!sp->bad_words_ids || !sp->bad_words_lens))) {
+        ereq_free(r);
+        vc_err_set(VC_ERR_INVALID, "malformed token list in sampling parameters");
+        return NULL;
+    }
+    if (sp->n_logit_bias > 0) {
+        if (!(r->sp.logit_bias_ids = dup_mem(sp->logit_bias_ids, (size_t)sp->n_logit_bias * sizeof(int32_t))) ||
+            !(r->sp.logit_bias_vals = dup_mem(sp->logit_bias_vals, (size_t)sp->n_logit_bias * sizeof(float))))
+            goto oom;
+    }
+    if (sp->n_allowed_token_ids > 0 &&
+        !(r->sp.allowed_token_ids = dup_mem(sp->allowed_token_ids, (size_t)sp->n_allowed_token_ids * sizeof(int32_t))))
+        goto oom;
+    if (sp->n_bad_words > 0) {
+        size_t total = 0;
+        for (int32_t i = 0; i < sp->n_bad_words; i++) {
+            if (sp->bad_words_lens[i] <= 0) {
+                ereq_free(r);
+                vc_err_set(VC_ERR_INVALID, "bad_words: empty word");
+                return NULL;
+            }
+            total += (size_t)sp->bad_words_lens[i];
+        }
+        if (!(r->sp.bad_words_lens = dup_mem(sp->bad_words_lens, (size_t)sp->n_bad_words * sizeof(int32_t))) ||
+            !(r->sp.bad_words_ids = dup_mem(sp->bad_words_ids, total * sizeof(int32_t))))
+            goto oom;
+    }
     r->cap_tokens = n_prompt + (sp->max_tokens > 0 ? sp->max_tokens : 16) + 1;
     r->tokens = malloc((size_t)r->cap_tokens * sizeof *r->tokens);
     if (!r->tokens) goto oom;
@@ -57,6 +99,11 @@ void ereq_free(ereq *r) {
     if (!r) return;
     for (int i = 0; i < r->sp.n_stop; i++) free(r->sp.stop[i]);
     free(r->sp.stop);
+    free(r->sp.logit_bias_ids);
+    free(r->sp.logit_bias_vals);
+    free(r->sp.allowed_token_ids);
+    free(r->sp.bad_words_ids);
+    free(r->sp.bad_words_lens);
     free(r->tokens);
     free(r->external_id);
     free(r->cache_salt);

@@ -49,7 +49,15 @@ typedef struct {
     bool skip_special_tokens; /* true */
     int32_t logprobs;         /* -1: none; k >= 0: sampled + top-k logprobs */
     int32_t prompt_logprobs;  /* -1: none */
-    /* logit_bias / allowed_token_ids / bad_words: engine issue follow-ups. */
+    /* Token-level controls (deep-copied by ereq_create; NULL/0 = off). */
+    int32_t *logit_bias_ids;     /* [n_logit_bias] */
+    float *logit_bias_vals;      /* [n_logit_bias] added to the logits */
+    int32_t n_logit_bias;
+    int32_t *allowed_token_ids;  /* [n_allowed_token_ids] whitelist */
+    int32_t n_allowed_token_ids;
+    int32_t *bad_words_ids;      /* concatenated token sequences ... */
+    int32_t *bad_words_lens;     /* [n_bad_words] their lengths */
+    int32_t n_bad_words;
 } ereq_sampling;
 
 ereq_sampling ereq_sampling_default(void);

@@ -2,6 +2,7 @@
 
 #include "base/err.h"
 #include "sample/batch.h"
+#include "sample/from_request.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,28 +134,11 @@ static int samp_grow(erun_runner *r) {
     return VC_OK;
 }
 
-/* Sampler parameters of an engine request (stop ids: EOS unless ignored,
- * then stop_token_ids, for min_tokens). */
+/* Sampler parameters of an engine request: EOS (unless ignored) and the
+ * stop ids form the min_tokens stop set. */
 static int make_req(const erun_runner *r, const ereq_sampling *qs, smp_req **out) {
-    int32_t stop_ids[EREQ_MAX_STOP_IDS + 1];
-    int32_t n_stop = 0;
-    if (!qs->ignore_eos && qs->eos_token_id >= 0) stop_ids[n_stop++] = qs->eos_token_id;
-    for (int i = 0; i < qs->n_stop_token_ids && i < EREQ_MAX_STOP_IDS; i++) stop_ids[n_stop++] = qs->stop_token_ids[i];
-    smp_req_params sp = smp_req_params_default();
-    sp.temperature = qs->temperature;
-    sp.top_p = qs->top_p;
-    sp.top_k = qs->top_k;
-    sp.min_p = qs->min_p;
-    sp.presence_penalty = qs->presence_penalty;
-    sp.frequency_penalty = qs->frequency_penalty;
-    sp.repetition_penalty = qs->repetition_penalty;
-    sp.seed = qs->seed;
-    sp.has_seed = qs->has_seed;
-    sp.min_tokens = qs->min_tokens;
-    sp.stop_ids = stop_ids;
-    sp.n_stop_ids = n_stop;
-    sp.logprobs = qs->logprobs;
-    return smp_req_create(r->sampler, &sp, out);
+    int32_t eos = qs->eos_token_id;
+    return smp_req_create_from_ereq(r->sampler, qs, &eos, eos >= 0 ? 1 : 0, out);
 }
 
 int erun_validate(const erun_runner *r, const ereq_sampling *sp) {
@@ -176,6 +160,8 @@ static const smp_req *sampler_for(erun_runner *r, const ereq *q) {
     r->samp_used++;
     return req;
 }
+
+const smp_batch_out *erun_sample_output(const erun_runner *r) { return smp_batch_output(r->sampler); }
 
 void erun_release(erun_runner *r, int64_t req_id) {
     samp_slot *s = samp_find(r, req_id, false);
@@ -227,9 +213,7 @@ int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled) {
         const smp_req *sr = sampler_for(r, q);
         if (!sr) return vc_err_prefix("request %lld: sampling parameters", (long long)q->id);
         /* History: the prompt, then the outputs known so far. */
-        r->smp_rows[k] = (smp_row){.req = sr, .prompt = q->tokens, .n_prompt = q->num_prompt,
-                                   .output = q->tokens + q->num_prompt,
-                                   .n_output = q->num_tokens - q->num_prompt};
+        r->smp_rows[k] = smp_row_from_ereq(sr, q);
         k++;
     }
     if (k == 0) return VC_OK;

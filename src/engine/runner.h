@@ -20,6 +20,7 @@
 
 #include "engine/request.h"
 #include "model/model.h"
+#include "sample/batch.h"
 
 typedef struct {
     int32_t num_blocks;      /* KV blocks incl. the null block 0 */
@@ -37,6 +38,9 @@ void erun_free(erun_runner *r);
  * item order; logprob outputs are attached by the sampler (engine issue). */
 int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled);
 /* Logprobs of the last step's samples (layout in sample/batch.h). */
+/* The sampler's output of the last erun_execute (row k = k-th sampling
+ * item): tokens and, for rows that asked, logprobs (layout in batch.h). */
+const smp_batch_out *erun_sample_output(const erun_runner *r);
 /* Checks sampling parameters as the sampler will (clear VC_ERR_INVALID). */
 int erun_validate(const erun_runner *r, const ereq_sampling *sp);
 /* Drops per-request sampling state (call when a request finishes). */

@@ -327,7 +327,9 @@ static void kquant_scales(const float *x, int nmax, float rmin, int nstep, uint1
     float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
     memset(packed, 0, 12);
     for (int j = 0; j < 8; j++) {
-        int ls = nearest_int(inv_scale * scales[j]), lm = nearest_int(inv_min * mins[j]);
+        /* through uint8_t as ggml does (a negative fit wraps, then clamps to 63) */
+        int ls = (uint8_t)nearest_int(inv_scale * scales[j]);
+        int lm = (uint8_t)nearest_int(inv_min * mins[j]);
         ls = ls > 63 ? 63 : ls;
         lm = lm > 63 ? 63 : lm;
         if (j < 4) {

@@ -25,7 +25,7 @@ smp_batch *smp_batch_create(const smp_batch_params *p) {
         vc_err_set(VC_ERR_INVALID, "sampler: bad max_batch %d or max_logprobs %d", p->max_batch, p->max_logprobs);
         return NULL;
     }
-    if (p->logprobs_mode != SMP_LOGPROBS_RAW && p->logprobs_mode != SMP_LOGPROBS_PROCESSED) {
+    if (p->logprobs_mode < SMP_LOGPROBS_RAW || p->logprobs_mode > SMP_LOGITS_PROCESSED) {
         vc_err_set(VC_ERR_INVALID, "sampler: unknown logprobs mode %d", (int)p->logprobs_mode);
         return NULL;
     }
@@ -97,18 +97,23 @@ static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
     const smp_req *r = row->req;
     const int64_t V = b->p.vocab;
     const int32_t k = r->p.logprobs;
-    if (k >= 0 && b->p.logprobs_mode == SMP_LOGPROBS_RAW) memcpy(b->raw, x, (size_t)V * sizeof *x);
-    smp_ops_sanitize_max(x, V); /* NaN -> -inf; the processors keep it NaN-free */
-    if (r->p.n_allowed > 0) smp_apply_allowed(x, V, r->allowed, r->p.n_allowed, b->fwork);
-    if (r->p.n_bad_words > 0) smp_apply_bad_words(x, r, row->output, row->n_output);
-    if (r->p.min_tokens > 0) smp_apply_min_tokens(x, r, row->n_output);
-    if (r->p.n_logit_bias > 0) smp_apply_logit_bias(x, r);
-    if (r->penalties &&
-        smp_apply_penalties(b, x, r, row->prompt, row->n_prompt, row->output, row->n_output) < 0)
-        return vc_err_prefix("sampler row %d", i);
+    const bool raw = b->p.logprobs_mode == SMP_LOGPROBS_RAW || b->p.logprobs_mode == SMP_LOGITS_RAW;
+    if (k >= 0 && raw) memcpy(b->raw, x, (size_t)V * sizeof *x);
+    float mx = smp_ops_sanitize_max(x, V); /* NaN -> -inf; the processors keep it NaN-free */
+    bool edited = false;
+    if (r->p.n_allowed > 0) smp_apply_allowed(x, V, r->allowed, r->p.n_allowed, b->fwork), edited = true;
+    if (r->p.n_bad_words > 0) smp_apply_bad_words(x, r, row->output, row->n_output), edited = true;
+    if (r->p.min_tokens > 0) smp_apply_min_tokens(x, r, row->n_output), edited = true;
+    if (r->p.n_logit_bias > 0) smp_apply_logit_bias(x, r), edited = true;
+    if (r->penalties) {
+        if (smp_apply_penalties(b, x, r, row->prompt, row->n_prompt, row->output, row->n_output) < 0)
+            return vc_err_prefix("sampler row %d", i);
+        edited = true;
+    }
     int32_t tok;
     if (r->greedy) {
-        tok = (int32_t)smp_ops_find(x, V, smp_ops_max(x, V)); /* lowest id among maxima */
+        if (edited) mx = smp_ops_max(x, V);
+        tok = (int32_t)smp_ops_find(x, V, mx); /* lowest id among maxima */
     } else {
         double u = r->p.has_seed ? smp_seeded_uniform(r->p.seed, row->n_output) : smp_rng_uniform(&b->rng);
         tok = smp_draw(b, x, r, u);
@@ -116,9 +121,9 @@ static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
     b->out.tokens[i] = tok;
     b->out.n_logprobs[i] = k;
     if (k >= 0) {
-        const float *src = b->p.logprobs_mode == SMP_LOGPROBS_RAW ? b->raw : x;
+        const bool logits = b->p.logprobs_mode == SMP_LOGITS_RAW || b->p.logprobs_mode == SMP_LOGITS_PROCESSED;
         int64_t o = (int64_t)i * b->out.stride;
-        smp_row_logprobs(src, V, tok, k, b->out.lp_ids + o, b->out.lp_vals + o, b->out.ranks + i);
+        smp_row_logprobs(raw ? b->raw : x, V, tok, k, logits, b->out.lp_ids + o, b->out.lp_vals + o, b->out.ranks + i);
     } else {
         b->out.ranks[i] = 0;
     }

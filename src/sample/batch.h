@@ -23,6 +23,9 @@
  *   smp_batch_sample(b, logits, rows, n);      // logits[n, V], modified
  *   const smp_batch_out *o = smp_batch_output(b); o->tokens[i] ...
  *
+ * sample/from_request.h builds the smp_req and smp_row from the engine's
+ * ereq (EOS joins the min_tokens stop set unless ignore_eos).
+ *
  * State. A request's parameters are validated and copied once into an
  * immutable smp_req. The history the processors need (prompt and output
  * ids) is passed per step in smp_row; nothing else persists per request.
@@ -33,7 +36,16 @@
  *
  * Memory. All scratch ([V] work rows, a [max_batch, max_logprobs + 1]
  * output block) is allocated at create; a step allocates nothing. Rows are
- * processed one after another on the calling thread.
+ * processed one after another on the calling thread (vectorised passes,
+ * no full sort: see topk_topp.c). Roughly, per row on one core: greedy
+ * 0.15 ms, T/top_k 0.5-0.7 ms, top_p 1 ms at V = 151936 (about a third
+ * of that at V = 49152); tests/sample/bench_batch_sampler.c measures.
+ *
+ * Rows on return hold the processed logits: greedy rows after the
+ * penalties, random rows after temperature and the filters (filtered
+ * tokens -inf). NaN logits count as -inf. +inf logits share all the mass
+ * equally (the filters are skipped); a row with nothing finite or +inf
+ * yields token 0. If smp_batch_sample fails, the step's outputs are void.
  */
 #ifndef SMP_BATCH_H
 #define SMP_BATCH_H
@@ -45,9 +57,11 @@
 
 /* Which logprobs are returned (vLLM's logprobs_mode). */
 typedef enum {
-    SMP_LOGPROBS_RAW = 0,   /* "raw_logprobs" (vLLM's default): log_softmax of the model's logits */
-    SMP_LOGPROBS_PROCESSED  /* "processed_logprobs": log_softmax of the logits the token was drawn
-                               from (after penalties, temperature, min_p/top_k/top_p) */
+    SMP_LOGPROBS_RAW = 0,    /* "raw_logprobs" (vLLM's default): log_softmax of the model's logits */
+    SMP_LOGPROBS_PROCESSED,  /* "processed_logprobs": log_softmax of the logits the token was drawn
+                                from (after penalties, temperature, min_p/top_k/top_p) */
+    SMP_LOGITS_RAW,          /* "raw_logits": the model's logits themselves */
+    SMP_LOGITS_PROCESSED     /* "processed_logits": the processed logits themselves */
 } smp_logprobs_mode;
 
 typedef struct {
@@ -67,7 +81,7 @@ typedef struct {
 /* One request's sampling parameters (vLLM's SamplingParams, sampler part).
  * Pointers are borrowed by smp_req_create, which copies what they point to. */
 typedef struct {
-    float temperature;          /* >= 0, default 1; < 1e-5 greedy */
+    float temperature;          /* >= 0, default 1; < 1e-5 greedy; (1e-5, 1e-2) raised to 1e-2 (vLLM) */
     float top_p;                /* (0, 1], default 1 (off) */
     int32_t top_k;              /* -1 or 0: off; >= 1 */
     float min_p;                /* [0, 1], default 0 (off) */

@@ -2,6 +2,8 @@
 
 #include "base/err.h"
 
+#include <stdlib.h>
+
 int smp_req_create_from_ereq(const smp_batch *b, const ereq_sampling *sp, const int32_t *eos_ids, int32_t n_eos,
                              smp_req **out) {
     *out = NULL;
@@ -30,7 +32,24 @@ int smp_req_create_from_ereq(const smp_batch *b, const ereq_sampling *sp, const 
     if (sp->prompt_logprobs > smp_batch_max_logprobs(b))
         return vc_err_set(VC_ERR_INVALID, "requested %d prompt logprobs, the most allowed is %d", sp->prompt_logprobs,
                           smp_batch_max_logprobs(b));
-    return smp_req_create(b, &p, out);
+    if (sp->n_logit_bias < 0 || (sp->n_logit_bias > 0 && (!sp->logit_bias_ids || !sp->logit_bias_vals)))
+        return vc_err_set(VC_ERR_INVALID, "logit_bias: bad count %d", sp->n_logit_bias);
+    smp_bias *bias = NULL;
+    if (sp->n_logit_bias > 0) {
+        bias = malloc((size_t)sp->n_logit_bias * sizeof *bias);
+        if (!bias) return vc_err_set(VC_ERR_OOM, "out of memory");
+        for (int32_t i = 0; i < sp->n_logit_bias; i++) bias[i] = (smp_bias){sp->logit_bias_ids[i], sp->logit_bias_vals[i]};
+        p.logit_bias = bias;
+        p.n_logit_bias = sp->n_logit_bias;
+    }
+    p.allowed_ids = sp->n_allowed_token_ids > 0 ? sp->allowed_token_ids : NULL;
+    p.n_allowed = sp->n_allowed_token_ids;
+    p.bad_words = sp->bad_words_ids;
+    p.bad_word_lens = sp->bad_words_lens;
+    p.n_bad_words = sp->n_bad_words;
+    int rc = smp_req_create(b, &p, out); /* copies bias */
+    free(bias);
+    return rc;
 }
 
 smp_row smp_row_from_ereq(const smp_req *r, const ereq *e) {

@@ -15,8 +15,8 @@
 
 /* Maps ereq_sampling onto smp_req_params: the min_tokens stop set is
  * stop_token_ids plus the model's EOS ids unless ignore_eos (vLLM's
- * all_stop_token_ids). logit_bias / allowed ids / bad words are not in
- * ereq_sampling yet. Validation errors as smp_req_create. */
+ * all_stop_token_ids), plus logit_bias, allowed_token_ids and bad_words.
+ * Validation errors as smp_req_create. */
 int smp_req_create_from_ereq(const smp_batch *b, const ereq_sampling *sp, const int32_t *eos_ids, int32_t n_eos,
                              smp_req **out);
 

@@ -22,7 +22,7 @@ static inline void top_insert(int32_t *ids, float *vals, int32_t *nk, int32_t k,
     ids[j] = (int32_t)i;
 }
 
-void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, int32_t *ids, float *vals,
+void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, bool as_logits, int32_t *ids, float *vals,
                       int32_t *rank) {
     const float xt = val(x, tok);
     /* Pass 1: max, #{x >= x[tok]}, #{+inf}, and the top k (blocks
@@ -52,15 +52,19 @@ void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, int32_t
         if (k > 0 && (nk < k || v > vals[nk])) top_insert(ids, vals, &nk, k, v, i);
     }
     /* Pass 2: log-sum-exp; +inf logits share all the mass. */
-    float lse = mx;
-    if (isfinite(mx)) lse = mx + (float)log(smp_ops_sumexp(x, V, mx));
-    for (int32_t j = 0; j <= nk; j++) {
-        float v = j == 0 ? xt : vals[j];
-        float lp;
-        if (mx == INFINITY) lp = v == INFINITY ? -logf((float)n_inf) : -INFINITY;
-        else if (mx == -INFINITY) lp = -INFINITY;
-        else lp = v - lse;
-        vals[j] = lp;
+    if (as_logits) {
+        vals[0] = xt;
+    } else {
+        float lse = mx;
+        if (isfinite(mx)) lse = mx + (float)log(smp_ops_sumexp(x, V, mx));
+        for (int32_t j = 0; j <= nk; j++) {
+            float v = j == 0 ? xt : vals[j];
+            float lp;
+            if (mx == INFINITY) lp = v == INFINITY ? -logf((float)n_inf) : -INFINITY;
+            else if (mx == -INFINITY) lp = -INFINITY;
+            else lp = v - lse;
+            vals[j] = lp;
+        }
     }
     for (int32_t j = nk + 1; j <= k; j++) { /* k > V: nothing more to list */
         ids[j] = -1;
@@ -80,7 +84,7 @@ int smp_prompt_logprobs(const float *logits, int32_t P, int64_t V, const int32_t
             return vc_err_set(VC_ERR_INVALID, "prompt token id %d out of vocab (size %lld)", next_ids[p],
                               (long long)V);
     for (int32_t p = 0; p < P; p++)
-        smp_row_logprobs(logits + (int64_t)p * V, V, next_ids[p], k, ids + (int64_t)p * (k + 1),
+        smp_row_logprobs(logits + (int64_t)p * V, V, next_ids[p], k, false, ids + (int64_t)p * (k + 1),
                          vals + (int64_t)p * (k + 1), ranks + p);
     return VC_OK;
 }

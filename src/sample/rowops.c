@@ -4,19 +4,25 @@
 #include "sample/vecf.h"
 
 float smp_ops_sanitize_max(float *x, int64_t V) {
+    /* Read-only unless a NaN shows up: rows are large, NaN is rare. */
     vecf m = vecf_set(-INFINITY);
+    veci nan = veci_set(0);
     int64_t i = 0;
     for (; i + VECF_N <= V; i += VECF_N) {
-        vecf v = vecf_nonan(vecf_load(x + i));
-        vecf_store(x + i, v);
-        m = vecf_max(m, v);
+        vecf v = vecf_load(x + i);
+        nan |= v != v;
+        m = vecf_max(v, m); /* a NaN lane loses: (NaN > m) is false */
     }
-    if (i < V) {
-        vecf v = vecf_nonan(vecf_load_tail(x + i, V - i, -INFINITY));
-        vecf_store_tail(x + i, V - i, v);
-        m = vecf_max(m, v);
+    float mx = vecf_hmax(m);
+    int any = veci_any(nan);
+    for (; i < V; i++) {
+        any |= x[i] != x[i];
+        mx = x[i] > mx ? x[i] : mx;
     }
-    return vecf_hmax(m);
+    if (any)
+        for (i = 0; i < V; i++)
+            if (x[i] != x[i]) x[i] = -INFINITY;
+    return mx;
 }
 
 float smp_ops_max(const float *x, int64_t V) {

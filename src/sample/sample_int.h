@@ -13,7 +13,7 @@
 
 #define SMP_SAMPLING_EPS 1e-5f /* temperature below this: greedy */
 #define SMP_MIN_TEMP 1e-2f     /* vLLM's _MAX_TEMP: smaller positive temperatures are raised to it */
-#define SMP_HIST_BUCKETS 4096  /* top-p radix histogram, largest level */
+#define SMP_HIST_BUCKETS 4096  /* top-p radix histogram: level 0 x 4 lanes, or level 1 */
 
 /* A validated request: params with every pointer aimed at owned copies. */
 struct smp_req {
@@ -66,8 +66,9 @@ float smp_ops_kth_largest(const float *x, int64_t V, int64_t k, float lo, float 
 
 /* logprobs.c: log_softmax stats of x [V] (NaN read as -inf): ids/vals[0]
  * get tok and its logprob, [1..k] the top k descending (ties: lowest id
- * first); *rank = #tokens whose logit >= tok's. */
-void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, int32_t *ids, float *vals,
+ * first); *rank = #tokens whose logit >= tok's. as_logits: vals are the
+ * logits themselves (vLLM's *_logits modes). */
+void smp_row_logprobs(const float *x, int64_t V, int32_t tok, int32_t k, bool as_logits, int32_t *ids, float *vals,
                       int32_t *rank);
 
 #endif

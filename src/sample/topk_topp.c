@@ -18,7 +18,6 @@
 #include "sample/sample_int.h"
 #include "sample/vecf.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static uint32_t fbits(float f) {
@@ -40,9 +39,28 @@ static void sort_small(const float *ev, int32_t *idx, int64_t n) {
     }
 }
 
-static int cmp_id(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+/* In-place heapsort of ids, ascending (qsort may allocate; a step must not). */
+static void sift_ids(int32_t *a, int64_t n, int64_t j) {
+    int32_t v = a[j];
+    for (;;) {
+        int64_t c = 2 * j + 1;
+        if (c >= n) break;
+        if (c + 1 < n && a[c + 1] > a[c]) c++;
+        if (a[c] <= v) break;
+        a[j] = a[c];
+        j = c;
+    }
+    a[j] = v;
+}
+
+static void sort_ids(int32_t *a, int64_t n) {
+    for (int64_t j = n / 2 - 1; j >= 0; j--) sift_ids(a, n, j);
+    for (int64_t end = n - 1; end > 0; end--) {
+        int32_t t = a[0];
+        a[0] = a[end];
+        a[end] = t;
+        sift_ids(a, end, 0);
+    }
 }
 
 /* Radix levels over the bits of a non-negative float <= 1. */
@@ -55,7 +73,7 @@ static const uint32_t lv_mask[3] = {0x3FF, 0xFFF, 0xFF};
 static int64_t topp_keep(smp_batch *b, const float *ev, int32_t *idx, int64_t n, double need, int level) {
     if (n <= 32 || level == 3) {
         if (n <= 32) sort_small(ev, idx, n);
-        else qsort(idx, (size_t)n, sizeof *idx, cmp_id); /* level 3: all values equal */
+        else sort_ids(idx, n); /* level 3: all values equal */
         double acc = 0;
         int64_t k = 0;
         while (k < n && (k == 0 || acc < need)) acc += ev[idx[k++]];
@@ -105,28 +123,33 @@ static int64_t topp_keep(smp_batch *b, const float *ev, int32_t *idx, int64_t n,
  * tokens). A level-0 histogram over all of ev finds the boundary bucket;
  * tokens above it stay, tokens below go (x -inf, ev 0), and only the
  * boundary bucket's tokens are refined by topp_keep. Returns the kept mass. */
+_Static_assert(VECF_N * 1024 <= SMP_HIST_BUCKETS, "level-0 histograms per lane must fit");
+
 static double topp_apply(smp_batch *b, float *x, float *ev, int64_t V, double need) {
     const int sh = lv_shift[0];
     const int64_t nb = (int64_t)lv_mask[0] + 1;
-    memset(b->hmass, 0, (size_t)nb * sizeof *b->hmass);
-    memset(b->hcnt, 0, (size_t)nb * sizeof *b->hcnt);
-    for (int64_t i = 0; i < V; i++) {
-        float e = ev[i];
-        if (e > 0.0f) {
-            uint32_t k = fbits(e) >> sh;
-            b->hmass[k] += e;
-            b->hcnt[k]++;
-        }
+    /* One histogram per vector lane, so that neighbouring tokens (often in
+     * the same bucket) do not wait on each other's read-modify-write. */
+    double *hm = b->hmass;
+    memset(hm, 0, (size_t)(nb * VECF_N) * sizeof *hm);
+    int64_t i = 0;
+    for (; i + VECF_N <= V; i += VECF_N) {
+        vecf e = vecf_load(ev + i);
+        veci k = (veci)e >> sh; /* e >= 0: the sign bit is clear */
+        for (int l = 0; l < VECF_N; l++) hm[l * nb + k[l]] += e[l]; /* e == 0 adds nothing to bucket 0 */
     }
+    for (; i < V; i++) hm[fbits(ev[i]) >> sh] += ev[i];
+    for (int l = 1; l < VECF_N; l++)
+        for (int64_t k = 0; k < nb; k++) hm[k] += hm[l * nb + k];
     double acc = 0;
     int64_t bb = -1;
     for (int64_t k = nb - 1; k >= 0; k--) {
-        if (b->hcnt[k] == 0) continue;
-        if (acc + b->hmass[k] >= need) {
+        if (hm[k] == 0) continue;
+        if (acc + hm[k] >= need) {
             bb = k;
             break;
         }
-        acc += b->hmass[k];
+        acc += hm[k];
     }
     if (bb < 0) return acc; /* rounding left the target unreached: keep all */
     /* bucket bb holds the floats in [lo, hi) */
@@ -136,8 +159,8 @@ static double topp_apply(smp_batch *b, float *x, float *ev, int64_t V, double ne
     memcpy(&hi, &uhi, sizeof hi);
     const vecf vlo = vecf_set(lo), vhi = vecf_set(hi), zero = vecf_set(0.0f), ninf = vecf_set(-INFINITY);
     int32_t *idx = b->idx;
-    int64_t m = 0, i = 0;
-    for (; i + VECF_N <= V; i += VECF_N) {
+    int64_t m = 0;
+    for (i = 0; i + VECF_N <= V; i += VECF_N) {
         vecf e = vecf_load(ev + i);
         veci drop = e < vlo;
         if (veci_any(drop)) {

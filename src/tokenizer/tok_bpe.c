@@ -4,9 +4,77 @@
 #include "base/err.h"
 #include "tokenizer/tok_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Word cache: most words of a text repeat, and BPE on a word costs far
+ * more than a lookup. Direct-mapped, 64-byte entries, striped mutexes so
+ * concurrent encodes share it (a loaded tokenizer stays logically const). */
+#define CACHE_SLOTS 65536
+#define CACHE_STRIPES 64
+#define CACHE_WORD 22
+#define CACHE_IDS 8
+
+typedef struct {
+    uint64_t hash;
+    uint8_t len, n; /* len 0 = empty */
+    char word[CACHE_WORD];
+    int32_t ids[CACHE_IDS];
+} cache_entry;
+
+struct tok_cache {
+    cache_entry *e;
+    pthread_mutex_t lock[CACHE_STRIPES];
+};
+
+static struct tok_cache *cache_new(void) {
+    struct tok_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->e = calloc(CACHE_SLOTS, sizeof *c->e);
+    if (!c->e) {
+        free(c);
+        return NULL;
+    }
+    for (int i = 0; i < CACHE_STRIPES; i++) pthread_mutex_init(&c->lock[i], NULL);
+    return c;
+}
+
+static void cache_free(struct tok_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < CACHE_STRIPES; i++) pthread_mutex_destroy(&c->lock[i]);
+    free(c->e);
+    free(c);
+}
+
+/* Copies the cached ids of s into out; false on a miss. */
+static bool cache_get(struct tok_cache *c, uint64_t h, const char *s, size_t n, int32_t *out, size_t *k) {
+    size_t slot = h & (CACHE_SLOTS - 1);
+    pthread_mutex_t *mu = &c->lock[slot % CACHE_STRIPES];
+    pthread_mutex_lock(mu);
+    const cache_entry *e = &c->e[slot];
+    bool hit = e->len == n && e->hash == h && !memcmp(e->word, s, n);
+    if (hit) {
+        *k = e->n;
+        memcpy(out, e->ids, e->n * sizeof *out);
+    }
+    pthread_mutex_unlock(mu);
+    return hit;
+}
+
+static void cache_put(struct tok_cache *c, uint64_t h, const char *s, size_t n, const int32_t *ids, size_t k) {
+    size_t slot = h & (CACHE_SLOTS - 1);
+    pthread_mutex_t *mu = &c->lock[slot % CACHE_STRIPES];
+    pthread_mutex_lock(mu);
+    cache_entry *e = &c->e[slot];
+    e->hash = h;
+    e->len = (uint8_t)n;
+    e->n = (uint8_t)k;
+    memcpy(e->word, s, n);
+    memcpy(e->ids, ids, k * sizeof *ids);
+    pthread_mutex_unlock(mu);
+}
 
 typedef struct {
     uint32_t rank, pos;
@@ -118,12 +186,30 @@ static inline int32_t char_id(const tok_model *m, const char *s, size_t l, uint3
     return tok_strmap_get(&m->vmap, m->vocab, s, l);
 }
 
+static int bpe_word(const tok_model *m, tok_bpe_ws *w, const char *s, size_t n, tok_ids *out);
+
 int tok_bpe_encode_word(const tok_model *m, tok_bpe_ws *w, const char *s, size_t n, tok_ids *out) {
     if (n == 0) return 0;
     if (m->ignore_merges) {
         int32_t id = tok_strmap_get(&m->vmap, m->vocab, s, n);
         if (id >= 0) return tok_ids_push(out, id);
     }
+    if (!m->cache || n > CACHE_WORD) return bpe_word(m, w, s, n, out);
+    uint64_t h = tok_hash(s, n);
+    int32_t ids[CACHE_IDS];
+    size_t k;
+    if (cache_get(m->cache, h, s, n, ids, &k)) {
+        for (size_t i = 0; i < k; i++)
+            if (tok_ids_push(out, ids[i]) < 0) return -1;
+        return 0;
+    }
+    size_t before = out->n;
+    if (bpe_word(m, w, s, n, out) < 0) return -1;
+    if (out->n - before <= CACHE_IDS) cache_put(m->cache, h, s, n, out->v + before, out->n - before);
+    return 0;
+}
+
+static int bpe_word(const tok_model *m, tok_bpe_ws *w, const char *s, size_t n, tok_ids *out) {
     if (ws_reserve(w, n + 1) < 0) return -1;
     int32_t ns = 0;
     int32_t unk = -1;
@@ -202,6 +288,7 @@ int tok_model_finish(tok_model *m) {
         else b[0] = (char)(0xC0 | (cp >> 6)), b[1] = (char)(0x80 | (cp & 0x3F)), l = 2;
         m->cp_ids[cp] = tok_strmap_get(&m->vmap, m->vocab, b, l);
     }
+    if (!m->cache && !(m->cache = cache_new())) return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
     return 0;
 }
 
@@ -210,5 +297,6 @@ void tok_model_free(tok_model *m) {
     tok_strmap_free(&m->vmap);
     tok_u64map_free(&m->merges);
     free(m->cp_ids);
+    cache_free(m->cache);
     memset(m, 0, sizeof *m);
 }

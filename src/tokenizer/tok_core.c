@@ -182,12 +182,24 @@ static int apply_genconfig(tok_tokenizer *t, const char *path) {
     return rc;
 }
 
+/* Without a configured BOS, the token the post-processor puts first. */
+static int infer_bos(tok_tokenizer *t) {
+    if (t->bos_id >= 0 || !t->n_post_prefix) return 0;
+    int32_t id = t->post_prefix[0];
+    if (id < 0 || (size_t)id >= t->n_tokens || !t->tokens[id].s) return 0;
+    t->bos_id = id;
+    if (!t->bos_str && !(t->bos_str = strndup(t->tokens[id].s, t->tokens[id].n)))
+        return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
+    return 0;
+}
+
 tok_tokenizer *tok_load_json_buf(const char *json, size_t len, const char *config_json, size_t config_len,
                                  const char *name) {
     tok_tokenizer *t = tok_alloc(name);
     if (!t) return NULL;
     if (tok_parse_tokenizer_json(t, json, len, t->name) < 0 || tok_finish(t) < 0) goto fail;
     if (config_json && tok_apply_config(t, config_json, config_len, t->name) < 0) goto fail;
+    if (infer_bos(t) < 0) goto fail;
     return t;
 fail:
     tok_free(t);
@@ -230,8 +242,15 @@ static tok_tokenizer *load_json_path(const char *json_path, const char *dir) {
     } else {
         vc_err_clear();
     }
+    snprintf(p, sizeof p, "%s/chat_template.jinja", dir); /* newer transformers save it apart */
+    if (vc_read_file(p, &cfg, &cl) == 0) {
+        free(t->chat_template);
+        t->chat_template = cfg;
+    } else {
+        vc_err_clear();
+    }
     snprintf(p, sizeof p, "%s/generation_config.json", dir);
-    if (apply_genconfig(t, p) < 0) goto fail;
+    if (apply_genconfig(t, p) < 0 || infer_bos(t) < 0) goto fail;
     return t;
 fail:
     tok_free(t);

@@ -292,15 +292,25 @@ static int stream_step(tok_stream *s, bool final, char **delta, size_t *len) {
     size_t fn = 0, pn = 0;
     tok_decode(s->t, s->ids.v + s->prefix, s->ids.n - s->prefix, s->skip, &full, &fn);
     tok_decode(s->t, s->ids.v + s->prefix, s->read - s->prefix, s->skip, &pre, &pn);
-    bool consistent = fn >= pn && !memcmp(full, pre, pn);
-    free(pre);
-    if ((!final && ends_incomplete(full, fn)) || !consistent) {
+    if (!final && ends_incomplete(full, fn)) {
         free(full);
+        free(pre);
         return 0; /* hold back */
     }
-    memmove(full, full + pn, fn - pn + 1);
-    if (fn == pn) free(full);
-    else *delta = full, *len = fn - pn;
+    /* Normally the window's text extends the context's text. It may not
+     * after a flush emitted an incomplete character that later tokens
+     * complete: then resynchronize on the first differing character rather
+     * than stall (the output repeats that character). */
+    size_t common = pn;
+    if (fn < pn || memcmp(full, pre, pn)) {
+        common = 0;
+        while (common < fn && common < pn && full[common] == pre[common]) common++;
+        while (common > 0 && ((unsigned char)full[common] & 0xC0) == 0x80) common--;
+    }
+    free(pre);
+    memmove(full, full + common, fn - common + 1);
+    if (fn == common) free(full);
+    else *delta = full, *len = fn - common;
     s->prefix = s->read;
     s->read = s->ids.n;
     return 0;

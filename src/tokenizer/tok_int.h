@@ -26,10 +26,18 @@ typedef struct {
 /* ---- hash maps (tok_util.c) ---- */
 
 /* Open-addressing map string -> id; the keys live in a caller table
- * (table[id] is the key of id). A slot holds id+1 (0 = empty) and 32 bits
- * of the hash, so probes rarely touch the key strings. */
+ * (table[id] is the key of id). A slot also holds the key's length and
+ * first bytes, so a probe rarely has to read the key string itself
+ * (loading a vocabulary is bound by these cache misses). */
+#define TOK_SLOT_KEY 11
 typedef struct {
-    uint64_t *slots;
+    uint32_t id1;            /* id + 1, 0 = empty */
+    uint8_t len;             /* key length, 255 = 255 or more */
+    char key[TOK_SLOT_KEY];  /* first bytes of the key */
+} tok_strslot;
+
+typedef struct {
+    tok_strslot *slots;
     uint32_t mask;
 } tok_strmap;
 
@@ -155,6 +163,7 @@ typedef struct {
     bool fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256]; /* <0xNN> ids, -1 if absent */
     int32_t *cp_ids;      /* [TOK_CP_DIRECT] id of the 1-char token for small code points, -1 */
+    struct tok_cache *cache; /* word -> ids, shared by all threads (tok_bpe.c) */
 } tok_model;
 #define TOK_CP_DIRECT 0x800
 

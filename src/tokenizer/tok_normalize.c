@@ -21,8 +21,33 @@ static bool all_ascii(const char *s, size_t n) {
     return true;
 }
 
+/* Code points that are NFC (NFC_QC=Yes), have combining class 0 and are
+ * never the second char of a canonical composition: a text made only of
+ * them is already NFC. Checked against the Unicode 14 data. */
+static bool nfc_inert(uint32_t c) {
+    return c < 0x300 || (c >= 0x400 && c <= 0x482) || (c >= 0x5D0 && c <= 0x5EA) || (c >= 0x621 && c <= 0x64A) ||
+           (c >= 0x2010 && c <= 0x2027) || (c >= 0x2030 && c <= 0x205E) || (c >= 0x3000 && c <= 0x3029) ||
+           (c >= 0x3041 && c <= 0x3096) || (c >= 0x30A1 && c <= 0x30FA) || (c >= 0x4E00 && c <= 0x9FFF) ||
+           (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0x1F300 && c <= 0x1FAFF);
+}
+
+static bool nfc_quick(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t l = tok_utf8_len(s + i, n - i, &cp);
+        if (!l || !nfc_inert(cp)) return false;
+        i += l;
+    }
+    return true;
+}
+
 static int norm_unicode(tok_norm_type t, const char *s, size_t n, vc_strbuf *out) {
-    if (all_ascii(s, n)) { /* every normal form leaves ASCII unchanged */
+    if (all_ascii(s, n) || (t == TN_NFC && nfc_quick(s, n))) { /* unchanged by this normal form */
         vc_sb_append(out, s, n);
         return 0;
     }

@@ -259,22 +259,27 @@ static int pretok_one(const tok_pretok *pt, tok_pieces *p) {
             np.v = mid.v, np.n = mid.n, np.cap = mid.cap;
         }
         /* map bytes to the printable alphabet */
+        char stack[512];
         for (size_t i = 0; i < np.n && rc == 0; i++) {
-            size_t off = p->arena.len;
-            for (size_t k = 0; k < np.v[i].len; k++) {
-                uint32_t cp = tok_byte_to_cp((uint8_t)p->arena.s[np.v[i].off + k]);
-                char b[2];
+            size_t len = np.v[i].len, k = 0;
+            char *buf = len * 2 <= sizeof stack ? stack : malloc(len * 2);
+            if (!buf) {
+                rc = vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
+                break;
+            }
+            const uint8_t *src = (const uint8_t *)p->arena.s + np.v[i].off;
+            for (size_t j = 0; j < len; j++) {
+                uint32_t cp = tok_byte_to_cp(src[j]); /* < U+0144: one or two bytes */
                 if (cp < 0x80) {
-                    b[0] = (char)cp;
-                    vc_sb_append(&p->arena, b, 1);
+                    buf[k++] = (char)cp;
                 } else {
-                    b[0] = (char)(0xC0 | (cp >> 6));
-                    b[1] = (char)(0x80 | (cp & 0x3F));
-                    vc_sb_append(&p->arena, b, 2);
+                    buf[k++] = (char)(0xC0 | (cp >> 6));
+                    buf[k++] = (char)(0x80 | (cp & 0x3F));
                 }
             }
-            np.v[i].off = off;
-            np.v[i].len = p->arena.len - off;
+            np.v[i].off = arena_add(p, buf, k);
+            np.v[i].len = k;
+            if (buf != stack) free(buf);
         }
         break;
     }

@@ -46,8 +46,9 @@ static uint32_t pow2_for(size_t n) {
 }
 
 int tok_strmap_init(tok_strmap *m, size_t n_expected) {
-    uint32_t cap = pow2_for(n_expected);
-    m->slots = calloc(cap, sizeof(uint64_t));
+    uint32_t cap = 16;
+    while (cap < n_expected + n_expected / 2 + 2) cap *= 2; /* load <= 2/3 */
+    m->slots = calloc(cap, sizeof *m->slots);
     if (!m->slots) return vc_err_set(VC_ERR_OOM, "tokenizer: out of memory");
     m->mask = cap - 1;
     return 0;
@@ -58,35 +59,38 @@ void tok_strmap_free(tok_strmap *m) {
     m->slots = NULL;
 }
 
+static inline bool slot_eq(const tok_strslot *sl, const tok_str *table, const char *s, size_t n) {
+    size_t k = n < TOK_SLOT_KEY ? n : TOK_SLOT_KEY;
+    if (sl->len != (n < 255 ? n : 255) || memcmp(sl->key, s, k)) return false;
+    if (n <= TOK_SLOT_KEY) return true;
+    const tok_str *t = &table[sl->id1 - 1];
+    return t->n == n && !memcmp(t->s + k, s + k, n - k);
+}
+
 int32_t tok_strmap_get(const tok_strmap *m, const tok_str *table, const char *s, size_t n) {
     if (!m->slots) return -1;
-    uint64_t h = tok_hash(s, n), tag = h >> 32;
-    uint32_t i = (uint32_t)h & m->mask;
+    uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;
     for (;;) {
-        uint64_t v = m->slots[i];
-        if (!v) return -1;
-        if ((v >> 32) == tag) {
-            int32_t id = (int32_t)(uint32_t)v - 1;
-            if (table[id].n == n && !memcmp(table[id].s, s, n)) return id;
-        }
+        const tok_strslot *sl = &m->slots[i];
+        if (!sl->id1) return -1;
+        if (slot_eq(sl, table, s, n)) return (int32_t)sl->id1 - 1;
         i = (i + 1) & m->mask;
     }
 }
 
 void tok_strmap_put(tok_strmap *m, const tok_str *table, int32_t id) {
     const tok_str *k = &table[id];
-    uint64_t h = tok_hash(k->s, k->n), tag = h >> 32;
-    uint32_t i = (uint32_t)h & m->mask;
+    uint32_t i = (uint32_t)tok_hash(k->s, k->n) & m->mask;
     for (;;) {
-        uint64_t v = m->slots[i];
-        if (!v) break;
-        if ((v >> 32) == tag) {
-            int32_t cur = (int32_t)(uint32_t)v - 1;
-            if (table[cur].n == k->n && !memcmp(table[cur].s, k->s, k->n)) break;
-        }
+        tok_strslot *sl = &m->slots[i];
+        if (!sl->id1 || slot_eq(sl, table, k->s, k->n)) break;
         i = (i + 1) & m->mask;
     }
-    m->slots[i] = (tag << 32) | (uint32_t)(id + 1);
+    tok_strslot *sl = &m->slots[i];
+    sl->id1 = (uint32_t)id + 1;
+    sl->len = (uint8_t)(k->n < 255 ? k->n : 255);
+    memset(sl->key, 0, TOK_SLOT_KEY);
+    memcpy(sl->key, k->s, k->n < TOK_SLOT_KEY ? k->n : TOK_SLOT_KEY);
 }
 
 int tok_u64map_init(tok_u64map *m, size_t n_expected) {

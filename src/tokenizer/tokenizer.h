@@ -76,19 +76,27 @@ bool tok_is_eos(const tok_tokenizer *t, int32_t id);
 /* Token strings for chat templates (NULL when unset). */
 const char *tok_bos_token_str(const tok_tokenizer *t);
 const char *tok_eos_token_str(const tok_tokenizer *t);
-/* tokenizer_config.json "chat_template" (string, or the "default" entry of
- * a list) or GGUF tokenizer.chat_template; NULL if none. */
+/* chat_template.jinja beside tokenizer_config.json, else its "chat_template"
+ * (string, or the "default" entry of a list), or GGUF
+ * tokenizer.chat_template; NULL if none. */
 const char *tok_chat_template(const tok_tokenizer *t);
 
-/* Streaming detokenizer: pushes generated ids one by one and returns the
- * new text. Never emits a broken UTF-8 sequence (incomplete bytes are held
+/* Streaming detokenizer (vLLM's prefix/read offsets): pushes generated ids
+ * one by one and returns the new text. Never emits a broken UTF-8 sequence
+ * (incomplete bytes, and with ByteFallback whole <0xNN> runs, are held
  * back) and the deltas of all pushes plus the final flush concatenate to
- * exactly tok_decode(all ids, skip_special). *delta is a malloc'd
- * NUL-terminated string the caller frees, or NULL when nothing is new. */
+ * exactly tok_decode(all ids, skip_special). Each delta is decoded with the
+ * previous token as context, so a stream primed with the prompt's last ids
+ * (push them, flush, drop the text) keeps e.g. the leading space of the
+ * first generated "▁word". *delta is a malloc'd NUL-terminated string the
+ * caller frees, or NULL when nothing is new. */
 typedef struct tok_stream tok_stream;
 tok_stream *tok_stream_create(const tok_tokenizer *t, bool skip_special);
 int tok_stream_push(tok_stream *s, int32_t id, char **delta);
-/* Emits what was held back (an incomplete character decodes to U+FFFD). */
+/* Emits what was held back (an incomplete character decodes to U+FFFD).
+ * May be called mid-stream; if later ids complete a flushed character, the
+ * stream resynchronizes (that character is emitted again) instead of
+ * stalling. */
 int tok_stream_flush(tok_stream *s, char **delta);
 /* Same, also giving the length (text may contain U+0000). */
 int tok_stream_push_n(tok_stream *s, int32_t id, char **delta, size_t *len);

@@ -258,12 +258,105 @@ static void test_bad_input(void **st) {
     assert_null(eng_create(&ep));
 }
 
+static void test_logprobs(void **st) {
+    (void)st;
+    eng_params ep = params(256, true, 16 << 20);
+    eng_engine *e = eng_create(&ep);
+    assert_non_null(e);
+    ereq_sampling sp = ereq_sampling_default();
+    sp.temperature = 0.0f;
+    sp.max_tokens = 5;
+    sp.ignore_eos = true;
+    sp.logprobs = 3;
+    int32_t p[4] = {5, 6, 7, 8};
+    int64_t id;
+    assert_int_equal(eng_add_tokens(e, p, 4, &sp, NULL, &id), 0);
+    int got = 0;
+    while (eng_has_unfinished(e)) {
+        eng_output *o;
+        int32_t n;
+        assert_int_equal(eng_step(e, &o, &n), 0);
+        for (int32_t j = 0; j < n; j++) {
+            if (o[j].n_token_ids == 0) continue;
+            assert_int_equal(o[j].n_lp, 4);
+            assert_int_equal(o[j].lp_ids[0], o[j].token_ids[0]);
+            assert_int_equal(o[j].lp_rank, 1); /* greedy picks the most likely */
+            assert_int_equal(o[j].lp_ids[1], o[j].token_ids[0]);
+            for (int k = 1; k < 4; k++) {
+                assert_true(o[j].lp_vals[k] <= 0.0f);
+                if (k > 1) assert_true(o[j].lp_vals[k] <= o[j].lp_vals[k - 1]);
+            }
+            got++;
+        }
+    }
+    assert_int_equal(got, 5);
+    eng_free(e);
+}
+
+static int gen(eng_engine *e, const ereq_sampling *sp, int32_t *out) {
+    int32_t p[4] = {5, 6, 7, 8};
+    int64_t id;
+    if (eng_add_tokens(e, p, 4, sp, NULL, &id) < 0) return -1;
+    int n_out = 0;
+    while (eng_has_unfinished(e)) {
+        eng_output *o;
+        int32_t n;
+        assert_int_equal(eng_step(e, &o, &n), 0);
+        for (int32_t j = 0; j < n; j++)
+            for (int32_t t = 0; t < o[j].n_token_ids; t++) out[n_out++] = o[j].token_ids[t];
+    }
+    return n_out;
+}
+
+static void test_token_controls(void **st) {
+    (void)st;
+    eng_params ep = params(256, true, 16 << 20);
+    eng_engine *e = eng_create(&ep);
+    assert_non_null(e);
+    int32_t out[32];
+    ereq_sampling sp = ereq_sampling_default();
+    sp.max_tokens = 12;
+    sp.ignore_eos = true;
+    sp.seed = 3;
+    sp.has_seed = true;
+    int32_t allowed[2] = {7, 9};
+    sp.allowed_token_ids = allowed;
+    sp.n_allowed_token_ids = 2;
+    assert_int_equal(gen(e, &sp, out), 12);
+    for (int i = 0; i < 12; i++) assert_true(out[i] == 7 || out[i] == 9);
+    sp.allowed_token_ids = NULL;
+    sp.n_allowed_token_ids = 0;
+    int32_t bias_id = 42;
+    float bias_val = 100.0f;
+    sp.logit_bias_ids = &bias_id;
+    sp.logit_bias_vals = &bias_val;
+    sp.n_logit_bias = 1;
+    assert_int_equal(gen(e, &sp, out), 12);
+    for (int i = 0; i < 12; i++) assert_int_equal(out[i], 42);
+    /* ban 42 as a bad word while it is biased: never produced */
+    int32_t bad_len = 1;
+    sp.bad_words_ids = &bias_id;
+    sp.bad_words_lens = &bad_len;
+    sp.n_bad_words = 1;
+    assert_int_equal(gen(e, &sp, out), 12);
+    for (int i = 0; i < 12; i++) assert_int_not_equal(out[i], 42);
+    /* an out-of-vocab allowed id is refused */
+    int32_t bad_allowed = 100000;
+    sp = ereq_sampling_default();
+    sp.allowed_token_ids = &bad_allowed;
+    sp.n_allowed_token_ids = 1;
+    assert_true(gen(e, &sp, out) < 0);
+    eng_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_seeded_reproducible),
         cmocka_unit_test(test_shared_prefix),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_token_controls),
     };
     return cmocka_run_group_tests(tests, make_model, rm_model);
 }

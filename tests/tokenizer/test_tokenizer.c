@@ -14,6 +14,7 @@
 #include "tokenizer/tok_int.h"
 #include "tokenizer/tokenizer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,8 @@ static void test_spm_byte_fallback(void **st) {
     (void)st;
     tok_tokenizer *t = load(SPM_JSON);
     assert_non_null(t);
+    assert_int_equal(tok_bos_id(t), 1); /* no config: taken from the post-processor */
+    assert_string_equal(tok_bos_token_str(t), "<s>");
     EXPECT(t, "hi", true, 1, 8);
     EXPECT(t, "hi hi", false, 8, 8);
     EXPECT(t, "\xC3\xA9", false, 4, 2, 3); /* é -> byte tokens */
@@ -320,6 +323,93 @@ static void test_stream_spm(void **st) {
     tok_free(t);
 }
 
+/* The engine primes a stream with the prompt's last ids and flushes before
+ * generating: the first generated "▁h" must then decode to " h", not "h". */
+static void test_stream_context(void **st) {
+    (void)st;
+    tok_tokenizer *t = load(SPM_JSON);
+    assert_non_null(t);
+    tok_stream *s = tok_stream_create(t, true);
+    char *d;
+    assert_int_equal(tok_stream_push(s, 1, &d), 0); /* <s> skipped */
+    assert_null(d);
+    assert_int_equal(tok_stream_push(s, 8, &d), 0);
+    assert_string_equal(d, "hi");
+    free(d);
+    assert_int_equal(tok_stream_flush(s, &d), 0);
+    assert_null(d);
+    assert_int_equal(tok_stream_push(s, 7, &d), 0);
+    assert_string_equal(d, " h");
+    free(d);
+    /* a flushed incomplete byte run that later completes does not stall */
+    assert_int_equal(tok_stream_push(s, 2, &d), 0); /* 0xC3 held */
+    assert_null(d);
+    assert_int_equal(tok_stream_flush(s, &d), 0);
+    assert_string_equal(d, "\xEF\xBF\xBD");
+    free(d);
+    assert_int_equal(tok_stream_push(s, 3, &d), 0); /* 0xA9: a run, held until a non-byte token */
+    assert_null(d);
+    assert_int_equal(tok_stream_push(s, 5, &d), 0);
+    assert_non_null(d);
+    assert_non_null(strstr(d, "h"));
+    free(d);
+    tok_stream_free(s);
+    tok_free(t);
+}
+
+/* Encodes from several threads share the word cache: results must match
+ * a single-threaded run. */
+typedef struct {
+    const tok_tokenizer *t;
+    const char **texts;
+    size_t n_texts;
+    int32_t **ids;
+    size_t *n;
+    int fail;
+} enc_job;
+
+static void *enc_thread(void *arg) {
+    enc_job *j = arg;
+    for (int rep = 0; rep < 20; rep++)
+        for (size_t i = 0; i < j->n_texts; i++) {
+            int32_t *ids;
+            size_t n;
+            if (tok_encode(j->t, j->texts[i], strlen(j->texts[i]), false, &ids, &n) < 0) {
+                j->fail = 1;
+                continue;
+            }
+            if (n != j->n[i] || memcmp(ids, j->ids[i], n * sizeof *ids)) j->fail = 1;
+            free(ids);
+        }
+    return NULL;
+}
+
+static void test_threads(void **st) {
+    (void)st;
+    char *j = bytelevel_json("[\"a b\", \"ab c\", \"b c\", \"a a\"]",
+                             ", \"ab\": 256, \"bc\": 257, \"abc\": 258, \"aa\": 259", ADDED);
+    tok_tokenizer *t = load(j);
+    assert_non_null(t);
+    const char *texts[] = {"abc abc aaa bc", "aaaa ab<|end|>c", "cab bca abcabc", "x a b c ab bc abc", "caaab"};
+    size_t nt = sizeof texts / sizeof texts[0];
+    int32_t *ids[5];
+    size_t n[5];
+    for (size_t i = 0; i < nt; i++) assert_int_equal(tok_encode(t, texts[i], strlen(texts[i]), false, &ids[i], &n[i]), 0);
+    pthread_t th[4];
+    enc_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (enc_job){t, texts, nt, ids, n, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, enc_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].fail, 0);
+    }
+    for (size_t i = 0; i < nt; i++) free(ids[i]);
+    tok_free(t);
+    free(j);
+}
+
 static void test_errors(void **st) {
     (void)st;
     assert_null(tok_load("/nonexistent/tokenizer/dir"));
@@ -359,6 +449,54 @@ static void test_config(void **st) {
     free(j);
 }
 
+static void write_file(const char *dir, const char *name, const char *text) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A folder: tokenizer.json + tokenizer_config.json + generation_config.json. */
+static void test_load_folder(void **st) {
+    (void)st;
+    char dir[] = "/tmp/tok_test_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *j = bytelevel_json("[]", "", ADDED);
+    write_file(dir, "tokenizer.json", j);
+    write_file(dir, "tokenizer_config.json", "{\"eos_token\": \"<tool>\", \"bos_token\": \"<|end|>\"}");
+    write_file(dir, "generation_config.json", "{\"eos_token_id\": [300, 301, 65]}");
+    tok_tokenizer *t = tok_load(dir);
+    assert_non_null(t);
+    const int32_t *eos;
+    assert_int_equal(tok_eos_ids(t, &eos), 3);
+    assert_int_equal(eos[0], 301); /* the tokenizer's own eos first */
+    assert_true(tok_is_eos(t, 300) && tok_is_eos(t, 65) && !tok_is_eos(t, 66));
+    assert_int_equal(tok_bos_id(t), 300);
+    assert_null(tok_chat_template(t));
+    tok_free(t);
+    write_file(dir, "chat_template.jinja", "{{ messages }}");
+    t = tok_load(dir);
+    assert_non_null(t);
+    assert_string_equal(tok_chat_template(t), "{{ messages }}");
+    tok_free(t);
+    /* the tokenizer.json path itself also works (config files beside it) */
+    char p[512];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    t = tok_load(p);
+    assert_non_null(t);
+    assert_int_equal(tok_eos_id(t), 301);
+    tok_free(t);
+    /* a broken generation_config.json is an error naming it */
+    write_file(dir, "generation_config.json", "{");
+    assert_null(tok_load(dir));
+    assert_non_null(strstr(vc_err_msg(), "generation_config.json"));
+    snprintf(p, sizeof p, "rm -rf '%s'", dir);
+    assert_int_equal(system(p), 0);
+    free(j);
+}
+
 static void test_gguf_spm(void **st) {
     (void)st;
     const char *path = VLLM_SHARED_DIR "/models/ggml-vocab/ggml-vocab-llama-spm.gguf";
@@ -386,8 +524,11 @@ int main(void) {
         cmocka_unit_test(test_spm_byte_fallback),
         cmocka_unit_test(test_stream_bytelevel),
         cmocka_unit_test(test_stream_spm),
+        cmocka_unit_test(test_stream_context),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_load_folder),
         cmocka_unit_test(test_gguf_spm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,7 +12,16 @@
 
 #include <string.h>
 
+void cpu_f16_to_f32_ref(const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = rt_f16_to_f32(x[i]);
+}
+
+void cpu_bf16_to_f32_ref(const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = rt_bf16_to_f32(x[i]);
+}
+
 typedef struct {
+    const cpu_kernels *k;
     rt_tensor *dst;
     const rt_tensor *src;
     int64_t len;
@@ -52,6 +61,13 @@ static void copy_task(void *ctxp, int64_t r, int thread) {
             rt_quant_row(d->dtype, (const float *)sp, dp, j->len);
         return;
     }
+    if (d->dtype == RT_F32 && ds == 4 && ss == 2 && (s->dtype == RT_F16 || s->dtype == RT_BF16)) {
+        if (s->dtype == RT_F16)
+            j->k->f16_to_f32((const uint16_t *)sp, (float *)dp, j->len);
+        else
+            j->k->bf16_to_f32((const uint16_t *)sp, (float *)dp, j->len);
+        return;
+    }
     if (s->dtype == d->dtype) {
         if (ss == st->block_bytes && ds == dt->block_bytes) {
             memmove(dp, sp, (size_t)j->len * (size_t)st->block_bytes);
@@ -83,7 +99,7 @@ int cpu_op_copy(rt_backend *be, const rt_op_args *a) {
     if ((sq || dq) && len % qt->block_elems)
         return vc_err_set(VC_ERR_INVALID, "cpu copy: row of %lld not a multiple of %d",
                           (long long)len, qt->block_elems);
-    copy_job j = {.dst = d, .src = s, .len = len};
+    copy_job j = {.k = c->k, .dst = d, .src = s, .len = len};
     cpu_parallel(c, rt_tensor_nrows(s), copy_task, &j, rt_tensor_nelem(s));
     return VC_OK;
 }

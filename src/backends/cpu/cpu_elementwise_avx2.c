@@ -1,5 +1,5 @@
 /* cpu_elementwise_avx2 — AVX2 row kernels: RMSNORM, SOFTMAX, GLU, ADD,
- * SCALE. GLU uses the identities silu(g) = g*sigmoid(g) and
+ * SCALE, and f16/bf16 -> f32 row conversion (F16C). GLU uses the identities silu(g) = g*sigmoid(g) and
  * gelu_tanh(g) = g*sigmoid(2*sqrt(2/pi)*(g + 0.044715 g^3)), which avoid the
  * cancellation of 1 + tanh(u) for negative g. */
 #include "backends/cpu/cpu_internal.h"
@@ -85,10 +85,28 @@ static void scale(const float *a, float s, float *y, int64_t n) {
     for (; i < n; i++) y[i] = a[i] * s;
 }
 
+static void f16_to_f32(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+static void bf16_to_f32(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+    }
+    for (; i < n; i++) y[i] = rt_bf16_to_f32(x[i]);
+}
+
 void cpu_fill_elementwise_avx2(cpu_kernels *k) {
     k->rmsnorm = rmsnorm;
     k->softmax = softmax;
     k->glu = glu;
     k->add = add;
     k->scale = scale;
+    k->f16_to_f32 = f16_to_f32;
+    k->bf16_to_f32 = bf16_to_f32;
 }

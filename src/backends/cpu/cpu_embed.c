@@ -5,6 +5,7 @@
 #include "runtime/quant.h"
 
 typedef struct {
+    const cpu_kernels *k;
     rt_tensor *dst;
     const rt_tensor *table;
     const int32_t *ids;
@@ -14,7 +15,13 @@ static void embed_task(void *ctxp, int64_t i, int thread) {
     (void)thread;
     const embed_job *j = ctxp;
     const char *row = (const char *)j->table->data + (int64_t)j->ids[i] * j->table->stride[0];
-    rt_dequant_row(j->table->dtype, row, rt_tensor_row(j->dst, i), j->table->shape[1]);
+    float *out = rt_tensor_row(j->dst, i);
+    if (j->table->dtype == RT_F16)
+        j->k->f16_to_f32((const uint16_t *)row, out, j->table->shape[1]);
+    else if (j->table->dtype == RT_BF16)
+        j->k->bf16_to_f32((const uint16_t *)row, out, j->table->shape[1]);
+    else
+        rt_dequant_row(j->table->dtype, row, out, j->table->shape[1]);
 }
 
 int cpu_op_embed(rt_backend *be, const rt_op_args *a) {
@@ -29,7 +36,7 @@ int cpu_op_embed(rt_backend *be, const rt_op_args *a) {
         if (id[i] < 0 || id[i] >= V)
             return vc_err_set(VC_ERR_INVALID, "embed: token id %d out of range [0, %lld)", id[i],
                               (long long)V);
-    embed_job j = {.dst = a->dst, .table = table, .ids = id};
+    embed_job j = {.k = c->k, .dst = a->dst, .table = table, .ids = id};
     cpu_parallel(c, n, embed_task, &j, n * table->shape[1]);
     return VC_OK;
 }

@@ -75,6 +75,8 @@ static void fill_scalar(cpu_kernels *k) {
     k->add = cpu_add_ref;
     k->scale = cpu_scale_ref;
     k->attn = cpu_attn_ref;
+    k->f16_to_f32 = cpu_f16_to_f32_ref;
+    k->bf16_to_f32 = cpu_bf16_to_f32_ref;
 }
 
 static void init_tables(void) {

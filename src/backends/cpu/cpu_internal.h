@@ -7,13 +7,22 @@
  *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
  *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
+ *   cpu_simd_avx2.h      exp/sigmoid/horizontal helpers for the AVX2 files
  *   cpu_norm.c, cpu_rope.c, cpu_elementwise.c, cpu_attention.c,
  *   cpu_embed.c, cpu_copy.c   the other ops (driver + scalar row kernels)
+ *   cpu_paged.c          KV_STORE and PAGED_ATTENTION (attention row kernel
+ *                        with block-table addressing)
  *
- * Each op driver splits work into tasks for the pool and calls row kernels
- * through a cpu_kernels table chosen once per backend (by CPU detection or
- * VLLM_CPU_ISA). The scalar table is the reference the SIMD ones are tested
- * against (tests/backends/cpu).
+ * Each op driver splits work into tasks for the pool (cpu_parallel: tiny
+ * ops run on the caller) and calls row kernels through a cpu_kernels table
+ * chosen once per backend (by CPU detection or VLLM_CPU_ISA). The scalar
+ * table is the reference the SIMD ones are tested against
+ * (tests/backends/cpu). Every kernel's accumulation order depends only on
+ * shapes, never on the thread count, so outputs are bit-identical for any
+ * number of threads.
+ *
+ * A backend runs one op at a time (its scratch buffer and pool are shared
+ * by all ops); callers serialise ops on a backend.
  */
 #ifndef CPU_INTERNAL_H
 #define CPU_INTERNAL_H
@@ -34,8 +43,10 @@ typedef struct {
     int8_t qs[RT_QK];
 } cpu_block_q8a;
 
-/* Max activation rows one matmul micro-kernel call handles. */
+/* Max activation rows one matmul micro-kernel call handles, and max weight
+ * rows of a prefill (mmp) call. */
 #define CPU_MM_M 4
+#define CPU_MMP_R 4
 
 /* Dot products of one weight row w (k elements, weight dtype) with m <= 4
  * prepared activation rows act + j*act_stride (bytes): y[j*y_stride] = dot.
@@ -44,7 +55,7 @@ typedef struct {
 typedef void (*cpu_mm_fn)(int64_t k, const void *w, const void *act, size_t act_stride, int m,
                           float *y, size_t y_stride);
 
-/* Prefill variant: nr (1 or 2) weight rows, w + r*w_stride bytes, against
+/* Prefill variant: nr (1..mmp_rows) weight rows, w + r*w_stride bytes, against
  * m <= 4 activation rows: y[j*y_stride + r]. Optional (NULL: use cpu_mm_fn
  * row by row); results per (row, token) must not depend on nr or m. */
 typedef void (*cpu_mmp_fn)(int64_t k, const void *w, size_t w_stride, int nr, const void *act,
@@ -97,6 +108,7 @@ typedef struct {
     /* MATMUL: indexed by weight dtype; NULL = unsupported */
     cpu_mm_fn mm[RT_DTYPE_COUNT];
     cpu_mmp_fn mmp[RT_DTYPE_COUNT]; /* prefill (n > CPU_MM_M); optional */
+    int mmp_rows;                   /* weight rows per mmp call (<= CPU_MMP_R) */
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
@@ -106,6 +118,9 @@ typedef struct {
     void (*add)(const float *a, const float *b, float *y, int64_t n);
     void (*scale)(const float *a, float s, float *y, int64_t n);
     void (*attn)(const cpu_attn_job *job);
+    /* row conversions to f32 (EMBED of f16/bf16 tables, COPY) */
+    void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    void (*bf16_to_f32)(const uint16_t *x, float *y, int64_t n);
 } cpu_kernels;
 
 typedef struct {
@@ -166,6 +181,8 @@ void cpu_glu_ref(const float *g, const float *u, float *y, int64_t n, int act);
 void cpu_add_ref(const float *a, const float *b, float *y, int64_t n);
 void cpu_scale_ref(const float *a, float s, float *y, int64_t n);
 void cpu_attn_ref(const cpu_attn_job *job);
+void cpu_f16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
+void cpu_bf16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
 
 /* AVX2 (cpu_*_avx2.c) and AVX-512 (cpu_*_avx512.c) kernels: each file
  * overrides the table entries it implements; the tables are only used when

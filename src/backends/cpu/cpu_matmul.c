@@ -25,7 +25,8 @@
 
 typedef struct {
     cpu_mm_fn fn;
-    cpu_mmp_fn fnp; /* prefill 2-row kernel or NULL */
+    cpu_mmp_fn fnp; /* prefill multi-row kernel or NULL */
+    int mmp_rows;
     rt_dtype wt;
     int64_t act_blk;          /* activation block: elements and bytes */
     size_t act_blk_bytes;
@@ -52,20 +53,21 @@ static void mm_task(void *ctxp, int64_t task, int thread) {
             const char *act = j->act + t * j->act_stride + aoff;
             float *y = j->y + t * j->y_stride;
             for (int64_t r = r0; r < r1;) {
-                float part[CPU_MM_M * 2];
+                float part[CPU_MM_M * CPU_MMP_R];
                 int nr = 1;
                 if (j->fnp) {
-                    nr = r + 1 < r1 ? 2 : 1;
+                    nr = (int)(r1 - r < j->mmp_rows ? r1 - r : j->mmp_rows);
                     j->fnp(klen, j->w + r * j->w_stride + woff, j->w_stride, nr, act,
-                           j->act_stride, m, part, 2);
+                           j->act_stride, m, part, CPU_MMP_R);
                 } else {
-                    j->fn(klen, j->w + r * j->w_stride + woff, act, j->act_stride, m, part, 2);
+                    j->fn(klen, j->w + r * j->w_stride + woff, act, j->act_stride, m, part,
+                          CPU_MMP_R);
                 }
                 for (int rr = 0; rr < nr; rr++, r++) {
                     if (k0 == 0)
-                        for (int i = 0; i < m; i++) y[i * j->y_stride + r] = part[i * 2 + rr];
+                        for (int i = 0; i < m; i++) y[i * j->y_stride + r] = part[i * CPU_MMP_R + rr];
                     else
-                        for (int i = 0; i < m; i++) y[i * j->y_stride + r] += part[i * 2 + rr];
+                        for (int i = 0; i < m; i++) y[i * j->y_stride + r] += part[i * CPU_MMP_R + rr];
                 }
             }
         }
@@ -160,7 +162,10 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
     /* Decode streams whole weight rows (long runs for the hardware
      * prefetcher); prefill slices k so a token group stays in L1. */
     j.kslice = n > CPU_MM_M ? KB : in;
-    if (n > CPU_MM_M) j.fnp = c->k->mmp[w->dtype];
+    if (n > CPU_MM_M) {
+        j.fnp = c->k->mmp[w->dtype];
+        j.mmp_rows = c->k->mmp_rows;
+    }
     cpu_parallel(c, (out + rpt - 1) / rpt, mm_task, &j, n * in * out);
     return VC_OK;
 }

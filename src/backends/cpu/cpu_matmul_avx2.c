@@ -32,12 +32,6 @@ AI __m256 load_bf16x8(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-/* signed int8 x signed int8 -> 8 x int32 partial sums */
-AI __m256i dot_i8(__m256i w, __m256i a) {
-    __m256i aw = _mm256_sign_epi8(w, w), sa = _mm256_sign_epi8(a, w);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), _mm256_set1_epi16(1));
-}
-
 /* ---- float weights ----------------------------------------------------- */
 
 #define FLOAT_KERNEL(NAME, WTYPE, LOAD8, SCALAR)                                                 \
@@ -498,6 +492,7 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mmp[RT_F32] = mmp_f32;
     k->mmp[RT_F16] = mmp_f16;
     k->mmp[RT_BF16] = mmp_bf16;
+    k->mmp_rows = 2;
     k->mm[RT_Q4_0] = mm_q4_0;
     k->mm[RT_Q4_1] = mm_q4_1;
     k->mm[RT_Q8_0] = mm_q8_0;

@@ -332,6 +332,9 @@ static void test_copy(void **state) {
         /* f16 -> bf16 */
         assert_int_equal(rt_copy(be, &tb16, &th), VC_OK);
         for (int i = 0; i < 256; i++) assert_int_equal(hb[i], rt_f32_to_bf16(rt_f16_to_f32(h[i])));
+        /* bf16 -> f32 */
+        assert_int_equal(rt_copy(be, &tbk, &tb16), VC_OK);
+        for (int i = 0; i < 256; i++) assert_true(back[i] == rt_bf16_to_f32(hb[i]));
         /* quantized -> f32 */
         uint8_t q[4 * 34 * 2];
         for (int r = 0; r < 4; r++) rt_quant_row(RT_Q8_0, src + r * 64, q + r * 68, 64);
@@ -359,6 +362,18 @@ static void test_copy(void **state) {
         assert_true(dst[2 * 64 + 63] == 0.0f && dst[7 * 64] == 0.0f);
         /* unsupported: f16 -> q8_0 */
         assert_int_equal(rt_copy(be, &tq, &th), VC_ERR_UNSUPPORTED);
+        /* f32 -> quantized uses the reference quantizer; same-type copies are bytes */
+        float wide[2 * 256];
+        fill_rand(wide, 512, 2.0f);
+        uint8_t qk[2 * 144], qk_ref[2 * 144], qk2[2 * 144];
+        rt_tensor tw = rt_tensor_2d(wide, RT_F32, RT_DEV_CPU, 2, 256);
+        rt_tensor tqk = rt_tensor_2d(qk, RT_Q4_K, RT_DEV_CPU, 2, 256);
+        rt_tensor tqk2 = rt_tensor_2d(qk2, RT_Q4_K, RT_DEV_CPU, 2, 256);
+        assert_int_equal(rt_copy(be, &tqk, &tw), VC_OK);
+        for (int r = 0; r < 2; r++) rt_quant_row(RT_Q4_K, wide + r * 256, qk_ref + r * 144, 256);
+        assert_memory_equal(qk, qk_ref, sizeof qk);
+        assert_int_equal(rt_copy(be, &tqk2, &tqk), VC_OK);
+        assert_memory_equal(qk2, qk_ref, sizeof qk);
     }
 }
 
@@ -376,6 +391,9 @@ static void test_alloc_copy(void **state) {
     assert_memory_equal(t.data, src, sizeof src);
     assert_int_equal(rt_backend_sync(be), VC_OK);
     rt_backend_free_mem(be, t.data);
+    rt_backend_free(be);
+    /* an unknown VLLM_CPU_ISA falls back to detection (with a warning) */
+    be = make_backend("bogus", 1);
     rt_backend_free(be);
 }
 
