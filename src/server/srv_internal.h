@@ -54,6 +54,7 @@ typedef struct {
     bool tool_choice_none;
     /* common */
     int64_t max_tokens;           /* -1: default (16 completions, rest of context for chat) */
+    int32_t logprobs;             /* -1: none; k: sampled token + top k (sp.logprobs) */
     int n;
     bool stream, include_usage;
     ereq_sampling sp;             /* sp.stop points into stop below */
@@ -90,6 +91,9 @@ typedef struct srv_event {
     int32_t n_tokens;             /* new tokens in this delta */
     const char *finish_reason;    /* static string when finished, else NULL */
     char *stop_reason;            /* the stop string that finished it, or NULL */
+    int32_t n_lp;                 /* logprobs of this delta's token: [0] sampled, then top k */
+    int32_t *lp_ids;
+    float *lp_vals;
 } srv_event;
 
 typedef struct {
