@@ -50,9 +50,11 @@ typedef struct {
     json_t *tools;                /* owned reference or NULL */
     json_t *template_kwargs;      /* owned reference or NULL */
     bool add_generation_prompt;
+    bool continue_final_message;  /* the reply continues the last (assistant) message */
     bool tool_choice_none;
     /* common */
     int64_t max_tokens;           /* -1: default (16 completions, rest of context for chat) */
+    int32_t logprobs;             /* -1: none; k: sampled token + top k (sp.logprobs) */
     int n;
     bool stream, include_usage;
     ereq_sampling sp;             /* sp.stop points into stop below */
@@ -69,8 +71,11 @@ bool srv_utf8_valid(const char *s, size_t len);
 
 /* ---- metrics (srv_metrics.c) */
 typedef struct srv_metrics srv_metrics;
+/* Reference counted: every job holds one, since aborted children may still
+ * report (on the engine thread) after the server is gone. */
 srv_metrics *srv_metrics_create(void);
-void srv_metrics_free(srv_metrics *m);
+srv_metrics *srv_metrics_ref(srv_metrics *m);
+void srv_metrics_free(srv_metrics *m); /* drops one reference */
 void srv_metrics_ttft(srv_metrics *m, double s);
 void srv_metrics_itl(srv_metrics *m, double s);
 void srv_metrics_finished(srv_metrics *m, const char *reason, double e2e, int32_t prompt_tokens,
@@ -86,6 +91,9 @@ typedef struct srv_event {
     int32_t n_tokens;             /* new tokens in this delta */
     const char *finish_reason;    /* static string when finished, else NULL */
     char *stop_reason;            /* the stop string that finished it, or NULL */
+    int32_t n_lp;                 /* logprobs of this delta's token: [0] sampled, then top k */
+    int32_t *lp_ids;
+    float *lp_vals;
 } srv_event;
 
 typedef struct {

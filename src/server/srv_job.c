@@ -24,6 +24,8 @@ void srv_event_free(srv_event *ev) {
     if (!ev) return;
     free(ev->text);
     free(ev->stop_reason);
+    free(ev->lp_ids);
+    free(ev->lp_vals);
     free(ev);
 }
 
@@ -36,6 +38,7 @@ static void job_free(srv_job *j) {
     }
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
+    srv_metrics_free(j->metrics);
     free(j->ch);
     free(j);
 }
@@ -53,6 +56,15 @@ static srv_event *make_event(const srv_child *c, const eng_output *o) {
     if (o->text_len) memcpy(ev->text, o->text, o->text_len);
     ev->text[o->text_len] = 0;
     ev->n_tokens = o->n_token_ids;
+    if (o->n_lp > 0) {
+        ev->lp_ids = malloc((size_t)o->n_lp * sizeof *ev->lp_ids);
+        ev->lp_vals = malloc((size_t)o->n_lp * sizeof *ev->lp_vals);
+        if (ev->lp_ids && ev->lp_vals) {
+            memcpy(ev->lp_ids, o->lp_ids, (size_t)o->n_lp * sizeof *ev->lp_ids);
+            memcpy(ev->lp_vals, o->lp_vals, (size_t)o->n_lp * sizeof *ev->lp_vals);
+            ev->n_lp = o->n_lp;
+        }
+    }
     if (o->finished) {
         ev->finish_reason = o->finish_reason ? o->finish_reason : "stop";
         if (o->stop_str) ev->stop_reason = strdup(o->stop_str);
@@ -109,7 +121,7 @@ int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
     j->engine = a;
-    j->metrics = m;
+    j->metrics = srv_metrics_ref(m);
     j->t_arrival = srv_now();
     for (int k = 0; k < n_prompts; k++) {
         for (int i = 0; i < n; i++) {

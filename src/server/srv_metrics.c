@@ -30,6 +30,7 @@ static const char *const REASONS[] = {"stop", "length", "abort", "error"};
 
 struct srv_metrics {
     pthread_mutex_t mu;
+    int refs;
     histo ttft, itl, e2e;
     uint64_t prompt_tokens, gen_tokens;
     uint64_t success[N_REASONS];
@@ -53,14 +54,26 @@ srv_metrics *srv_metrics_create(void) {
     srv_metrics *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     pthread_mutex_init(&m->mu, NULL);
+    m->refs = 1;
     histo_init(&m->ttft, TTFT_LE, (int)(sizeof TTFT_LE / sizeof TTFT_LE[0]));
     histo_init(&m->itl, ITL_LE, (int)(sizeof ITL_LE / sizeof ITL_LE[0]));
     histo_init(&m->e2e, E2E_LE, (int)(sizeof E2E_LE / sizeof E2E_LE[0]));
     return m;
 }
 
+srv_metrics *srv_metrics_ref(srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->refs++;
+    pthread_mutex_unlock(&m->mu);
+    return m;
+}
+
 void srv_metrics_free(srv_metrics *m) {
     if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    bool last = --m->refs == 0;
+    pthread_mutex_unlock(&m->mu);
+    if (!last) return;
     pthread_mutex_destroy(&m->mu);
     free(m);
 }

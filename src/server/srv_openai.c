@@ -19,6 +19,8 @@ typedef struct {
     const char *finish_reason;
     char *stop_reason;
     bool started;                 /* stream: role / echo chunk sent */
+    json_t *lp;                   /* non-streaming logprobs, or NULL */
+    size_t lp_off;                /* completions text_offset */
 } choice_state;
 
 struct srv_stream {
@@ -53,6 +55,21 @@ static int chat_prompt(srv_server *s, srv_gen *g, int32_t **ids, int32_t *n, srv
     char *text = NULL;
     if (chat_template_render(s->tmpl, &p, &text) < 0)
         return srv_err(e, 400, "messages", "chat template: %s", vc_err_msg());
+    if (g->continue_final_message) {
+        /* Cut what the template put after the final message (its end-of-turn
+         * marker), so generation continues that message, as vLLM does. */
+        json_t *last = json_array_get(g->messages, json_array_size(g->messages) - 1);
+        const char *fin = json_string_value(json_object_get(last, "content"));
+        size_t fl = strlen(fin);
+        char *hit = NULL;
+        for (char *q = text; fl && (q = strstr(q, fin)); q++) hit = q;
+        if (fl && !hit) {
+            free(text);
+            return srv_err(e, 400, "messages", "continue_final_message: the template does not render the final "
+                                               "message verbatim");
+        }
+        if (hit) hit[fl] = 0;
+    }
     size_t nn = 0;
     int rc = tok_encode(s->tok, text, strlen(text), false, ids, &nn);
     free(text);
@@ -70,6 +87,72 @@ static int text_prompt(srv_server *s, const char *text, int32_t **ids, int32_t *
 }
 
 /* ---- JSON pieces */
+
+/* A token's text (decoded alone); bytes that are not valid UTF-8 on their
+ * own are shown as "bytes:\xNN..." as vLLM does. */
+static json_t *tok_json(const srv_server *s, int32_t id, json_t **bytes_out) {
+    char *t = NULL;
+    size_t n = 0;
+    if (tok_decode(s->tok, &id, 1, false, &t, &n) < 0 || !t) {
+        free(t);
+        t = strdup("");
+        n = 0;
+    }
+    if (bytes_out) {
+        *bytes_out = json_array();
+        for (size_t i = 0; i < n; i++) json_array_append_new(*bytes_out, json_integer((unsigned char)t[i]));
+    }
+    json_t *j;
+    if (srv_utf8_valid(t, n) && !memchr(t, 0, n)) {
+        j = json_stringn(t, n);
+    } else {
+        vc_strbuf sb = {0};
+        vc_sb_puts(&sb, "bytes:");
+        for (size_t i = 0; i < n; i++) vc_sb_printf(&sb, "\\x%02x", (unsigned char)t[i]);
+        j = json_string(sb.s);
+        vc_sb_free(&sb);
+    }
+    free(t);
+    return j ? j : json_string("");
+}
+
+/* Append this event's token logprobs to dst: completions
+ * {tokens, token_logprobs, top_logprobs, text_offset}; chat {content: [...]}. */
+static void lp_append(const srv_server *s, bool chat, json_t *dst, const srv_event *ev, size_t *off) {
+    if (ev->n_lp <= 0) return;
+    if (!chat) {
+        json_t *tok = tok_json(s, ev->lp_ids[0], NULL);
+        json_t *top = json_object();
+        for (int32_t i = 0; i < ev->n_lp; i++) {
+            json_t *k = i ? tok_json(s, ev->lp_ids[i], NULL) : json_incref(tok);
+            json_object_set_new(top, json_string_value(k), json_real(ev->lp_vals[i]));
+            json_decref(k);
+        }
+        json_array_append_new(json_object_get(dst, "text_offset"), json_integer((json_int_t)*off));
+        *off += strlen(json_string_value(tok));
+        json_array_append_new(json_object_get(dst, "tokens"), tok);
+        json_array_append_new(json_object_get(dst, "token_logprobs"), json_real(ev->lp_vals[0]));
+        json_array_append_new(json_object_get(dst, "top_logprobs"), top);
+        return;
+    }
+    json_t *top = json_array();
+    for (int32_t i = 1; i < ev->n_lp; i++) {
+        json_t *b;
+        json_t *t = tok_json(s, ev->lp_ids[i], &b);
+        json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", t, "logprob", (double)ev->lp_vals[i],
+                                             "bytes", b));
+    }
+    json_t *b;
+    json_t *t = tok_json(s, ev->lp_ids[0], &b);
+    json_array_append_new(json_object_get(dst, "content"),
+                          json_pack("{s:o, s:f, s:o, s:o}", "token", t, "logprob", (double)ev->lp_vals[0], "bytes", b,
+                                    "top_logprobs", top));
+}
+
+static json_t *lp_new(bool chat) {
+    return chat ? json_pack("{s:[]}", "content")
+                : json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+}
 
 static json_t *usage_json(const srv_job *j, int n) {
     long long pt = 0, ct = 0;
@@ -116,7 +199,7 @@ static void put_chunk(struct srv_stream *st, json_t *chunk) {
 /* One chunk for choice idx: text (completions) or content / reasoning /
  * tool calls (chat) and an optional finish reason. */
 static void put_choice_chunk(struct srv_stream *st, int idx, const char *text, const char *reasoning,
-                             json_t *tool_calls, bool role, const char *finish, const char *stop_reason) {
+                             json_t *tool_calls, bool role, const char *finish, const char *stop_reason, json_t *lp) {
     json_t *ch = chunk_base(st);
     json_t *c;
     if (st->chat) {
@@ -125,10 +208,11 @@ static void put_choice_chunk(struct srv_stream *st, int idx, const char *text, c
         if (text) json_object_set_new(d, "content", json_string(text));
         if (reasoning) json_object_set_new(d, "reasoning", json_string(reasoning));
         if (tool_calls) json_object_set(d, "tool_calls", tool_calls);
-        c = json_pack("{s:i, s:o, s:n, s:o}", "index", idx, "delta", d, "logprobs", "finish_reason", opt_str(finish));
+        c = json_pack("{s:i, s:o, s:o, s:o}", "index", idx, "delta", d, "logprobs", lp ? lp : json_null(),
+                      "finish_reason", opt_str(finish));
     } else {
-        c = json_pack("{s:i, s:s, s:n, s:o, s:o}", "index", idx, "text", text ? text : "", "logprobs",
-                      "finish_reason", opt_str(finish), "stop_reason", opt_str(stop_reason));
+        c = json_pack("{s:i, s:s, s:o, s:o, s:o}", "index", idx, "text", text ? text : "", "logprobs",
+                      lp ? lp : json_null(), "finish_reason", opt_str(finish), "stop_reason", opt_str(stop_reason));
     }
     json_array_append_new(json_object_get(ch, "choices"), c);
     put_chunk(st, ch);
@@ -139,11 +223,16 @@ static void stream_event(struct srv_stream *st, srv_event *ev) {
     int pk = ev->idx / st->n;
     bool first = !c->started;
     c->started = true;
-    if (first && st->chat) put_choice_chunk(st, ev->idx, "", NULL, NULL, true, NULL, NULL);
-    if (first && !st->chat && st->echo && st->echo[pk]) put_choice_chunk(st, ev->idx, st->echo[pk], NULL, NULL, false, NULL, NULL);
+    if (first && st->chat) put_choice_chunk(st, ev->idx, "", NULL, NULL, true, NULL, NULL, NULL);
+    if (first && !st->chat && st->echo && st->echo[pk]) put_choice_chunk(st, ev->idx, st->echo[pk], NULL, NULL, false, NULL, NULL, NULL);
     const char *finish = ev->finish_reason;
+    json_t *lp = NULL;
+    if (ev->n_lp > 0) {
+        lp = lp_new(st->chat);
+        lp_append(st->s, st->chat, lp, ev, &c->lp_off);
+    }
     if (!st->chat) {
-        if (ev->len || finish) put_choice_chunk(st, ev->idx, ev->text, NULL, NULL, false, finish, ev->stop_reason);
+        if (ev->len || finish || lp) put_choice_chunk(st, ev->idx, ev->text, NULL, NULL, false, finish, ev->stop_reason, lp);
         return;
     }
     vc_strbuf content = {0}, reasoning = {0};
@@ -153,14 +242,16 @@ static void stream_event(struct srv_stream *st, srv_event *ev) {
         c->finish_reason = finish;
         if (json_array_size(calls) || c->split.n_tools) json_array_extend(c->tool_calls, calls);
     }
-    if (reasoning.len) put_choice_chunk(st, ev->idx, NULL, reasoning.s, NULL, false, NULL, NULL);
-    if (json_array_size(calls)) put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL);
-    if (content.len || finish) {
+    if (reasoning.len) put_choice_chunk(st, ev->idx, NULL, reasoning.s, NULL, false, NULL, NULL, NULL);
+    if (json_array_size(calls)) put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL, NULL);
+    if (content.len || finish || lp) {
         const char *fr = NULL;
         if (finish) fr = (!strcmp(finish, "stop") && c->split.n_tools) ? "tool_calls" : finish;
         put_choice_chunk(st, ev->idx, content.len || !finish ? (content.s ? content.s : "") : NULL, NULL, NULL,
-                         false, fr, NULL);
+                         false, fr, NULL, lp);
+        lp = NULL;
     }
+    json_decref(lp);
     json_decref(calls);
     vc_sb_free(&content);
     vc_sb_free(&reasoning);
@@ -223,6 +314,7 @@ static void choices_free(choice_state *cs, int n) {
         vc_sb_free(&cs[i].text);
         vc_sb_free(&cs[i].reasoning);
         json_decref(cs[i].tool_calls);
+        json_decref(cs[i].lp);
         srv_splitter_free(&cs[i].split);
         free(cs[i].stop_reason);
     }
@@ -358,6 +450,10 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
         if (chat) srv_splitter_push(&c->split, ev->text, ev->len, ev->finish_reason != NULL, &c->text, &c->reasoning,
                                     c->tool_calls);
         else vc_sb_append(&c->text, ev->text, ev->len);
+        if (ev->n_lp > 0) {
+            if (!c->lp) c->lp = lp_new(chat);
+            lp_append(s, chat, c->lp, ev, &c->lp_off);
+        }
         if (ev->finish_reason) {
             c->finish_reason = ev->finish_reason;
             c->stop_reason = ev->stop_reason;
@@ -371,14 +467,15 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
         choice_state *c = &st->cs[i];
         json_t *ch;
         if (chat) {
-            ch = json_pack("{s:i, s:o, s:n, s:s}", "index", i, "message", chat_message(c), "logprobs",
-                           "finish_reason", final_reason(c));
+            ch = json_pack("{s:i, s:o, s:O, s:s}", "index", i, "message", chat_message(c), "logprobs",
+                           c->lp ? c->lp : json_null(), "finish_reason", final_reason(c));
         } else {
             const char *echo = st->echo ? st->echo[i / g.n] : NULL;
             char *full = NULL;
             if (echo && asprintf(&full, "%s%s", echo, c->text.s ? c->text.s : "") < 0) full = NULL;
-            ch = json_pack("{s:i, s:s, s:n, s:s, s:o}", "index", i, "text",
-                           full ? full : (c->text.s ? c->text.s : ""), "logprobs", "finish_reason", final_reason(c),
+            ch = json_pack("{s:i, s:s, s:O, s:s, s:o}", "index", i, "text",
+                           full ? full : (c->text.s ? c->text.s : ""), "logprobs", c->lp ? c->lp : json_null(),
+                           "finish_reason", final_reason(c),
                            "stop_reason", opt_str(c->stop_reason));
             free(full);
         }

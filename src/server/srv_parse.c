@@ -239,16 +239,8 @@ static int parse_stop(json_t *o, srv_gen *g, srv_error *e) {
     return 0;
 }
 
-static int refuse_unsupported(json_t *o, bool chat, srv_error *e) {
+static int refuse_unsupported(json_t *o, srv_error *e) {
     json_t *v;
-    if ((v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
-        if (chat && !json_is_boolean(v)) return srv_err(e, 400, "logprobs", "'logprobs' must be a boolean");
-        if (!chat && !json_is_integer(v)) return srv_err(e, 400, "logprobs", "'logprobs' must be an integer");
-        if (!json_is_false(v)) return srv_err(e, 400, "logprobs", "logprobs are not supported yet by this server");
-    }
-    if ((v = json_object_get(o, "top_logprobs")) && !json_is_null(v) &&
-        !(json_is_integer(v) && json_integer_value(v) == 0))
-        return srv_err(e, 400, "top_logprobs", "top_logprobs are not supported yet by this server");
     if ((v = json_object_get(o, "prompt_logprobs")) && !json_is_null(v))
         return srv_err(e, 400, "prompt_logprobs", "prompt_logprobs are not supported yet by this server");
     if ((v = json_object_get(o, "response_format")) && !json_is_null(v)) {
@@ -313,7 +305,26 @@ int srv_parse_gen(const char *body, size_t len, bool chat, srv_gen *g, srv_error
         g->model = strdup(json_string_value(m));
     }
     if (chat ? parse_messages(o, g, e) : parse_prompt(o, g, e)) goto out;
-    if (refuse_unsupported(o, chat, e)) goto out;
+    if (refuse_unsupported(o, e)) goto out;
+    g->logprobs = -1;
+    json_t *lp = json_object_get(o, "logprobs"), *tlp = json_object_get(o, "top_logprobs");
+    if (chat) {
+        if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { srv_err(e, 400, "logprobs", "'logprobs' must be a boolean"); goto out; }
+        int64_t k = 0;
+        bool has_k;
+        if (get_int(o, "top_logprobs", 0, 20, &k, &has_k, e)) goto out;
+        if (has_k && !json_is_true(lp)) {
+            srv_err(e, 400, "top_logprobs", "top_logprobs needs logprobs=true");
+            goto out;
+        }
+        if (json_is_true(lp)) g->logprobs = (int32_t)k;
+    } else {
+        (void)tlp;
+        int64_t k = -1;
+        if (get_int(o, "logprobs", 0, 20, &k, NULL, e)) goto out;
+        g->logprobs = (int32_t)k;
+    }
+    g->sp.logprobs = g->logprobs;
 
     int64_t x;
     bool has;
@@ -377,6 +388,22 @@ int srv_parse_gen(const char *body, size_t len, bool chat, srv_gen *g, srv_error
     if (parse_stop(o, g, e)) goto out;
     if (chat) {
         if (get_bool(o, "add_generation_prompt", &g->add_generation_prompt, e)) goto out;
+        if (get_bool(o, "continue_final_message", &g->continue_final_message, e)) goto out;
+        if (g->continue_final_message) {
+            json_t *last = json_array_get(g->messages, json_array_size(g->messages) - 1);
+            const char *role = json_string_value(json_object_get(last, "role"));
+            if (json_is_true(json_object_get(o, "add_generation_prompt"))) {
+                srv_err(e, 400, "continue_final_message",
+                        "continue_final_message and add_generation_prompt cannot both be true");
+                goto out;
+            }
+            if (!role || strcmp(role, "assistant") || !json_is_string(json_object_get(last, "content"))) {
+                srv_err(e, 400, "continue_final_message",
+                        "continue_final_message needs a final assistant message with text content");
+                goto out;
+            }
+            g->add_generation_prompt = false;
+        }
         json_t *kw = json_object_get(o, "chat_template_kwargs");
         if (kw && !json_is_null(kw)) {
             if (!json_is_object(kw)) {

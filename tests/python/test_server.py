@@ -237,7 +237,8 @@ BAD = [
     ("/v1/completions", {"prompt": [10 ** 9]}, 400),
     ("/v1/completions", {"prompt": []}, 400),
     ("/v1/completions", {"prompt": "x", "model": "no-such-model"}, 404),
-    ("/v1/completions", {"prompt": "x", "logprobs": 1}, 400),
+    ("/v1/completions", {"prompt": "x", "logprobs": 50}, 400),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 1}, 400),
     ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}}, 400),
     ("/v1/completions", {"prompt": "x" * 20000}, 400),
     ("/v1/completions", {"prompt": ["a"] * 64, "n": 5}, 400),
@@ -248,7 +249,7 @@ BAD = [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": 7}]}, 400),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                               "response_format": {"type": "json_object"}}, 400),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True}, 400),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, 400),
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400),
     ("/v1/chat/completions", b"x" * (10 << 20), 413),
     ("/v1/nothing-here", {}, 404),
@@ -444,10 +445,52 @@ def test_sigterm_ends_long_streams(vllm_bin):
         t0 = time.time()
         s.proc.terminate()
         s.proc.wait(timeout=20)
-        assert s.proc.returncode == 0
+        assert s.proc.returncode == 0, s.proc.stdout.read()[-4000:]
         assert time.time() - t0 < 10  # not the 900 tokens' worth
     finally:
         for c in conns:
             c.close()
         if s.proc.poll() is None:
             s.stop()
+
+
+def test_continue_final_message(server):
+    msgs = [{"role": "user", "content": "Name a color."}, {"role": "assistant", "content": "My favourite color is"}]
+    cont = json.loads(server.post("/tokenize", {"messages": msgs, "add_generation_prompt": False})[1])["tokens"]
+    st, body = server.post("/v1/chat/completions", {"messages": msgs, "continue_final_message": True,
+                                                    "add_generation_prompt": False, "max_tokens": 4,
+                                                    "temperature": 0})
+    assert st == 200, body
+    r = json.loads(body)
+    # The prompt stops right after the final message's text (no end-of-turn).
+    text = json.loads(server.post("/detokenize", {"tokens": cont})[1])["prompt"]
+    cut = text[:text.rfind("My favourite color is") + len("My favourite color is")]
+    ids = json.loads(server.post("/tokenize", {"prompt": cut, "add_special_tokens": False})[1])["tokens"]
+    assert r["usage"]["prompt_tokens"] == len(ids)
+    st, _ = server.post("/v1/chat/completions", {"messages": msgs[:1], "continue_final_message": True})
+    assert st == 400
+
+
+def test_logprobs(client):
+    r = client.completions.create(model=MODEL_NAME, prompt="The capital of France is", max_tokens=4, temperature=0,
+                                  logprobs=2, extra_body={"ignore_eos": True})
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 4
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(4)]
+    for tok, val, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert val <= 0 and 1 <= len(top) <= 3
+        assert abs(max(top.values()) - val) < 1e-4  # greedy: the sampled token is the most likely
+    c = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=3,
+                                       temperature=0, logprobs=True, top_logprobs=2)
+    content = c.choices[0].logprobs.content
+    assert len(content) == c.usage.completion_tokens
+    assert "".join(e.token for e in content) == c.choices[0].message.content
+    for e in content:
+        assert len(e.top_logprobs) == 2 and e.logprob <= 0
+        assert bytes(e.bytes).decode() == e.token
+        assert abs(e.top_logprobs[0].logprob - e.logprob) < 1e-4
+    stream = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                            max_tokens=3, temperature=0, logprobs=True, stream=True)
+    toks = [e.token for ch in stream if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
+    assert toks == [e.token for e in content]

@@ -53,7 +53,7 @@ static void test_rejects(void **state) {
         "{\"prompt\": \"x\", \"max_tokens\": 0}", "{\"prompt\": \"x\", \"max_tokens\": 1.0}",
         "{\"prompt\": \"x\", \"temperature\": \"hot\"}", "{\"prompt\": \"x\", \"top_p\": 1.5}",
         "{\"prompt\": \"x\", \"n\": 1000}", "{\"prompt\": \"x\", \"stop\": [1]}", "{\"prompt\": \"x\", \"stop\": \"\"}",
-        "{\"prompt\": \"x\", \"stream_options\": {}}", "{\"prompt\": \"x\", \"logprobs\": 3}",
+        "{\"prompt\": \"x\", \"stream_options\": {}}", "{\"prompt\": \"x\", \"logprobs\": 21}", "{\"prompt\": \"x\", \"logprobs\": true}",
         "{\"prompt\": \"x\", \"min_tokens\": 5, \"max_tokens\": 2}", "{\"prompt\": \"x\", \"prompt\": \"y\"}",
         "{\"prompt\": \"x\", \"logit_bias\": {\"1\": 2}}", "{\"prompt\": \"x\", \"response_format\": {\"type\": "
         "\"json_schema\"}}", "{\"prompt\": \"x\", \"stop_token_ids\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}",
@@ -72,7 +72,8 @@ static void test_rejects(void **state) {
         "{\"messages\": [{\"role\": \"x\", \"content\": \"a\"}]}", "{\"messages\": [{\"content\": \"a\"}]}",
         "{\"messages\": [{\"role\": \"user\"}]}", "{\"messages\": [{\"role\": \"user\", \"content\": 3}]}",
         "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": true}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_logprobs\": 2}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": 1}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tool_choice\": \"required\"}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": [{}]}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"chat_template_kwargs\": []}",
