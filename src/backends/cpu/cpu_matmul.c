@@ -11,8 +11,8 @@
  *    per task.
  * An output element's accumulation order depends only on n and the shapes
  * (never on the thread count), so results are identical for any number of
- * threads. (Decode, n <= CPU_MM_M, does not slice k, so a token's logits
- * may differ from the same token inside a prefill batch in the last bits.)
+ * threads, and not on n either: decode and prefill take the same k slices
+ * and kernels, so a token's result is the same alone or in any batch.
  */
 #include "backends/cpu/cpu_internal.h"
 
@@ -159,13 +159,13 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
     int64_t min_rows = (CPU_MIN_PAR_WORK / 4) / (n * in) + 1;
     if (rpt < min_rows) rpt = (min_rows + 7) & ~(int64_t)7;
     j.rows_per_task = rpt;
-    /* Decode streams whole weight rows (long runs for the hardware
-     * prefetcher); prefill slices k so a token group stays in L1. */
-    j.kslice = n > CPU_MM_M ? KB : in;
-    if (n > CPU_MM_M) {
-        j.fnp = c->k->mmp[w->dtype];
-        j.mmp_rows = c->k->mmp_rows;
-    }
+    /* Batch invariance: every n walks k in the same KB slices with the same
+     * kernels, so a token's outputs are bit-identical alone (decode) and
+     * inside any batch (prefill, mixed steps). Seeded sampling and greedy
+     * ties then do not depend on what else the engine runs. */
+    j.kslice = KB;
+    j.fnp = c->k->mmp[w->dtype];
+    j.mmp_rows = c->k->mmp_rows;
     cpu_parallel(c, (out + rpt - 1) / rpt, mm_task, &j, n * in * out);
     return VC_OK;
 }
