@@ -13,6 +13,10 @@ tokens up to the first divergence, then accept a divergent token when HF's logit
 greedy_top5 of that step) is within 0.5 nat of HF's top logit; past a divergence the prefixes
 differ, so later steps are not comparable to this file.
 
+Every case is also re-derived by an independent float64 NumPy forward straight from the GGUF
+(gguf-py dequantizer, llama.cpp tensor layout with adjacent-pair RoPE); the script fails unless
+it agrees with transformers within 1e-2 on every recorded logit.
+
 Run (needs `accelerate`, which transformers demands for GGUF loading; it is not in
 /opt/oracle, so install it beside it without touching that env):
   scripts/fetch_model.sh models
@@ -118,6 +122,75 @@ def gguf_facts(path):
     }
 
 
+def gguf_reference(path):
+    """Independent float64 NumPy forward straight from the GGUF, llama.cpp conventions.
+
+    Uses gguf-py's dequantizer and the GGUF tensor layout as stored (q/k rows permuted by the
+    converter, so RoPE rotates adjacent pairs (x[2i], x[2i+1])) — i.e. what vllm.c sees —
+    instead of transformers' re-permuted HF layout. Returns forward(ids) -> logits [T, vocab].
+    """
+    import gguf
+    r = gguf.GGUFReader(path)
+    md = {k: f.contents() for k, f in r.fields.items()
+          if f.types and f.types[0] != gguf.GGUFValueType.ARRAY}
+    w = {t.name: gguf.quants.dequantize(t.data, t.tensor_type) for t in r.tensors}
+    nh, nkv = md["llama.attention.head_count"], md["llama.attention.head_count_kv"]
+    hd = md["llama.embedding_length"] // nh
+    eps, theta = md["llama.attention.layer_norm_rms_epsilon"], md["llama.rope.freq_base"]
+    n_layer = md["llama.block_count"]
+    head = w.get("output.weight", w["token_embd.weight"])
+    inv = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+
+    def rms(x, g):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+    def forward(ids):
+        T = len(ids)
+        ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+        def rope(x):  # [T, heads, hd], adjacent pairs
+            a, b = x[..., 0::2], x[..., 1::2]
+            out = np.empty_like(x)
+            out[..., 0::2] = a * cos - b * sin
+            out[..., 1::2] = a * sin + b * cos
+            return out
+
+        mask = np.triu(np.full((T, T), -np.inf), 1)
+        x = w["token_embd.weight"][ids].astype(np.float64)
+        for i in range(n_layer):
+            p = f"blk.{i}."
+            a = rms(x, w[p + "attn_norm.weight"])
+            q = rope((a @ w[p + "attn_q.weight"].T).reshape(T, nh, hd))
+            k = rope((a @ w[p + "attn_k.weight"].T).reshape(T, nkv, hd))
+            v = (a @ w[p + "attn_v.weight"].T).reshape(T, nkv, hd)
+            k, v = np.repeat(k, nh // nkv, 1), np.repeat(v, nh // nkv, 1)
+            s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+            s = np.exp(s - s.max(-1, keepdims=True))
+            s /= s.sum(-1, keepdims=True)
+            o = np.einsum("hts,shd->thd", s, v).reshape(T, nh * hd)
+            x = x + o @ w[p + "attn_output.weight"].T
+            m = rms(x, w[p + "ffn_norm.weight"])
+            g, u = m @ w[p + "ffn_gate.weight"].T, m @ w[p + "ffn_up.weight"].T
+            x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "ffn_down.weight"].T
+        return rms(x, w["output_norm.weight"]) @ head.T
+
+    return forward
+
+
+def reference_check(forward, case):
+    """Max |numpy - golden| over all recorded top-5 logits of one case; argmaxes must agree."""
+    n = len(case["prompt_ids"])
+    lg = forward(case["prompt_ids"] + case["greedy"])
+    rows = [(t, case["top5"][t]) for t in range(n)]
+    rows += [(n - 1 + k, top) for k, top in enumerate(case["greedy_top5"])]
+    worst = 0.0
+    for t, top in rows:
+        assert int(np.argmax(lg[t])) == top[0][0], (case["name"], t)
+        worst = max(worst, max(abs(lg[t][i] - v) for i, v in top))
+    return worst
+
+
 @torch.no_grad()
 def run_case(model, tok, name, text, messages=None):
     ids = tok(text, return_tensors="pt", add_special_tokens=True).input_ids
@@ -200,6 +273,11 @@ def main():
         "gguf": gguf_facts(str(path)),
         "cases": cases,
     }
+    forward = gguf_reference(str(path))
+    for c in cases:
+        diff = reference_check(forward, c)
+        print(f"{c['name']}: GGUF-native numpy reference max diff {diff:.2g}")
+        assert diff < 1e-2, f"{c['name']}: numpy reference differs from transformers by {diff}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(golden, indent=None, separators=(",", ":"), ensure_ascii=False)
     args.out.write_text(text + "\n", encoding="utf-8")
