@@ -51,7 +51,11 @@ int cli_default_model(char *out, size_t cap) {
         exe[n] = 0;
         char *dir = dirname(exe); /* <repo>/build */
         snprintf(out, cap, "%s/../models/%s", dir, DEFAULT_MODEL_FILE);
-        if (exists(out)) return VC_OK;
+        if (exists(out)) {
+            char real[PATH_MAX];
+            if (realpath(out, real) && strlen(real) < cap) snprintf(out, cap, "%s", real);
+            return VC_OK;
+        }
     }
     snprintf(out, cap, "models/%s", DEFAULT_MODEL_FILE);
     if (exists(out)) return VC_OK;

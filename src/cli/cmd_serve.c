@@ -21,7 +21,8 @@ static void serve_usage(FILE *f) {
             "  MODEL, --model PATH          .gguf file or Hugging Face model folder (default: the default model)\n"
             "  --host ADDR                  numeric address to bind (default 127.0.0.1)\n"
             "  --port N                     default 8000 (0: any free port)\n"
-            "  --served-model-name NAME     the model name clients use (default: MODEL as given)\n"
+            "  --served-model-name NAME     the model name clients use (default: MODEL as given;\n"
+            "                               the default model's file stem without --model)\n"
             "  --api-key KEY                require `Authorization: Bearer KEY` on /v1/* (also $VLLM_API_KEY)\n"
             "  --chat-template FILE|TEXT    Jinja chat template (default: the tokenizer's)\n"
             "  --tool-call-parser NAME      hermes | llama3_json | mistral (default: detected from the template)\n"
@@ -103,9 +104,16 @@ int cli_serve(int argc, char **argv) {
         if (rc < 0) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); return 2; }
         i++;
     }
+    char defname[256] = "";
     if (!ep.model) {
         if (cli_default_model(defpath, sizeof defpath) < 0) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); return 1; }
         ep.model = defpath;
+        /* the default model is served under its file stem, not a path */
+        const char *base = strrchr(defpath, '/');
+        snprintf(defname, sizeof defname, "%.200s", base ? base + 1 : defpath);
+        char *dot = strstr(defname, ".gguf");
+        if (dot) *dot = 0;
+        if (!sp.model_name) sp.model_name = defname;
     }
     if (!sp.model_name) sp.model_name = ep.model;
     if (!sp.api_key) sp.api_key = getenv("VLLM_API_KEY");
