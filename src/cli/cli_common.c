@@ -37,6 +37,13 @@ int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *ou
     return VC_OK;
 }
 
+int cli_parse_f32d(const char *flag, const char *s, double *out) {
+    float f;
+    int rc = cli_parse_f32(flag, s, 1e-6f, 1.0f, &f);
+    if (rc == 0) *out = f;
+    return rc;
+}
+
 static int exists(const char *p) { return access(p, R_OK) == 0; }
 
 int cli_default_model(char *out, size_t cap) {

@@ -8,6 +8,8 @@
 
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out);
+/* A fraction in (0, 1] into a double. */
+int cli_parse_f32d(const char *flag, const char *s, double *out);
 /* The default model: $VLLM_MODEL, else models/<default file> next to the
  * binary's build folder or under the current directory. */
 int cli_default_model(char *out, size_t cap);

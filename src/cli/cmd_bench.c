@@ -31,6 +31,7 @@ static void usage(FILE *f) {
                "  --kv-cache-memory BYTES     KV budget (default: 25%% of available memory)\n"
                "  --threads N                 CPU threads (default: all cores)\n"
                "  --device cpu|cuda           backend (default cpu)\n"
+               "  --gpu-memory-utilization F  device backends: KV cache fills the device to F (0.9)\n"
                "  --seed S                    prompt and sampling seed (default 0)\n");
 }
 
@@ -71,6 +72,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--output-len")) rc = cli_parse_i64(a, val, 1, 1 << 20, &out_len);
         else if (!strcmp(a, "--concurrency")) rc = cli_parse_i64(a, val, 1, 1 << 20, &conc);
         else if (!strcmp(a, "--seed")) rc = cli_parse_i64(a, val, 0, INT64_MAX, &seed);
+        else if (!strcmp(a, "--gpu-memory-utilization")) rc = cli_parse_f32d(a, val, &ep.gpu_memory_utilization);
         else if (!strcmp(a, "--device")) {
             int d = 0;
             rc = cli_parse_device(val, &d);

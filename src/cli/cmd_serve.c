@@ -34,6 +34,8 @@ static void serve_usage(FILE *f) {
             "  --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
             "  --kv-cache-memory BYTES      KV cache budget, suffix K/M/G allowed (default: a fraction of memory)\n"
             "  --threads N                  CPU threads (default: all cores)\n"
+            "  --device cpu|cuda            backend (default cpu)\n"
+            "  --gpu-memory-utilization F   device backends: KV cache fills the device to F (0.9)\n"
             "  --max-body-bytes N           request body limit (default 4M)\n");
 }
 
@@ -98,6 +100,12 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
         else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
         else if (!strcmp(a, "--kv-cache-memory")) { rc = parse_bytes(a, val, &v); ep.kv_cache_memory = (size_t)v; }
+        else if (!strcmp(a, "--gpu-memory-utilization")) rc = cli_parse_f32d(a, val, &ep.gpu_memory_utilization);
+        else if (!strcmp(a, "--device")) {
+            int d = 0;
+            rc = cli_parse_device(val, &d);
+            ep.device = (rt_device)d;
+        }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
         else if (!strcmp(a, "--max-body-bytes")) { rc = parse_bytes(a, val, &v); sp.max_body_bytes = (size_t)v; }
         else { fprintf(stderr, "vllm serve: unknown option '%s'\n", a); serve_usage(stderr); return 2; }

@@ -58,6 +58,7 @@ eng_params eng_params_default(void) {
     p.max_num_seqs = 64;
     p.max_num_batched_tokens = 2048;
     p.kv_cache_fraction = 0.25;
+    p.gpu_memory_utilization = 0.9;
     p.enable_prefix_caching = true;
     p.enable_chunked_prefill = true;
     p.policy = ESCHED_FCFS;
@@ -136,8 +137,20 @@ eng_engine *eng_create(const eng_params *p) {
     }
     /* KV budget -> blocks. */
     size_t per_block = mdl_kv_block_bytes(e->m, p->block_size);
-    size_t budget = p->kv_cache_memory;
-    if (!budget) {
+    size_t budget = p->kv_cache_memory, dev_free = 0, dev_total = 0;
+    if (!budget && rt_backend_mem_info(e->be, &dev_free, &dev_total) == 0) {
+        /* Weights and activation buffers are already allocated: keep the
+         * device at most gpu_memory_utilization full. */
+        if (!(p->gpu_memory_utilization > 0 && p->gpu_memory_utilization <= 1)) {
+            vc_err_set(VC_ERR_INVALID, "gpu_memory_utilization must be in (0, 1]");
+            goto fail;
+        }
+        double reserve = (double)dev_total * (1.0 - p->gpu_memory_utilization);
+        budget = (double)dev_free > reserve ? (size_t)((double)dev_free - reserve) : 0;
+        VC_INFO("device memory: %.1f GiB free of %.1f GiB; KV budget %.1f GiB (utilization %.2f)",
+                (double)dev_free / 1073741824.0, (double)dev_total / 1073741824.0, (double)budget / 1073741824.0,
+                p->gpu_memory_utilization);
+    } else if (!budget) {
         size_t avail = mem_available();
         budget = (size_t)((double)(avail ? avail : ((size_t)4 << 30)) * p->kv_cache_fraction);
     }

@@ -12,9 +12,10 @@
  *   }
  *   eng_free(e);
  *
- * The KV cache is a block pool sized from a memory budget
- * (kv_cache_memory bytes, else kv_cache_fraction of available memory),
- * logged at start-up. Not thread-safe: one thread drives an engine (the
+ * The KV cache is a block pool sized from a memory budget (kv_cache_memory
+ * bytes; else, on a device that reports its memory, what keeps it under
+ * gpu_memory_utilization after the weights; else kv_cache_fraction of the
+ * host's available memory), logged at start-up. Not thread-safe: one thread drives an engine (the
  * async engine puts it on its own thread).
  */
 #ifndef ENG_ENGINE_H
@@ -40,7 +41,9 @@ typedef struct {
     size_t kv_cache_memory;          /* bytes; 0: kv_cache_fraction of available memory */
     int32_t num_blocks;              /* > 0: exactly this many KV blocks (no budget); with
                                       * max_model_len 0 the context shrinks to fit them */
-    double kv_cache_fraction;        /* 0.25 */
+    double kv_cache_fraction;        /* 0.25 of host MemAvailable (CPU backend) */
+    double gpu_memory_utilization;   /* 0.9: device backends size the KV cache so the
+                                        device is at most this full (vLLM's flag) */
     bool enable_prefix_caching;      /* true */
     bool enable_chunked_prefill;     /* true */
     esched_policy policy;            /* FCFS */

@@ -57,6 +57,11 @@ void rt_backend_free_mem(rt_backend *be, void *p) {
 }
 int rt_backend_sync(rt_backend *be) { return be->vt->sync(be); }
 
+int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes) {
+    if (!be->vt->mem_info) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s cannot report memory", be->vt->name);
+    return be->vt->mem_info(be, free_bytes, total_bytes);
+}
+
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
     size_t n = rt_tensor_nbytes(src);
     if (n != rt_tensor_nbytes(dst))

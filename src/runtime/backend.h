@@ -43,6 +43,9 @@ typedef struct {
     /* Optional (may be NULL): a finer answer than "a kernel is registered",
      * e.g. "this dtype combination is not handled". */
     bool (*supports_op)(rt_backend *be, int op, const void *args);
+    /* Optional (may be NULL): device memory free / total in bytes, for
+     * sizing the KV cache (`gpu_memory_utilization`). */
+    int (*mem_info)(rt_backend *be, size_t *free_bytes, size_t *total_bytes);
 } rt_backend_vtable;
 
 struct rt_backend {
@@ -65,6 +68,9 @@ void rt_backend_free(rt_backend *be);
 void *rt_backend_alloc(rt_backend *be, size_t bytes);
 void rt_backend_free_mem(rt_backend *be, void *p);
 int rt_backend_sync(rt_backend *be);
+/* Free/total device memory; VC_ERR_UNSUPPORTED when the backend cannot tell
+ * (the CPU backend: use the host's MemAvailable). */
+int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes);
 /* Copy a contiguous tensor's bytes: src and dst must have equal nbytes. */
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 /* Allocate a contiguous tensor on the backend's device (data NULL on failure). */

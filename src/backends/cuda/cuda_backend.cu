@@ -178,6 +178,13 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
     }
 }
 
+static int cuda_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    CU_TRY(cudaSetDevice(c->device));
+    CU_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    return VC_OK;
+}
+
 static const rt_backend_vtable g_cuda_vt = {
     /* .name = */ "cuda",
     /* .device = */ RT_DEV_CUDA,
@@ -187,6 +194,7 @@ static const rt_backend_vtable g_cuda_vt = {
     /* .copy = */ cuda_copy,
     /* .sync = */ cuda_sync,
     /* .supports_op = */ cuda_supports,
+    /* .mem_info = */ cuda_mem_info,
 };
 
 static int cuda_init_ctx(cuda_ctx *c, int device) {
