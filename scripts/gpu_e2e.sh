@@ -30,4 +30,4 @@ done
 cmp -s "$OUT/run_cuda.ids" "$OUT/run_cpu.ids" && echo "greedy ids: cuda == cpu" || echo "greedy ids: cuda != cpu (see run_*.ids)"
 echo "== vllm bench --device cuda"
 ./build-gpu/vllm bench --device cuda --model /tmp/qwen3-0.6b-rand --num-prompts 64 --input-len 256 --output-len 64 \
-    --max-num-seqs 64 --max-num-batched-tokens 4096 --kv-cache-memory 8000000000 2>&1 | tail -30
+    --max-num-seqs 64 --max-num-batched-tokens 4096 --gpu-memory-utilization 0.9 2>&1 | tail -32
