@@ -193,6 +193,7 @@ int cli_run(int argc, char **argv) {
         free(rest);
     }
     fputc('\n', stdout);
+    fflush(stdout); /* text before the stats line on a shared terminal/pipe */
     double t2 = now_s();
     fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | finish: %s\n", n_ids,
             (double)n_ids / (t1 - t0), (long long)produced,
