@@ -24,17 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 nvcc --version | tail -1 || true
 
 say "unpack .deps"
-if ls .deps/*.deb >/dev/null 2>&1; then
-    mkdir -p /opt/deps
-    for f in .deps/*.deb; do dpkg -x "$f" /opt/deps || exit 1; done
-    ML=/opt/deps/usr/lib/x86_64-linux-gnu
-    export CMAKE_PREFIX_PATH=/opt/deps/usr PKG_CONFIG_PATH=$ML/pkgconfig
-    export LD_LIBRARY_PATH=$ML${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    # The .pc files say prefix=/usr: point the compiler at the unpacked tree too.
-    export CPATH=/opt/deps/usr/include${CPATH:+:$CPATH} LIBRARY_PATH=$ML${LIBRARY_PATH:+:$LIBRARY_PATH}
-else
-    echo "no .deps/*.deb: relying on system libraries"
-fi
+source scripts/gpu_deps.sh || exit 1
 
 say "configure"
 BUILD=build-gpu

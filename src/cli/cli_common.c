@@ -1,6 +1,7 @@
 #include "cli/cli_common.h"
 
 #include "base/err.h"
+#include "runtime/backend.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -58,4 +59,15 @@ int cli_default_model(char *out, size_t cap) {
                       "no --model given and the default model (models/%s) is missing: run scripts/fetch_model.sh "
                       "or set VLLM_MODEL",
                       DEFAULT_MODEL_FILE);
+}
+
+int cli_parse_device(const char *s, int *out) {
+    rt_device d;
+    if (!strcmp(s, "cpu")) d = RT_DEV_CPU;
+    else if (!strcmp(s, "cuda")) d = RT_DEV_CUDA;
+    else return vc_err_set(VC_ERR_INVALID, "--device: expected cpu or cuda, got '%s'", s);
+    if (!rt_backend_available(d))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "--device %s: this build has no %s backend (build with -DVLLM_CUDA=ON)", s, s);
+    *out = (int)d;
+    return VC_OK;
 }

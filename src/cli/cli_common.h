@@ -11,5 +11,7 @@ int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *ou
 /* The default model: $VLLM_MODEL, else models/<default file> next to the
  * binary's build folder or under the current directory. */
 int cli_default_model(char *out, size_t cap);
+/* --device NAME: "cpu" or "cuda" (when compiled in). */
+int cli_parse_device(const char *s, int *out);
 
 #endif

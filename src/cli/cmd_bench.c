@@ -30,6 +30,7 @@ static void usage(FILE *f) {
                "  --max-num-batched-tokens N  (default 2048)\n"
                "  --kv-cache-memory BYTES     KV budget (default: 25%% of available memory)\n"
                "  --threads N                 CPU threads (default: all cores)\n"
+               "  --device cpu|cuda           backend (default cpu)\n"
                "  --seed S                    prompt and sampling seed (default 0)\n");
 }
 
@@ -70,6 +71,11 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--output-len")) rc = cli_parse_i64(a, val, 1, 1 << 20, &out_len);
         else if (!strcmp(a, "--concurrency")) rc = cli_parse_i64(a, val, 1, 1 << 20, &conc);
         else if (!strcmp(a, "--seed")) rc = cli_parse_i64(a, val, 0, INT64_MAX, &seed);
+        else if (!strcmp(a, "--device")) {
+            int d = 0;
+            rc = cli_parse_device(val, &d);
+            ep.device = (rt_device)d;
+        }
         else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
         else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }

@@ -27,6 +27,7 @@ static void run_usage(FILE *f) {
             "  --min-p P           default 0 (off)\n"
             "  --seed S            sampling seed (default: random)\n"
             "  --threads N         CPU threads (default: all cores)\n"
+            "  --device cpu|cuda   backend (default cpu; cuda needs a -DVLLM_CUDA=ON build)\n"
             "  --ignore-eos        keep generating after end-of-sequence\n"
             "  --print-ids         print generated token ids (one line, space separated) instead of text\n");
 }
@@ -68,6 +69,7 @@ int cli_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL;
     int64_t max_tokens = 256, threads = 0;
     bool ignore_eos = false, print_ids = false;
+    int device = RT_DEV_CPU;
     smp_params sp = smp_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -80,6 +82,7 @@ int cli_run(int argc, char **argv) {
         if (!strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
+        else if (!strcmp(a, "--device")) rc = cli_parse_device(v, &device);
         else if (!strcmp(a, "--max-tokens")) rc = cli_parse_i64(a, v, 1, 1 << 24, &max_tokens);
         else if (!strcmp(a, "--threads")) rc = cli_parse_i64(a, v, 1, 1024, &threads);
         else if (!strcmp(a, "--temperature")) rc = cli_parse_f32(a, v, 0.0f, 1e6f, &sp.temperature);
@@ -129,7 +132,7 @@ int cli_run(int argc, char **argv) {
 
     rt_backend_params bp = rt_backend_params_default();
     bp.n_threads = (int)threads;
-    be = rt_backend_create(RT_DEV_CPU, &bp);
+    be = rt_backend_create((rt_device)device, &bp);
     if (!be) goto fail;
     m = mdl_load(model_path, be, NULL);
     if (!m) goto fail;

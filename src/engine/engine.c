@@ -106,7 +106,7 @@ eng_engine *eng_create(const eng_params *p) {
     }
     rt_backend_params bp = rt_backend_params_default();
     bp.n_threads = p->n_threads;
-    e->be = rt_backend_create(RT_DEV_CPU, &bp);
+    e->be = rt_backend_create(p->device, &bp);
     if (!e->be) goto fail;
     mdl_params mp = mdl_params_default();
     mp.max_batch = p->max_num_batched_tokens;

@@ -31,6 +31,7 @@
 
 typedef struct {
     const char *model;               /* .gguf or HF folder */
+    rt_device device;                /* RT_DEV_CPU (default) or RT_DEV_CUDA when built with it */
     int n_threads;                   /* CPU threads, 0 = all cores */
     int32_t block_size;              /* 16 */
     int32_t max_num_seqs;            /* 64 */

@@ -2,6 +2,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "runtime/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -83,12 +84,13 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
         /* Norm weights and biases are used as f32 by every op. */
         if (own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
         if (m->be->device == RT_DEV_CPU) return rt_copy(m->be, t, &host);
+        /* Convert on the host with the reference dequantizer, then upload. */
         rt_tensor tmp = rt_tensor_make(malloc(rt_tensor_nbytes(t)), RT_F32, RT_DEV_CPU, ndim, shape);
         if (!tmp.data) return vc_err_set(VC_ERR_OOM, "out of memory");
-        rt_backend *cpu = rt_backend_create(RT_DEV_CPU, NULL);
-        int rc = cpu ? rt_copy(cpu, &tmp, &host) : VC_ERR_RUNTIME;
-        rt_backend_free(cpu);
-        if (rc == 0) rc = rt_tensor_copy_bytes(m->be, t, &tmp);
+        int64_t rows = rt_tensor_nrows(&host), cols = host.shape[host.ndim - 1];
+        for (int64_t r = 0; r < rows; r++)
+            rt_dequant_row(host.dtype, rt_tensor_row(&host, r), (float *)tmp.data + r * cols, cols);
+        int rc = rt_tensor_copy_bytes(m->be, t, &tmp);
         free(tmp.data);
         return rc;
     }

