@@ -3,6 +3,7 @@
  * `concurrency` in flight, metrics laid out like vLLM's benchmark
  * (TTFT, TPOT = (latency - ttft) / (out - 1), ITL, E2EL). */
 #include "base/err.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "cli/cli_common.h"
@@ -13,12 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: vllm bench [--model PATH] [options]\n"
@@ -107,7 +102,7 @@ int cli_bench(int argc, char **argv) {
     sp.max_tokens = (int32_t)out_len;
     sp.ignore_eos = true;
     int64_t submitted = 0, finished = 0, n_itl = 0, in_flight = 0, total_out = 0;
-    double t0 = now_s();
+    double t0 = vc_now_s();
     while (finished < num) {
         while (submitted < num && in_flight < conc) {
             for (int64_t j = 0; j < in_len; j++) {
@@ -117,7 +112,7 @@ int cli_bench(int argc, char **argv) {
             sp.seed = (uint64_t)seed + (uint64_t)submitted;
             sp.has_seed = true;
             int64_t id;
-            rt[submitted].start = now_s();
+            rt[submitted].start = vc_now_s();
             if (eng_add_tokens(e, prompt, (int32_t)in_len, &sp, (void *)(intptr_t)submitted, &id) < 0) {
                 fprintf(stderr, "vllm bench: %s\n", vc_err_msg());
                 goto done;
@@ -128,7 +123,7 @@ int cli_bench(int argc, char **argv) {
         eng_output *o;
         int32_t n;
         if (eng_step(e, &o, &n) < 0) { fprintf(stderr, "vllm bench: %s\n", vc_err_msg()); goto done; }
-        double t = now_s();
+        double t = vc_now_s();
         for (int32_t j = 0; j < n; j++) {
             req_times *r = &rt[(intptr_t)o[j].user];
             if (o[j].n_token_ids > 0) {
@@ -141,7 +136,7 @@ int cli_bench(int argc, char **argv) {
             if (o[j].finished) { finished++; in_flight--; }
         }
     }
-    double dur = now_s() - t0;
+    double dur = vc_now_s() - t0;
     printf("============ Serving Benchmark Result ============\n");
     printf("%-40s %10lld\n", "Successful requests:", (long long)num);
     printf("%-40s %10.2f\n", "Benchmark duration (s):", dur);

@@ -5,6 +5,7 @@
  * vLLM's metrics: throughput, TTFT, TPOT = (e2e - ttft) / (out - 1), ITL
  * (gaps between streamed chunks) and E2EL, mean / median / P99. */
 #include "base/err.h"
+#include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/cli_common.h"
 #include "cli/cli_http.h"
@@ -29,12 +30,6 @@ static void usage(FILE *f) {
             "  --max-concurrency C     requests in flight (default: all)\n"
             "  --seed S                prompt seed (default 0)\n"
             "  --api-key KEY           bearer key (also $VLLM_API_KEY)\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 typedef struct {
@@ -64,7 +59,7 @@ typedef struct {
 static void on_sse(void *user, const char *data) {
     sse_state *st = user;
     if (!strcmp(data, "[DONE]")) return;
-    double t = now_s();
+    double t = vc_now_s();
     json_t *j = json_loads(data, 0, NULL);
     json_t *u = json_object_get(j, "usage");
     if (json_is_object(u)) {
@@ -106,12 +101,12 @@ static void *client(void *arg) {
         json_decref(req);
         r->cap_itl = (int32_t)b->out_len;
         r->itl = malloc((size_t)r->cap_itl * sizeof *r->itl);
-        sse_state st = {.r = r, .t0 = now_s()};
+        sse_state st = {.r = r, .t0 = vc_now_s()};
         vc_strbuf out = {0};
         int status = 0;
         if (body && r->itl && cli_http_call(b->t, "POST", "/v1/completions", body, on_sse, &st, &status, &out) == 0 &&
             status == 200 && st.got_first) {
-            r->e2e = now_s() - st.t0;
+            r->e2e = vc_now_s() - st.t0;
             r->ok = true;
         } else if (status && status != 200) {
             fprintf(stderr, "vllm bench serve: request %lld: HTTP %d %s\n", (long long)i, status, out.s ? out.s : "");
@@ -209,12 +204,12 @@ int cli_bench_serve(int argc, char **argv) {
     pthread_t *th = calloc((size_t)conc, sizeof *th);
     int status = 1;
     if (!b.res || !th) { fprintf(stderr, "vllm bench serve: out of memory\n"); goto done; }
-    double t0 = now_s();
+    double t0 = vc_now_s();
     int64_t started = 0;
     for (; started < conc; started++)
         if (pthread_create(&th[started], NULL, client, &b) != 0) break;
     for (int64_t i = 0; i < started; i++) pthread_join(th[i], NULL);
-    double dur = now_s() - t0;
+    double dur = vc_now_s() - t0;
     int64_t ok = 0, in_tok = 0, out_tok = 0, n_itl = 0, n_tpot = 0;
     for (int64_t i = 0; i < n; i++) {
         if (!b.res[i].ok) continue;

@@ -1,6 +1,7 @@
 /* vllm run — load a model, generate from one prompt, print the text to
  * stdout as it is produced and prompt/decode speed to stderr. */
 #include "base/err.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "cli/cli_common.h"
@@ -30,12 +31,6 @@ static void run_usage(FILE *f) {
             "  --device cpu|cuda   backend (default cpu; cuda needs a -DVLLM_CUDA=ON build)\n"
             "  --ignore-eos        keep generating after end-of-sequence\n"
             "  --print-ids         print generated token ids (one line, space separated) instead of text\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int parse_ids(const char *s, int32_t **out, size_t *n) {
@@ -165,9 +160,9 @@ int cli_run(int argc, char **argv) {
     logits = malloc((size_t)cfg->vocab * sizeof *logits);
     if (!seq || !smp || !logits) goto fail;
 
-    double t0 = now_s();
+    double t0 = vc_now_s();
     if (mdl_forward(m, seq, ids, (int64_t)n_ids, logits, false) < 0) goto fail;
-    double t1 = now_s();
+    double t1 = vc_now_s();
     int64_t produced = 0;
     const char *finish = "length";
     for (; produced < max_tokens; produced++) {
@@ -194,7 +189,7 @@ int cli_run(int argc, char **argv) {
     }
     fputc('\n', stdout);
     fflush(stdout); /* text before the stats line on a shared terminal/pipe */
-    double t2 = now_s();
+    double t2 = vc_now_s();
     fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s | finish: %s\n", n_ids,
             (double)n_ids / (t1 - t0), (long long)produced,
             produced > 1 ? (double)(produced - 1) / (t2 - t1) : 0.0, finish);

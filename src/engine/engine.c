@@ -1,4 +1,5 @@
 #include "engine/engine.h"
+#include "base/clock.h"
 
 #include "base/err.h"
 #include "base/log.h"
@@ -63,12 +64,6 @@ eng_params eng_params_default(void) {
     p.enable_chunked_prefill = true;
     p.policy = ESCHED_FCFS;
     return p;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* MemAvailable from /proc/meminfo, 0 if unknown. */
@@ -270,7 +265,7 @@ int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_s
     if (erun_validate(e->runner, sp) < 0) return VC_ERR_INVALID;
     ereq *r = ereq_create(e->next_id, prompt, n, sp);
     if (!r) return VC_ERR_INVALID;
-    r->arrival_time = now_s();
+    r->arrival_time = vc_now_s();
     eng_req *er = calloc(1, sizeof *er);
     if (!er) {
         ereq_free(r);
