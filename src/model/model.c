@@ -22,7 +22,7 @@ static const struct {
 };
 
 mdl_params mdl_params_default(void) {
-    mdl_params p = {.max_batch = 512, .upcast_weights = false};
+    mdl_params p = {.max_batch = 512, .kv_dtype = MDL_KV_AUTO, .upcast_weights = false};
     return p;
 }
 
@@ -178,6 +178,28 @@ static int alloc_activations(mdl_model *m) {
     return VC_OK;
 }
 
+/* The KV cache dtype for kv_dtype (see model.h), after the weights are bound. */
+static int resolve_kv_dtype(mdl_model *m, int want) {
+    if (want == MDL_KV_AUTO) {
+        const char *e = getenv("VLLM_KV_CACHE_DTYPE");
+        if (e && *e && strcmp(e, "auto") != 0) {
+            if (!strcmp(e, "f32") || !strcmp(e, "float32")) want = RT_F32;
+            else if (!strcmp(e, "f16") || !strcmp(e, "float16") || !strcmp(e, "half")) want = RT_F16;
+            else if (!strcmp(e, "bf16") || !strcmp(e, "bfloat16")) want = RT_BF16;
+            else return vc_err_set(VC_ERR_INVALID, "VLLM_KV_CACHE_DTYPE=%s: expected auto, f32, f16 or bf16", e);
+        }
+    }
+    if (want == MDL_KV_AUTO) {
+        rt_dtype w = m->cfg.n_layers > 0 ? m->layers[0].wq.dtype : RT_F32;
+        if (m->be->device == RT_DEV_CPU || w == RT_F32) want = RT_F32;
+        else want = w == RT_BF16 ? RT_BF16 : RT_F16;
+    }
+    if (want != RT_F32 && want != RT_F16 && want != RT_BF16)
+        return vc_err_set(VC_ERR_INVALID, "KV cache dtype must be f32, f16 or bf16");
+    m->kv_dtype = (rt_dtype)want;
+    return VC_OK;
+}
+
 mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
     mdl_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -198,10 +220,12 @@ mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
         goto fail;
     }
     (void)g_archs;
-    if (m->arch->load(m) < 0 || make_inv_freq(m) < 0 || alloc_activations(m) < 0) goto fail;
-    VC_INFO("loaded %s: %s, %lld layers, hidden %lld, heads %lld/%lld, vocab %lld", path, m->cfg.arch,
-            (long long)m->cfg.n_layers, (long long)m->cfg.hidden, (long long)m->cfg.n_heads,
-            (long long)m->cfg.n_kv_heads, (long long)m->cfg.vocab);
+    if (m->arch->load(m) < 0 || resolve_kv_dtype(m, p->kv_dtype) < 0 || make_inv_freq(m) < 0 ||
+        alloc_activations(m) < 0)
+        goto fail;
+    VC_INFO("loaded %s: %s, %lld layers, hidden %lld, heads %lld/%lld, vocab %lld, kv cache %s", path,
+            m->cfg.arch, (long long)m->cfg.n_layers, (long long)m->cfg.hidden, (long long)m->cfg.n_heads,
+            (long long)m->cfg.n_kv_heads, (long long)m->cfg.vocab, rt_dtype_name(m->kv_dtype));
     return m;
 fail:
     mdl_free(m);
@@ -210,6 +234,7 @@ fail:
 
 void mdl_free(mdl_model *m) {
     if (!m) return;
+    mdl_graph_free_all(m);
     for (int i = 0; i < m->n_owned; i++) rt_backend_free_mem(m->be, m->owned[i]);
     free(m->owned);
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
@@ -236,8 +261,10 @@ size_t mdl_weight_bytes(const mdl_model *m) {
 size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size) {
     const mdl_config *c = &m->cfg;
     return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(c->n_kv_heads * c->head_dim) *
-           sizeof(float);
+           rt_dtype_info(m->kv_dtype)->block_bytes;
 }
+
+int mdl_kv_dtype(const mdl_model *m) { return (int)m->kv_dtype; }
 
 mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
     if (num_blocks <= 0 || block_size <= 0) {
@@ -254,8 +281,8 @@ mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
     if (!kv->k || !kv->v) goto oom;
     int64_t shape[4] = {num_blocks, block_size, m->cfg.n_kv_heads, m->cfg.head_dim};
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
-        kv->k[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
-        kv->v[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
+        kv->k[l] = rt_tensor_alloc(m->be, m->kv_dtype, 4, shape);
+        kv->v[l] = rt_tensor_alloc(m->be, m->kv_dtype, 4, shape);
         if (!kv->k[l].data || !kv->v[l].data) goto oom;
     }
     return kv;
@@ -267,6 +294,7 @@ oom:
 
 void mdl_kv_free(mdl_kv *kv) {
     if (!kv) return;
+    mdl_graph_drop_kv(kv->m, kv);
     for (int64_t l = 0; kv->k && l < kv->m->cfg.n_layers; l++) {
         rt_backend_free_mem(kv->m->be, kv->k[l].data);
         rt_backend_free_mem(kv->m->be, kv->v[l].data);
@@ -276,7 +304,7 @@ void mdl_kv_free(mdl_kv *kv) {
     free(kv);
 }
 
-static int ensure_logits(mdl_model *m, int64_t rows) {
+int mdl_ensure_logits(mdl_model *m, int64_t rows) {
     if (m->logits_rows >= rows) return VC_OK;
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
     int64_t shape[2] = {rows, m->cfg.vocab};
@@ -289,7 +317,7 @@ static int ensure_logits(mdl_model *m, int64_t rows) {
     return VC_OK;
 }
 
-static int ensure_block_tables(mdl_model *m, int64_t n) {
+int mdl_ensure_block_tables(mdl_model *m, int64_t n) {
     if (m->bt_cap >= n) return VC_OK;
     if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
     int64_t cap = n < 4096 ? 4096 : n * 2;
@@ -302,7 +330,7 @@ static int ensure_block_tables(mdl_model *m, int64_t n) {
     return VC_OK;
 }
 
-static int upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n) {
+int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n) {
     if (n == 0) return VC_OK;
     rt_tensor h = rt_tensor_1d((void *)src, RT_I32, RT_DEV_CPU, n);
     rt_tensor d = rt_tensor_slice0(dst, 0, n);
@@ -324,15 +352,17 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
     }
     for (int64_t i = 0; i < L; i++)
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= T) return vc_err_set(VC_ERR_INVALID, "bad logit row");
-    int rc = ensure_block_tables(m, S * b->max_blocks);
-    if (rc == 0 && L > 0) rc = ensure_logits(m, L);
-    if (rc == 0) rc = upload_i32(m, &m->ids, b->ids, T);
-    if (rc == 0) rc = upload_i32(m, &m->pos, b->positions, T);
-    if (rc == 0) rc = upload_i32(m, &m->slots, b->slots, T);
-    if (rc == 0) rc = upload_i32(m, &m->qsl, b->qsl, S + 1);
-    if (rc == 0) rc = upload_i32(m, &m->seq_lens, b->seq_lens, S);
-    if (rc == 0) rc = upload_i32(m, &m->logit_rows, b->logit_rows, L);
-    if (rc == 0) rc = upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
+    int rc = VC_OK;
+    if (mdl_graph_step(m, kv, b, logits, &rc)) return rc; /* a decode step replayed as a graph */
+    rc = mdl_ensure_block_tables(m, S * b->max_blocks);
+    if (rc == 0 && L > 0) rc = mdl_ensure_logits(m, L);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->ids, b->ids, T);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->pos, b->positions, T);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->slots, b->slots, T);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->qsl, b->qsl, S + 1);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->seq_lens, b->seq_lens, S);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->logit_rows, b->logit_rows, L);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
     if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
     if (rc == 0 && L > 0) {
         rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);

@@ -24,8 +24,15 @@
 typedef struct mdl_model mdl_model;
 typedef struct mdl_seq mdl_seq;
 
+/* mdl_params.kv_dtype: the model's own dtype on accelerators (vLLM's
+ * --kv-cache-dtype auto: bf16 weights -> bf16 cache, f16 -> f16, f32 -> f32,
+ * quantized -> f16), f32 on the CPU backend. The environment variable
+ * VLLM_KV_CACHE_DTYPE (auto, f32, f16, bf16) overrides "auto". */
+#define MDL_KV_AUTO (-1)
+
 typedef struct {
     int64_t max_batch;   /* tokens per forward chunk (activation buffers sized for it) */
+    int kv_dtype;        /* MDL_KV_AUTO or RT_F32 / RT_F16 / RT_BF16 */
     bool upcast_weights; /* convert every weight to f32 at load: exact fp32 compute for
                             oracle tests (4-8x the memory of quantized weights) */
 } mdl_params;
@@ -41,12 +48,15 @@ const char *mdl_get_path(const mdl_model *m);
 size_t mdl_weight_bytes(const mdl_model *m);
 
 /* Paged KV storage for every layer: k/v [num_blocks, block_size, kvh, hd]
- * f32. Block ids and slots come from the engine's block pool. */
+ * in the model's KV dtype (mdl_kv_dtype). Block ids and slots come from the
+ * engine's block pool. */
 typedef struct mdl_kv mdl_kv;
 mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size);
 void mdl_kv_free(mdl_kv *kv);
 /* Bytes one block takes over all layers (K and V), for sizing from a budget. */
 size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size);
+/* The KV cache element type chosen at load (rt_dtype: f32, f16 or bf16). */
+int mdl_kv_dtype(const mdl_model *m);
 
 /* One step of a varlen batch: S sequences, T tokens in total, laid out
  * sequence after sequence. All arrays are host memory. */

@@ -25,6 +25,7 @@ struct mdl_model {
     const mdl_arch_impl *arch;
     int64_t max_batch;
     bool upcast_weights;
+    rt_dtype kv_dtype; /* KV cache elements: RT_F32, RT_F16 or RT_BF16 */
 
     rt_tensor tok_embd;   /* [V,d] any dtype */
     rt_tensor out_norm;   /* [d] f32 */
@@ -48,12 +49,18 @@ struct mdl_model {
     int64_t bt_cap;
     rt_tensor logits;              /* [rows,V], grown on demand */
     int64_t logits_rows;
+    /* Decode steps recorded as backend graphs (model_graph.c). */
+    struct mdl_graph_entry *graphs;
+    int n_graphs;
+    int graphs_on;                 /* 0 not decided yet, 1 eager only, 2 graphs */
+    int32_t *pad_host;             /* padded step metadata (host) */
+    int64_t pad_cap;
 };
 
 struct mdl_kv {
     mdl_model *m;
     int32_t num_blocks, block_size;
-    rt_tensor *k, *v;  /* per layer [num_blocks, B, kvh, hd] f32 */
+    rt_tensor *k, *v;  /* per layer [num_blocks, B, kvh, hd] of m->kv_dtype */
 };
 
 struct mdl_seq {
@@ -73,6 +80,18 @@ struct mdl_arch_impl {
      * n_logits rows listed in m->logit_rows into m->logits. */
     int (*forward)(mdl_model *m, mdl_kv *kv, int64_t T, int64_t S, int64_t max_blocks, int64_t n_logits);
 };
+
+/* Device buffers of a step (model.c): grown on demand; uploads are queued. */
+int mdl_ensure_logits(mdl_model *m, int64_t rows);
+int mdl_ensure_block_tables(mdl_model *m, int64_t n);
+int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n);
+
+/* Decode steps as graphs (model_graph.c). mdl_graph_step returns true when
+ * it ran the (validated) batch itself, with the status in *rc; false: run
+ * it eagerly. */
+bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int *rc);
+void mdl_graph_drop_kv(mdl_model *m, const mdl_kv *kv);
+void mdl_graph_free_all(mdl_model *m);
 
 /* Bind a weight by canonical name with the expected shape; required=false
  * leaves t->data NULL when absent. Small (1-D) tensors are converted to f32. */

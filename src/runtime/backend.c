@@ -62,6 +62,28 @@ int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes)
     return be->vt->mem_info(be, free_bytes, total_bytes);
 }
 
+bool rt_backend_has_graphs(const rt_backend *be) { return be->vt->graph_begin != NULL; }
+
+int rt_backend_graph_begin(rt_backend *be) {
+    if (!be->vt->graph_begin) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no graphs", be->vt->name);
+    return be->vt->graph_begin(be);
+}
+
+int rt_backend_graph_end(rt_backend *be, void **graph) {
+    *graph = NULL;
+    if (!be->vt->graph_end) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no graphs", be->vt->name);
+    return be->vt->graph_end(be, graph);
+}
+
+int rt_backend_graph_launch(rt_backend *be, void *graph) {
+    if (!be->vt->graph_launch) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no graphs", be->vt->name);
+    return be->vt->graph_launch(be, graph);
+}
+
+void rt_backend_graph_free(rt_backend *be, void *graph) {
+    if (graph && be->vt->graph_free) be->vt->graph_free(be, graph);
+}
+
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
     size_t n = rt_tensor_nbytes(src);
     if (n != rt_tensor_nbytes(dst))

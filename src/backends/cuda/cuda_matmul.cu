@@ -195,10 +195,24 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     return VC_OK;
 }
 
+/* The persistent workspace for x in f16/bf16 (cuda_ctx.xh_ws), grown
+ * stream-ordered when needed; while a graph is recorded it cannot grow
+ * (the eager run of the same shape before the recording has grown it). */
+static void *xh_workspace(cuda_ctx *c, size_t bytes) {
+    if (bytes <= c->xh_bytes) return c->xh_ws;
+    size_t want = bytes < ((size_t)16 << 20) ? ((size_t)16 << 20) : bytes;
+    void *p = cuda_tmp_alloc(c, want);
+    if (!p) return NULL;
+    cuda_tmp_free(c, c->xh_ws);
+    c->xh_ws = p;
+    c->xh_bytes = want;
+    return p;
+}
+
 /* Half-precision GEMM: x converted to the type of w16 (ld_w elements). */
 static int gemm_half(cuda_ctx *c, const void *w16, cudaDataType wt, int64_t ld_w, const float *x, int64_t x_ld,
                      float *y, int64_t y_ld, int64_t out, int64_t in, int64_t n) {
-    void *xh = cuda_tmp_alloc(c, (size_t)(n * in) * 2);
+    void *xh = xh_workspace(c, (size_t)(n * in) * 2);
     if (!xh) return VC_ERR_OOM;
     unsigned g = cuda_blocks(n * in, 256);
     if (wt == CUDA_R_16F)
@@ -206,15 +220,11 @@ static int gemm_half(cuda_ctx *c, const void *w16, cudaDataType wt, int64_t ld_w
     else
         k_to_half<__nv_bfloat16><<<g, 256, 0, c->stream>>>(x, x_ld, (__nv_bfloat16 *)xh, in, n * in);
     cudaError_t le = cudaGetLastError();
-    if (le != cudaSuccess) {
-        cuda_tmp_free(c, xh);
-        return cuda_fail(le, "k_to_half", __FILE__, __LINE__);
-    }
+    if (le != cudaSuccess) return cuda_fail(le, "k_to_half", __FILE__, __LINE__);
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one, w16, wt,
                                      (int)ld_w, xh, wt, (int)in, &zero, y, CUDA_R_32F, (int)y_ld,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    cuda_tmp_free(c, xh);
     if (st != CUBLAS_STATUS_SUCCESS) return cuda_blas_fail(st, "cublasGemmEx", __FILE__, __LINE__);
     return VC_OK;
 }
