@@ -104,6 +104,6 @@ else
 fi
 say "vllm bench --device cuda"
 $V bench --device cuda --model $M --num-prompts 64 --input-len 256 --output-len 64 \
-    --max-num-seqs 64 --max-num-batched-tokens 4096 --gpu-memory-utilization 0.9 2>&1 >"$OUT/bench.log"
+    --max-num-seqs 64 --max-num-batched-tokens 4096 --gpu-memory-utilization 0.9 >"$OUT/bench.log" 2>&1
 grep -iE "throughput|tok/s|req/s|Mean TTFT|Mean TPOT" "$OUT/bench.log" | head -12
 say "done"
