@@ -88,6 +88,10 @@ bw = bw or 4.24e12
 print(f"roofline: {wbytes/1e9:.3f} GB of weights per decode step, d2d bandwidth {bw/1e12:.2f} TB/s "
       f"-> {bw/wbytes:.0f} tok/s batch-1 decode")
 PY
+say "model-path speed (test_cuda_speed: batched decode, argmax on device, prefill 2048)"
+cmake --build build-gpu -j"$(nproc)" --target test_cuda_speed >"$OUT/build_speed.log" 2>&1 || grep -E "error" "$OUT/build_speed.log" | head
+(cd build-gpu && VLLM_CUDA_BENCH_MODEL=$M timeout 120 ./test_cuda_speed) >"$OUT/speed.log" 2>&1
+grep -E "speed:|FAIL|Error|error" "$OUT/speed.log"
 say "op profile (VLLM_OP_PROFILE=1, 64 decode tokens)"
 VLLM_OP_PROFILE=1 $V run --device cuda --model $M --prompt-ids "$ids" --max-tokens 64 --ignore-eos --temperature 0 \
     --print-ids 2>&1 >/dev/null | grep -vE "^\[|^$" | tail -20

@@ -169,6 +169,7 @@ static int alloc_activations(mdl_model *m) {
         {&m->qsl, RT_I32, B + 1, 0},
         {&m->seq_lens, RT_I32, B, 0},
         {&m->logit_rows, RT_I32, B, 0},
+        {&m->argmax, RT_I32, B, 0},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         int64_t s2[2] = {bufs[i].rows, bufs[i].cols};
@@ -337,7 +338,29 @@ int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64
     return rt_tensor_copy_bytes(m->be, &d, &h);
 }
 
+/* The n_logits rows of m->logits to the host: all of them (logits), or
+ * their argmax computed on the device (ids). */
+int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids) {
+    if (L <= 0) return VC_OK;
+    rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
+    if (ids) {
+        rt_tensor di = rt_tensor_slice0(&m->argmax, 0, L), hi = rt_tensor_1d(ids, RT_I32, RT_DEV_CPU, L);
+        int rc = rt_argmax(m->be, &di, &dl);
+        return rc < 0 ? rc : rt_tensor_copy_bytes(m->be, &hi, &di);
+    }
+    rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, m->cfg.vocab);
+    return rt_tensor_copy_bytes(m->be, &hl, &dl);
+}
+
 int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits) {
+    return mdl_forward_batch_ex(m, kv, b, logits, NULL);
+}
+
+int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids) {
+    return mdl_forward_batch_ex(m, kv, b, NULL, ids);
+}
+
+int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids) {
     int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, V = m->cfg.vocab;
     if (T <= 0 || T > m->max_batch)
         return vc_err_set(VC_ERR_INVALID, "batch of %lld tokens (max %lld)", (long long)T, (long long)m->max_batch);
@@ -352,8 +375,9 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
     }
     for (int64_t i = 0; i < L; i++)
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= T) return vc_err_set(VC_ERR_INVALID, "bad logit row");
+    if (L > 0 && !logits == !ids) return vc_err_set(VC_ERR_INVALID, "forward: give logits or ids, not both");
     int rc = VC_OK;
-    if (mdl_graph_step(m, kv, b, logits, &rc)) return rc; /* a decode step replayed as a graph */
+    if (mdl_graph_step(m, kv, b, logits, ids, &rc)) return rc; /* a decode step replayed as a graph */
     rc = mdl_ensure_block_tables(m, S * b->max_blocks);
     if (rc == 0 && L > 0) rc = mdl_ensure_logits(m, L);
     if (rc == 0) rc = mdl_upload_i32(m, &m->ids, b->ids, T);
@@ -364,11 +388,7 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
     if (rc == 0) rc = mdl_upload_i32(m, &m->logit_rows, b->logit_rows, L);
     if (rc == 0) rc = mdl_upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
     if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
-    if (rc == 0 && L > 0) {
-        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
-        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
-        rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
-    }
+    if (rc == 0) rc = mdl_fetch_logits(m, L, logits, ids);
     return rc;
 }
 

@@ -76,6 +76,14 @@ typedef struct {
 
 /* logits (host) receives [n_logits, V]. */
 int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits);
+/* The same step, but the n_logits rows are reduced on the device to their
+ * argmax (rt_argmax: lowest index on ties, NaN skipped) and only the ids
+ * come back: ids (host) receives [n_logits]. For greedy rows without
+ * logprobs or penalties: copies n_logits ints instead of n_logits x V
+ * floats. */
+int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids);
+/* Both in one: exactly one of logits / ids is non-NULL. */
+int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids);
 
 /* A single sequence with a private KV cache for up to max_ctx positions
  * (the simple path used by `vllm run` and tests). */

@@ -164,11 +164,10 @@ static void record(mdl_model *m, mdl_kv *kv, mg_entry *e) {
     e->state = 1;
 }
 
-bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int *rc) {
+bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids, int *rc) {
     if (!graphs_enabled(m) || !is_decode(b) || b->n_tokens > MG_MAX_T) return false;
     int32_t T = b->n_tokens, tb = bucket(T);
     if (tb > m->max_batch) return false;
-    int64_t V = m->cfg.vocab;
     *rc = mdl_ensure_block_tables(m, (int64_t)tb * b->max_blocks);
     if (*rc == 0) *rc = mdl_ensure_logits(m, tb);
     if (*rc == 0) *rc = upload_padded(m, b, tb);
@@ -189,10 +188,6 @@ bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits,
             record(m, kv, e);
         }
     }
-    if (*rc == 0) {
-        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, T, V);
-        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, T);
-        *rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
-    }
+    if (*rc == 0) *rc = mdl_fetch_logits(m, T, logits, ids);
     return true;
 }

@@ -45,6 +45,7 @@ struct mdl_model {
     rt_tensor ids, pos, slots;     /* [B] i32 */
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
     rt_tensor logit_rows;          /* [B] i32 */
+    rt_tensor argmax;              /* [B] i32: greedy ids (mdl_forward_batch_argmax) */
     rt_tensor block_tables;        /* [bt_cap] i32, grown on demand */
     int64_t bt_cap;
     rt_tensor logits;              /* [rows,V], grown on demand */
@@ -85,11 +86,14 @@ struct mdl_arch_impl {
 int mdl_ensure_logits(mdl_model *m, int64_t rows);
 int mdl_ensure_block_tables(mdl_model *m, int64_t n);
 int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n);
+/* Rows [0, L) of m->logits to the host: logits [L, V], or with ids != NULL
+ * only their argmax [L] (computed on the device). */
+int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids);
 
 /* Decode steps as graphs (model_graph.c). mdl_graph_step returns true when
  * it ran the (validated) batch itself, with the status in *rc; false: run
  * it eagerly. */
-bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int *rc);
+bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids, int *rc);
 void mdl_graph_drop_kv(mdl_model *m, const mdl_kv *kv);
 void mdl_graph_free_all(mdl_model *m);
 

@@ -209,7 +209,9 @@ static void test_bad_inputs(void **st) {
  * kernels run, and every kernel computes a row independently of the batch
  * size on the GEMV path (and the split-KV attention takes one split for a
  * context bound of GMB * GB = 32 keys, whatever the batch). Three sequences prefilled in one batch, then
- * decode steps of 3, 2 (padded to 2) and 3 (padded to 4) sequences. */
+ * decode steps of 3, 2 (padded to 2) and 3 (padded to 4) sequences. Each
+ * step runs twice, the second time through mdl_forward_batch_argmax, whose
+ * ids must be the argmax of the first run's logits. */
 enum { GS = 3, GB = 4, GMB = 8 };
 
 static void graph_run(mdl_model *m, float *out, int64_t *n_out) {
@@ -242,6 +244,16 @@ static void graph_run(mdl_model *m, float *out, int64_t *n_out) {
         mdl_batch b = {.n_tokens = T, .ids = ids, .positions = pos, .slots = slots, .n_seqs = na, .qsl = qsl,
                        .seq_lens = sl, .block_tables = btb, .max_blocks = GMB, .n_logits = na, .logit_rows = rows};
         if (mdl_forward_batch(m, kv, &b, out + *n_out * V) < 0) fail_msg("step %d: %s", step, vc_err_msg());
+        /* the same step again (it stores the same K/V) with the argmax on the device */
+        int32_t am[GS];
+        if (mdl_forward_batch_argmax(m, kv, &b, am) < 0) fail_msg("step %d argmax: %s", step, vc_err_msg());
+        for (int k = 0; k < na; k++) {
+            const float *row = out + (*n_out + k) * V;
+            int32_t best = 0;
+            for (int64_t j = 1; j < V; j++)
+                if (row[j] > row[best]) best = (int32_t)j;
+            assert_int_equal(am[k], best);
+        }
         *n_out += na;
     }
     mdl_kv_free(kv);
