@@ -8,8 +8,8 @@
 #   - decode / prefill speed: `vllm run` with 1024 decode tokens and a
 #     2048-token prompt, and the roofline (weight bytes per step / measured
 #     device-to-device copy bandwidth, from test_cuda_ops' speed report);
-#   - where the time goes: VLLM_OP_PROFILE=1 (per-op table) and nsys when
-#     installed;
+#   - where the time goes: VLLM_CUDA_PROFILE=1 (GPU time per op from CUDA
+#     events) and nsys when installed;
 #   - `vllm bench` (offline, 64 prompts).
 # Logs into $OUT. VLLM_E2E_SKIP_TESTS=1 skips gpu_run.sh (tests).
 set -u -o pipefail
@@ -92,9 +92,12 @@ say "model-path speed (test_cuda_speed: batched decode, argmax on device, prefil
 cmake --build build-gpu -j"$(nproc)" --target test_cuda_speed >"$OUT/build_speed.log" 2>&1 || grep -E "error" "$OUT/build_speed.log" | head
 (cd build-gpu && VLLM_CUDA_BENCH_MODEL=$M timeout 120 ./test_cuda_speed) >"$OUT/speed.log" 2>&1
 grep -E "speed:|FAIL|Error|error" "$OUT/speed.log"
-say "op profile (VLLM_OP_PROFILE=1, 64 decode tokens)"
-VLLM_OP_PROFILE=1 $V run --device cuda --model $M --prompt-ids "$ids" --max-tokens 64 --ignore-eos --temperature 0 \
-    --print-ids 2>&1 >/dev/null | grep -vE "^\[|^$" | tail -20
+say "GPU time per op (VLLM_CUDA_PROFILE=1, eager: 512 prefill + 64 decode tokens)"
+VLLM_CUDA_PROFILE=1 VLLM_CUDA_GRAPHS=0 $V run --device cuda --model $M --prompt-ids "$ids" --max-tokens 64 \
+    --ignore-eos --temperature 0 --print-ids 2>&1 >/dev/null | grep -E "cuda profile|^  [a-z]" | head -40
+echo "batch-1 decode without programmatic dependent launch (VLLM_CUDA_PDL=0):"
+VLLM_CUDA_PDL=0 $V run --device cuda --model $M --prompt-ids "$ids" --max-tokens 256 --ignore-eos --temperature 0 \
+    --print-ids 2>&1 >/dev/null | grep -E "prompt:"
 if command -v nsys >/dev/null; then
     say "nsys (64 decode tokens)"
     nsys profile -t cuda -o "$OUT/nsys_decode" --force-overwrite true $V run --device cuda --model $M --prompt-ids "$ids" \

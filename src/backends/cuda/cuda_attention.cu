@@ -66,6 +66,7 @@ __device__ __forceinline__ const char *kv_pos(const att_args &a, const char *bas
 }
 
 template <typename KV, bool PAGED> __global__ void __launch_bounds__(ATT_THREADS) k_attn(att_args a) {
+    CUDA_PDL_ENTER();
     extern __shared__ float sm[];
     const int hd = a.hd, tk = a.tk, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int nw = ATT_THREADS / 32;
@@ -163,12 +164,12 @@ static int attn_launch(cuda_ctx *c, att_args *aa, rt_dtype kvt, bool paged, int6
     if (rows > 65535) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda attention: more than 65535 query rows");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     dim3 grid((unsigned)h, (unsigned)rows);
-    if (kvt == RT_F16 && paged) k_attn<__half, true><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else if (kvt == RT_F16) k_attn<__half, false><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else if (kvt == RT_BF16 && paged) k_attn<__nv_bfloat16, true><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else if (kvt == RT_BF16) k_attn<__nv_bfloat16, false><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else if (paged) k_attn<float, true><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else k_attn<float, false><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
+    if (kvt == RT_F16 && paged) cuda_launch(k_attn<__half, true>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (kvt == RT_F16) cuda_launch(k_attn<__half, false>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (kvt == RT_BF16 && paged) cuda_launch(k_attn<__nv_bfloat16, true>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (kvt == RT_BF16) cuda_launch(k_attn<__nv_bfloat16, false>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (paged) cuda_launch(k_attn<float, true>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else cuda_launch(k_attn<float, false>, grid, ATT_THREADS, smem, c->stream, *aa);
     CU_LAUNCHED();
     return VC_OK;
 }
@@ -263,6 +264,7 @@ extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
 template <typename KV>
 __global__ void k_kv_store(KV *cache, const char *src, int64_t s_s0, int64_t s_s1, const int32_t *slots,
                            int64_t kvh, int64_t hd, int64_t n_slots, int64_t total, int *flags) {
+    CUDA_PDL_ENTER();
     int64_t row = kvh * hd;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -296,13 +298,13 @@ extern "C" int cuda_op_kv_store(rt_backend *be, const rt_op_args *a) {
     const char *sp = (const char *)src->data;
     const int32_t *sl = (const int32_t *)slots->data;
     if (cache->dtype == RT_BF16)
-        k_kv_store<__nv_bfloat16><<<g, 256, 0, c->stream>>>((__nv_bfloat16 *)cache->data, sp, src->stride[0],
+        cuda_launch(k_kv_store<__nv_bfloat16>, g, 256, 0, c->stream, (__nv_bfloat16 *)cache->data, sp, src->stride[0],
                                                              src->stride[1], sl, kvh, hd, n_slots, total, c->d_flags);
     else if (cache->dtype == RT_F16)
-        k_kv_store<__half><<<g, 256, 0, c->stream>>>((__half *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
+        cuda_launch(k_kv_store<__half>, g, 256, 0, c->stream, (__half *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
                                                      hd, n_slots, total, c->d_flags);
     else
-        k_kv_store<float><<<g, 256, 0, c->stream>>>((float *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
+        cuda_launch(k_kv_store<float>, g, 256, 0, c->stream, (float *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
                                                     hd, n_slots, total, c->d_flags);
     CU_LAUNCHED();
     return VC_OK;

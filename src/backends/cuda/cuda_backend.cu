@@ -27,6 +27,8 @@ extern "C" {
 
 extern "C" void cuda_backend_register(void);
 
+bool cuda_pdl_enabled = true;
+
 int cuda_fail(cudaError_t e, const char *expr, const char *file, int line) {
     return vc_err_set(VC_ERR_RUNTIME, "%s:%d: %s: %s (%s)", file, line, expr, cudaGetErrorString(e),
                       cudaGetErrorName(e));
@@ -215,6 +217,7 @@ static void cuda_destroy(rt_backend *be) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (c) {
         cudaSetDevice(c->device);
+        cuda_profile_report();
         if (c->xh_ws && c->stream) cudaFreeAsync(c->xh_ws, c->stream);
         if (c->stream) cudaStreamSynchronize(c->stream);
         if (c->blas) cublasDestroy(c->blas);
@@ -292,6 +295,10 @@ static int cuda_init_ctx(cuda_ctx *c, int device) {
     CU_TRY(cudaDeviceGetDefaultMemPool(&c->pool, device));
     uint64_t keep = UINT64_MAX;
     CU_TRY(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    const char *prof = getenv("VLLM_CUDA_PROFILE");
+    if (prof && *prof && strcmp(prof, "0") != 0 && cuda_profile_init() < 0) return VC_ERR_RUNTIME;
+    const char *pdl = getenv("VLLM_CUDA_PDL");
+    cuda_pdl_enabled = !(pdl && !strcmp(pdl, "0"));
     CU_TRY(cudaMalloc((void **)&c->d_flags, sizeof(int)));
     CU_TRY(cudaMalloc((void **)&c->fd_ws, CUDA_FD_WS_FLOATS(c->n_sm) * sizeof(float)));
     CU_TRY(cudaMemset(c->d_flags, 0, sizeof(int)));
@@ -342,17 +349,25 @@ static rt_backend *cuda_create(const rt_backend_params *p) {
 
 void cuda_backend_register(void) {
     rt_backend_register(RT_DEV_CUDA, cuda_create);
-    rt_op_register(RT_OP_EMBED, RT_DEV_CUDA, cuda_op_embed);
-    rt_op_register(RT_OP_MATMUL, RT_DEV_CUDA, cuda_op_matmul);
-    rt_op_register(RT_OP_RMSNORM, RT_DEV_CUDA, cuda_op_rmsnorm);
-    rt_op_register(RT_OP_ROPE, RT_DEV_CUDA, cuda_op_rope);
-    rt_op_register(RT_OP_GLU, RT_DEV_CUDA, cuda_op_glu);
-    rt_op_register(RT_OP_ADD, RT_DEV_CUDA, cuda_op_add);
-    rt_op_register(RT_OP_SCALE, RT_DEV_CUDA, cuda_op_scale);
-    rt_op_register(RT_OP_SOFTMAX, RT_DEV_CUDA, cuda_op_softmax);
-    rt_op_register(RT_OP_ATTENTION, RT_DEV_CUDA, cuda_op_attention);
-    rt_op_register(RT_OP_COPY, RT_DEV_CUDA, cuda_op_copy);
-    rt_op_register(RT_OP_ARGMAX, RT_DEV_CUDA, cuda_op_argmax);
-    rt_op_register(RT_OP_KV_STORE, RT_DEV_CUDA, cuda_op_kv_store);
-    rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CUDA, cuda_op_paged_attention);
+    static rt_op_fn fns[RT_OP_COUNT];
+    fns[RT_OP_EMBED] = cuda_op_embed;
+    fns[RT_OP_MATMUL] = cuda_op_matmul;
+    fns[RT_OP_RMSNORM] = cuda_op_rmsnorm;
+    fns[RT_OP_ROPE] = cuda_op_rope;
+    fns[RT_OP_GLU] = cuda_op_glu;
+    fns[RT_OP_ADD] = cuda_op_add;
+    fns[RT_OP_SCALE] = cuda_op_scale;
+    fns[RT_OP_SOFTMAX] = cuda_op_softmax;
+    fns[RT_OP_ATTENTION] = cuda_op_attention;
+    fns[RT_OP_COPY] = cuda_op_copy;
+    fns[RT_OP_ARGMAX] = cuda_op_argmax;
+    fns[RT_OP_KV_STORE] = cuda_op_kv_store;
+    fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
+    const char *prof = getenv("VLLM_CUDA_PROFILE");
+    if (prof && *prof && strcmp(prof, "0") != 0) {
+        cuda_profile_install(fns);
+        return;
+    }
+    for (int o = 0; o < RT_OP_COUNT; o++)
+        if (fns[o]) rt_op_register((rt_op)o, RT_DEV_CUDA, fns[o]);
 }

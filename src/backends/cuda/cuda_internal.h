@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -52,7 +53,7 @@ extern "C" {
 #define CUDA_FLAG_BAD_PAGED 4 /* PAGED_ATTENTION: bad block table / lengths */
 
 /* Max tokens of the GEMV path; larger batches go to cuBLAS. */
-#define CUDA_GEMV_MAX_N 8
+#define CUDA_GEMV_MAX_N 16
 
 /* Pinned staging for host->device uploads (see cuda_ctx). */
 #define CUDA_STAGE_CHUNKS 4
@@ -142,6 +143,42 @@ __host__ __device__ static inline char *cuda_row(const cuda_view &v, int64_t r) 
 /* Checks that a tensor's data is device memory of this backend. */
 int cuda_check_dev(const rt_tensor *t, const char *op);
 
+/* Programmatic dependent launch (Hopper): a kernel launched with
+ * cuda_launch() may be scheduled while the previous kernel of the stream is
+ * still running; it waits at its first statement (CUDA_PDL_ENTER, which
+ * every kernel of the backend starts with) until that kernel completed and
+ * its memory is visible, then lets its own successor launch. This hides
+ * the launch gap between the ~20 small kernels of a decode layer (also
+ * inside CUDA graphs). The wait is a no-op for a kernel launched plainly.
+ * VLLM_CUDA_PDL=0 launches plainly (cuda_pdl_enabled). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CUDA_PDL_ENTER() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define CUDA_PDL_ENTER() ((void)0)
+#endif
+
+extern bool cuda_pdl_enabled;
+
+template <typename... KArgs, typename... Args>
+static inline void cuda_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                               Args... args) {
+    if (!cuda_pdl_enabled) {
+        kernel<<<grid, block, smem, st>>>(args...);
+        return;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...); /* errors: cudaGetLastError (CU_LAUNCHED) */
+}
+
 /* Blocks of `threads` to cover n items, capped for 1-D grids. */
 static inline unsigned cuda_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
@@ -171,6 +208,11 @@ bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *
 int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
                 const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                 int32_t window);
+
+/* VLLM_CUDA_PROFILE (cuda_profile.cu): per-op GPU time from CUDA events. */
+void cuda_profile_install(const rt_op_fn *real);
+int cuda_profile_init(void);
+void cuda_profile_report(void);
 
 /* What the kernels handle (the answer behind supports_op). */
 bool cuda_matmul_supports(rt_dtype w);

@@ -5,7 +5,7 @@
  *    (KS from the shape: several for matrices with few rows), that decodes W
  *    on the fly (f32/f16/bf16 elements, 16-byte loads of 8
  *    halves when aligned, or 32-value units of the GGUF block formats via
- *    cuda_dequant.cuh) and dots it with up to 8 f32 activation rows in f32.
+ *    cuda_dequant.cuh) and dots it with up to CUDA_GEMV_MAX_N (16) f32 activation rows in f32.
  *    W is read from memory once per call.
  *  - larger n (prefill): cuBLAS. f32 W: SGEMM in plain fp32 (default math
  *    mode, so no TF32). f16 / bf16 W: x is converted to W's type and
@@ -47,6 +47,7 @@ __device__ __forceinline__ void gemv_store(float *acc, int n, int64_t r, float *
 template <rt_dtype T>
 __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
                              int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    CUDA_PDL_ENTER();
     int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
     if (r >= out) return;
     const char *wr = w + r * w_stride;
@@ -71,7 +72,7 @@ __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, in
  * chosen from the shape only, so a row's result does not depend on n. */
 #define GEMV_BLOCK 256
 
-/* acc[t] += w[8 values] . x_t[8c .. 8c+7] for the n <= 8 token rows. */
+/* acc[t] += w[8 values] . x_t[8c .. 8c+7] for the n <= CUDA_GEMV_MAX_N token rows. */
 template <bool VX>
 __device__ __forceinline__ void gemv_fma8(float *acc, const float *wv, const float *x, int64_t x_ld, int64_t c, int n) {
 #pragma unroll
@@ -117,6 +118,7 @@ template <rt_dtype T, int KS>
 __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_ks(const char *w, int64_t w_stride, const float *x,
                                                              int64_t x_ld, float *y, int64_t y_ld, const float *bias,
                                                              int64_t out, int64_t in, int n) {
+    CUDA_PDL_ENTER();
     constexpr int RPB = GEMV_BLOCK / 32 / KS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * RPB + warp / KS;
@@ -156,6 +158,7 @@ template <rt_dtype T, bool VX, int KS>
 __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_quant(const char *w, int64_t w_stride, const float *x,
                                                            int64_t x_ld, float *y, int64_t y_ld, const float *bias,
                                                            int64_t out, int64_t in, int n) {
+    CUDA_PDL_ENTER();
     constexpr int RPB = GEMV_BLOCK / 32 / KS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * RPB + warp / KS;
@@ -194,6 +197,7 @@ __device__ __forceinline__ void st_h(__nv_bfloat16 *p, float v) { *p = __float2b
 /* x rows (row stride x_ld floats) -> contiguous [n, in] of type H. */
 template <typename H>
 __global__ void k_to_half(const float *x, int64_t x_ld, H *dst, int64_t in, int64_t total) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / in, k = i % in;
@@ -205,6 +209,7 @@ __global__ void k_to_half(const float *x, int64_t x_ld, H *dst, int64_t in, int6
  * (one 16-byte store; consecutive threads write consecutive groups). */
 template <rt_dtype T>
 __global__ void k_dequant_bf16(const char *w, int64_t w_stride, __nv_bfloat16 *dst, int64_t in, int64_t total) {
+    CUDA_PDL_ENTER();
     int64_t gpr = in / 8;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -219,6 +224,7 @@ __global__ void k_dequant_bf16(const char *w, int64_t w_stride, __nv_bfloat16 *d
 }
 
 __global__ void k_add_bias(float *y, int64_t y_ld, const float *bias, int64_t out, int64_t total) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / out, r = i % out;
@@ -237,10 +243,10 @@ template <rt_dtype T, bool VX>
 static void launch_quant(cuda_ctx *c, int ks, unsigned grid, const char *wd, int64_t ws, const float *x, int64_t x_ld,
                          float *y, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
     switch (ks) {
-    case 1: k_gemv_quant<T, VX, 1><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
-    case 2: k_gemv_quant<T, VX, 2><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
-    case 4: k_gemv_quant<T, VX, 4><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
-    default: k_gemv_quant<T, VX, 8><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 1: cuda_launch(k_gemv_quant<T, VX, 1>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 2: cuda_launch(k_gemv_quant<T, VX, 2>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 4: cuda_launch(k_gemv_quant<T, VX, 4>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    default: cuda_launch(k_gemv_quant<T, VX, 8>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
     }
 }
 
@@ -248,10 +254,10 @@ template <rt_dtype T>
 static void launch_half(cuda_ctx *c, int ks, unsigned grid, const char *wd, int64_t ws, const float *x, int64_t x_ld,
                         float *y, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
     switch (ks) {
-    case 1: k_gemv_half_ks<T, 1><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
-    case 2: k_gemv_half_ks<T, 2><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
-    case 4: k_gemv_half_ks<T, 4><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
-    default: k_gemv_half_ks<T, 8><<<grid, GEMV_BLOCK, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 1: cuda_launch(k_gemv_half_ks<T, 1>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 2: cuda_launch(k_gemv_half_ks<T, 2>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 4: cuda_launch(k_gemv_half_ks<T, 4>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    default: cuda_launch(k_gemv_half_ks<T, 8>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
     }
 }
 
@@ -270,7 +276,7 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     else if (v8)
         launch_half<RT_BF16>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else switch (w->dtype) {
-#define X(T) case T: k_gemv_plain<T><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+#define X(T) case T: cuda_launch(k_gemv_plain<T>, grid, 32 * GEMV_WARPS, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
         X(RT_F32) X(RT_F16) X(RT_BF16)
 #undef X
 #define X(T)                                                                                    \
@@ -307,9 +313,9 @@ static int gemm_half(cuda_ctx *c, const void *w16, cudaDataType wt, int64_t ld_w
     if (!xh) return VC_ERR_OOM;
     unsigned g = cuda_blocks(n * in, 256);
     if (wt == CUDA_R_16F)
-        k_to_half<__half><<<g, 256, 0, c->stream>>>(x, x_ld, (__half *)xh, in, n * in);
+        cuda_launch(k_to_half<__half>, g, 256, 0, c->stream, x, x_ld, (__half *)xh, in, n * in);
     else
-        k_to_half<__nv_bfloat16><<<g, 256, 0, c->stream>>>(x, x_ld, (__nv_bfloat16 *)xh, in, n * in);
+        cuda_launch(k_to_half<__nv_bfloat16>, g, 256, 0, c->stream, x, x_ld, (__nv_bfloat16 *)xh, in, n * in);
     cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return cuda_fail(le, "k_to_half", __FILE__, __LINE__);
     const float one = 1.0f, zero = 0.0f;
@@ -340,7 +346,7 @@ static int gemm(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
         unsigned g = cuda_blocks(total, 256);
         const char *wd = (const char *)w->data;
         switch (w->dtype) {
-#define X(T) case T: k_dequant_bf16<T><<<g, 256, 0, c->stream>>>(wd, ws, (__nv_bfloat16 *)wb, in, total); break;
+#define X(T) case T: cuda_launch(k_dequant_bf16<T>, g, 256, 0, c->stream, wd, ws, (__nv_bfloat16 *)wb, in, total); break;
             CUDA_FOR_QUANT(X)
 #undef X
         default: break;
@@ -351,7 +357,7 @@ static int gemm(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
         cuda_tmp_free(c, wb);
     }
     if (rc < 0 || !bias) return rc;
-    k_add_bias<<<cuda_blocks(n * out, 256), 256, 0, c->stream>>>(y, y_ld, bias, out, n * out);
+    cuda_launch(k_add_bias, cuda_blocks(n * out, 256), 256, 0, c->stream, y, y_ld, bias, out, n * out);
     CU_LAUNCHED();
     return VC_OK;
 }

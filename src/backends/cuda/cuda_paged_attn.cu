@@ -125,6 +125,7 @@ __device__ __forceinline__ int fd_block(const fd_args &a, const int32_t *btrow, 
 }
 
 template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WARPS * 32) k_fd(fd_args a) {
+    CUDA_PDL_ENTER();
     constexpr int HD = 32 * DPL;
     __shared__ float sm_acc[FD_WARPS][GM][HD];
     __shared__ float sm_m[FD_WARPS][GM], sm_l[FD_WARPS][GM];
@@ -267,6 +268,7 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WAR
 
 /* grid (T, h), hd threads: merge the n_splits partials of (row, head). */
 __global__ void k_fd_combine(fd_args a, int hd) {
+    CUDA_PDL_ENTER();
     const int64_t i = blockIdx.x, hq = blockIdx.y;
     const int d = threadIdx.x;
     const int64_t base = (i * a.h + hq) * a.n_splits;
@@ -280,6 +282,141 @@ __global__ void k_fd_combine(fd_args a, int hd) {
         A += a.part[(base + s) * hd + d] * f;
     }
     ((float *)(a.out + i * a.o_s0 + hq * a.o_s1))[d] = L > 0.0f ? A / L : 0.0f;
+}
+
+/* ---- prefill: query tiles sharing K/V tiles in shared memory ------------
+ *
+ * For batches that are mostly prompt rows, one CTA (8 warps) serves PF_Q =
+ * 32 queries of one kv head: QT = PF_Q / G consecutive rows x the G heads
+ * of the group (query qi: row r0 + qi / G, head g*G + qi % G). Rows of
+ * different sequences in a tile are handled one sequence ("segment") after
+ * the other. For each tile of PF_KT keys of the segment's key range, K and V
+ * are loaded once into shared memory (f32; K rows padded by one float so the
+ * lanes' rows fall into different banks) and every query of the CTA uses
+ * them: warp w owns queries w, w+8, w+16, w+24; lane j scores key j of the
+ * tile (masked to the query's lo..hi), the warp updates its online softmax
+ * and accumulates P.V with lane l owning dims l*DPL..l*DPL+DPL-1.
+ * hd in {64, 128}. */
+#define PF_WARPS 8
+#define PF_Q 32
+#define PF_KT 32
+
+static size_t pf_smem(int hd) { return (size_t)(PF_Q * hd + PF_KT * (hd + 1) + PF_KT * hd) * sizeof(float); }
+
+/* Sequence of row i: the last s with qsl[s] <= i. */
+__device__ __forceinline__ int pf_seq(const fd_args &a, int64_t i) {
+    int s0 = 0, s1 = a.S - 1;
+    while (s0 < s1) {
+        int mid = (s0 + s1 + 1) / 2;
+        if (a.qsl[mid] <= i) s0 = mid;
+        else s1 = mid - 1;
+    }
+    return s0;
+}
+
+template <typename KV, int DPL> __global__ void __launch_bounds__(PF_WARPS * 32) k_pf(fd_args a, int64_t T) {
+    constexpr int HD = 32 * DPL;
+    extern __shared__ float pf_sm[];
+    float *qs = pf_sm, *ks = qs + PF_Q * HD, *vs = ks + PF_KT * (HD + 1);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, G = a.G, QT = PF_Q / G, g = blockIdx.x;
+    const int64_t r0 = (int64_t)blockIdx.y * QT, r1 = r0 + QT < T ? r0 + QT : T;
+    for (int64_t r = r0; r < r1;) {
+        const int s = pf_seq(a, r);
+        const int q_len = a.qsl[s + 1] - a.qsl[s], sl = a.seq_lens[s];
+        const int64_t seg_end = a.qsl[s + 1] < r1 ? a.qsl[s + 1] : r1;
+        const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || r < a.qsl[s] || seg_end <= r;
+        const int nq = bad ? 0 : (int)(seg_end - r) * G;
+        if (bad && threadIdx.x == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+        const int base = sl - q_len - a.qsl[s]; /* position of row i: base + i */
+        const int hi_max = bad ? -1 : base + (int)(seg_end - 1);
+        const int hi_min = base + (int)r;
+        const int lo_min = a.window > 0 && hi_min - a.window + 1 > 0 ? hi_min - a.window + 1 : 0;
+        const int32_t *btrow = a.bt + (int64_t)s * a.max_blocks;
+        __syncthreads(); /* the previous segment is done with qs */
+        for (int e = threadIdx.x; e < nq * HD; e += PF_WARPS * 32) {
+            int qi = e / HD, d = e % HD;
+            int64_t row = r + qi / G, hq = (int64_t)g * G + qi % G;
+            qs[e] = ((const float *)(a.q + row * a.q_s0 + hq * a.q_s1))[d];
+        }
+        float m[4], l[4], acc[4][DPL];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            m[k] = -INFINITY;
+            l[k] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < DPL; e++) acc[k][e] = 0.0f;
+        }
+        for (int kt0 = lo_min; kt0 <= hi_max; kt0 += PF_KT) {
+            const int cnt = hi_max - kt0 + 1 < PF_KT ? hi_max - kt0 + 1 : PF_KT;
+            __syncthreads(); /* previous tile consumed (and qs stored) */
+            for (int e = threadIdx.x; e < PF_KT * (HD / DPL); e += PF_WARPS * 32) {
+                int j = e / (HD / DPL), d0 = (e % (HD / DPL)) * DPL;
+                float kf[DPL], vf[DPL];
+                if (j < cnt) {
+                    int key = kt0 + j, blk = fd_block(a, btrow, key), slot = key % a.B;
+                    fd_load<KV, DPL>(a.k + blk * a.k_s0 + slot * a.k_sb + (int64_t)g * a.k_s1 + d0 * (int)sizeof(KV), kf);
+                    fd_load<KV, DPL>(a.v + blk * a.v_s0 + slot * a.v_sb + (int64_t)g * a.v_s1 + d0 * (int)sizeof(KV), vf);
+                } else {
+#pragma unroll
+                    for (int x = 0; x < DPL; x++) kf[x] = vf[x] = 0.0f;
+                }
+#pragma unroll
+                for (int x = 0; x < DPL; x++) {
+                    ks[j * (HD + 1) + d0 + x] = kf[x];
+                    vs[j * HD + d0 + x] = vf[x];
+                }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int qi = warp + PF_WARPS * k;
+                if (qi >= nq) break;
+                const int hi = base + (int)(r + qi / G);
+                const int lo = a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0;
+                if (kt0 > hi || kt0 + cnt - 1 < lo) continue; /* warp-uniform */
+                const int key = kt0 + lane;
+                const bool valid = lane < cnt && key >= lo && key <= hi;
+                const float *qr = qs + qi * HD, *kr = ks + lane * (HD + 1);
+                float sc = 0.0f;
+#pragma unroll 8
+                for (int d = 0; d < HD; d++) sc += qr[d] * kr[d];
+                sc *= a.scale;
+                if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
+                float mt = valid ? sc : -INFINITY;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+                const float mn = fmaxf(m[k], mt), corr = expf(m[k] - mn);
+                float p = valid ? expf(sc - mn) : 0.0f, ps = p;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
+                l[k] = l[k] * corr + ps;
+                m[k] = mn;
+#pragma unroll
+                for (int e = 0; e < DPL; e++) acc[k][e] *= corr;
+                for (int j = 0; j < cnt; j++) {
+                    float pj = __shfl_sync(0xffffffffu, p, j);
+                    const float *vr = vs + j * HD + lane * DPL;
+#pragma unroll
+                    for (int e = 0; e < DPL; e++) acc[k][e] += pj * vr[e];
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int qi = warp + PF_WARPS * k;
+            if (qi >= nq) break;
+            int64_t row = r + qi / G, hq = (int64_t)g * G + qi % G;
+            float *o = (float *)(a.out + row * a.o_s0 + hq * a.o_s1) + lane * DPL;
+#pragma unroll
+            for (int e = 0; e < DPL; e++) o[e] = l[k] > 0.0f ? acc[k][e] / l[k] : 0.0f;
+        }
+        if (bad) { /* zero the rows of a bad segment */
+            for (int64_t row = r; row < (seg_end > r ? seg_end : r + 1); row++)
+                for (int e = threadIdx.x; e < G * HD; e += PF_WARPS * 32)
+                    ((float *)(a.out + row * a.o_s0 + ((int64_t)g * G + e / HD) * a.o_s1))[e % HD] = 0.0f;
+        }
+        r = seg_end > r ? seg_end : r + 1;
+    }
 }
 
 bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc) {
@@ -297,8 +434,8 @@ bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *
 }
 
 template <typename KV, int DPL> static void fd_launch_g(const fd_args &a, dim3 grid, cudaStream_t st) {
-    if (a.G <= 2) k_fd<KV, DPL, 2><<<grid, FD_WARPS * 32, 0, st>>>(a);
-    else k_fd<KV, DPL, 8><<<grid, FD_WARPS * 32, 0, st>>>(a);
+    if (a.G <= 2) cuda_launch(k_fd<KV, DPL, 2>, grid, FD_WARPS * 32, 0, st, a);
+    else cuda_launch(k_fd<KV, DPL, 8>, grid, FD_WARPS * 32, 0, st, a);
 }
 
 template <typename KV> static void fd_launch_kv(const fd_args &a, int hd, dim3 grid, cudaStream_t st) {
@@ -342,12 +479,45 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     a.flags = c->d_flags;
     if ((int64_t)a.max_blocks * a.B > INT32_MAX / 2 || T > 65535 || kvh > 65535)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: context or batch too large");
+    /* Mostly prompt rows (T >= 4 rows per sequence on average): the
+     * prefill kernel, whose K/V tiles serve 32 queries at once. */
+    if (T >= 4 * (int64_t)a.S && T >= 64 && (hd == 64 || hd == 128)) {
+        int QT = PF_Q / a.G;
+        dim3 pgrid((unsigned)kvh, (unsigned)((T + QT - 1) / QT));
+        size_t smem = pf_smem((int)hd);
+        cudaError_t e = cudaSuccess;
+#define PF_GO(KV, DPL)                                                                                   \
+    do {                                                                                                 \
+        static bool opted = false;                                                                       \
+        if (!opted) {                                                                                    \
+            e = cudaFuncSetAttribute(k_pf<KV, DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem); \
+            opted = e == cudaSuccess;                                                                    \
+        }                                                                                                \
+        if (e == cudaSuccess) cuda_launch(k_pf<KV, DPL>, pgrid, PF_WARPS * 32, smem, c->stream, a, T);  \
+    } while (0)
+        if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+        if (kc->dtype == RT_BF16) {
+            if (hd == 64) PF_GO(__nv_bfloat16, 2);
+            else PF_GO(__nv_bfloat16, 4);
+        } else if (kc->dtype == RT_F16) {
+            if (hd == 64) PF_GO(__half, 2);
+            else PF_GO(__half, 4);
+        } else {
+            if (hd == 64) PF_GO(float, 2);
+            else PF_GO(float, 4);
+        }
+#undef PF_GO
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e != cudaSuccess) return cuda_fail(e, "prefill attention launch", __FILE__, __LINE__);
+        return VC_OK;
+    }
     /* Upper bound of a row's context, then enough splits for ~4 CTAs per SM
-     * (each split at least 64 keys). */
+     * (each split at least 16 keys: one run of FD_U keys per warp, so a
+     * decode row's CTAs finish after few dependent memory round trips). */
     int64_t ctx = (int64_t)a.max_blocks * a.B;
     if (window > 0 && window < ctx) ctx = window;
     int64_t want = (4 * (int64_t)c->n_sm + T * kvh - 1) / (T * kvh);
-    int64_t most = (ctx + 63) / 64;
+    int64_t most = (ctx + FD_WARPS * FD_U - 1) / (FD_WARPS * FD_U);
     int64_t ns = want < most ? want : most;
     if (ns < 1) ns = 1;
     if (ns > 1024) ns = 1024;
@@ -377,7 +547,7 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     }
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess && ns > 1) {
-        k_fd_combine<<<dim3((unsigned)T, (unsigned)h), (unsigned)hd, 0, c->stream>>>(a, (int)hd);
+        cuda_launch(k_fd_combine, dim3((unsigned)T, (unsigned)h), (unsigned)hd, 0, c->stream, a, (int)hd);
         e = cudaGetLastError();
     }
     cuda_tmp_free(c, tmp);
