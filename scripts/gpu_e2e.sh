@@ -11,7 +11,9 @@
 #   - where the time goes: VLLM_CUDA_PROFILE=1 (GPU time per op from CUDA
 #     events) and nsys when installed;
 #   - `vllm bench` (offline, 64 prompts).
-# Logs into $OUT. VLLM_E2E_SKIP_TESTS=1 skips gpu_run.sh (tests).
+# Logs into $OUT. VLLM_E2E_SKIP_TESTS=1 skips gpu_run.sh (tests);
+# VLLM_E2E_MEMCHECK=1 ends with compute-sanitizer memcheck over the CUDA tests
+# in the time left of VLLM_E2E_BUDGET seconds (default 280).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -90,8 +92,10 @@ print(f"roofline: {wbytes/1e9:.3f} GB of weights per decode step, d2d bandwidth 
 PY
 say "model-path speed (test_cuda_speed: batched decode, argmax on device, prefill 2048)"
 cmake --build build-gpu -j"$(nproc)" --target test_cuda_speed >"$OUT/build_speed.log" 2>&1 || grep -E "error" "$OUT/build_speed.log" | head
-(cd build-gpu && VLLM_CUDA_BENCH_MODEL=$M timeout 120 ./test_cuda_speed) >"$OUT/speed.log" 2>&1
+(cd build-gpu && VLLM_CUDA_BENCH_MODEL=$M VLLM_CUDA_PROFILE=1 timeout 120 ./test_cuda_speed) >"$OUT/speed.log" 2>&1
 grep -E "speed:|FAIL|Error|error" "$OUT/speed.log"
+echo "GPU time per op over the speed test's eager ops (first decode steps of each size, 4 prefills of 2048):"
+grep -E "cuda profile|^  [a-z]" "$OUT/speed.log" | head -40
 say "GPU time per op (VLLM_CUDA_PROFILE=1, eager: 512 prefill + 64 decode tokens)"
 VLLM_CUDA_PROFILE=1 VLLM_CUDA_GRAPHS=0 $V run --device cuda --model $M --prompt-ids "$ids" --max-tokens 64 \
     --ignore-eos --temperature 0 --print-ids 2>&1 >/dev/null | grep -E "cuda profile|^  [a-z]" | head -40
@@ -113,4 +117,16 @@ say "vllm bench --device cuda"
 $V bench --device cuda --model $M --num-prompts 64 --input-len 256 --output-len 64 \
     --max-num-seqs 64 --max-num-batched-tokens 4096 --gpu-memory-utilization 0.9 >"$OUT/bench.log" 2>&1
 grep -iE "throughput|tok/s|req/s|Mean TTFT|Mean TPOT" "$OUT/bench.log" | head -12
+if [ "${VLLM_E2E_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+    # last, with whatever time is left (VLLM_E2E_BUDGET seconds from the start)
+    for t in test_cuda_ops test_cuda_model; do
+        left=$(( ${VLLM_E2E_BUDGET:-280} - ($(date +%s) - t0) ))
+        [ $left -gt 20 ] || { echo "memcheck $t: no time left"; continue; }
+        say "compute-sanitizer memcheck $t (limit ${left}s)"
+        (cd build-gpu && VLLM_CUDA_SPEED=0 timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 ./$t) \
+            >"$OUT/memcheck_$t.log" 2>&1
+        echo "memcheck $t exit $?"
+        grep -E "ERROR SUMMARY|PASSED|FAILED|Invalid" "$OUT/memcheck_$t.log" | head -8
+    done
+fi
 say "done"

@@ -224,6 +224,7 @@ static void cuda_destroy(rt_backend *be) {
         if (c->blas_ws) cudaFree(c->blas_ws);
         if (c->d_flags) cudaFree(c->d_flags);
         if (c->fd_ws) cudaFree(c->fd_ws);
+        if (c->fd_cnt) cudaFree(c->fd_cnt);
         if (c->h_flags) cudaFreeHost(c->h_flags);
         if (c->stage) cudaFreeHost(c->stage);
         for (int i = 0; i < CUDA_STAGE_CHUNKS; i++)
@@ -301,6 +302,8 @@ static int cuda_init_ctx(cuda_ctx *c, int device) {
     cuda_pdl_enabled = !(pdl && !strcmp(pdl, "0"));
     CU_TRY(cudaMalloc((void **)&c->d_flags, sizeof(int)));
     CU_TRY(cudaMalloc((void **)&c->fd_ws, CUDA_FD_WS_FLOATS(c->n_sm) * sizeof(float)));
+    CU_TRY(cudaMalloc((void **)&c->fd_cnt, 4 * (size_t)c->n_sm * sizeof(int)));
+    CU_TRY(cudaMemset(c->fd_cnt, 0, 4 * (size_t)c->n_sm * sizeof(int)));
     CU_TRY(cudaMemset(c->d_flags, 0, sizeof(int)));
     CU_TRY(cudaMallocHost((void **)&c->h_flags, sizeof(int)));
     CU_TRY(cudaMallocHost((void **)&c->stage, CUDA_STAGE_CHUNKS * CUDA_STAGE_CHUNK_BYTES));

@@ -53,7 +53,7 @@ extern "C" {
 #define CUDA_FLAG_BAD_PAGED 4 /* PAGED_ATTENTION: bad block table / lengths */
 
 /* Max tokens of the GEMV path; larger batches go to cuBLAS. */
-#define CUDA_GEMV_MAX_N 16
+#define CUDA_GEMV_MAX_N 8
 
 /* Pinned staging for host->device uploads (see cuda_ctx). */
 #define CUDA_STAGE_CHUNKS 4
@@ -80,6 +80,7 @@ typedef struct {
      * copy to/from the host meanwhile; they use the persistent workspaces. */
     bool capturing;
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
+    int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
 } cuda_ctx;

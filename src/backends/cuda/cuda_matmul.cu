@@ -5,7 +5,8 @@
  *    (KS from the shape: several for matrices with few rows), that decodes W
  *    on the fly (f32/f16/bf16 elements, 16-byte loads of 8
  *    halves when aligned, or 32-value units of the GGUF block formats via
- *    cuda_dequant.cuh) and dots it with up to CUDA_GEMV_MAX_N (16) f32 activation rows in f32.
+ *    cuda_dequant.cuh) and dots it with up to CUDA_GEMV_MAX_N (8) f32 activation rows in f32 (at 16 rows the
+ *    x reads made it slower than cuBLAS: measured on the H200).
  *    W is read from memory once per call.
  *  - larger n (prefill): cuBLAS. f32 W: SGEMM in plain fp32 (default math
  *    mode, so no TF32). f16 / bf16 W: x is converted to W's type and

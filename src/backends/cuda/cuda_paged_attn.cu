@@ -12,7 +12,8 @@
  * updates its own online softmax (running max m, sum l, accumulator acc per
  * head), then loads the 4 V rows. The 4 warps' states are merged through
  * shared memory. With one split the CTA writes the normalised output; with
- * several it writes (acc, m, l) partials and k_fd_combine merges them:
+ * several it writes (acc, m, l) partials, and the last CTA of the row and
+ * kv head to finish (an atomic counter) merges them:
  *   M = max m_s, L = sum l_s e^(m_s - M), out = sum acc_s e^(m_s - M) / L.
  *
  * n_splits is chosen from the host-known upper bound of the context
@@ -45,6 +46,7 @@ typedef struct {
     float scale, softcap;
     float *part;    /* [T, h, n_splits, hd] unnormalised acc */
     float *part_ml; /* [T, h, n_splits, 2] (m, l) */
+    int *counters;  /* [T, kvh] finished splits (zero between launches) */
     int *flags;
 } fd_args;
 
@@ -264,24 +266,35 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WAR
             }
         }
     }
-}
-
-/* grid (T, h), hd threads: merge the n_splits partials of (row, head). */
-__global__ void k_fd_combine(fd_args a, int hd) {
-    CUDA_PDL_ENTER();
-    const int64_t i = blockIdx.x, hq = blockIdx.y;
-    const int d = threadIdx.x;
-    const int64_t base = (i * a.h + hq) * a.n_splits;
-    float M = -INFINITY;
-    for (int s = 0; s < a.n_splits; s++) M = fmaxf(M, a.part_ml[(base + s) * 2]);
-    float L = 0.0f, A = 0.0f;
-    for (int s = 0; s < a.n_splits; s++) {
-        float ms = a.part_ml[(base + s) * 2];
-        float f = ms == -INFINITY ? 0.0f : expf(ms - M);
-        L += a.part_ml[(base + s) * 2 + 1] * f;
-        A += a.part[(base + s) * hd + d] * f;
+    if (a.n_splits == 1) return;
+    /* The last CTA of (row i, kv head g) to finish merges the n_splits
+     * partials (threadfence + counter: the others' writes are visible to
+     * it) and resets the counter for the next launch or graph replay. */
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *cnt = a.counters + i * gridDim.x + g;
+        last = atomicAdd(cnt, 1) == a.n_splits - 1;
+        if (last) *cnt = 0;
     }
-    ((float *)(a.out + i * a.o_s0 + hq * a.o_s1))[d] = L > 0.0f ? A / L : 0.0f;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int e = threadIdx.x; e < G * HD; e += FD_WARPS * 32) {
+        int gg = e / HD, d = e % HD;
+        int64_t hq = (int64_t)g * G + gg, base = (i * a.h + hq) * a.n_splits;
+        float M = -INFINITY;
+        for (int t = 0; t < a.n_splits; t++) M = fmaxf(M, __ldcg(a.part_ml + (base + t) * 2));
+        float L = 0.0f, A = 0.0f;
+        for (int t = 0; t < a.n_splits; t++) {
+            float ms = __ldcg(a.part_ml + (base + t) * 2);
+            float f = ms == -INFINITY ? 0.0f : expf(ms - M);
+            L += __ldcg(a.part_ml + (base + t) * 2 + 1) * f;
+            A += __ldcg(a.part + (base + t) * HD + d) * f;
+        }
+        ((float *)(a.out + i * a.o_s0 + hq * a.o_s1))[d] = L > 0.0f ? A / L : 0.0f;
+    }
 }
 
 /* ---- prefill: query tiles sharing K/V tiles in shared memory ------------
@@ -534,6 +547,7 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
             a.part = (float *)tmp;
         }
         a.part_ml = a.part + n * (size_t)hd;
+        a.counters = c->fd_cnt; /* T * kvh < 4 * n_sm when ns > 1 */
     }
     if (cuda_enter(c) < 0) {
         cuda_tmp_free(c, tmp);
@@ -546,10 +560,6 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     default: fd_launch_kv<float>(a, (int)hd, grid, c->stream); break;
     }
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && ns > 1) {
-        cuda_launch(k_fd_combine, dim3((unsigned)T, (unsigned)h), (unsigned)hd, 0, c->stream, a, (int)hd);
-        e = cudaGetLastError();
-    }
     cuda_tmp_free(c, tmp);
     if (e != cudaSuccess) return cuda_fail(e, "paged attention launch", __FILE__, __LINE__);
     return VC_OK;

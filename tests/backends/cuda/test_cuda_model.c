@@ -4,12 +4,12 @@
  * tests/fixtures/README.md), each fixture in two passes:
  *
  *  - upcast (mdl_params.upcast_weights: all weights f32 on the device):
- *    the GPU computes in fp32 throughout (GEMV for n <= 16, SGEMM without
+ *    the GPU computes in fp32 throughout (GEMV for n <= 8, SGEMM without
  *    TF32 above), so the CPU test's bounds apply unchanged: HF's top-5
  *    logits within 1e-3 relative (to max(1,|logit|)) at every prompt
  *    position and greedy step, and all 32 greedy tokens identical.
  *  - stored dtypes: f32 fixtures as above. f16 / bf16 weights take the
- *    cuBLAS path for chunks of more than 16 tokens, which rounds the
+ *    cuBLAS path for chunks of more than 8 tokens, which rounds the
  *    activations to the weight type (2^-11 for f16, 2^-8 for bf16 relative)
  *    before an fp32-accumulated GEMM; over 2 layers that moves logits of
  *    magnitude ~1-5 by up to a few 1e-3 (f16) / 1e-2 (bf16). Bounds: 5e-3
@@ -142,7 +142,7 @@ static void run_fixture(const char *name, bool upcast) {
     json_t *g = json_load_file(path, 0, NULL);
     assert_non_null(g);
     mdl_params mp = mdl_params_default();
-    mp.max_batch = 24; /* chunked prefill: GEMM (24-token) and GEMV (<= 16) chunks */
+    mp.max_batch = 16; /* chunked prefill: GEMM (16-token) and GEMV (<= 8) chunks */
     mp.upcast_weights = upcast;
     mdl_model *m = mdl_load(dir, g_gpu, &mp);
     if (!m) fail_msg("load %s on cuda: %s", dir, vc_err_msg());
@@ -207,8 +207,8 @@ static void test_bad_inputs(void **st) {
  * recorded on the second step of a shape, replayed after) give the same
  * logits bit for bit as the eager path (VLLM_CUDA_GRAPHS=0): the same
  * kernels run, and every kernel computes a row independently of the batch
- * size on the GEMV path (and the split-KV attention takes one split for a
- * context bound of GMB * GB = 32 keys, whatever the batch). Three sequences prefilled in one batch, then
+ * size on the GEMV path (and the split-KV attention takes two splits of 16
+ * keys for a context bound of GMB * GB = 32 keys, whatever the batch). Three sequences prefilled in one batch, then
  * decode steps of 3, 2 (padded to 2) and 3 (padded to 4) sequences. Each
  * step runs twice, the second time through mdl_forward_batch_argmax, whose
  * ids must be the argmax of the first run's logits. */
