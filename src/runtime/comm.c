@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static rt_comm_group_factory g_comm_factories[RT_DEV_COUNT];
 
@@ -87,4 +88,31 @@ int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
         return vc_err_set(VC_ERR_INVALID, "comm all_gather: dst must hold world (%d) x src elements of its dtype",
                           c->world);
     return c->vt->all_gather(c, src, dst);
+}
+
+int rt_backends_create_group(rt_device dev, int tp, const rt_backend_params *p, rt_backend **out) {
+    if (tp < 1 || tp > 64) return vc_err_set(VC_ERR_INVALID, "tensor-parallel size must be in [1, 64] (got %d)", tp);
+    for (int r = 0; r < tp; r++) out[r] = NULL;
+    rt_backend_params bp = *p;
+    if (dev == RT_DEV_CPU && tp > 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int total = p->n_threads > 0 ? p->n_threads : (int)(cores > 0 ? cores : 1);
+        bp.n_threads = total / tp > 0 ? total / tp : 1;
+    }
+    for (int r = 0; r < tp; r++) {
+        if (dev != RT_DEV_CPU) bp.device_id = p->device_id + r;
+        out[r] = rt_backend_create(dev, &bp);
+        if (!out[r]) {
+            rt_backends_free_group(out, r);
+            return VC_ERR_RUNTIME;
+        }
+    }
+    return VC_OK;
+}
+
+void rt_backends_free_group(rt_backend **bes, int tp) {
+    for (int r = 0; r < tp; r++) {
+        rt_backend_free(bes[r]);
+        bes[r] = NULL;
+    }
 }

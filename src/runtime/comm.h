@@ -51,6 +51,13 @@ void rt_comm_register(rt_device dev, rt_comm_group_factory f);
 int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms);
 void rt_comm_group_free(rt_comm **comms, int world);
 
+/* The backends of a TP group of `tp` ranks on one device kind: accelerator
+ * ordinals p->device_id + r; on the CPU the threads p->n_threads (<= 0:
+ * all cores) are shared out, at least one per rank. out[0..tp) are freed
+ * with rt_backends_free_group. */
+int rt_backends_create_group(rt_device dev, int tp, const rt_backend_params *p, rt_backend **out);
+void rt_backends_free_group(rt_backend **bes, int tp);
+
 int rt_comm_all_reduce_sum(rt_comm *c, rt_tensor *t);
 int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
 
