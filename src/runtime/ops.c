@@ -31,7 +31,9 @@ bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a) {
  * sync and its wall time (queue + run) is summed per op; the table goes to
  * stderr at exit. The syncs serialise host and device, so totals are an
  * upper bound of the device time; the split between ops is what matters.
- * Matmuls are also split by the token count class (1, 2-8, > 8 rows). */
+ * Matmuls are also split by the token count class (1, 2-8, > 8 rows).
+ * A debugging aid for one thread: tensor-parallel ranks would race on the
+ * counters. */
 enum { PROF_ROWS = RT_OP_COUNT + 2 };
 static int g_prof = -1; /* -1 unknown, 0 off, 1 on */
 static double g_prof_s[PROF_ROWS];

@@ -499,13 +499,11 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
         dim3 pgrid((unsigned)kvh, (unsigned)((T + QT - 1) / QT));
         size_t smem = pf_smem((int)hd);
         cudaError_t e = cudaSuccess;
+/* The opt-in to > 48 KiB of shared memory is per device: set it at every
+ * (prefill-sized, so rare) launch rather than caching it in a static. */
 #define PF_GO(KV, DPL)                                                                                   \
     do {                                                                                                 \
-        static bool opted = false;                                                                       \
-        if (!opted) {                                                                                    \
-            e = cudaFuncSetAttribute(k_pf<KV, DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem); \
-            opted = e == cudaSuccess;                                                                    \
-        }                                                                                                \
+        e = cudaFuncSetAttribute(k_pf<KV, DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);  \
         if (e == cudaSuccess) cuda_launch(k_pf<KV, DPL>, pgrid, PF_WARPS * 32, smem, c->stream, a, T);  \
     } while (0)
         if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;

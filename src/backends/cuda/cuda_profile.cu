@@ -9,7 +9,8 @@
  * time between the first and the last event for comparison (the rest is
  * idle time between kernels: launch overhead). Ops queued while a graph is
  * recorded are not timed (a replayed graph shows up as idle time), so
- * profile with VLLM_CUDA_GRAPHS=0.
+ * profile with VLLM_CUDA_GRAPHS=0. One backend in one thread at a time (the
+ * event pool is global): not for tensor-parallel runs.
  */
 #include "backends/cuda/cuda_internal.h"
 
