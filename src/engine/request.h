@@ -58,6 +58,9 @@ typedef struct {
     int32_t *bad_words_ids;      /* concatenated token sequences ... */
     int32_t *bad_words_lens;     /* [n_bad_words] their lengths */
     int32_t n_bad_words;
+    /* Parallel sampling (vLLM's n): eng_add_* fans the request out into n
+     * child requests (1, also when 0). */
+    int32_t n;
 } ereq_sampling;
 
 ereq_sampling ereq_sampling_default(void);
