@@ -429,7 +429,10 @@ int eng_emit(eng_engine *e, ereq *r, double now, int32_t *n_outs) {
                                         .parent_id = er->parent_id, .index = er->index,
                                         .parent_finished = parent_done, .times = er->t};
     er->n_lp = 0;
-    if (er->plp_ids && !er->plp_sent) {
+    /* Prompt logprobs go with the first token: every prompt chunk's step has
+     * completed by then (async: the worker may still be writing them for an
+     * aborted request, which gets none). */
+    if (er->plp_ids && !er->plp_sent && d.n_token_ids > 0) {
         eng_output *o = &e->outs[*n_outs - 1];
         o->n_plp = r->num_prompt;
         o->plp_stride = er->plp_stride;

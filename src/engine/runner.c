@@ -247,7 +247,8 @@ int erun_stage(erun_runner *r, const esched_output *so, erun_slot **out) {
         /* At most one token of the request can be in flight (the engine
          * updates step t - 2 before it stages step t); a sampling chunk ends
          * at the last token, the in-flight one included. */
-        bool ok = it->num_tokens > 0 && (ph == 0 || ph == 1) && (it->sample ? end == q->num_tokens + ph : ph == 0 && end <= q->num_tokens) &&
+        bool ok = it->num_tokens > 0 && (ph == 0 || ph == 1) &&
+                  (it->sample ? end == q->num_tokens + ph : ph == 0 && end <= q->num_tokens) &&
                   (int64_t)nb * B >= end && nb <= r->max_blocks && T + it->num_tokens <= r->p.max_num_batched_tokens;
         if (!ok)
             return vc_err_set(VC_ERR_INVALID, "runner: inconsistent schedule for request %lld", (long long)q->id);

@@ -191,7 +191,8 @@ static void check_same(const results *a, const results *b, const char *what) {
             fail_msg("%s: request %d finished '%s' vs '%s'", what, i, b->reason[i], a->reason[i]);
         if (strcmp(a->text[i], b->text[i])) fail_msg("%s: request %d text differs", what, i);
         if (a->n_lp[i] != b->n_lp[i]) fail_msg("%s: request %d: %d vs %d logprobs", what, i, b->n_lp[i], a->n_lp[i]);
-        if (memcmp(a->lp_ids[i], b->lp_ids[i], sizeof a->lp_ids[i]) || memcmp(a->lp_rank[i], b->lp_rank[i], sizeof a->lp_rank[i]))
+        if (memcmp(a->lp_ids[i], b->lp_ids[i], sizeof a->lp_ids[i]) ||
+            memcmp(a->lp_rank[i], b->lp_rank[i], sizeof a->lp_rank[i]))
             fail_msg("%s: request %d logprob ids differ", what, i);
         for (int t = 0; t < a->n_lp[i]; t++)
             for (int q = 0; q < 4; q++)
@@ -252,8 +253,11 @@ static void gate(ereq_sampling *sps) {
             length += !strcmp(g_b.reason[i], "length");
         }
         assert_int_equal(aborted, NREQ / 4);
+        for (int i = 0; i < NREQ; i++)
+            if (sps[i].prompt_logprobs >= 0) assert_int_equal(g_b.n_plp[i], p[i].n);
         assert_true(stopped > 0 && length > 0);
-        print_message("%s: async == sync (stop %d, length %d, abort %d; preemptions %lld/%lld, prefix hits %lld/%lld)\n",
+        print_message("%s: async == sync (stop %d, length %d, abort %d; preemptions %lld/%lld, "
+                      "prefix hits %lld/%lld)\n",
                       k_names[k], stopped, length, aborted, (long long)ss.num_preemptions_total,
                       (long long)sa.num_preemptions_total, (long long)ss.prefix_hits_total,
                       (long long)sa.prefix_hits_total);
