@@ -104,7 +104,8 @@ typedef struct {
     /* Async scheduling: the last num_placeholder_inputs input tokens of this
      * chunk (positions >= req->num_tokens when scheduled) are not on the host
      * yet; they are the tokens sampled by the request's previous step(s),
-     * which the runner keeps on the device and splices in. 0 when the
+     * which the runner keeps in its own result buffer (on the device, for a
+     * device sampler) and splices in when the step starts (runner.h). 0 when the
      * previous step's tokens were returned before this schedule. */
     int32_t num_placeholder_inputs;
 } esched_item;
