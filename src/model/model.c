@@ -22,7 +22,7 @@ static const struct {
 };
 
 mdl_params mdl_params_default(void) {
-    mdl_params p = {.max_batch = 512, .upcast_weights = false};
+    mdl_params p = {.max_batch = 512, .upcast_weights = false, .tp_size = 1, .tp_backends = NULL};
     return p;
 }
 
@@ -53,7 +53,16 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *s) {
 }
 
 int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, bool required) {
+    rt_tensor host;
     memset(t, 0, sizeof *t);
+    int rc = mdl_find_host(m, canon, ndim, shape, required, &host);
+    if (rc < 0 || !host.data) return rc;
+    return mdl_bind_host(m, t, &host, false);
+}
+
+int mdl_find_host(mdl_model *m, const char *canon, int ndim, const int64_t *shape, bool required,
+                  rt_tensor *out) {
+    memset(out, 0, sizeof *out);
     mdl_wt w;
     const char *path = mdl_wsrc_path(m->src);
     if (!mdl_wsrc_find(m->src, canon, &w)) {
@@ -80,7 +89,15 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
     if (rt_tensor_nbytes(&host) != w.nbytes)
         return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, expected %zu", path, w.name,
                           w.nbytes, rt_tensor_nbytes(&host));
-    if ((ndim == 1 || m->upcast_weights) && w.dtype != RT_F32) {
+    *out = host;
+    return VC_OK;
+}
+
+int mdl_bind_host(mdl_model *m, rt_tensor *t, const rt_tensor *hostp, bool temp) {
+    rt_tensor host = *hostp;
+    int ndim = host.ndim;
+    const int64_t *shape = host.shape;
+    if ((ndim == 1 || m->upcast_weights) && host.dtype != RT_F32) {
         /* Norm weights and biases are used as f32 by every op. */
         if (own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
         if (m->be->device == RT_DEV_CPU) return rt_copy(m->be, t, &host);
@@ -94,7 +111,7 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
         free(tmp.data);
         return rc;
     }
-    if (m->be->device == RT_DEV_CPU) { /* zero-copy from the mmap */
+    if (m->be->device == RT_DEV_CPU && !temp) { /* zero-copy from the mmap */
         *t = host;
         return VC_OK;
     }
@@ -157,12 +174,12 @@ static int alloc_activations(mdl_model *m) {
     } bufs[] = {
         {&m->x, RT_F32, B, c->hidden},
         {&m->xb, RT_F32, B, c->hidden},
-        {&m->q, RT_F32, B, c->n_heads * c->head_dim},
-        {&m->k, RT_F32, B, c->n_kv_heads * c->head_dim},
-        {&m->v, RT_F32, B, c->n_kv_heads * c->head_dim},
-        {&m->att, RT_F32, B, c->n_heads * c->head_dim},
-        {&m->gate, RT_F32, B, c->intermediate},
-        {&m->up, RT_F32, B, c->intermediate},
+        {&m->q, RT_F32, B, m->h_l * c->head_dim},
+        {&m->k, RT_F32, B, m->kvh_l * c->head_dim},
+        {&m->v, RT_F32, B, m->kvh_l * c->head_dim},
+        {&m->att, RT_F32, B, m->h_l * c->head_dim},
+        {&m->gate, RT_F32, B, m->ff_l},
+        {&m->up, RT_F32, B, m->ff_l},
         {&m->ids, RT_I32, B, 0},
         {&m->pos, RT_I32, B, 0},
         {&m->slots, RT_I32, B, 0},
@@ -179,13 +196,27 @@ static int alloc_activations(mdl_model *m) {
 }
 
 mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
+    mdl_params def = mdl_params_default();
+    if (!p) p = &def;
+    int tp = p->tp_size > 1 ? p->tp_size : 1;
+    if (tp > 1 && (!p->tp_backends || p->tp_backends[0] != be)) {
+        vc_err_set(VC_ERR_INVALID, "tensor parallel: tp_backends[0] must be the model's backend");
+        return NULL;
+    }
+    mdl_model *m = mdl_load_rank(path, be, p, 0, tp);
+    if (m && tp > 1 && mdl_tp_group_start(m, path, p) < 0) {
+        mdl_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, int rank, int size) {
     mdl_model *m = calloc(1, sizeof *m);
     if (!m) {
         vc_err_set(VC_ERR_OOM, "out of memory");
         return NULL;
     }
-    mdl_params def = mdl_params_default();
-    if (!p) p = &def;
     m->be = be;
     m->max_batch = p->max_batch > 0 ? p->max_batch : 512;
     m->upcast_weights = p->upcast_weights;
@@ -198,6 +229,7 @@ mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
         goto fail;
     }
     (void)g_archs;
+    if (mdl_tp_setup(m, rank, size) < 0) goto fail;
     if (m->arch->load(m) < 0 || make_inv_freq(m) < 0 || alloc_activations(m) < 0) goto fail;
     VC_INFO("loaded %s: %s, %lld layers, hidden %lld, heads %lld/%lld, vocab %lld", path, m->cfg.arch,
             (long long)m->cfg.n_layers, (long long)m->cfg.hidden, (long long)m->cfg.n_heads,
@@ -210,6 +242,8 @@ fail:
 
 void mdl_free(mdl_model *m) {
     if (!m) return;
+    if (m->tp) mdl_tp_group_stop(m);
+    if (m->logits_l.data) rt_backend_free_mem(m->be, m->logits_l.data);
     for (int i = 0; i < m->n_owned; i++) rt_backend_free_mem(m->be, m->owned[i]);
     free(m->owned);
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
@@ -235,11 +269,35 @@ size_t mdl_weight_bytes(const mdl_model *m) {
 
 size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size) {
     const mdl_config *c = &m->cfg;
-    return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(c->n_kv_heads * c->head_dim) *
-           sizeof(float);
+    /* Per device: under TP each GPU holds its ranks' KV heads; on the CPU
+     * all ranks share one memory, so count all heads. */
+    int64_t kvh = m->be->device == RT_DEV_CPU ? c->n_kv_heads : m->kvh_l;
+    return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(kvh * c->head_dim) * sizeof(float);
 }
 
+static mdl_kv *kv_create_one(mdl_model *m, int32_t num_blocks, int32_t block_size);
+
 mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
+    mdl_kv *kv = kv_create_one(m, num_blocks, block_size);
+    if (!kv || m->tp_size <= 1) return kv;
+    kv->ranks = calloc((size_t)m->tp_size, sizeof *kv->ranks);
+    if (!kv->ranks) {
+        mdl_kv_free(kv);
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    kv->ranks[0] = kv;
+    for (int r = 1; r < m->tp_size; r++) {
+        kv->ranks[r] = kv_create_one(mdl_tp_rank_model(m, r), num_blocks, block_size);
+        if (!kv->ranks[r]) {
+            mdl_kv_free(kv);
+            return NULL;
+        }
+    }
+    return kv;
+}
+
+static mdl_kv *kv_create_one(mdl_model *m, int32_t num_blocks, int32_t block_size) {
     if (num_blocks <= 0 || block_size <= 0) {
         vc_err_set(VC_ERR_INVALID, "KV cache: need num_blocks > 0 and block_size > 0");
         return NULL;
@@ -252,7 +310,7 @@ mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
     kv->k = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
     kv->v = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
     if (!kv->k || !kv->v) goto oom;
-    int64_t shape[4] = {num_blocks, block_size, m->cfg.n_kv_heads, m->cfg.head_dim};
+    int64_t shape[4] = {num_blocks, block_size, m->kvh_l, m->cfg.head_dim};
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         kv->k[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
         kv->v[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
@@ -267,6 +325,10 @@ oom:
 
 void mdl_kv_free(mdl_kv *kv) {
     if (!kv) return;
+    if (kv->ranks) {
+        for (int r = 1; r < kv->m->tp_size; r++) mdl_kv_free(kv->ranks[r]);
+        free(kv->ranks);
+    }
     for (int64_t l = 0; kv->k && l < kv->m->cfg.n_layers; l++) {
         rt_backend_free_mem(kv->m->be, kv->k[l].data);
         rt_backend_free_mem(kv->m->be, kv->v[l].data);
@@ -279,9 +341,13 @@ void mdl_kv_free(mdl_kv *kv) {
 static int ensure_logits(mdl_model *m, int64_t rows) {
     if (m->logits_rows >= rows) return VC_OK;
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
-    int64_t shape[2] = {rows, m->cfg.vocab};
+    if (m->logits_l.data) rt_backend_free_mem(m->be, m->logits_l.data);
+    m->logits_l.data = NULL;
+    /* [tp * rows, vocab_l]: under TP the gathered [tp, rows, vocab_l]. */
+    int64_t shape[2] = {m->tp_size * rows, m->vocab_l}, shape_l[2] = {rows, m->vocab_l};
     m->logits = rt_tensor_alloc(m->be, RT_F32, 2, shape);
-    if (!m->logits.data) {
+    if (m->logits.data && m->tp_size > 1) m->logits_l = rt_tensor_alloc(m->be, RT_F32, 2, shape_l);
+    if (!m->logits.data || (m->tp_size > 1 && !m->logits_l.data)) {
         m->logits_rows = 0;
         return vc_err_set(VC_ERR_OOM, "out of memory for logits");
     }
@@ -309,6 +375,9 @@ static int upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, in
     return rt_tensor_copy_bytes(m->be, &d, &h);
 }
 
+static int rank_prepare(mdl_model *m, mdl_kv *kv, void *arg);
+static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg);
+
 int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits) {
     int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, V = m->cfg.vocab;
     if (T <= 0 || T > m->max_batch)
@@ -324,9 +393,41 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
     }
     for (int64_t i = 0; i < L; i++)
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= T) return vc_err_set(VC_ERR_INVALID, "bad logit row");
-    int rc = ensure_block_tables(m, S * b->max_blocks);
-    if (rc == 0 && L > 0) rc = ensure_logits(m, L);
-    if (rc == 0) rc = upload_i32(m, &m->ids, b->ids, T);
+    /* Buffers first on every rank, so no rank fails between collectives. */
+    int rc = m->tp ? mdl_tp_run(m, kv, rank_prepare, (void *)b) : rank_prepare(m, kv, (void *)b);
+    if (rc == 0) rc = m->tp ? mdl_tp_run(m, kv, rank_forward, (void *)b) : rank_forward(m, kv, (void *)b);
+    if (rc == 0 && L > 0 && m->tp_size == 1) {
+        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
+        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
+        rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
+    } else if (rc == 0 && L > 0) {
+        /* [tp, L, V/tp] on the device -> [L, V] on the host. */
+        int64_t Vl = m->vocab_l, W = m->tp_size;
+        float *tmp = malloc((size_t)(W * L * Vl) * sizeof *tmp);
+        if (!tmp) return vc_err_set(VC_ERR_OOM, "out of memory");
+        rt_tensor ht = rt_tensor_2d(tmp, RT_F32, RT_DEV_CPU, W * L, Vl);
+        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, W * L);
+        rc = rt_tensor_copy_bytes(m->be, &ht, &dl);
+        for (int64_t r = 0; rc == 0 && r < W; r++)
+            for (int64_t l = 0; l < L; l++)
+                memcpy(logits + l * V + r * Vl, tmp + (r * L + l) * Vl, (size_t)Vl * sizeof *tmp);
+        free(tmp);
+    }
+    return rc;
+}
+
+static int rank_prepare(mdl_model *m, mdl_kv *kv, void *arg) {
+    (void)kv;
+    const mdl_batch *b = arg;
+    int rc = ensure_block_tables(m, (int64_t)b->n_seqs * b->max_blocks);
+    if (rc == 0 && b->n_logits > 0) rc = ensure_logits(m, b->n_logits);
+    return rc;
+}
+
+static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg) {
+    const mdl_batch *b = arg;
+    int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits;
+    int rc = upload_i32(m, &m->ids, b->ids, T);
     if (rc == 0) rc = upload_i32(m, &m->pos, b->positions, T);
     if (rc == 0) rc = upload_i32(m, &m->slots, b->slots, T);
     if (rc == 0) rc = upload_i32(m, &m->qsl, b->qsl, S + 1);
@@ -334,11 +435,6 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
     if (rc == 0) rc = upload_i32(m, &m->logit_rows, b->logit_rows, L);
     if (rc == 0) rc = upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
     if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
-    if (rc == 0 && L > 0) {
-        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
-        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
-        rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
-    }
     return rc;
 }
 

@@ -28,6 +28,12 @@ typedef struct {
     int64_t max_batch;   /* tokens per forward chunk (activation buffers sized for it) */
     bool upcast_weights; /* convert every weight to f32 at load: exact fp32 compute for
                             oracle tests (4-8x the memory of quantized weights) */
+    /* Tensor parallelism (tp.c): tp_size ranks, rank r on tp_backends[r]
+     * (tp_backends[0] must be the `be` given to mdl_load; NULL when
+     * tp_size <= 1). The returned model is rank 0; it drives the other
+     * ranks' threads inside mdl_forward_batch, so callers see one model. */
+    int tp_size;
+    rt_backend **tp_backends;
 } mdl_params;
 
 mdl_params mdl_params_default(void);

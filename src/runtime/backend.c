@@ -6,8 +6,10 @@
 
 /* Each backend's registration hook, called once from rt_backends_init(). */
 void cpu_backend_register(void);
+void cpu_comm_register(void);
 #ifdef VLLM_CUDA
 void cuda_backend_register(void);
+void cuda_comm_register(void);
 #endif
 
 static rt_backend_factory g_factories[RT_DEV_COUNT];
@@ -15,8 +17,10 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
     cpu_backend_register();
+    cpu_comm_register();
 #ifdef VLLM_CUDA
     cuda_backend_register();
+    cuda_comm_register();
 #endif
 }
 
