@@ -4,6 +4,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/engine_int.h"
+#include "runtime/comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,11 +71,19 @@ eng_engine *eng_create(const eng_params *p) {
     }
     rt_backend_params bp = rt_backend_params_default();
     bp.n_threads = p->n_threads;
-    e->be = rt_backend_create(p->device, &bp);
-    if (!e->be) goto fail;
+    e->tp = p->tensor_parallel_size > 1 ? p->tensor_parallel_size : 1;
+    e->bes = calloc((size_t)e->tp, sizeof *e->bes);
+    if (!e->bes) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        goto fail;
+    }
+    if (rt_backends_create_group(p->device, e->tp, &bp, e->bes) < 0) goto fail;
+    e->be = e->bes[0];
     mdl_params mp = mdl_params_default();
     mp.max_batch = p->max_num_batched_tokens;
     mp.upcast_weights = p->upcast_weights;
+    mp.tp_size = e->tp;
+    mp.tp_backends = e->bes;
     e->m = mdl_load(p->model, e->be, &mp);
     if (!e->m) goto fail;
     e->tok = tok_load(p->model); /* optional: token-id requests work without one */
@@ -206,7 +215,8 @@ void eng_free(eng_engine *e) {
     esched_free(e->sched);
     tok_free(e->tok);
     mdl_free(e->m);
-    rt_backend_free(e->be);
+    if (e->bes) rt_backends_free_group(e->bes, e->tp);
+    free(e->bes);
     free(e);
 }
 

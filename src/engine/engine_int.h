@@ -43,7 +43,9 @@ typedef struct {
 
 struct eng_engine {
     eng_params p;
-    rt_backend *be;
+    rt_backend *be;      /* rank 0's backend (== bes[0]) */
+    rt_backend **bes;    /* [tp] one backend per tensor-parallel rank */
+    int tp;
     mdl_model *m;
     tok_tokenizer *tok;
     esched *sched;
