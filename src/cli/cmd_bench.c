@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/cli_common.h"
 #include "engine/engine.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@ static void usage(FILE *f) {
                "  --device cpu|cuda           backend (default cpu)\n"
                "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
                "  --async-scheduling          schedule step N+1 while step N runs (vLLM's flag)\n"
+               "  --kv-cache-dtype T          auto (default), float32, float16, bfloat16\n"
                "  --gpu-memory-utilization F  device backends: KV cache fills the device to F (0.9)\n"
                "  --seed S                    prompt and sampling seed (default 0)\n");
 }
@@ -79,6 +81,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
         else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
+        else if (!strcmp(a, "--kv-cache-dtype")) { int kd; rc = mdl_parse_kv_dtype(val, &kd); ep.kv_cache_dtype = val; }
         else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) { rc = cli_parse_i64(a, val, 1, 64, &v); ep.tensor_parallel_size = (int)v; }
         else if (!strcmp(a, "--kv-cache-memory")) { rc = cli_parse_i64(a, val, 1, INT64_MAX, &v); ep.kv_cache_memory = (size_t)v; }
         else { fprintf(stderr, "vllm bench: unknown option '%s'\n", a); usage(stderr); return 2; }

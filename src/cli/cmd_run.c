@@ -30,6 +30,7 @@ static void run_usage(FILE *f) {
             "  --seed S            sampling seed (default: random)\n"
             "  --threads N         CPU threads (default: all cores)\n"
             "  --device cpu|cuda   backend (default cpu; cuda needs a -DVLLM_CUDA=ON build)\n"
+            "  --kv-cache-dtype T  auto (default: the model's dtype on GPUs, f32 on the CPU), float32, float16, bfloat16\n"
             "  --tensor-parallel-size N, -tp N\n"
             "                      split the model over N ranks (GPUs 0..N-1, or N groups of CPU threads)\n"
             "  --ignore-eos        keep generating after end-of-sequence\n"
@@ -66,6 +67,7 @@ static int parse_ids(const char *s, int32_t **out, size_t *n) {
 int cli_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL;
     int64_t max_tokens = 256, threads = 0, tp = 1;
+    int kv_dtype = MDL_KV_AUTO;
     bool ignore_eos = false, print_ids = false;
     int device = RT_DEV_CPU;
     smp_params sp = smp_params_default();
@@ -83,6 +85,7 @@ int cli_run(int argc, char **argv) {
         else if (!strcmp(a, "--device")) rc = cli_parse_device(v, &device);
         else if (!strcmp(a, "--max-tokens")) rc = cli_parse_i64(a, v, 1, 1 << 24, &max_tokens);
         else if (!strcmp(a, "--threads")) rc = cli_parse_i64(a, v, 1, 1024, &threads);
+        else if (!strcmp(a, "--kv-cache-dtype")) rc = mdl_parse_kv_dtype(v, &kv_dtype);
         else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) rc = cli_parse_i64(a, v, 1, 64, &tp);
         else if (!strcmp(a, "--temperature")) rc = cli_parse_f32(a, v, 0.0f, 1e6f, &sp.temperature);
         else if (!strcmp(a, "--top-p")) rc = cli_parse_f32(a, v, 1e-9f, 1.0f, &sp.top_p);
@@ -136,6 +139,7 @@ int cli_run(int argc, char **argv) {
     mdl_params mp = mdl_params_default();
     mp.tp_size = (int)tp;
     mp.tp_backends = bes;
+    mp.kv_dtype = kv_dtype;
     m = mdl_load(model_path, be, &mp);
     if (!m) goto fail;
     const mdl_config *cfg = mdl_get_config(m);

@@ -83,6 +83,7 @@ eng_engine *eng_create(const eng_params *p) {
     mp.max_batch = p->max_num_batched_tokens;
     mp.upcast_weights = p->upcast_weights;
     mp.tp_size = e->tp;
+    if (p->kv_cache_dtype && mdl_parse_kv_dtype(p->kv_cache_dtype, &mp.kv_dtype) < 0) goto fail;
     mp.tp_backends = e->bes;
     e->m = mdl_load(p->model, e->be, &mp);
     if (!e->m) goto fail;

@@ -45,6 +45,8 @@ typedef struct {
     const char *model;               /* .gguf or HF folder */
     rt_device device;                /* RT_DEV_CPU (default) or RT_DEV_CUDA when built with it */
     int n_threads;                   /* CPU threads, 0 = all cores */
+    const char *kv_cache_dtype;      /* NULL or "auto": the model's dtype on GPUs, f32 on the CPU;
+                                      * float32 / float16 / bfloat16 (vLLM's --kv-cache-dtype) */
     int tensor_parallel_size;        /* ranks the model is split over (GPUs 0..N-1, or N groups of
                                       * the CPU threads); 0/1 = no split (docs/DISTRIBUTED.md) */
     int32_t block_size;              /* 16 */

@@ -30,6 +30,18 @@ static int exec_slot(erun_runner *r, erun_slot *sl) {
     mdl_batch b = {.n_tokens = sl->T, .ids = sl->ids, .positions = sl->pos, .slots = sl->slots, .n_seqs = sl->S,
                    .qsl = sl->qsl, .seq_lens = sl->seq_lens, .block_tables = sl->bt, .max_blocks = r->max_blocks,
                    .n_logits = n_logits, .logit_rows = sl->rows};
+    /* Only plain greedy rows: the argmax is taken where the logits are (on
+     * the GPU, [n] ids come back instead of [n, V] floats). */
+    bool argmax_only = sl->n_plp == 0 && sl->n_sample > 0;
+    for (int32_t i = 0; argmax_only && i < sl->n_sample; i++) argmax_only = smp_row_plain_greedy(&sl->srows[i]);
+    if (argmax_only) {
+        int rc = mdl_forward_batch_argmax(r->m, r->kv, &b, sl->tokens);
+        for (int32_t i = 0; i < sl->n_sample; i++) {
+            sl->ranks[i] = 1;
+            sl->n_lp[i] = -1;
+        }
+        return rc;
+    }
     int rc = mdl_forward_batch(r->m, r->kv, &b, r->logits);
     if (rc < 0) return rc;
     for (int32_t j = 0; j < sl->n_plp; j++) {

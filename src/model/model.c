@@ -198,15 +198,21 @@ static int alloc_activations(mdl_model *m) {
 }
 
 /* The KV cache dtype for kv_dtype (see model.h), after the weights are bound. */
+int mdl_parse_kv_dtype(const char *e, int *out) {
+    if (!strcmp(e, "auto")) *out = MDL_KV_AUTO;
+    else if (!strcmp(e, "f32") || !strcmp(e, "float32")) *out = RT_F32;
+    else if (!strcmp(e, "f16") || !strcmp(e, "float16") || !strcmp(e, "half")) *out = RT_F16;
+    else if (!strcmp(e, "bf16") || !strcmp(e, "bfloat16")) *out = RT_BF16;
+    else if (!strncmp(e, "fp8", 3))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "KV cache dtype '%s': fp8 KV caches are not implemented", e);
+    else return vc_err_set(VC_ERR_INVALID, "KV cache dtype '%s': expected auto, float32, float16 or bfloat16", e);
+    return VC_OK;
+}
+
 static int resolve_kv_dtype(mdl_model *m, int want) {
     if (want == MDL_KV_AUTO) {
         const char *e = getenv("VLLM_KV_CACHE_DTYPE");
-        if (e && *e && strcmp(e, "auto") != 0) {
-            if (!strcmp(e, "f32") || !strcmp(e, "float32")) want = RT_F32;
-            else if (!strcmp(e, "f16") || !strcmp(e, "float16") || !strcmp(e, "half")) want = RT_F16;
-            else if (!strcmp(e, "bf16") || !strcmp(e, "bfloat16")) want = RT_BF16;
-            else return vc_err_set(VC_ERR_INVALID, "VLLM_KV_CACHE_DTYPE=%s: expected auto, f32, f16 or bf16", e);
-        }
+        if (e && *e && mdl_parse_kv_dtype(e, &want) < 0) return vc_err_prefix("VLLM_KV_CACHE_DTYPE");
     }
     if (want == MDL_KV_AUTO) {
         rt_dtype w = m->cfg.n_layers > 0 ? m->layers[0].wq.dtype : RT_F32;

@@ -29,6 +29,10 @@ typedef struct mdl_seq mdl_seq;
  * quantized -> f16), f32 on the CPU backend. The environment variable
  * VLLM_KV_CACHE_DTYPE (auto, f32, f16, bf16) overrides "auto". */
 #define MDL_KV_AUTO (-1)
+/* "auto", "float32"/"f32", "float16"/"f16"/"half", "bfloat16"/"bf16" ->
+ * MDL_KV_AUTO or the dtype; anything else (e.g. vLLM's fp8 kinds) is a
+ * clear VC_ERR_INVALID / VC_ERR_UNSUPPORTED. */
+int mdl_parse_kv_dtype(const char *s, int *out);
 
 typedef struct {
     int64_t max_batch;   /* tokens per forward chunk (activation buffers sized for it) */

@@ -146,3 +146,9 @@ int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n
     }
     return VC_OK;
 }
+
+bool smp_row_plain_greedy(const smp_row *row) {
+    const smp_req *r = row->req;
+    return r->greedy && r->p.logprobs < 0 && !r->penalties && r->p.n_allowed == 0 && r->p.n_bad_words == 0 &&
+           r->p.n_logit_bias == 0 && !(r->p.min_tokens > 0 && r->p.n_stop_ids > 0 && row->n_output < r->p.min_tokens);
+}

@@ -148,6 +148,11 @@ smp_req_params smp_req_params_child(const smp_req_params *parent, int32_t i);
  * Returns VC_OK, or VC_ERR_INVALID for a bad call (n, NULL req, history ids
  * out of range). */
 int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n);
+/* True when the row's token is simply the argmax of the model's logits
+ * (greedy, no logprobs, penalties, logit_bias, allowed/bad words, or an
+ * active min_tokens): the runner may then take the argmax on the device
+ * and skip copying the logits (same token: lowest id among maxima). */
+bool smp_row_plain_greedy(const smp_row *row);
 const smp_batch_out *smp_batch_output(const smp_batch *b);
 int32_t smp_batch_max_logprobs(const smp_batch *b);
 
