@@ -113,10 +113,22 @@ if command -v nsys >/dev/null; then
 else
     echo "nsys: not installed"
 fi
+say "engine gates on the GPU (VLLM_TEST_DEVICE=cuda): batch invariance, seeds, async == sync"
+cmake --build build-gpu -j"$(nproc)" --target test_engine test_engine_async test_async_engine >"$OUT/build_engine.log" 2>&1 ||
+    grep -E "error" "$OUT/build_engine.log" | head
+for t in test_engine test_engine_async test_async_engine; do
+    (cd build-gpu && VLLM_TEST_DEVICE=cuda timeout 120 ./$t) >"$OUT/$t.log" 2>&1
+    echo "$t on cuda: exit $? $(grep -cE '^\[       OK \]' "$OUT/$t.log") ok, $(grep -cE '^\[  FAILED  \] test' "$OUT/$t.log") failed"
+    grep -E "^\[  (FAILED|ERROR|SKIPPED) |error:" "$OUT/$t.log" | head -5
+done
 say "vllm bench --device cuda"
 $V bench --device cuda --model $M --num-prompts 64 --input-len 256 --output-len 64 \
     --max-num-seqs 64 --max-num-batched-tokens 4096 --gpu-memory-utilization 0.9 >"$OUT/bench.log" 2>&1
 grep -iE "throughput|tok/s|req/s|Mean TTFT|Mean TPOT" "$OUT/bench.log" | head -12
+echo "with --async-scheduling:"
+$V bench --device cuda --model $M --num-prompts 64 --input-len 256 --output-len 64 --async-scheduling \
+    --max-num-seqs 64 --max-num-batched-tokens 4096 --gpu-memory-utilization 0.9 >"$OUT/bench_async.log" 2>&1
+grep -iE "throughput|Mean TTFT|Mean TPOT" "$OUT/bench_async.log" | head -6
 if [ "${VLLM_E2E_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     # last, with whatever time is left (VLLM_E2E_BUDGET seconds from the start)
     for t in test_cuda_ops test_cuda_model; do

@@ -100,6 +100,9 @@ static eng_params params(int32_t budget, bool caching, size_t kv_bytes) {
     eng_params ep = eng_params_default();
     ep.model = g_model;
     ep.n_threads = 2;
+    /* VLLM_TEST_DEVICE=cuda runs the same gates on the GPU (scripts/gpu_e2e.sh). */
+    const char *dev = getenv("VLLM_TEST_DEVICE");
+    if (dev && !strcmp(dev, "cuda")) ep.device = RT_DEV_CUDA;
     ep.max_num_batched_tokens = budget;
     ep.max_num_seqs = budget < 16 ? budget : 16;
     ep.enable_prefix_caching = caching;
@@ -161,6 +164,8 @@ static void test_batch_invariance(void **st) {
  * order moves only last bits, far from every greedy margin here). */
 static void test_tensor_parallel(void **st) {
     (void)st;
+    const char *dev = getenv("VLLM_TEST_DEVICE");
+    if (dev && !strcmp(dev, "cuda")) skip(); /* needs 2 GPUs: one is lent */
     prompt_t p[NREQ];
     make_prompts(p);
     ereq_sampling sp = ereq_sampling_default();

@@ -93,6 +93,9 @@ static eng_params params(const cfg_t *c) {
     eng_params ep = eng_params_default();
     ep.model = c->model ? c->model : g_model;
     ep.n_threads = 2;
+    /* VLLM_TEST_DEVICE=cuda runs the same gates on the GPU (scripts/gpu_e2e.sh). */
+    const char *dev = getenv("VLLM_TEST_DEVICE");
+    if (dev && !strcmp(dev, "cuda")) ep.device = RT_DEV_CUDA;
     ep.max_num_batched_tokens = c->budget;
     ep.max_num_seqs = c->budget < 16 ? c->budget : 16;
     ep.enable_prefix_caching = c->caching;
