@@ -16,7 +16,7 @@ smp_batch_params smp_batch_params_default(void) {
     return p;
 }
 
-smp_batch *smp_batch_create(const smp_batch_params *p) {
+static smp_batch *batch_alloc(const smp_batch_params *p, bool lane) {
     if (p->vocab <= 0 || p->vocab > INT32_MAX) {
         vc_err_set(VC_ERR_INVALID, "sampler: vocab size %lld out of range", (long long)p->vocab);
         return NULL;
@@ -32,6 +32,7 @@ smp_batch *smp_batch_create(const smp_batch_params *p) {
     smp_batch *b = calloc(1, sizeof *b);
     if (!b) goto oom;
     b->p = *p;
+    b->is_lane = lane;
     size_t V = (size_t)p->vocab, B = (size_t)p->max_batch, S = (size_t)p->max_logprobs + 1;
     b->raw = malloc(V * sizeof *b->raw);
     b->fwork = malloc(V * sizeof *b->fwork);
@@ -43,13 +44,15 @@ smp_batch *smp_batch_create(const smp_batch_params *p) {
     b->hmass = malloc(SMP_HIST_BUCKETS * sizeof *b->hmass);
     b->hcnt = malloc(SMP_HIST_BUCKETS * sizeof *b->hcnt);
     b->out.stride = (int32_t)S;
-    b->out.tokens = malloc(B * sizeof *b->out.tokens);
-    b->out.lp_ids = malloc(B * S * sizeof *b->out.lp_ids);
-    b->out.lp_vals = malloc(B * S * sizeof *b->out.lp_vals);
-    b->out.ranks = malloc(B * sizeof *b->out.ranks);
-    b->out.n_logprobs = malloc(B * sizeof *b->out.n_logprobs);
-    if (!b->raw || !b->fwork || !b->ev || !b->idx || !b->mark || !b->cnt || !b->touched || !b->hmass || !b->hcnt ||
-        !b->out.tokens || !b->out.lp_ids || !b->out.lp_vals || !b->out.ranks || !b->out.n_logprobs)
+    if (!lane) {
+        b->out.tokens = malloc(B * sizeof *b->out.tokens);
+        b->out.lp_ids = malloc(B * S * sizeof *b->out.lp_ids);
+        b->out.lp_vals = malloc(B * S * sizeof *b->out.lp_vals);
+        b->out.ranks = malloc(B * sizeof *b->out.ranks);
+        b->out.n_logprobs = malloc(B * sizeof *b->out.n_logprobs);
+        if (!b->out.tokens || !b->out.lp_ids || !b->out.lp_vals || !b->out.ranks || !b->out.n_logprobs) goto oom;
+    }
+    if (!b->raw || !b->fwork || !b->ev || !b->idx || !b->mark || !b->cnt || !b->touched || !b->hmass || !b->hcnt)
         goto oom;
     b->epoch = 2;
     uint64_t seed = p->has_seed ? p->seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)b;
@@ -61,8 +64,26 @@ oom:
     return NULL;
 }
 
+smp_batch *smp_batch_create(const smp_batch_params *p) {
+    smp_batch *b = batch_alloc(p, false);
+    if (b && p->n_threads > 1 && smp_pool_create(b, p->n_threads) < 0) {
+        smp_batch_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+smp_batch *smp_batch_lane_create(const smp_batch *parent) {
+    smp_batch *l = batch_alloc(&parent->p, true);
+    if (l) {
+        l->out = parent->out; /* shared result arrays */
+    }
+    return l;
+}
+
 void smp_batch_free(smp_batch *b) {
     if (!b) return;
+    smp_pool_free(b);
     free(b->raw);
     free(b->fwork);
     free(b->ev);
@@ -72,6 +93,10 @@ void smp_batch_free(smp_batch *b) {
     free(b->touched);
     free(b->hmass);
     free(b->hcnt);
+    if (b->is_lane) {
+        free(b);
+        return;
+    }
     free(b->out.tokens);
     free(b->out.lp_ids);
     free(b->out.lp_vals);
@@ -93,7 +118,7 @@ double smp_seeded_uniform(uint64_t seed, int32_t step) {
     return smp_rng_uniform(&g);
 }
 
-static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
+int smp_sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i, double u) {
     const smp_req *r = row->req;
     const int64_t V = b->p.vocab;
     const int32_t k = r->p.logprobs;
@@ -115,7 +140,7 @@ static int sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i) {
         if (edited) mx = smp_ops_max(x, V);
         tok = (int32_t)smp_ops_find(x, V, mx); /* lowest id among maxima */
     } else {
-        double u = r->p.has_seed ? smp_seeded_uniform(r->p.seed, row->n_output) : smp_rng_uniform(&b->rng);
+        if (r->p.has_seed) u = smp_seeded_uniform(r->p.seed, row->n_output);
         tok = smp_draw(b, x, r, u);
     }
     b->out.tokens[i] = tok;
@@ -140,11 +165,23 @@ int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n
             (row->n_output > 0 && !row->output))
             return vc_err_set(VC_ERR_INVALID, "sampler row %d: missing request or history", i);
     }
+    /* Unseeded sampled rows take the batch generator's draws in row order,
+     * whichever thread then samples the row. */
+    double us_small[64], *us = n <= 64 ? us_small : malloc((size_t)n * sizeof *us);
+    if (!us) return vc_err_set(VC_ERR_OOM, "sampler: out of memory");
     for (int32_t i = 0; i < n; i++) {
-        int rc = sample_row(b, logits + (int64_t)i * b->p.vocab, &rows[i], i);
-        if (rc < 0) return rc;
+        const smp_req *r = rows[i].req;
+        us[i] = !r->greedy && !r->p.has_seed ? smp_rng_uniform(&b->rng) : 0.0;
     }
-    return VC_OK;
+    int rc = VC_OK;
+    if (b->pool && n > 1) {
+        rc = smp_pool_run(b, logits, rows, n, us);
+    } else {
+        for (int32_t i = 0; i < n && rc == VC_OK; i++)
+            rc = smp_sample_row(b, logits + (int64_t)i * b->p.vocab, &rows[i], i, us[i]);
+    }
+    if (us != us_small) free(us);
+    return rc;
 }
 
 bool smp_row_plain_greedy(const smp_row *row) {

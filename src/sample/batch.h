@@ -71,6 +71,8 @@ typedef struct {
     smp_logprobs_mode logprobs_mode;
     uint64_t seed;              /* generator for unseeded requests */
     bool has_seed;              /* false: seeded from the clock */
+    int32_t n_threads;          /* rows sampled in parallel by this many threads (<= 1: the
+                                   caller's thread only); results are identical either way */
 } smp_batch_params;
 
 typedef struct {

@@ -40,7 +40,21 @@ struct smp_batch {
     double *hmass;      /* [SMP_HIST_BUCKETS] */
     int32_t *hcnt;      /* [SMP_HIST_BUCKETS] */
     smp_batch_out out;
+    /* Parallel rows (batch_par.c): lanes[t] are clones with their own
+     * scratch whose `out` aliases this one's arrays (rows write disjoint
+     * entries); NULL when n_threads <= 1. is_lane: a clone (owns no out). */
+    struct smp_pool *pool;
+    bool is_lane;
 };
+
+/* batch.c: one row, with u the uniform an unseeded sampled row draws
+ * (pre-drawn in row order so parallel rows see the serial sequence). */
+int smp_sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i, double u);
+/* batch_par.c */
+int smp_pool_create(smp_batch *b, int32_t n_threads);
+void smp_pool_free(smp_batch *b);
+int smp_pool_run(smp_batch *b, float *logits, const smp_row *rows, int32_t n, const double *us);
+smp_batch *smp_batch_lane_create(const smp_batch *parent);
 
 /* processors.c: each edits one row x [V] in place. */
 void smp_apply_allowed(float *x, int64_t V, const int32_t *ids, int32_t n, float *save);
