@@ -299,9 +299,6 @@ def test_disconnect_aborts_and_frees_kv(server):
     assert m[f'vllm:kv_cache_usage_perc{{model_name="{MODEL_NAME}"}}'] == 0
 
 
-@pytest.mark.xfail(strict=False, reason="known intermittent bug (issue 5 note): in the full suite the hang-up of a "
-                   "non-streaming client is sometimes not turned into an abort within 30 s (about 1 run in 4); "
-                   "passes when run alone")
 def test_disconnect_non_streaming_aborts(server):
     before = server.metrics()
     key = f'vllm:request_success_total{{finished_reason="abort",model_name="{MODEL_NAME}"}}'
