@@ -57,9 +57,22 @@ typedef struct {
     int32_t logprobs;             /* -1: none; k: sampled token + top k (sp.logprobs) */
     int n;
     bool stream, include_usage;
-    ereq_sampling sp;             /* sp.stop points into stop below */
+    ereq_sampling sp;             /* sp.stop, sp.logit_bias_*, sp.allowed_token_ids and
+                                   * sp.bad_words_* point into the arrays below */
     char **stop;
     int n_stop;
+    int32_t prompt_logprobs;      /* -1: none; k: each prompt token + top k */
+    int32_t *logit_bias_ids;      /* [n_logit_bias] (ids checked against the vocab later) */
+    float *logit_bias_vals;
+    int32_t n_logit_bias;
+    int32_t *allowed_ids;         /* [n_allowed] */
+    int32_t n_allowed;
+    char **bad_words;             /* [n_bad_words] strings; tokenized by the handler */
+    int n_bad_words;
+    int32_t *bad_ids, *bad_lens;  /* tokenized bad words (filled by srv_openai) */
+    /* tool_choice: "required" (tool_required) or a named function (tool_forced) */
+    bool tool_required;
+    char *tool_forced;
 } srv_gen;
 
 /* Parse and validate a completions (chat false) or chat request body.
@@ -94,6 +107,10 @@ typedef struct srv_event {
     int32_t n_lp;                 /* logprobs of this delta's token: [0] sampled, then top k */
     int32_t *lp_ids;
     float *lp_vals;
+    /* prompt logprobs (first delta only): positions [0, n_plp), stride k + 1 */
+    int32_t n_plp, plp_stride;
+    int32_t *plp_ids, *plp_ranks;
+    float *plp_vals;
 } srv_event;
 
 typedef struct {

@@ -20,6 +20,7 @@ typedef struct {
     char *stop_reason;
     bool started;                 /* stream: role / echo chunk sent */
     json_t *lp;                   /* non-streaming logprobs, or NULL */
+    json_t *plp;                  /* prompt logprobs (vLLM shape), or NULL */
     size_t lp_off;                /* completions text_offset */
 } choice_state;
 
@@ -147,6 +148,26 @@ static void lp_append(const srv_server *s, bool chat, json_t *dst, const srv_eve
     json_array_append_new(json_object_get(dst, "content"),
                           json_pack("{s:o, s:f, s:o, s:o}", "token", t, "logprob", (double)ev->lp_vals[0], "bytes", b,
                                     "top_logprobs", top));
+}
+
+/* vLLM's prompt_logprobs: [null, {"<id>": {logprob, rank, decoded_token}}, ...],
+ * one dict per prompt position after the first (the prompt token and the top k). */
+static json_t *plp_json(const srv_server *s, const srv_event *ev) {
+    json_t *arr = json_array();
+    json_array_append_new(arr, json_null());
+    for (int32_t p = 1; p < ev->n_plp; p++) {
+        json_t *d = json_object();
+        for (int32_t i = ev->plp_stride - 1; i >= 0; i--) { /* the prompt token (i = 0) last: its rank wins */
+            int32_t id = ev->plp_ids[(size_t)p * ev->plp_stride + i];
+            char key[16];
+            snprintf(key, sizeof key, "%d", id);
+            json_object_set_new(d, key, json_pack("{s:f, s:i, s:o}", "logprob",
+                                                  (double)ev->plp_vals[(size_t)p * ev->plp_stride + i], "rank",
+                                                  i ? i : ev->plp_ranks[p], "decoded_token", tok_json(s, id, NULL)));
+        }
+        json_array_append_new(arr, d);
+    }
+    return arr;
 }
 
 static json_t *lp_new(bool chat) {
@@ -315,6 +336,7 @@ static void choices_free(choice_state *cs, int n) {
         vc_sb_free(&cs[i].reasoning);
         json_decref(cs[i].tool_calls);
         json_decref(cs[i].lp);
+        json_decref(cs[i].plp);
         srv_splitter_free(&cs[i].split);
         free(cs[i].stop_reason);
     }
@@ -333,6 +355,61 @@ void srv_stream_free(struct srv_stream *st) {
     free(st);
 }
 
+/* ---- token-level controls that need the tokenizer */
+
+/* Ids in [0, vocab); bad words as token sequences the vLLM way: the word
+ * (leading spaces dropped) and, when it tokenizes to as many tokens with a
+ * different first token, " " + word (the word after a space). */
+static int token_controls(srv_server *s, srv_gen *g, srv_error *e) {
+    size_t vocab = tok_vocab_size(s->tok);
+    for (int32_t i = 0; i < g->n_logit_bias; i++)
+        if ((size_t)g->logit_bias_ids[i] >= vocab)
+            return srv_err(e, 400, "logit_bias", "token id %d in logit_bias is out of vocabulary (size %zu)",
+                           g->logit_bias_ids[i], vocab);
+    for (int32_t i = 0; i < g->n_allowed; i++)
+        if ((size_t)g->allowed_ids[i] >= vocab)
+            return srv_err(e, 400, "allowed_token_ids", "token id %d in allowed_token_ids is out of vocabulary "
+                                                        "(size %zu)", g->allowed_ids[i], vocab);
+    if (!g->n_bad_words) return 0;
+    vc_strbuf ids = {0}, lens = {0}; /* int32 arrays as bytes */
+    int rc = 0;
+    for (int w = 0; w < g->n_bad_words && rc == 0; w++) {
+        int32_t *first = NULL;
+        size_t n_first = 0;
+        for (int sp = 0; sp < 2 && rc == 0; sp++) {
+            char *txt = NULL;
+            if (asprintf(&txt, "%s%s", sp ? " " : "", g->bad_words[w]) < 0) { rc = srv_err(e, 500, NULL, "out of memory"); break; }
+            int32_t *t = NULL;
+            size_t n = 0;
+            if (tok_encode(s->tok, txt, strlen(txt), false, &t, &n) < 0) rc = srv_err(e, 400, "bad_words", "tokenizer: %s", vc_err_msg());
+            free(txt);
+            if (rc == 0 && n > 0 && (!sp || (n == n_first && t[0] != first[0]))) {
+                int32_t len = (int32_t)n;
+                vc_sb_append(&ids, (const char *)t, n * sizeof *t);
+                vc_sb_append(&lens, (const char *)&len, sizeof len);
+            }
+            if (sp) free(t);
+            else { first = t; n_first = n; }
+        }
+        free(first);
+    }
+    if (rc == 0 && lens.len) {
+        g->bad_ids = malloc(ids.len);
+        g->bad_lens = malloc(lens.len);
+        if (!g->bad_ids || !g->bad_lens) rc = srv_err(e, 500, NULL, "out of memory");
+        else {
+            memcpy(g->bad_ids, ids.s, ids.len);
+            memcpy(g->bad_lens, lens.s, lens.len);
+            g->sp.bad_words_ids = g->bad_ids;
+            g->sp.bad_words_lens = g->bad_lens;
+            g->sp.n_bad_words = (int32_t)(lens.len / sizeof(int32_t));
+        }
+    }
+    vc_sb_free(&ids);
+    vc_sb_free(&lens);
+    return rc;
+}
+
 /* ---- the handler */
 
 void srv_handle_completions(srv_server *s, const char *body, size_t len, bool chat, srv_reply *r) {
@@ -346,6 +423,7 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
         srv_err(&e, 404, "model", "The model `%.200s` does not exist.", g.model);
         goto fail;
     }
+    if (token_controls(s, &g, &e) < 0) goto fail;
     n_prompts = chat ? 1 : g.n_prompts;
     if (n_prompts * g.n > 256) {
         srv_err(&e, 400, "n", "%d prompts x n=%d choices is over the limit of 256 per request", n_prompts, g.n);
@@ -447,6 +525,7 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
         }
         if (!ev) continue;
         choice_state *c = &st->cs[ev->idx];
+        if (ev->n_plp > 0 && !c->plp) c->plp = plp_json(s, ev);
         if (chat) srv_splitter_push(&c->split, ev->text, ev->len, ev->finish_reason != NULL, &c->text, &c->reasoning,
                                     c->tool_calls);
         else vc_sb_append(&c->text, ev->text, ev->len);
@@ -473,10 +552,11 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
             const char *echo = st->echo ? st->echo[i / g.n] : NULL;
             char *full = NULL;
             if (echo && asprintf(&full, "%s%s", echo, c->text.s ? c->text.s : "") < 0) full = NULL;
-            ch = json_pack("{s:i, s:s, s:O, s:s, s:o}", "index", i, "text",
+            ch = json_pack("{s:i, s:s, s:O, s:s, s:o, s:O}", "index", i, "text",
                            full ? full : (c->text.s ? c->text.s : ""), "logprobs", c->lp ? c->lp : json_null(),
                            "finish_reason", final_reason(c),
-                           "stop_reason", opt_str(c->stop_reason));
+                           "stop_reason", opt_str(c->stop_reason), "prompt_logprobs",
+                           c->plp ? c->plp : json_null());
             free(full);
         }
         json_array_append_new(choices, ch);
@@ -484,6 +564,8 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     json_t *resp = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", st->id, "object",
                              chat ? "chat.completion" : "text_completion", "created", (json_int_t)st->created, "model",
                              s->model_name, "choices", choices, "usage", usage_json(st->job, g.n));
+    if (chat) /* vLLM: the chat response carries the (shared) prompt's logprobs at the top */
+        json_object_set(resp, "prompt_logprobs", st->n_choices && st->cs[0].plp ? st->cs[0].plp : json_null());
     srv_reply_json(r, 200, resp);
     srv_stream_free(st);
     srv_gen_free(&g);

@@ -238,7 +238,7 @@ BAD = [
     ("/v1/completions", {"prompt": []}, 400),
     ("/v1/completions", {"prompt": "x", "model": "no-such-model"}, 404),
     ("/v1/completions", {"prompt": "x", "logprobs": 50}, 400),
-    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 1}, 400),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 21}, 400),
     ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}}, 400),
     ("/v1/completions", {"prompt": "x" * 20000}, 400),
     ("/v1/completions", {"prompt": ["a"] * 64, "n": 5}, 400),

@@ -55,7 +55,9 @@ static void test_rejects(void **state) {
         "{\"prompt\": \"x\", \"n\": 1000}", "{\"prompt\": \"x\", \"stop\": [1]}", "{\"prompt\": \"x\", \"stop\": \"\"}",
         "{\"prompt\": \"x\", \"stream_options\": {}}", "{\"prompt\": \"x\", \"logprobs\": 21}", "{\"prompt\": \"x\", \"logprobs\": true}",
         "{\"prompt\": \"x\", \"min_tokens\": 5, \"max_tokens\": 2}", "{\"prompt\": \"x\", \"prompt\": \"y\"}",
-        "{\"prompt\": \"x\", \"logit_bias\": {\"1\": 2}}", "{\"prompt\": \"x\", \"response_format\": {\"type\": "
+        "{\"prompt\": \"x\", \"logit_bias\": {\"a\": 2}}", "{\"prompt\": \"x\", \"allowed_token_ids\": []}",
+        "{\"prompt\": \"x\", \"bad_words\": [\" \"]}", "{\"prompt\": \"x\", \"prompt_logprobs\": 21}",
+        "{\"prompt\": \"x\", \"response_format\": {\"type\": "
         "\"json_schema\"}}", "{\"prompt\": \"x\", \"stop_token_ids\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}",
         "{\"prompt\": \"\xff\"}",
     };
