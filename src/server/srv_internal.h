@@ -218,6 +218,24 @@ typedef struct {
     bool content_seen;            /* content emitted (whole-output parsers look only at the start) */
     vc_strbuf pend;               /* held back / tool-call body */
     int n_tools;                  /* tool calls emitted so far */
+    /* stream: tool calls come out as deltas (vLLM's streaming shape): the
+     * first {index, id, type, function: {name}} once the name is read, then
+     * {index, function: {arguments: fragment}} while the arguments object
+     * arrives; fragments concatenate to the model's arguments text. */
+    bool stream;
+    bool forced;                  /* prefilled (forced tool choice): a call whose name was read
+                                   * stays a call even when its JSON is cut short */
+    /* The hermes call being read (positions in pend, which holds its body):
+     * call_state 0 reading the name, 1 name known (header sent when
+     * streaming) reading up to the arguments value, 2 inside the arguments
+     * object, 3 arguments complete, -1 no incremental parse (decided at the
+     * close), 4 name known but arguments not incremental. */
+    int call_state;
+    json_t *call_name;
+    char call_id[64];
+    size_t lex_pos, args_off, args_sent, args_end;
+    int depth;
+    bool in_str, esc;
 } srv_splitter;
 
 void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parser tp);
@@ -227,6 +245,9 @@ void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parse
 void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool final, vc_strbuf *content,
                        vc_strbuf *reasoning, json_t *tool_calls);
 void srv_splitter_free(srv_splitter *sp);
+/* Text the server wrote at the start of the reply (forced tool choice:
+ * the opening of a call); parsed with the reply, never sent as content. */
+void srv_splitter_prefill(srv_splitter *sp, const char *text);
 /* A fresh id: prefix + 24 hex digits. */
 void srv_make_id(char *out, size_t cap, const char *prefix);
 

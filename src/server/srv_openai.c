@@ -19,6 +19,7 @@ typedef struct {
     const char *finish_reason;
     char *stop_reason;
     bool started;                 /* stream: role / echo chunk sent */
+    bool named;                   /* tool_choice named a function: finish "stop" (vLLM / OpenAI) */
     json_t *lp;                   /* non-streaming logprobs, or NULL */
     json_t *plp;                  /* prompt logprobs (vLLM shape), or NULL */
     size_t lp_off;                /* completions text_offset */
@@ -43,7 +44,7 @@ struct srv_stream {
 
 /* ---- building the prompt(s) */
 
-static int chat_prompt(srv_server *s, srv_gen *g, int32_t **ids, int32_t *n, srv_error *e) {
+static int chat_prompt(srv_server *s, srv_gen *g, const char *prefill, int32_t **ids, int32_t *n, srv_error *e) {
     if (!s->tmpl)
         return srv_err(e, 400, "messages", "this model has no chat template: start the server with --chat-template");
     chat_render_params p = chat_render_params_default();
@@ -70,6 +71,12 @@ static int chat_prompt(srv_server *s, srv_gen *g, int32_t **ids, int32_t *n, srv
                                                "message verbatim");
         }
         if (hit) hit[fl] = 0;
+    }
+    if (prefill) { /* forced tool choice: the reply starts with the opening of a call */
+        char *t2 = NULL;
+        if (asprintf(&t2, "%s%s", text, prefill) < 0) t2 = NULL;
+        free(text);
+        if (!(text = t2)) return srv_err(e, 500, NULL, "out of memory");
     }
     size_t nn = 0;
     int rc = tok_encode(s->tok, text, strlen(text), false, ids, &nn);
@@ -197,7 +204,8 @@ static json_t *chat_message(choice_state *c) {
 }
 
 static const char *final_reason(const choice_state *c) {
-    if (c->finish_reason && !strcmp(c->finish_reason, "stop") && json_array_size(c->tool_calls)) return "tool_calls";
+    if (c->finish_reason && !strcmp(c->finish_reason, "stop") && json_array_size(c->tool_calls) && !c->named)
+        return "tool_calls";
     return c->finish_reason ? c->finish_reason : "error";
 }
 
@@ -267,7 +275,7 @@ static void stream_event(struct srv_stream *st, srv_event *ev) {
     if (json_array_size(calls)) put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL, NULL);
     if (content.len || finish || lp) {
         const char *fr = NULL;
-        if (finish) fr = (!strcmp(finish, "stop") && c->split.n_tools) ? "tool_calls" : finish;
+        if (finish) fr = (!strcmp(finish, "stop") && c->split.n_tools && !c->named) ? "tool_calls" : finish;
         put_choice_chunk(st, ev->idx, content.len || !finish ? (content.s ? content.s : "") : NULL, NULL, NULL,
                          false, fr, NULL, lp);
         lp = NULL;
@@ -410,6 +418,54 @@ static int token_controls(srv_server *s, srv_gen *g, srv_error *e) {
     return rc;
 }
 
+/* tool_choice "required" / named, without structured output: the server
+ * writes the opening of a call in the parser's format after the
+ * generation prompt (named, or "required" with one tool: up to the
+ * arguments value; else up to the name's opening quote), so the reply is a
+ * call by construction; the model writes the rest: a name not checked
+ * against `tools` when several are offered, and arguments that are valid
+ * JSON only if the model closes its object within max_tokens (no schema
+ * check). A hermes call with a known name also stops at </tool_call>. */
+static int forced_tool_choice(srv_server *s, srv_gen *g, char **prefill, srv_error *e) {
+    *prefill = NULL;
+    if (!g->tool_required && !g->tool_forced) return 0;
+    if (s->tools == SRV_TOOLS_NONE)
+        return srv_err(e, 400, "tool_choice", "tool_choice '%s' needs a tool-call parser: start the server with "
+                                              "--tool-call-parser (or a chat template that teaches one)",
+                       g->tool_forced ? "function" : "required");
+    const char *open = s->tools == SRV_TOOLS_HERMES ? "<tool_call>\n{\"name\": "
+                     : s->tools == SRV_TOOLS_MISTRAL ? "[TOOL_CALLS] [{\"name\": " : "{\"name\": ";
+    const char *key = s->tools == SRV_TOOLS_LLAMA3_JSON ? "parameters" : "arguments";
+    int rc;
+    /* "required" with a single tool can only mean that tool. */
+    const char *fname = g->tool_forced;
+    if (!fname && json_array_size(g->tools) == 1)
+        fname = json_string_value(json_object_get(json_object_get(json_array_get(g->tools, 0), "function"), "name"));
+    if (fname) {
+        json_t *nm = json_string(fname);
+        char *q = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
+        json_decref(nm);
+        rc = q ? asprintf(prefill, "%s%s, \"%s\": ", open, q, key) : -1;
+        free(q);
+    } else {
+        rc = asprintf(prefill, "%s\"", open);
+    }
+    if (rc < 0) {
+        *prefill = NULL;
+        return srv_err(e, 500, NULL, "out of memory");
+    }
+    if (fname && s->tools == SRV_TOOLS_HERMES) {
+        char **st = realloc(g->stop, (size_t)(g->n_stop + 1) * sizeof *st);
+        if (!st) return srv_err(e, 500, NULL, "out of memory");
+        g->stop = st;
+        if (!(g->stop[g->n_stop] = strdup("</tool_call>"))) return srv_err(e, 500, NULL, "out of memory");
+        g->n_stop++;
+        g->sp.stop = g->stop;
+        g->sp.n_stop = g->n_stop;
+    }
+    return 0;
+}
+
 /* ---- the handler */
 
 void srv_handle_completions(srv_server *s, const char *body, size_t len, bool chat, srv_reply *r) {
@@ -418,12 +474,14 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     int32_t **ids = NULL, *n_ids = NULL;
     int n_prompts = 0;
     struct srv_stream *st = NULL;
+    char *prefill = NULL;
     if (srv_parse_gen(body, len, chat, &g, &e) < 0) goto fail;
     if (g.model && strcmp(g.model, s->model_name)) {
         srv_err(&e, 404, "model", "The model `%.200s` does not exist.", g.model);
         goto fail;
     }
     if (token_controls(s, &g, &e) < 0) goto fail;
+    if (forced_tool_choice(s, &g, &prefill, &e) < 0) goto fail;
     n_prompts = chat ? 1 : g.n_prompts;
     if (n_prompts * g.n > 256) {
         srv_err(&e, 400, "n", "%d prompts x n=%d choices is over the limit of 256 per request", n_prompts, g.n);
@@ -446,6 +504,9 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     for (int i = 0; i < st->n_choices; i++) {
         st->cs[i].tool_calls = json_array();
         srv_splitter_init(&st->cs[i].split, s->reasoning, g.tools && !g.tool_choice_none ? s->tools : SRV_TOOLS_NONE);
+        st->cs[i].split.stream = g.stream;
+        st->cs[i].named = g.tool_forced != NULL;
+        if (prefill) srv_splitter_prefill(&st->cs[i].split, prefill);
     }
     if (g.echo) {
         st->echo = calloc((size_t)n_prompts, sizeof *st->echo);
@@ -454,7 +515,7 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     size_t vocab = tok_vocab_size(s->tok);
     for (int k = 0; k < n_prompts; k++) {
         if (chat) {
-            if (chat_prompt(s, &g, &ids[k], &n_ids[k], &e) < 0) goto fail;
+            if (chat_prompt(s, &g, prefill, &ids[k], &n_ids[k], &e) < 0) goto fail;
         } else if (g.prompts[k].text) {
             if (text_prompt(s, g.prompts[k].text, &ids[k], &n_ids[k], &e) < 0) goto fail;
             if (st->echo && !(st->echo[k] = strdup(g.prompts[k].text))) { srv_err(&e, 500, NULL, "out of memory"); goto fail; }
@@ -498,6 +559,8 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     ids = NULL;
     n_ids = NULL;
 
+    free(prefill);
+    prefill = NULL;
     if (g.stream) {
         srv_gen_free(&g);
         r->status = 200;
@@ -571,6 +634,7 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     srv_gen_free(&g);
     return;
 fail:
+    free(prefill);
     if (ids)
         for (int k = 0; k < n_prompts; k++) free(ids[k]);
     free(ids);

@@ -131,3 +131,12 @@ def test_response_format(client):
         with pytest.raises(openai.BadRequestError, match="structured output"):
             client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
                                            max_tokens=2, response_format=fmt)
+
+
+def test_forced_tool_choice_needs_a_parser(client):
+    # SmolLM2's own template teaches no tool-call format and no --tool-call-parser was given.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    for choice in ("required", {"type": "function", "function": {"name": "f"}}):
+        with pytest.raises(openai.BadRequestError, match="tool-call parser"):
+            client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                           tools=tools, tool_choice=choice, max_tokens=2)
