@@ -207,7 +207,7 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
     s->model_name = strdup(p->model_name);
     s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
     s->version = strdup(p->version ? p->version : "unknown");
-    s->metrics = srv_metrics_create();
+    s->metrics = srv_metrics_create(s->max_model_len);
     if (!s->model_name || !s->version || (p->api_key && *p->api_key && !s->api_key) || !s->metrics) {
         vc_err_set(VC_ERR_OOM, "out of memory");
         goto fail;

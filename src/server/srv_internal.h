@@ -86,13 +86,20 @@ bool srv_utf8_valid(const char *s, size_t len);
 typedef struct srv_metrics srv_metrics;
 /* Reference counted: every job holds one, since aborted children may still
  * report (on the engine thread) after the server is gone. */
-srv_metrics *srv_metrics_create(void);
+srv_metrics *srv_metrics_create(int32_t max_model_len); /* 1-2-5 token buckets up to it */
 srv_metrics *srv_metrics_ref(srv_metrics *m);
 void srv_metrics_free(srv_metrics *m); /* drops one reference */
 void srv_metrics_ttft(srv_metrics *m, double s);
 void srv_metrics_itl(srv_metrics *m, double s);
-void srv_metrics_finished(srv_metrics *m, const char *reason, double e2e, int32_t prompt_tokens,
-                          int32_t gen_tokens);
+/* One finished engine request (a choice). */
+typedef struct {
+    const char *reason;           /* stop, length, abort, error */
+    double e2e;                   /* arrival -> final delta, seconds */
+    double tpot;                  /* (last token - first token) / (tokens - 1); < 0: fewer than 2 tokens */
+    int32_t prompt_tokens, gen_tokens;
+    int32_t max_tokens, n;        /* the request's parameters */
+} srv_finished;
+void srv_metrics_finished(srv_metrics *m, const srv_finished *f);
 char *srv_metrics_render(srv_metrics *m, aeng *a, const char *model_name);
 
 /* ---- the job: one HTTP request's engine children */
@@ -119,7 +126,7 @@ typedef struct {
     int64_t id;
     bool live;                    /* submitted and not yet finished */
     int32_t prompt_tokens, completion_tokens;
-    double t_last;                /* last token delta (ITL) */
+    double t_first, t_last;       /* first / last token delta (TTFT, ITL, TPOT) */
     bool got_first;
 } srv_child;
 
@@ -132,6 +139,7 @@ typedef struct srv_job {
     int n_ch, n_done;
     bool oom;                     /* a final delta could not be queued */
     double t_arrival;
+    int32_t max_tokens, n;        /* request parameters, for the metrics */
     aeng *engine;
     srv_metrics *metrics;
 } srv_job;

@@ -96,8 +96,12 @@ static void on_delta(void *user, const eng_output *o) {
     srv_event *ev = (o->text_len || o->n_token_ids || o->finished || o->n_plp) ? make_event(c, o) : NULL;
     pthread_mutex_lock(&j->mu);
     if (o->n_token_ids > 0) {
-        if (!c->got_first) srv_metrics_ttft(j->metrics, t - j->t_arrival);
-        else srv_metrics_itl(j->metrics, t - c->t_last);
+        if (!c->got_first) {
+            srv_metrics_ttft(j->metrics, t - j->t_arrival);
+            c->t_first = t;
+        } else {
+            srv_metrics_itl(j->metrics, t - c->t_last);
+        }
         c->got_first = true;
         c->t_last = t;
     }
@@ -113,8 +117,12 @@ static void on_delta(void *user, const eng_output *o) {
         c->completion_tokens = o->usage.completion_tokens;
         if (!ev) j->oom = true;
         j->n_done++;
-        srv_metrics_finished(j->metrics, o->finish_reason ? o->finish_reason : "stop", t - j->t_arrival,
-                             o->usage.prompt_tokens, o->usage.completion_tokens);
+        int32_t gt = o->usage.completion_tokens;
+        srv_finished f = {.reason = o->finish_reason ? o->finish_reason : "stop", .e2e = t - j->t_arrival,
+                          .tpot = gt > 1 && c->got_first ? (c->t_last - c->t_first) / (gt - 1) : -1,
+                          .prompt_tokens = o->usage.prompt_tokens, .gen_tokens = gt, .max_tokens = j->max_tokens,
+                          .n = j->n};
+        srv_metrics_finished(j->metrics, &f);
         last = --j->refs == 0;
     }
     pthread_cond_broadcast(&j->cv);
@@ -139,6 +147,8 @@ int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int
     j->engine = a;
     j->metrics = srv_metrics_ref(m);
     j->t_arrival = srv_now();
+    j->max_tokens = sp->max_tokens;
+    j->n = n;
     for (int k = 0; k < n_prompts; k++) {
         for (int i = 0; i < n; i++) {
             srv_child *c = &j->ch[k * n + i];

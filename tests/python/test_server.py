@@ -330,6 +330,21 @@ def test_metrics_names(server):
     assert m["vllm:generation_tokens_total" + lbl] > 0
     assert m["vllm:prefix_cache_hits_total" + lbl] > 0  # repeated prompts above share prefixes
     assert m[f'vllm:request_success_total{{finished_reason="length",model_name="{MODEL_NAME}"}}'] > 0
+    # Per-request histograms (vLLM's names and buckets): one observation per finished request.
+    finished = sum(m[f'vllm:request_success_total{{finished_reason="{r}",model_name="{MODEL_NAME}"}}']
+                   for r in ("stop", "length", "abort", "error"))
+    for name in ("request_prompt_tokens", "request_generation_tokens", "request_params_n",
+                 "request_params_max_tokens", "request_max_num_generation_tokens", "e2e_request_latency_seconds"):
+        assert m[f"vllm:{name}_count" + lbl] == finished, name
+    assert m["vllm:request_prompt_tokens_sum" + lbl] == m["vllm:prompt_tokens_total" + lbl]
+    assert m["vllm:request_generation_tokens_sum" + lbl] == m["vllm:generation_tokens_total" + lbl]
+    les = [k for k in m if k.startswith("vllm:request_prompt_tokens_bucket")]
+    assert 'le="1000"' in les[-2] and 'le="+Inf"' in les[-1]  # 1-2-5 buckets up to max_model_len 1024
+    assert [k.split('"')[1] for k in m if k.startswith("vllm:request_params_n_bucket")] == \
+        ["1", "2", "5", "10", "20", "+Inf"]
+    assert m['vllm:request_params_n_bucket{le="1",' + lbl[1:]] < finished  # test_n_choices asked n=3
+    tpot = m["vllm:request_time_per_output_token_seconds_count" + lbl]
+    assert 0 < tpot <= finished
 
 
 def test_chat_page(server):
