@@ -186,6 +186,10 @@ struct srv_server {
     long created;
     srv_metrics *metrics;
     struct MHD_Daemon *d;
+    char **origins;               /* CORS allowed origins; "*" = any */
+    int n_origins;
+    bool allow_credentials;
+    char *tls_key, *tls_cert;     /* PEM, when serving HTTPS */
     atomic_bool stopping;         /* srv_free began: in-flight answers end now */
     int port;
 };
