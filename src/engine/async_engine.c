@@ -28,6 +28,7 @@ struct aeng {
      * announce themselves in `waiters`; the engine thread, back from
      * delivering, waits on `turn` until they have all had the lock. */
     atomic_int waiters;
+    uint64_t served;     /* caller critical sections done (under mu) */
     pthread_cond_t turn;
 };
 
@@ -38,13 +39,19 @@ static void caller_lock(aeng *a) {
 }
 
 static void caller_unlock(aeng *a) {
-    if (atomic_fetch_sub(&a->waiters, 1) == 1) pthread_cond_broadcast(&a->turn);
+    a->served++;
+    atomic_fetch_sub(&a->waiters, 1);
+    pthread_cond_broadcast(&a->turn);
     pthread_mutex_unlock(&a->mu);
 }
 
-/* Engine thread, holding mu: let announced callers go first. */
+/* Engine thread, holding mu: let the callers announced now go first (as
+ * many critical sections as there are waiters: bounded, so a stream of new
+ * callers cannot starve the engine either). */
 static void yield_to_callers(aeng *a) {
-    while (atomic_load(&a->waiters) > 0) pthread_cond_wait(&a->turn, &a->mu);
+    int w = atomic_load(&a->waiters);
+    uint64_t target = a->served + (uint64_t)(w > 0 ? w : 0);
+    while (a->served < target && atomic_load(&a->waiters) > 0) pthread_cond_wait(&a->turn, &a->mu);
 }
 
 static void deliver(const eng_output *o, int32_t n) {

@@ -272,7 +272,13 @@ static void stream_event(struct srv_stream *st, srv_event *ev) {
         if (json_array_size(calls) || c->split.n_tools) json_array_extend(c->tool_calls, calls);
     }
     if (reasoning.len) put_choice_chunk(st, ev->idx, NULL, reasoning.s, NULL, false, NULL, NULL, NULL);
-    if (json_array_size(calls)) put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL, NULL);
+    if (json_array_size(calls)) {
+        if (content.len) { /* text before the call goes first */
+            put_choice_chunk(st, ev->idx, content.s, NULL, NULL, false, NULL, NULL, NULL);
+            vc_sb_clear(&content);
+        }
+        put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL, NULL);
+    }
     if (content.len || finish || lp) {
         const char *fr = NULL;
         if (finish) fr = (!strcmp(finish, "stop") && c->split.n_tools && !c->named) ? "tool_calls" : finish;
