@@ -29,6 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     srv_splitter sp;
     static const srv_tool_parser TP[] = {SRV_TOOLS_HERMES, SRV_TOOLS_LLAMA3_JSON, SRV_TOOLS_MISTRAL, SRV_TOOLS_NONE};
     srv_splitter_init(&sp, size && (data[0] & 8) ? SRV_REASON_R1 : SRV_REASON_QWEN3, TP[size ? (data[0] >> 4) & 3 : 0]);
+    sp.stream = size && (data[0] & 4); /* streamed tool-call deltas */
+    if (size && (data[0] & 2)) srv_splitter_prefill(&sp, "<tool_call>\n{\"name\": \"f\", \"arguments\": ");
     vc_strbuf c = {0}, r = {0};
     json_t *calls = json_array();
     size_t step = size ? 1 + data[0] % 7 : 1;

@@ -36,7 +36,11 @@ static void serve_usage(FILE *f) {
             "  --threads N                  CPU threads (default: all cores)\n"
             "  --device cpu|cuda            backend (default cpu)\n"
             "  --gpu-memory-utilization F   device backends: KV cache fills the device to F (0.9)\n"
-            "  --max-body-bytes N           request body limit (default 4M)\n");
+            "  --max-body-bytes N           request body limit (default 4M)\n"
+            "  --allowed-origins LIST       CORS origins: JSON list or comma-separated (default [\"*\"])\n"
+            "  --allow-credentials          CORS: allow credentials (the Origin is echoed)\n"
+            "  --ssl-keyfile FILE           HTTPS: PEM private key (with --ssl-certfile)\n"
+            "  --ssl-certfile FILE          HTTPS: PEM certificate\n");
 }
 
 static int parse_bytes(const char *flag, const char *s, int64_t *out) {
@@ -86,6 +90,7 @@ int cli_serve(int argc, char **argv) {
         if (!strcmp(a, "--enable-prefix-caching")) { ep.enable_prefix_caching = true; continue; }
         if (!strcmp(a, "--no-enable-prefix-caching")) { ep.enable_prefix_caching = false; continue; }
         if (!strcmp(a, "--enable-auto-tool-choice")) continue;
+        if (!strcmp(a, "--allow-credentials")) { sp.allow_credentials = true; continue; }
         if (!val) { fprintf(stderr, "vllm serve: %s needs a value\n", a); serve_usage(stderr); return 2; }
         int rc = 0;
         if (!strcmp(a, "--model")) ep.model = val;
@@ -108,6 +113,9 @@ int cli_serve(int argc, char **argv) {
         }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
         else if (!strcmp(a, "--max-body-bytes")) { rc = parse_bytes(a, val, &v); sp.max_body_bytes = (size_t)v; }
+        else if (!strcmp(a, "--allowed-origins")) sp.allowed_origins = val;
+        else if (!strcmp(a, "--ssl-keyfile")) sp.ssl_keyfile = val;
+        else if (!strcmp(a, "--ssl-certfile")) sp.ssl_certfile = val;
         else { fprintf(stderr, "vllm serve: unknown option '%s'\n", a); serve_usage(stderr); return 2; }
         if (rc < 0) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); return 2; }
         i++;
@@ -149,8 +157,9 @@ int cli_serve(int argc, char **argv) {
     if (!a) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); goto done; }
     s = srv_create(a, &sp);
     if (!s) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); goto done; }
-    fprintf(stderr, "vllm serve: model '%s' (max_model_len %d) listening on http://%s:%d\n", sp.model_name,
-            aeng_max_model_len(a), strchr(sp.host, ':') ? "[::]" : sp.host, srv_port(s));
+    fprintf(stderr, "vllm serve: model '%s' (max_model_len %d) listening on %s://%s:%d\n", sp.model_name,
+            aeng_max_model_len(a), sp.ssl_keyfile ? "https" : "http", strchr(sp.host, ':') ? "[::]" : sp.host,
+            srv_port(s));
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "vllm serve: signal %d, shutting down\n", sig);

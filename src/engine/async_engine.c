@@ -4,6 +4,7 @@
 #include "base/log.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,38 @@ struct aeng {
     pthread_cond_t work; /* signalled on submit / abort / stop */
     bool stop, dead, started;
     int64_t pending;     /* submissions + aborts since the thread last looked */
+    /* Fair hand-off: the engine thread drops mu only while it delivers, and
+     * glibc mutexes are not fair, so a caller blocked in lock() could lose
+     * every race to the engine thread's re-lock for seconds (an abort of a
+     * hung-up client arriving after the request ran to its length). Callers
+     * announce themselves in `waiters`; the engine thread, back from
+     * delivering, waits on `turn` until they have all had the lock. */
+    atomic_int waiters;
+    uint64_t served;     /* caller critical sections done (under mu) */
+    pthread_cond_t turn;
 };
+
+/* Take mu from a caller thread (never the engine thread while it holds mu). */
+static void caller_lock(aeng *a) {
+    atomic_fetch_add(&a->waiters, 1);
+    pthread_mutex_lock(&a->mu);
+}
+
+static void caller_unlock(aeng *a) {
+    a->served++;
+    atomic_fetch_sub(&a->waiters, 1);
+    pthread_cond_broadcast(&a->turn);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Engine thread, holding mu: let the callers announced now go first (as
+ * many critical sections as there are waiters: bounded, so a stream of new
+ * callers cannot starve the engine either). */
+static void yield_to_callers(aeng *a) {
+    int w = atomic_load(&a->waiters);
+    uint64_t target = a->served + (uint64_t)(w > 0 ? w : 0);
+    while (a->served < target && atomic_load(&a->waiters) > 0) pthread_cond_wait(&a->turn, &a->mu);
+}
 
 static void deliver(const eng_output *o, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
@@ -58,6 +90,7 @@ static void *engine_main(void *arg) {
         pthread_mutex_unlock(&a->mu);
         deliver(o, n);
         pthread_mutex_lock(&a->mu);
+        yield_to_callers(a);
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -71,6 +104,7 @@ aeng *aeng_create(const eng_params *p) {
     }
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work, NULL);
+    pthread_cond_init(&a->turn, NULL);
     a->e = eng_create(p);
     if (!a->e) goto fail;
     if (pthread_create(&a->thread, NULL, engine_main, a) != 0) {
@@ -98,15 +132,16 @@ static void drain(aeng *a) {
 void aeng_free(aeng *a) {
     if (!a) return;
     if (a->started) {
-        pthread_mutex_lock(&a->mu);
+        caller_lock(a);
         a->stop = true;
         pthread_cond_signal(&a->work);
-        pthread_mutex_unlock(&a->mu);
+        caller_unlock(a);
         pthread_join(a->thread, NULL);
     }
     if (a->e) drain(a);
     eng_free(a->e);
     pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->turn);
     pthread_mutex_destroy(&a->mu);
     free(a);
 }
@@ -118,7 +153,7 @@ static int submit(aeng *a, const int32_t *prompt, int32_t n, const char *text, c
     if (!b) return vc_err_set(VC_ERR_OOM, "out of memory");
     b->cb = cb;
     b->user = user;
-    pthread_mutex_lock(&a->mu);
+    caller_lock(a);
     int rc;
     if (a->dead || a->stop) {
         rc = vc_err_set(VC_ERR_RUNTIME, "the engine is not running");
@@ -129,7 +164,7 @@ static int submit(aeng *a, const int32_t *prompt, int32_t n, const char *text, c
             pthread_cond_signal(&a->work);
         }
     }
-    pthread_mutex_unlock(&a->mu);
+    caller_unlock(a);
     if (rc < 0) free(b);
     return rc;
 }
@@ -145,19 +180,19 @@ int aeng_submit_text(aeng *a, const char *text, const ereq_sampling *sp, aeng_cb
 }
 
 int aeng_abort(aeng *a, int64_t id) {
-    pthread_mutex_lock(&a->mu);
+    caller_lock(a);
     int rc = eng_abort(a->e, id);
     a->pending++;
     pthread_cond_signal(&a->work);
-    pthread_mutex_unlock(&a->mu);
+    caller_unlock(a);
     return rc;
 }
 
 bool aeng_alive(const aeng *a) {
     aeng *m = (aeng *)a;
-    pthread_mutex_lock(&m->mu);
+    caller_lock(m);
     bool alive = !m->dead && !m->stop;
-    pthread_mutex_unlock(&m->mu);
+    caller_unlock(m);
     return alive;
 }
 
@@ -167,7 +202,7 @@ int32_t aeng_max_model_len(const aeng *a) { return eng_max_model_len(a->e); }
 int32_t aeng_num_blocks(const aeng *a) { return eng_num_blocks(a->e); }
 
 void aeng_stats(aeng *a, esched_stats *out) {
-    pthread_mutex_lock(&a->mu);
+    caller_lock(a);
     eng_stats(a->e, out);
-    pthread_mutex_unlock(&a->mu);
+    caller_unlock(a);
 }

@@ -38,6 +38,12 @@ typedef struct {
     const char *reasoning_parser; /* NULL or "deepseek_r1"/"qwen3" (<think>...</think>) */
     size_t max_body_bytes;      /* 4 MiB */
     const char *version;        /* for GET /version */
+    /* CORS (vLLM's --allowed-origins / --allow-credentials): a JSON list of
+     * origins or a comma-separated list; NULL: ["*"] */
+    const char *allowed_origins;
+    bool allow_credentials;
+    /* HTTPS (vLLM's --ssl-keyfile / --ssl-certfile): PEM files, both or neither */
+    const char *ssl_keyfile, *ssl_certfile;
 } srv_params;
 
 typedef struct srv_server srv_server;

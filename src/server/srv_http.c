@@ -6,6 +6,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "base/mapfile.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -57,7 +58,53 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) { srv_stream_free(cls); }
 
-static enum MHD_Result send_reply(struct MHD_Connection *c, srv_reply *r) {
+/* ---- CORS, as Starlette's CORSMiddleware behind vLLM: allowed methods and
+ * headers "*"; a request from an allowed Origin gets Access-Control-Allow-
+ * Origin ("*" when any origin is allowed and credentials are not). */
+static bool origin_allowed(const srv_server *s, const char *origin) {
+    for (int i = 0; i < s->n_origins; i++)
+        if (!strcmp(s->origins[i], "*") || !strcmp(s->origins[i], origin)) return true;
+    return false;
+}
+
+static bool any_origin(const srv_server *s) {
+    for (int i = 0; i < s->n_origins; i++)
+        if (!strcmp(s->origins[i], "*")) return true;
+    return false;
+}
+
+static void add_cors(const srv_server *s, struct MHD_Connection *c, struct MHD_Response *resp) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!origin || !origin_allowed(s, origin)) return;
+    if (any_origin(s) && !s->allow_credentials) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+    } else {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
+    if (s->allow_credentials) MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+}
+
+/* OPTIONS with Origin + Access-Control-Request-Method: the preflight answer
+ * (200, or 400 "Disallowed CORS origin"), before any API-key check. */
+static enum MHD_Result preflight(srv_server *s, struct MHD_Connection *c, const char *origin) {
+    bool ok = origin_allowed(s, origin);
+    const char *msg = ok ? "OK" : "Disallowed CORS origin";
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    const char *rh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    if (rh) MHD_add_response_header(resp, "Access-Control-Allow-Headers", rh);
+    if (ok) add_cors(s, c, resp);
+    else MHD_add_response_header(resp, "Vary", "Origin");
+    enum MHD_Result ret = MHD_queue_response(c, ok ? 200u : 400u, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_reply(srv_server *s, struct MHD_Connection *c, srv_reply *r) {
     struct MHD_Response *resp;
     if (r->stream) {
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, r->stream, stream_free);
@@ -75,6 +122,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, srv_reply *r) {
         }
     }
     if (r->content_type) MHD_add_response_header(resp, "Content-Type", r->content_type);
+    add_cors(s, c, resp);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -171,11 +219,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!strcmp(method, "OPTIONS") && origin &&
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method"))
+        return preflight(s, c, origin);
     srv_reply r = {.client_fd = -1};
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) r.client_fd = ci->connect_fd;
     route(s, c, url, method, cc, &r);
-    return send_reply(c, &r);
+    return send_reply(s, c, &r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc) {
@@ -187,6 +239,44 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     vc_sb_free(&cc->body);
     free(cc);
     *con_cls = NULL;
+}
+
+/* --allowed-origins: a JSON list of strings (vLLM's form) or a comma-separated
+ * list; NULL or empty: ["*"]. */
+static int parse_origins(srv_server *s, const char *v) {
+    json_t *j = v && *v ? json_loads(v, JSON_DECODE_ANY, NULL) : NULL;
+    if (v && *v && !j && (*v == '[' || *v == '"'))
+        return vc_err_set(VC_ERR_INVALID, "--allowed-origins: not a JSON list of strings: %s", v);
+    size_t n = j ? json_array_size(j) : 1;
+    if (!j && v && *v)
+        for (const char *q = v; *q; q++) n += *q == ',';
+    s->origins = calloc(n ? n : 1, sizeof *s->origins);
+    if (!s->origins) {
+        json_decref(j);
+        return vc_err_set(VC_ERR_OOM, "out of memory");
+    }
+    int rc = VC_OK;
+    if (j) {
+        if (!json_is_array(j)) rc = vc_err_set(VC_ERR_INVALID, "--allowed-origins: expected a JSON list of strings");
+        size_t i;
+        json_t *x;
+        json_array_foreach(j, i, x) {
+            if (rc < 0) break;
+            if (!json_is_string(x)) rc = vc_err_set(VC_ERR_INVALID, "--allowed-origins: expected a JSON list of strings");
+            else if (!(s->origins[s->n_origins++] = strdup(json_string_value(x)))) rc = vc_err_set(VC_ERR_OOM, "out of memory");
+        }
+    } else {
+        const char *q = v && *v ? v : "*";
+        while (rc == 0 && *q) {
+            size_t k = strcspn(q, ",");
+            while (k && q[k - 1] == ' ') k--;
+            if (k && !(s->origins[s->n_origins++] = strndup(q, k))) rc = vc_err_set(VC_ERR_OOM, "out of memory");
+            q += strcspn(q, ",");
+            while (*q == ',' || *q == ' ') q++;
+        }
+    }
+    json_decref(j);
+    return rc;
 }
 
 srv_server *srv_create(aeng *engine, const srv_params *p) {
@@ -207,7 +297,7 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
     s->model_name = strdup(p->model_name);
     s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
     s->version = strdup(p->version ? p->version : "unknown");
-    s->metrics = srv_metrics_create();
+    s->metrics = srv_metrics_create(s->max_model_len);
     if (!s->model_name || !s->version || (p->api_key && *p->api_key && !s->api_key) || !s->metrics) {
         vc_err_set(VC_ERR_OOM, "out of memory");
         goto fail;
@@ -250,6 +340,28 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
         VC_WARN("the model has no chat template: /v1/chat/completions answers 400 (use --chat-template)");
     }
 
+    if (parse_origins(s, p->allowed_origins) < 0) goto fail;
+    s->allow_credentials = p->allow_credentials;
+    if (!p->ssl_keyfile != !p->ssl_certfile) {
+        vc_err_set(VC_ERR_INVALID, "HTTPS needs both --ssl-keyfile and --ssl-certfile");
+        goto fail;
+    }
+    if (p->ssl_keyfile) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            vc_err_set(VC_ERR_INVALID, "this libmicrohttpd was built without TLS: cannot serve HTTPS");
+            goto fail;
+        }
+        size_t n;
+        if (vc_read_file(p->ssl_keyfile, &s->tls_key, &n) < 0) {
+            vc_err_prefix("--ssl-keyfile");
+            goto fail;
+        }
+        if (vc_read_file(p->ssl_certfile, &s->tls_cert, &n) < 0) {
+            vc_err_prefix("--ssl-certfile");
+            goto fail;
+        }
+    }
+
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     const char *host = p->host && *p->host ? p->host : "127.0.0.1";
@@ -271,12 +383,23 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
         vc_err_set(VC_ERR_INVALID, "--host '%s' is not a numeric IPv4/IPv6 address", host);
         goto fail;
     }
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (s->tls_key) flags |= MHD_USE_TLS;
     s->d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)1024, MHD_OPTION_END);
+                            (unsigned)1024, MHD_OPTION_ARRAY, s->tls_key ? tls_opts : tls_opts + 2,
+                            MHD_OPTION_END);
     if (!s->d) {
-        vc_err_set(VC_ERR_IO, "cannot listen on %s:%d (in use or not permitted)", host, p->port);
+        if (s->tls_key)
+            vc_err_set(VC_ERR_IO, "cannot serve HTTPS on %s:%d (port in use, or the key / certificate is not "
+                                  "valid PEM or do not match)", host, p->port);
+        else
+            vc_err_set(VC_ERR_IO, "cannot listen on %s:%d (in use or not permitted)", host, p->port);
         goto fail;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -293,6 +416,10 @@ void srv_free(srv_server *s) {
     if (s->d) MHD_stop_daemon(s->d);
     chat_template_free(s->tmpl);
     srv_metrics_free(s->metrics);
+    for (int i = 0; i < s->n_origins; i++) free(s->origins[i]);
+    free(s->origins);
+    free(s->tls_key);
+    free(s->tls_cert);
     free(s->model_name);
     free(s->api_key);
     free(s->version);

@@ -57,9 +57,22 @@ typedef struct {
     int32_t logprobs;             /* -1: none; k: sampled token + top k (sp.logprobs) */
     int n;
     bool stream, include_usage;
-    ereq_sampling sp;             /* sp.stop points into stop below */
+    ereq_sampling sp;             /* sp.stop, sp.logit_bias_*, sp.allowed_token_ids and
+                                   * sp.bad_words_* point into the arrays below */
     char **stop;
     int n_stop;
+    int32_t prompt_logprobs;      /* -1: none; k: each prompt token + top k */
+    int32_t *logit_bias_ids;      /* [n_logit_bias] (ids checked against the vocab later) */
+    float *logit_bias_vals;
+    int32_t n_logit_bias;
+    int32_t *allowed_ids;         /* [n_allowed] */
+    int32_t n_allowed;
+    char **bad_words;             /* [n_bad_words] strings; tokenized by the handler */
+    int n_bad_words;
+    int32_t *bad_ids, *bad_lens;  /* tokenized bad words (filled by srv_openai) */
+    /* tool_choice: "required" (tool_required) or a named function (tool_forced) */
+    bool tool_required;
+    char *tool_forced;
 } srv_gen;
 
 /* Parse and validate a completions (chat false) or chat request body.
@@ -73,13 +86,20 @@ bool srv_utf8_valid(const char *s, size_t len);
 typedef struct srv_metrics srv_metrics;
 /* Reference counted: every job holds one, since aborted children may still
  * report (on the engine thread) after the server is gone. */
-srv_metrics *srv_metrics_create(void);
+srv_metrics *srv_metrics_create(int32_t max_model_len); /* 1-2-5 token buckets up to it */
 srv_metrics *srv_metrics_ref(srv_metrics *m);
 void srv_metrics_free(srv_metrics *m); /* drops one reference */
 void srv_metrics_ttft(srv_metrics *m, double s);
 void srv_metrics_itl(srv_metrics *m, double s);
-void srv_metrics_finished(srv_metrics *m, const char *reason, double e2e, int32_t prompt_tokens,
-                          int32_t gen_tokens);
+/* One finished engine request (a choice). */
+typedef struct {
+    const char *reason;           /* stop, length, abort, error */
+    double e2e;                   /* arrival -> final delta, seconds */
+    double tpot;                  /* (last token - first token) / (tokens - 1); < 0: fewer than 2 tokens */
+    int32_t prompt_tokens, gen_tokens;
+    int32_t max_tokens, n;        /* the request's parameters */
+} srv_finished;
+void srv_metrics_finished(srv_metrics *m, const srv_finished *f);
 char *srv_metrics_render(srv_metrics *m, aeng *a, const char *model_name);
 
 /* ---- the job: one HTTP request's engine children */
@@ -94,6 +114,10 @@ typedef struct srv_event {
     int32_t n_lp;                 /* logprobs of this delta's token: [0] sampled, then top k */
     int32_t *lp_ids;
     float *lp_vals;
+    /* prompt logprobs (first delta only): positions [0, n_plp), stride k + 1 */
+    int32_t n_plp, plp_stride;
+    int32_t *plp_ids, *plp_ranks;
+    float *plp_vals;
 } srv_event;
 
 typedef struct {
@@ -102,7 +126,7 @@ typedef struct {
     int64_t id;
     bool live;                    /* submitted and not yet finished */
     int32_t prompt_tokens, completion_tokens;
-    double t_last;                /* last token delta (ITL) */
+    double t_first, t_last;       /* first / last token delta (TTFT, ITL, TPOT) */
     bool got_first;
 } srv_child;
 
@@ -115,6 +139,7 @@ typedef struct srv_job {
     int n_ch, n_done;
     bool oom;                     /* a final delta could not be queued */
     double t_arrival;
+    int32_t max_tokens, n;        /* request parameters, for the metrics */
     aeng *engine;
     srv_metrics *metrics;
 } srv_job;
@@ -161,6 +186,10 @@ struct srv_server {
     long created;
     srv_metrics *metrics;
     struct MHD_Daemon *d;
+    char **origins;               /* CORS allowed origins; "*" = any */
+    int n_origins;
+    bool allow_credentials;
+    char *tls_key, *tls_cert;     /* PEM, when serving HTTPS */
     atomic_bool stopping;         /* srv_free began: in-flight answers end now */
     int port;
 };
@@ -201,6 +230,24 @@ typedef struct {
     bool content_seen;            /* content emitted (whole-output parsers look only at the start) */
     vc_strbuf pend;               /* held back / tool-call body */
     int n_tools;                  /* tool calls emitted so far */
+    /* stream: tool calls come out as deltas (vLLM's streaming shape): the
+     * first {index, id, type, function: {name}} once the name is read, then
+     * {index, function: {arguments: fragment}} while the arguments object
+     * arrives; fragments concatenate to the model's arguments text. */
+    bool stream;
+    bool forced;                  /* prefilled (forced tool choice): a call whose name was read
+                                   * stays a call even when its JSON is cut short */
+    /* The hermes call being read (positions in pend, which holds its body):
+     * call_state 0 reading the name, 1 name known (header sent when
+     * streaming) reading up to the arguments value, 2 inside the arguments
+     * object, 3 arguments complete, -1 no incremental parse (decided at the
+     * close), 4 name known but arguments not incremental. */
+    int call_state;
+    json_t *call_name;
+    char call_id[64];
+    size_t lex_pos, args_off, args_sent, args_end;
+    int depth;
+    bool in_str, esc;
 } srv_splitter;
 
 void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parser tp);
@@ -210,6 +257,9 @@ void srv_splitter_init(srv_splitter *sp, srv_reasoning reasoning, srv_tool_parse
 void srv_splitter_push(srv_splitter *sp, const char *text, size_t len, bool final, vc_strbuf *content,
                        vc_strbuf *reasoning, json_t *tool_calls);
 void srv_splitter_free(srv_splitter *sp);
+/* Text the server wrote at the start of the reply (forced tool choice:
+ * the opening of a call); parsed with the reply, never sent as content. */
+void srv_splitter_prefill(srv_splitter *sp, const char *text);
 /* A fresh id: prefix + 24 hex digits. */
 void srv_make_id(char *out, size_t cap, const char *prefix);
 

@@ -26,6 +26,9 @@ void srv_event_free(srv_event *ev) {
     free(ev->stop_reason);
     free(ev->lp_ids);
     free(ev->lp_vals);
+    free(ev->plp_ids);
+    free(ev->plp_ranks);
+    free(ev->plp_vals);
     free(ev);
 }
 
@@ -65,6 +68,19 @@ static srv_event *make_event(const srv_child *c, const eng_output *o) {
             ev->n_lp = o->n_lp;
         }
     }
+    if (o->n_plp > 0 && o->plp_stride > 0) {
+        size_t m = (size_t)o->n_plp * (size_t)o->plp_stride;
+        ev->plp_ids = malloc(m * sizeof *ev->plp_ids);
+        ev->plp_vals = malloc(m * sizeof *ev->plp_vals);
+        ev->plp_ranks = malloc((size_t)o->n_plp * sizeof *ev->plp_ranks);
+        if (ev->plp_ids && ev->plp_vals && ev->plp_ranks) {
+            memcpy(ev->plp_ids, o->plp_ids, m * sizeof *ev->plp_ids);
+            memcpy(ev->plp_vals, o->plp_vals, m * sizeof *ev->plp_vals);
+            memcpy(ev->plp_ranks, o->plp_ranks, (size_t)o->n_plp * sizeof *ev->plp_ranks);
+            ev->n_plp = o->n_plp;
+            ev->plp_stride = o->plp_stride;
+        }
+    }
     if (o->finished) {
         ev->finish_reason = o->finish_reason ? o->finish_reason : "stop";
         if (o->stop_str) ev->stop_reason = strdup(o->stop_str);
@@ -77,11 +93,15 @@ static void on_delta(void *user, const eng_output *o) {
     srv_child *c = user;
     srv_job *j = c->job;
     double t = srv_now();
-    srv_event *ev = (o->text_len || o->n_token_ids || o->finished) ? make_event(c, o) : NULL;
+    srv_event *ev = (o->text_len || o->n_token_ids || o->finished || o->n_plp) ? make_event(c, o) : NULL;
     pthread_mutex_lock(&j->mu);
     if (o->n_token_ids > 0) {
-        if (!c->got_first) srv_metrics_ttft(j->metrics, t - j->t_arrival);
-        else srv_metrics_itl(j->metrics, t - c->t_last);
+        if (!c->got_first) {
+            srv_metrics_ttft(j->metrics, t - j->t_arrival);
+            c->t_first = t;
+        } else {
+            srv_metrics_itl(j->metrics, t - c->t_last);
+        }
         c->got_first = true;
         c->t_last = t;
     }
@@ -97,8 +117,12 @@ static void on_delta(void *user, const eng_output *o) {
         c->completion_tokens = o->usage.completion_tokens;
         if (!ev) j->oom = true;
         j->n_done++;
-        srv_metrics_finished(j->metrics, o->finish_reason ? o->finish_reason : "stop", t - j->t_arrival,
-                             o->usage.prompt_tokens, o->usage.completion_tokens);
+        int32_t gt = o->usage.completion_tokens;
+        srv_finished f = {.reason = o->finish_reason ? o->finish_reason : "stop", .e2e = t - j->t_arrival,
+                          .tpot = gt > 1 && c->got_first ? (c->t_last - c->t_first) / (gt - 1) : -1,
+                          .prompt_tokens = o->usage.prompt_tokens, .gen_tokens = gt, .max_tokens = j->max_tokens,
+                          .n = j->n};
+        srv_metrics_finished(j->metrics, &f);
         last = --j->refs == 0;
     }
     pthread_cond_broadcast(&j->cv);
@@ -123,6 +147,8 @@ int srv_job_start(aeng *a, srv_metrics *m, int32_t *const *prompt_ids, const int
     j->engine = a;
     j->metrics = srv_metrics_ref(m);
     j->t_arrival = srv_now();
+    j->max_tokens = sp->max_tokens;
+    j->n = n;
     for (int k = 0; k < n_prompts; k++) {
         for (int i = 0; i < n; i++) {
             srv_child *c = &j->ch[k * n + i];

@@ -11,7 +11,7 @@
 #define MAX_BUCKETS 24
 
 typedef struct {
-    const double *le;
+    double le[MAX_BUCKETS];
     int n;
     uint64_t counts[MAX_BUCKETS]; /* non-cumulative, per bound */
     uint64_t count;
@@ -25,21 +25,39 @@ static const double ITL_LE[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0
 static const double E2E_LE[] = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
                                 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 
+static const double N_LE[] = {1, 2, 5, 10, 20};
+
 static const char *const REASONS[] = {"stop", "length", "abort", "error"};
 #define N_REASONS 4
 
 struct srv_metrics {
     pthread_mutex_t mu;
     int refs;
-    histo ttft, itl, e2e;
+    histo ttft, itl, e2e, tpot;
+    histo req_prompt, req_gen, req_max_gen, params_n, params_max_tokens; /* per finished request */
     uint64_t prompt_tokens, gen_tokens;
     uint64_t success[N_REASONS];
 };
 
 static void histo_init(histo *h, const double *le, int n) {
     memset(h, 0, sizeof *h);
-    h->le = le;
-    h->n = n;
+    h->n = n < MAX_BUCKETS ? n : MAX_BUCKETS;
+    memcpy(h->le, le, (size_t)h->n * sizeof *le);
+}
+
+/* vLLM's build_1_2_5_buckets(max): 1, 2, 5, 10, 20, 50, ... up to max. */
+static void histo_init_125(histo *h, double max) {
+    double le[MAX_BUCKETS];
+    int n = 0;
+    for (double e = 1; n < MAX_BUCKETS; e *= 10) {
+        const double m[3] = {1, 2, 5};
+        for (int k = 0; k < 3 && n < MAX_BUCKETS; k++) {
+            if (m[k] * e > max) goto done;
+            le[n++] = m[k] * e;
+        }
+    }
+done:
+    histo_init(h, le, n);
 }
 
 static void histo_add(histo *h, double v) {
@@ -50,7 +68,7 @@ static void histo_add(histo *h, double v) {
     h->sum += v;
 }
 
-srv_metrics *srv_metrics_create(void) {
+srv_metrics *srv_metrics_create(int32_t max_model_len) {
     srv_metrics *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     pthread_mutex_init(&m->mu, NULL);
@@ -58,6 +76,13 @@ srv_metrics *srv_metrics_create(void) {
     histo_init(&m->ttft, TTFT_LE, (int)(sizeof TTFT_LE / sizeof TTFT_LE[0]));
     histo_init(&m->itl, ITL_LE, (int)(sizeof ITL_LE / sizeof ITL_LE[0]));
     histo_init(&m->e2e, E2E_LE, (int)(sizeof E2E_LE / sizeof E2E_LE[0]));
+    histo_init(&m->tpot, ITL_LE, (int)(sizeof ITL_LE / sizeof ITL_LE[0]));
+    histo_init(&m->params_n, N_LE, (int)(sizeof N_LE / sizeof N_LE[0]));
+    double mx = max_model_len > 0 ? max_model_len : 1;
+    histo_init_125(&m->req_prompt, mx);
+    histo_init_125(&m->req_gen, mx);
+    histo_init_125(&m->req_max_gen, mx);
+    histo_init_125(&m->params_max_tokens, mx);
     return m;
 }
 
@@ -90,13 +115,20 @@ void srv_metrics_itl(srv_metrics *m, double s) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void srv_metrics_finished(srv_metrics *m, const char *reason, double e2e, int32_t prompt_tokens, int32_t gen_tokens) {
+void srv_metrics_finished(srv_metrics *m, const srv_finished *f) {
     pthread_mutex_lock(&m->mu);
-    histo_add(&m->e2e, e2e);
-    m->prompt_tokens += (uint64_t)(prompt_tokens > 0 ? prompt_tokens : 0);
-    m->gen_tokens += (uint64_t)(gen_tokens > 0 ? gen_tokens : 0);
+    histo_add(&m->e2e, f->e2e);
+    int32_t pt = f->prompt_tokens > 0 ? f->prompt_tokens : 0, gt = f->gen_tokens > 0 ? f->gen_tokens : 0;
+    m->prompt_tokens += (uint64_t)pt;
+    m->gen_tokens += (uint64_t)gt;
     for (int i = 0; i < N_REASONS; i++)
-        if (!strcmp(reason, REASONS[i])) m->success[i]++;
+        if (!strcmp(f->reason, REASONS[i])) m->success[i]++;
+    histo_add(&m->req_prompt, pt);
+    histo_add(&m->req_gen, gt);
+    histo_add(&m->req_max_gen, f->max_tokens);
+    histo_add(&m->params_max_tokens, f->max_tokens);
+    histo_add(&m->params_n, f->n);
+    if (f->tpot >= 0) histo_add(&m->tpot, f->tpot);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -158,6 +190,15 @@ char *srv_metrics_render(srv_metrics *m, aeng *a, const char *model_name) {
     put_histo(&sb, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &m->ttft, lbl);
     put_histo(&sb, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &m->itl, lbl);
     put_histo(&sb, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &m->e2e, lbl);
+    put_histo(&sb, "vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per "
+              "request.", &m->tpot, lbl);
+    put_histo(&sb, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", &m->req_prompt, lbl);
+    put_histo(&sb, "vllm:request_generation_tokens", "Number of generation tokens processed.", &m->req_gen, lbl);
+    put_histo(&sb, "vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation "
+              "tokens.", &m->req_max_gen, lbl);
+    put_histo(&sb, "vllm:request_params_n", "Histogram of the n request parameter.", &m->params_n, lbl);
+    put_histo(&sb, "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+              &m->params_max_tokens, lbl);
     pthread_mutex_unlock(&m->mu);
     return vc_sb_steal(&sb);
 }

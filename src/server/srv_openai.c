@@ -19,7 +19,9 @@ typedef struct {
     const char *finish_reason;
     char *stop_reason;
     bool started;                 /* stream: role / echo chunk sent */
+    bool named;                   /* tool_choice named a function: finish "stop" (vLLM / OpenAI) */
     json_t *lp;                   /* non-streaming logprobs, or NULL */
+    json_t *plp;                  /* prompt logprobs (vLLM shape), or NULL */
     size_t lp_off;                /* completions text_offset */
 } choice_state;
 
@@ -42,7 +44,7 @@ struct srv_stream {
 
 /* ---- building the prompt(s) */
 
-static int chat_prompt(srv_server *s, srv_gen *g, int32_t **ids, int32_t *n, srv_error *e) {
+static int chat_prompt(srv_server *s, srv_gen *g, const char *prefill, int32_t **ids, int32_t *n, srv_error *e) {
     if (!s->tmpl)
         return srv_err(e, 400, "messages", "this model has no chat template: start the server with --chat-template");
     chat_render_params p = chat_render_params_default();
@@ -69,6 +71,12 @@ static int chat_prompt(srv_server *s, srv_gen *g, int32_t **ids, int32_t *n, srv
                                                "message verbatim");
         }
         if (hit) hit[fl] = 0;
+    }
+    if (prefill) { /* forced tool choice: the reply starts with the opening of a call */
+        char *t2 = NULL;
+        if (asprintf(&t2, "%s%s", text, prefill) < 0) t2 = NULL;
+        free(text);
+        if (!(text = t2)) return srv_err(e, 500, NULL, "out of memory");
     }
     size_t nn = 0;
     int rc = tok_encode(s->tok, text, strlen(text), false, ids, &nn);
@@ -149,6 +157,26 @@ static void lp_append(const srv_server *s, bool chat, json_t *dst, const srv_eve
                                     "top_logprobs", top));
 }
 
+/* vLLM's prompt_logprobs: [null, {"<id>": {logprob, rank, decoded_token}}, ...],
+ * one dict per prompt position after the first (the prompt token and the top k). */
+static json_t *plp_json(const srv_server *s, const srv_event *ev) {
+    json_t *arr = json_array();
+    json_array_append_new(arr, json_null());
+    for (int32_t p = 1; p < ev->n_plp; p++) {
+        json_t *d = json_object();
+        for (int32_t i = ev->plp_stride - 1; i >= 0; i--) { /* the prompt token (i = 0) last: its rank wins */
+            int32_t id = ev->plp_ids[(size_t)p * ev->plp_stride + i];
+            char key[16];
+            snprintf(key, sizeof key, "%d", id);
+            json_object_set_new(d, key, json_pack("{s:f, s:i, s:o}", "logprob",
+                                                  (double)ev->plp_vals[(size_t)p * ev->plp_stride + i], "rank",
+                                                  i ? i : ev->plp_ranks[p], "decoded_token", tok_json(s, id, NULL)));
+        }
+        json_array_append_new(arr, d);
+    }
+    return arr;
+}
+
 static json_t *lp_new(bool chat) {
     return chat ? json_pack("{s:[]}", "content")
                 : json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
@@ -176,7 +204,8 @@ static json_t *chat_message(choice_state *c) {
 }
 
 static const char *final_reason(const choice_state *c) {
-    if (c->finish_reason && !strcmp(c->finish_reason, "stop") && json_array_size(c->tool_calls)) return "tool_calls";
+    if (c->finish_reason && !strcmp(c->finish_reason, "stop") && json_array_size(c->tool_calls) && !c->named)
+        return "tool_calls";
     return c->finish_reason ? c->finish_reason : "error";
 }
 
@@ -243,10 +272,16 @@ static void stream_event(struct srv_stream *st, srv_event *ev) {
         if (json_array_size(calls) || c->split.n_tools) json_array_extend(c->tool_calls, calls);
     }
     if (reasoning.len) put_choice_chunk(st, ev->idx, NULL, reasoning.s, NULL, false, NULL, NULL, NULL);
-    if (json_array_size(calls)) put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL, NULL);
+    if (json_array_size(calls)) {
+        if (content.len) { /* text before the call goes first */
+            put_choice_chunk(st, ev->idx, content.s, NULL, NULL, false, NULL, NULL, NULL);
+            vc_sb_clear(&content);
+        }
+        put_choice_chunk(st, ev->idx, NULL, NULL, calls, false, NULL, NULL, NULL);
+    }
     if (content.len || finish || lp) {
         const char *fr = NULL;
-        if (finish) fr = (!strcmp(finish, "stop") && c->split.n_tools) ? "tool_calls" : finish;
+        if (finish) fr = (!strcmp(finish, "stop") && c->split.n_tools && !c->named) ? "tool_calls" : finish;
         put_choice_chunk(st, ev->idx, content.len || !finish ? (content.s ? content.s : "") : NULL, NULL, NULL,
                          false, fr, NULL, lp);
         lp = NULL;
@@ -315,6 +350,7 @@ static void choices_free(choice_state *cs, int n) {
         vc_sb_free(&cs[i].reasoning);
         json_decref(cs[i].tool_calls);
         json_decref(cs[i].lp);
+        json_decref(cs[i].plp);
         srv_splitter_free(&cs[i].split);
         free(cs[i].stop_reason);
     }
@@ -333,6 +369,109 @@ void srv_stream_free(struct srv_stream *st) {
     free(st);
 }
 
+/* ---- token-level controls that need the tokenizer */
+
+/* Ids in [0, vocab); bad words as token sequences the vLLM way: the word
+ * (leading spaces dropped) and, when it tokenizes to as many tokens with a
+ * different first token, " " + word (the word after a space). */
+static int token_controls(srv_server *s, srv_gen *g, srv_error *e) {
+    size_t vocab = tok_vocab_size(s->tok);
+    for (int32_t i = 0; i < g->n_logit_bias; i++)
+        if ((size_t)g->logit_bias_ids[i] >= vocab)
+            return srv_err(e, 400, "logit_bias", "token id %d in logit_bias is out of vocabulary (size %zu)",
+                           g->logit_bias_ids[i], vocab);
+    for (int32_t i = 0; i < g->n_allowed; i++)
+        if ((size_t)g->allowed_ids[i] >= vocab)
+            return srv_err(e, 400, "allowed_token_ids", "token id %d in allowed_token_ids is out of vocabulary "
+                                                        "(size %zu)", g->allowed_ids[i], vocab);
+    if (!g->n_bad_words) return 0;
+    vc_strbuf ids = {0}, lens = {0}; /* int32 arrays as bytes */
+    int rc = 0;
+    for (int w = 0; w < g->n_bad_words && rc == 0; w++) {
+        int32_t *first = NULL;
+        size_t n_first = 0;
+        for (int sp = 0; sp < 2 && rc == 0; sp++) {
+            char *txt = NULL;
+            if (asprintf(&txt, "%s%s", sp ? " " : "", g->bad_words[w]) < 0) { rc = srv_err(e, 500, NULL, "out of memory"); break; }
+            int32_t *t = NULL;
+            size_t n = 0;
+            if (tok_encode(s->tok, txt, strlen(txt), false, &t, &n) < 0) rc = srv_err(e, 400, "bad_words", "tokenizer: %s", vc_err_msg());
+            free(txt);
+            if (rc == 0 && n > 0 && (!sp || (n == n_first && t[0] != first[0]))) {
+                int32_t len = (int32_t)n;
+                vc_sb_append(&ids, (const char *)t, n * sizeof *t);
+                vc_sb_append(&lens, (const char *)&len, sizeof len);
+            }
+            if (sp) free(t);
+            else { first = t; n_first = n; }
+        }
+        free(first);
+    }
+    if (rc == 0 && lens.len) {
+        g->bad_ids = malloc(ids.len);
+        g->bad_lens = malloc(lens.len);
+        if (!g->bad_ids || !g->bad_lens) rc = srv_err(e, 500, NULL, "out of memory");
+        else {
+            memcpy(g->bad_ids, ids.s, ids.len);
+            memcpy(g->bad_lens, lens.s, lens.len);
+            g->sp.bad_words_ids = g->bad_ids;
+            g->sp.bad_words_lens = g->bad_lens;
+            g->sp.n_bad_words = (int32_t)(lens.len / sizeof(int32_t));
+        }
+    }
+    vc_sb_free(&ids);
+    vc_sb_free(&lens);
+    return rc;
+}
+
+/* tool_choice "required" / named, without structured output: the server
+ * writes the opening of a call in the parser's format after the
+ * generation prompt (named, or "required" with one tool: up to the
+ * arguments value; else up to the name's opening quote), so the reply is a
+ * call by construction; the model writes the rest: a name not checked
+ * against `tools` when several are offered, and arguments that are valid
+ * JSON only if the model closes its object within max_tokens (no schema
+ * check). A hermes call with a known name also stops at </tool_call>. */
+static int forced_tool_choice(srv_server *s, srv_gen *g, char **prefill, srv_error *e) {
+    *prefill = NULL;
+    if (!g->tool_required && !g->tool_forced) return 0;
+    if (s->tools == SRV_TOOLS_NONE)
+        return srv_err(e, 400, "tool_choice", "tool_choice '%s' needs a tool-call parser: start the server with "
+                                              "--tool-call-parser (or a chat template that teaches one)",
+                       g->tool_forced ? "function" : "required");
+    const char *open = s->tools == SRV_TOOLS_HERMES ? "<tool_call>\n{\"name\": "
+                     : s->tools == SRV_TOOLS_MISTRAL ? "[TOOL_CALLS] [{\"name\": " : "{\"name\": ";
+    const char *key = s->tools == SRV_TOOLS_LLAMA3_JSON ? "parameters" : "arguments";
+    int rc;
+    /* "required" with a single tool can only mean that tool. */
+    const char *fname = g->tool_forced;
+    if (!fname && json_array_size(g->tools) == 1)
+        fname = json_string_value(json_object_get(json_object_get(json_array_get(g->tools, 0), "function"), "name"));
+    if (fname) {
+        json_t *nm = json_string(fname);
+        char *q = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
+        json_decref(nm);
+        rc = q ? asprintf(prefill, "%s%s, \"%s\": ", open, q, key) : -1;
+        free(q);
+    } else {
+        rc = asprintf(prefill, "%s\"", open);
+    }
+    if (rc < 0) {
+        *prefill = NULL;
+        return srv_err(e, 500, NULL, "out of memory");
+    }
+    if (fname && s->tools == SRV_TOOLS_HERMES) {
+        char **st = realloc(g->stop, (size_t)(g->n_stop + 1) * sizeof *st);
+        if (!st) return srv_err(e, 500, NULL, "out of memory");
+        g->stop = st;
+        if (!(g->stop[g->n_stop] = strdup("</tool_call>"))) return srv_err(e, 500, NULL, "out of memory");
+        g->n_stop++;
+        g->sp.stop = g->stop;
+        g->sp.n_stop = g->n_stop;
+    }
+    return 0;
+}
+
 /* ---- the handler */
 
 void srv_handle_completions(srv_server *s, const char *body, size_t len, bool chat, srv_reply *r) {
@@ -341,11 +480,14 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     int32_t **ids = NULL, *n_ids = NULL;
     int n_prompts = 0;
     struct srv_stream *st = NULL;
+    char *prefill = NULL;
     if (srv_parse_gen(body, len, chat, &g, &e) < 0) goto fail;
     if (g.model && strcmp(g.model, s->model_name)) {
         srv_err(&e, 404, "model", "The model `%.200s` does not exist.", g.model);
         goto fail;
     }
+    if (token_controls(s, &g, &e) < 0) goto fail;
+    if (forced_tool_choice(s, &g, &prefill, &e) < 0) goto fail;
     n_prompts = chat ? 1 : g.n_prompts;
     if (n_prompts * g.n > 256) {
         srv_err(&e, 400, "n", "%d prompts x n=%d choices is over the limit of 256 per request", n_prompts, g.n);
@@ -368,6 +510,9 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     for (int i = 0; i < st->n_choices; i++) {
         st->cs[i].tool_calls = json_array();
         srv_splitter_init(&st->cs[i].split, s->reasoning, g.tools && !g.tool_choice_none ? s->tools : SRV_TOOLS_NONE);
+        st->cs[i].split.stream = g.stream;
+        st->cs[i].named = g.tool_forced != NULL;
+        if (prefill) srv_splitter_prefill(&st->cs[i].split, prefill);
     }
     if (g.echo) {
         st->echo = calloc((size_t)n_prompts, sizeof *st->echo);
@@ -376,7 +521,7 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     size_t vocab = tok_vocab_size(s->tok);
     for (int k = 0; k < n_prompts; k++) {
         if (chat) {
-            if (chat_prompt(s, &g, &ids[k], &n_ids[k], &e) < 0) goto fail;
+            if (chat_prompt(s, &g, prefill, &ids[k], &n_ids[k], &e) < 0) goto fail;
         } else if (g.prompts[k].text) {
             if (text_prompt(s, g.prompts[k].text, &ids[k], &n_ids[k], &e) < 0) goto fail;
             if (st->echo && !(st->echo[k] = strdup(g.prompts[k].text))) { srv_err(&e, 500, NULL, "out of memory"); goto fail; }
@@ -420,6 +565,8 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     ids = NULL;
     n_ids = NULL;
 
+    free(prefill);
+    prefill = NULL;
     if (g.stream) {
         srv_gen_free(&g);
         r->status = 200;
@@ -447,6 +594,7 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
         }
         if (!ev) continue;
         choice_state *c = &st->cs[ev->idx];
+        if (ev->n_plp > 0 && !c->plp) c->plp = plp_json(s, ev);
         if (chat) srv_splitter_push(&c->split, ev->text, ev->len, ev->finish_reason != NULL, &c->text, &c->reasoning,
                                     c->tool_calls);
         else vc_sb_append(&c->text, ev->text, ev->len);
@@ -473,10 +621,11 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
             const char *echo = st->echo ? st->echo[i / g.n] : NULL;
             char *full = NULL;
             if (echo && asprintf(&full, "%s%s", echo, c->text.s ? c->text.s : "") < 0) full = NULL;
-            ch = json_pack("{s:i, s:s, s:O, s:s, s:o}", "index", i, "text",
+            ch = json_pack("{s:i, s:s, s:O, s:s, s:o, s:O}", "index", i, "text",
                            full ? full : (c->text.s ? c->text.s : ""), "logprobs", c->lp ? c->lp : json_null(),
                            "finish_reason", final_reason(c),
-                           "stop_reason", opt_str(c->stop_reason));
+                           "stop_reason", opt_str(c->stop_reason), "prompt_logprobs",
+                           c->plp ? c->plp : json_null());
             free(full);
         }
         json_array_append_new(choices, ch);
@@ -484,11 +633,14 @@ void srv_handle_completions(srv_server *s, const char *body, size_t len, bool ch
     json_t *resp = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", st->id, "object",
                              chat ? "chat.completion" : "text_completion", "created", (json_int_t)st->created, "model",
                              s->model_name, "choices", choices, "usage", usage_json(st->job, g.n));
+    if (chat) /* vLLM: the chat response carries the (shared) prompt's logprobs at the top */
+        json_object_set(resp, "prompt_logprobs", st->n_choices && st->cs[0].plp ? st->cs[0].plp : json_null());
     srv_reply_json(r, 200, resp);
     srv_stream_free(st);
     srv_gen_free(&g);
     return;
 fail:
+    free(prefill);
     if (ids)
         for (int k = 0; k < n_prompts; k++) free(ids[k]);
     free(ids);

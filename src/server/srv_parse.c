@@ -241,25 +241,110 @@ static int parse_stop(json_t *o, srv_gen *g, srv_error *e) {
 
 static int refuse_unsupported(json_t *o, srv_error *e) {
     json_t *v;
-    if ((v = json_object_get(o, "prompt_logprobs")) && !json_is_null(v))
-        return srv_err(e, 400, "prompt_logprobs", "prompt_logprobs are not supported yet by this server");
     if ((v = json_object_get(o, "response_format")) && !json_is_null(v)) {
         json_t *ty = json_object_get(v, "type");
         if (!json_is_object(v) || !json_is_string(ty))
             return srv_err(e, 400, "response_format", "'response_format' must be an object with a 'type'");
         if (strcmp(json_string_value(ty), "text"))
             return srv_err(e, 400, "response_format",
-                           "response_format '%.40s' (structured output) is not supported yet by this server",
-                           json_string_value(ty));
+                           "response_format '%.40s' needs structured output (guided decoding), which this server "
+                           "does not implement; only {\"type\": \"text\"} is accepted", json_string_value(ty));
     }
-    if ((v = json_object_get(o, "logit_bias")) && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0))
-        return srv_err(e, 400, "logit_bias", "logit_bias is not supported yet by this server");
     if ((v = json_object_get(o, "best_of")) && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return srv_err(e, 400, "best_of", "best_of > 1 is not supported");
     if ((v = json_object_get(o, "use_beam_search")) && json_is_true(v))
         return srv_err(e, 400, "use_beam_search", "beam search is not supported");
     if ((v = json_object_get(o, "suffix")) && !json_is_null(v))
         return srv_err(e, 400, "suffix", "suffix is not supported");
+    return 0;
+}
+
+#define MAX_LOGIT_BIAS 65536
+#define MAX_ALLOWED (1 << 20)
+#define MAX_BAD_WORDS 64
+
+/* A token id: a non-negative integer (the vocab bound is checked by the
+ * handler, which knows the tokenizer). */
+static bool token_id_of(json_t *v, int32_t *out) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) return false;
+    *out = (int32_t)json_integer_value(v);
+    return true;
+}
+
+/* logit_bias {"id": bias} (bias clamped to [-100, 100] as vLLM does),
+ * allowed_token_ids [id...], bad_words ["word"...], prompt_logprobs k. */
+static int parse_token_controls(json_t *o, srv_gen *g, srv_error *e) {
+    json_t *v = json_object_get(o, "logit_bias");
+    if (v && !json_is_null(v)) {
+        if (!json_is_object(v)) return srv_err(e, 400, "logit_bias", "'logit_bias' must be an object {token_id: bias}");
+        size_t n = json_object_size(v);
+        if (n > MAX_LOGIT_BIAS) return srv_err(e, 400, "logit_bias", "at most %d logit_bias entries", MAX_LOGIT_BIAS);
+        if (n) {
+            g->logit_bias_ids = malloc(n * sizeof *g->logit_bias_ids);
+            g->logit_bias_vals = malloc(n * sizeof *g->logit_bias_vals);
+            if (!g->logit_bias_ids || !g->logit_bias_vals) return srv_err(e, 500, NULL, "out of memory");
+        }
+        const char *k;
+        json_t *b;
+        json_object_foreach(v, k, b) {
+            char *end;
+            long long id = strtoll(k, &end, 10);
+            if (!*k || *end || id < 0 || id > INT32_MAX)
+                return srv_err(e, 400, "logit_bias", "logit_bias keys must be token ids, got '%.40s'", k);
+            if (!json_is_number(b) || !isfinite(json_number_value(b)))
+                return srv_err(e, 400, "logit_bias", "logit_bias values must be numbers");
+            double x = json_number_value(b);
+            x = x < -100 ? -100 : x > 100 ? 100 : x;
+            g->logit_bias_ids[g->n_logit_bias] = (int32_t)id;
+            g->logit_bias_vals[g->n_logit_bias++] = (float)x;
+        }
+        g->sp.logit_bias_ids = g->logit_bias_ids;
+        g->sp.logit_bias_vals = g->logit_bias_vals;
+        g->sp.n_logit_bias = g->n_logit_bias;
+    }
+    v = json_object_get(o, "allowed_token_ids");
+    if (v && !json_is_null(v)) {
+        size_t n = json_array_size(v);
+        if (!json_is_array(v) || n == 0 || n > MAX_ALLOWED)
+            return srv_err(e, 400, "allowed_token_ids", "'allowed_token_ids' must be a non-empty list of token ids");
+        g->allowed_ids = malloc(n * sizeof *g->allowed_ids);
+        if (!g->allowed_ids) return srv_err(e, 500, NULL, "out of memory");
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            if (!token_id_of(x, &g->allowed_ids[i]))
+                return srv_err(e, 400, "allowed_token_ids", "'allowed_token_ids' must hold non-negative integers");
+        }
+        g->n_allowed = (int32_t)n;
+        g->sp.allowed_token_ids = g->allowed_ids;
+        g->sp.n_allowed_token_ids = g->n_allowed;
+    }
+    v = json_object_get(o, "bad_words");
+    if (v && !json_is_null(v)) {
+        size_t n = json_array_size(v);
+        if (!json_is_array(v) || n > MAX_BAD_WORDS)
+            return srv_err(e, 400, "bad_words", "'bad_words' must be a list of at most %d strings", MAX_BAD_WORDS);
+        g->bad_words = calloc(n ? n : 1, sizeof *g->bad_words);
+        if (!g->bad_words) return srv_err(e, 500, NULL, "out of memory");
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            const char *w = json_string_value(x);
+            if (!w) return srv_err(e, 400, "bad_words", "'bad_words' must be a list of strings");
+            while (*w == ' ') w++;
+            if (!*w) return srv_err(e, 400, "bad_words", "bad_words must not be empty");
+            if (!(g->bad_words[g->n_bad_words++] = strdup(w))) return srv_err(e, 500, NULL, "out of memory");
+        }
+    }
+    int64_t k = -1;
+    bool has;
+    if (get_int(o, "prompt_logprobs", 0, 20, &k, &has, e)) return -1;
+    if (has && k > 0 && g->stream)
+        return srv_err(e, 400, "prompt_logprobs", "prompt_logprobs are not available when stream=true");
+    g->prompt_logprobs = has && !g->stream ? (int32_t)k : -1;
+    g->sp.prompt_logprobs = g->prompt_logprobs;
+    bool sbst = true;
+    if (get_bool(o, "spaces_between_special_tokens", &sbst, e)) return -1;
     return 0;
 }
 
@@ -279,10 +364,36 @@ static int parse_tools(json_t *o, srv_gen *g, srv_error *e) {
     }
     json_t *tc = json_object_get(o, "tool_choice");
     if (tc && !json_is_null(tc)) {
-        if (json_is_string(tc) && !strcmp(json_string_value(tc), "none")) g->tool_choice_none = true;
-        else if (json_is_string(tc) && !strcmp(json_string_value(tc), "auto")) {}
-        else return srv_err(e, 400, "tool_choice", "tool_choice must be \"auto\" or \"none\" (forced tool choice "
-                                                   "needs structured output, not supported yet)");
+        const char *ts = json_string_value(tc);
+        if (ts && !strcmp(ts, "none")) g->tool_choice_none = true;
+        else if (ts && !strcmp(ts, "auto")) {}
+        else if (ts && !strcmp(ts, "required")) g->tool_required = true;
+        else if (json_is_object(tc)) {
+            json_t *fn = json_object_get(tc, "function");
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            if (!name || !*name)
+                return srv_err(e, 400, "tool_choice", "a named tool_choice must be {\"type\": \"function\", "
+                                                      "\"function\": {\"name\": ...}}");
+            g->tool_forced = strdup(name);
+            if (!g->tool_forced) return srv_err(e, 500, NULL, "out of memory");
+        } else {
+            return srv_err(e, 400, "tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or "
+                                                  "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+        }
+        if ((g->tool_required || g->tool_forced) && !g->tools)
+            return srv_err(e, 400, "tool_choice", "tool_choice '%s' needs 'tools'", g->tool_forced ? "function" : "required");
+        if (g->tool_forced) {
+            bool found = false;
+            size_t i;
+            json_t *v;
+            json_array_foreach(g->tools, i, v) {
+                const char *nm = json_string_value(json_object_get(json_object_get(v, "function"), "name"));
+                found = found || (nm && !strcmp(nm, g->tool_forced));
+            }
+            if (!found)
+                return srv_err(e, 400, "tool_choice", "tool_choice names function '%.100s', which is not in 'tools'",
+                               g->tool_forced);
+        }
     }
     return 0;
 }
@@ -307,6 +418,7 @@ int srv_parse_gen(const char *body, size_t len, bool chat, srv_gen *g, srv_error
     if (chat ? parse_messages(o, g, e) : parse_prompt(o, g, e)) goto out;
     if (refuse_unsupported(o, e)) goto out;
     g->logprobs = -1;
+    g->prompt_logprobs = -1;
     json_t *lp = json_object_get(o, "logprobs"), *tlp = json_object_get(o, "top_logprobs");
     if (chat) {
         if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { srv_err(e, 400, "logprobs", "'logprobs' must be a boolean"); goto out; }
@@ -386,6 +498,7 @@ int srv_parse_gen(const char *body, size_t len, bool chat, srv_gen *g, srv_error
         }
     }
     if (parse_stop(o, g, e)) goto out;
+    if (parse_token_controls(o, g, e)) goto out;
     if (chat) {
         if (get_bool(o, "add_generation_prompt", &g->add_generation_prompt, e)) goto out;
         if (get_bool(o, "continue_final_message", &g->continue_final_message, e)) goto out;
@@ -434,5 +547,13 @@ void srv_gen_free(srv_gen *g) {
     json_decref(g->template_kwargs);
     for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
     free(g->stop);
+    free(g->logit_bias_ids);
+    free(g->logit_bias_vals);
+    free(g->allowed_ids);
+    for (int i = 0; i < g->n_bad_words; i++) free(g->bad_words[i]);
+    free(g->bad_words);
+    free(g->bad_ids);
+    free(g->bad_lens);
+    free(g->tool_forced);
     memset(g, 0, sizeof *g);
 }

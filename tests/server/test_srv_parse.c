@@ -55,7 +55,9 @@ static void test_rejects(void **state) {
         "{\"prompt\": \"x\", \"n\": 1000}", "{\"prompt\": \"x\", \"stop\": [1]}", "{\"prompt\": \"x\", \"stop\": \"\"}",
         "{\"prompt\": \"x\", \"stream_options\": {}}", "{\"prompt\": \"x\", \"logprobs\": 21}", "{\"prompt\": \"x\", \"logprobs\": true}",
         "{\"prompt\": \"x\", \"min_tokens\": 5, \"max_tokens\": 2}", "{\"prompt\": \"x\", \"prompt\": \"y\"}",
-        "{\"prompt\": \"x\", \"logit_bias\": {\"1\": 2}}", "{\"prompt\": \"x\", \"response_format\": {\"type\": "
+        "{\"prompt\": \"x\", \"logit_bias\": {\"a\": 2}}", "{\"prompt\": \"x\", \"allowed_token_ids\": []}",
+        "{\"prompt\": \"x\", \"bad_words\": [\" \"]}", "{\"prompt\": \"x\", \"prompt_logprobs\": 21}",
+        "{\"prompt\": \"x\", \"response_format\": {\"type\": "
         "\"json_schema\"}}", "{\"prompt\": \"x\", \"stop_token_ids\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}",
         "{\"prompt\": \"\xff\"}",
     };
@@ -151,7 +153,7 @@ static void test_splitter(void **state) {
         assert_int_equal(json_array_size(calls), 2);
         json_t *f0 = json_object_get(json_array_get(calls, 0), "function");
         assert_string_equal(json_string_value(json_object_get(f0, "name")), "get_weather");
-        assert_string_equal(json_string_value(json_object_get(f0, "arguments")), "{\"city\":\"Paris\"}");
+        assert_string_equal(json_string_value(json_object_get(f0, "arguments")), "{\"city\": \"Paris\"}");
         assert_int_equal(json_integer_value(json_object_get(json_array_get(calls, 1), "index")), 1);
         assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "type")), "function");
         json_decref(calls);
@@ -225,10 +227,113 @@ static void test_splitter(void **state) {
     vc_sb_free(&c3);
 }
 
+/* Streaming: text in pieces of `step` bytes with a fresh delta array per
+ * push (as one SSE chunk each); the deltas are assembled the way clients
+ * do (by index: id/type/name once, arguments concatenated). Returns the
+ * assembled calls; *first_hdr_push is the push that carried call 0's header. */
+static json_t *split_stream(const char *prefill, const char *text, size_t step, vc_strbuf *c, int *first_hdr_push) {
+    srv_splitter sp;
+    srv_splitter_init(&sp, SRV_REASON_NONE, SRV_TOOLS_HERMES);
+    sp.stream = true;
+    if (prefill) srv_splitter_prefill(&sp, prefill);
+    json_t *out = json_array();
+    size_t n = strlen(text);
+    int push = 0;
+    *first_hdr_push = -1;
+    for (size_t i = 0; i <= n; i += step, push++) {
+        size_t k = i >= n ? 0 : (n - i < step ? n - i : step);
+        vc_strbuf r = {0};
+        json_t *d = json_array();
+        srv_splitter_push(&sp, text + i, k, i + k >= n && k == 0, c, &r, d);
+        if (i + k >= n && k) srv_splitter_push(&sp, "", 0, true, c, &r, d);
+        size_t j;
+        json_t *x;
+        json_array_foreach(d, j, x) {
+            int idx = (int)json_integer_value(json_object_get(x, "index"));
+            json_t *fn = json_object_get(x, "function");
+            if ((size_t)idx == json_array_size(out)) {
+                assert_non_null(json_object_get(x, "id")); /* the first delta of a call names it */
+                assert_string_equal(json_string_value(json_object_get(x, "type")), "function");
+                assert_non_null(json_object_get(fn, "name"));
+                json_array_append_new(out, json_pack("{s:O, s:s}", "name", json_object_get(fn, "name"), "arguments", ""));
+                if (idx == 0) *first_hdr_push = push;
+            }
+            assert_true((size_t)idx < json_array_size(out));
+            const char *a = json_string_value(json_object_get(fn, "arguments"));
+            if (a) {
+                json_t *o = json_array_get(out, (size_t)idx);
+                char buf[512];
+                snprintf(buf, sizeof buf, "%s%s", json_string_value(json_object_get(o, "arguments")), a);
+                json_object_set_new(o, "arguments", json_string(buf));
+            }
+        }
+        json_decref(d);
+        vc_sb_free(&r);
+        if (i >= n) break;
+    }
+    srv_splitter_free(&sp);
+    return out;
+}
+
+static void test_splitter_stream(void **state) {
+    (void)state;
+    const char *text = "Sure. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa}ris\", "
+                       "\"d\": [1, {\"x\": 2}]}}\n</tool_call><tool_call>{\"name\": \"f\"}</tool_call> done";
+    size_t steps[] = {1, 2, 5, 1000};
+    for (size_t k = 0; k < 4; k++) {
+        vc_strbuf c = {0};
+        int hdr;
+        json_t *calls = split_stream(NULL, text, steps[k], &c, &hdr);
+        assert_string_equal(c.s, "Sure.  done");
+        assert_int_equal(json_array_size(calls), 2);
+        json_t *c0 = json_array_get(calls, 0), *c1 = json_array_get(calls, 1);
+        assert_string_equal(json_string_value(json_object_get(c0, "name")), "get_weather");
+        /* the model's own arguments text, fragment by fragment */
+        assert_string_equal(json_string_value(json_object_get(c0, "arguments")),
+                            "{\"city\": \"Pa}ris\", \"d\": [1, {\"x\": 2}]}");
+        assert_string_equal(json_string_value(json_object_get(c1, "name")), "f");
+        assert_string_equal(json_string_value(json_object_get(c1, "arguments")), "{}");
+        if (steps[k] == 1) assert_true(hdr < 40); /* the name went out long before the close tag */
+        json_decref(calls);
+        vc_sb_free(&c);
+    }
+    /* Forced tool choice: the server's prefill opens the call; junk after the
+     * arguments object (or a missing close) still gives the call. */
+    const char *tails[] = {"{\"city\": \"Rome\"}}\n</tool_call>", "{\"city\": \"Rome\"} and more", "{\"city\": \"Rome\"}"};
+    for (int t = 0; t < 3; t++)
+        for (size_t st = 1; st <= 4; st += 3) {
+            vc_strbuf c = {0};
+            int hdr;
+            json_t *calls = split_stream("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", tails[t], st, &c, &hdr);
+            assert_int_equal(c.len, 0);
+            assert_int_equal(json_array_size(calls), 1);
+            assert_int_equal(hdr, 0);
+            assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "arguments")),
+                                "{\"city\": \"Rome\"}");
+            json_decref(calls);
+            vc_sb_free(&c);
+        }
+    /* Non-streaming with the same prefill and junk: one call, vLLM's spacing. */
+    srv_splitter sp;
+    srv_splitter_init(&sp, SRV_REASON_NONE, SRV_TOOLS_HERMES);
+    srv_splitter_prefill(&sp, "<tool_call>\n{\"name\": \"g\", \"arguments\": ");
+    vc_strbuf c = {0}, r = {0};
+    json_t *calls = json_array();
+    srv_splitter_push(&sp, "{\"a\":1} x", 10, true, &c, &r, calls);
+    assert_int_equal(json_array_size(calls), 1);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"),
+                                                          "arguments")), "{\"a\": 1}");
+    assert_int_equal(sp.n_tools, 1);
+    srv_splitter_free(&sp);
+    json_decref(calls);
+    vc_sb_free(&c);
+    vc_sb_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_completion_fields), cmocka_unit_test(test_rejects), cmocka_unit_test(test_chat_fields),
-        cmocka_unit_test(test_utf8_and_error_json), cmocka_unit_test(test_splitter),
+        cmocka_unit_test(test_utf8_and_error_json), cmocka_unit_test(test_splitter), cmocka_unit_test(test_splitter_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

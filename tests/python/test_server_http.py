@@ -1,0 +1,100 @@
+"""`vllm serve` HTTP features: CORS (vLLM's --allowed-origins, default "*";
+preflight answered before the API-key check) and HTTPS through
+libmicrohttpd (--ssl-keyfile / --ssl-certfile) with a self-signed
+certificate made by `openssl req` (skipped when openssl is missing)."""
+import http.client
+import json
+import shutil
+import ssl
+import subprocess
+
+import pytest
+
+openai = pytest.importorskip("openai")
+
+from test_server import MODEL_NAME, Server  # noqa: E402  (same directory)
+
+
+def _raw(conn_factory, method, path, headers=None, body=None):
+    c = conn_factory()
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+    finally:
+        c.close()
+
+
+def test_cors_default_any_origin(vllm_bin):
+    s = Server(vllm_bin, ["--api-key", "k"])
+    try:
+        conn = lambda: http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)  # noqa: E731
+        st, h, body = _raw(conn, "OPTIONS", "/v1/chat/completions",
+                           {"Origin": "http://a.example", "Access-Control-Request-Method": "POST",
+                            "Access-Control-Request-Headers": "authorization,content-type"})
+        # Preflight: 200 without the API key, methods and requested headers allowed.
+        assert st == 200 and h["access-control-allow-origin"] == "*"
+        assert "POST" in h["access-control-allow-methods"]
+        assert h["access-control-allow-headers"] == "authorization,content-type"
+        st, h, _ = _raw(conn, "GET", "/v1/models", {"Origin": "http://a.example", "Authorization": "Bearer k"})
+        assert st == 200 and h["access-control-allow-origin"] == "*"
+        st, h, _ = _raw(conn, "GET", "/v1/models", {"Origin": "http://a.example"})
+        assert st == 401 and h["access-control-allow-origin"] == "*"  # errors carry CORS too
+        st, h, _ = _raw(conn, "GET", "/health")
+        assert st == 200 and "access-control-allow-origin" not in h  # no Origin, no CORS headers
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0
+
+
+def test_https_and_allowed_origins(vllm_bin, tmp_path):
+    if not shutil.which("openssl"):
+        pytest.skip("openssl not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    # Both files or neither; a bad PEM is refused at start-up.
+    for extra in (["--ssl-keyfile", str(key)], ["--ssl-keyfile", str(cert), "--ssl-certfile", str(cert)]):
+        with pytest.raises(RuntimeError, match="ssl|HTTPS"):
+            Server(vllm_bin, extra)
+    ctx = ssl.create_default_context(cafile=str(cert))
+    s = _https_server(vllm_bin, key, cert, ctx, ["--allowed-origins", '["http://good.example"]'])
+    try:
+        conn = lambda: http.client.HTTPSConnection("127.0.0.1", s.port, context=ctx, timeout=60)  # noqa: E731
+        st, h, _ = _raw(conn, "GET", "/v1/models", {"Origin": "http://good.example"})
+        assert st == 200 and h["access-control-allow-origin"] == "http://good.example" and h["vary"] == "Origin"
+        st, h, _ = _raw(conn, "GET", "/v1/models", {"Origin": "http://evil.example"})
+        assert st == 200 and "access-control-allow-origin" not in h
+        st, h, body = _raw(conn, "OPTIONS", "/v1/completions",
+                           {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+        assert st == 400 and "Disallowed CORS origin" in body
+        # The openai client over TLS: a streamed completion and a JSON one agree.
+        c = openai.OpenAI(base_url=f"https://127.0.0.1:{s.port}/v1", api_key="x", max_retries=0,
+                          http_client=openai.DefaultHttpxClient(verify=ctx, timeout=120))
+        r = c.completions.create(model=MODEL_NAME, prompt="Once upon a time", max_tokens=5, temperature=0)
+        text = "".join(x.choices[0].text for x in c.completions.create(
+            model=MODEL_NAME, prompt="Once upon a time", max_tokens=5, temperature=0, stream=True) if x.choices)
+        assert text == r.choices[0].text and r.usage.completion_tokens == 5
+        # Plain HTTP on the HTTPS port gets no answer.
+        with pytest.raises((OSError, http.client.HTTPException)):
+            _raw(lambda: http.client.HTTPConnection("127.0.0.1", s.port, timeout=10), "GET", "/health")
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0
+
+
+class _HttpsServer(Server):
+    def get(self, path):
+        c = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=10)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
+
+
+def _https_server(vllm_bin, key, cert, ctx, extra):
+    cls = type("S", (_HttpsServer,), {"ctx": ctx})
+    return cls(vllm_bin, ["--ssl-keyfile", str(key), "--ssl-certfile", str(cert), *extra])
