@@ -3,12 +3,13 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "runtime/quant.h"
+#include "runtime/quant_blocks.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const mdl_arch_impl *g_archs[] = {&mdl_arch_llama};
+static const mdl_arch_impl *g_archs[] = {&mdl_arch_llama, &mdl_arch_gemma3};
 
 /* Family keys handled by each arch impl (a family may have several config names). */
 static const struct {
@@ -19,6 +20,7 @@ static const struct {
     {"mistral", &mdl_arch_llama},
     {"qwen2", &mdl_arch_llama},
     {"qwen3", &mdl_arch_llama},
+    {"gemma3", &mdl_arch_gemma3},
 };
 
 mdl_params mdl_params_default(void) {
@@ -52,6 +54,8 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *s) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+static int bind_host(mdl_model *m, rt_tensor *t, const mdl_wt *wp, int ndim, const int64_t *shape, bool zero_copy);
+
 int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, bool required) {
     memset(t, 0, sizeof *t);
     mdl_wt w;
@@ -74,6 +78,29 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
         shape_str(g, sizeof g, w.ndim, w.shape);
         return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", path, w.name, g, e);
     }
+    void *repacked = NULL; /* host copy in a type we compute with (weights_repack.c) */
+    if (w.dtype < 0 && w.ggml_type == MDL_GGML_Q5_0) {
+        int64_t ne = 1;
+        for (int i = 0; i < ndim; i++) ne *= shape[i];
+        if (shape[ndim - 1] % RT_QK || w.nbytes != (size_t)(ne / RT_QK) * 22)
+            return vc_err_set(VC_ERR_FORMAT, "%s: q5_0 tensor '%s' has a bad size", path, w.name);
+        repacked = malloc((size_t)(ne / RT_QK) * sizeof(rt_block_q8_0));
+        if (!repacked) return vc_err_set(VC_ERR_OOM, "out of memory");
+        mdl_repack_q5_0_to_q8_0(w.data, repacked, ne / RT_QK);
+        w.dtype = RT_Q8_0;
+        w.data = repacked;
+        w.nbytes = (size_t)(ne / RT_QK) * sizeof(rt_block_q8_0);
+    }
+    int rc = bind_host(m, t, &w, ndim, shape, repacked == NULL);
+    free(repacked);
+    return rc;
+}
+
+/* Place file tensor w (host memory) into t: zero-copy when allowed and the
+ * backend is the CPU, else a converted or copied device tensor. */
+static int bind_host(mdl_model *m, rt_tensor *t, const mdl_wt *wp, int ndim, const int64_t *shape, bool zero_copy) {
+    const mdl_wt w = *wp;
+    const char *path = mdl_wsrc_path(m->src);
     if (w.dtype < 0)
         return vc_err_set(VC_ERR_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", path, w.name);
     rt_tensor host = rt_tensor_make((void *)w.data, (rt_dtype)w.dtype, RT_DEV_CPU, ndim, shape);
@@ -94,7 +121,7 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
         free(tmp.data);
         return rc;
     }
-    if (m->be->device == RT_DEV_CPU) { /* zero-copy from the mmap */
+    if (m->be->device == RT_DEV_CPU && zero_copy) { /* zero-copy from the mmap */
         *t = host;
         return VC_OK;
     }
@@ -142,6 +169,15 @@ static int make_inv_freq(mdl_model *m) {
     if (rc == 0) {
         rt_tensor host = rt_tensor_1d(f, RT_F32, RT_DEV_CPU, half);
         rc = rt_tensor_copy_bytes(m->be, &m->inv_freq, &host);
+    }
+    /* Sliding layers with their own base (Gemma 3): plain theta^(-2i/rot). */
+    if (rc == 0 && c->rope_theta_swa > 0) {
+        for (int64_t i = 0; i < half; i++) f[i] = 1.0f / powf(c->rope_theta_swa, (float)(2 * i) / (float)c->rot_dim);
+        rc = own_tensor(m, &m->inv_freq_swa, RT_F32, 1, shape);
+        if (rc == 0) {
+            rt_tensor host = rt_tensor_1d(f, RT_F32, RT_DEV_CPU, half);
+            rc = rt_tensor_copy_bytes(m->be, &m->inv_freq_swa, &host);
+        }
     }
     free(f);
     return rc;
