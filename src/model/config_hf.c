@@ -217,7 +217,10 @@ int mdl_config_from_hf(mdl_config *c, const char *path) {
     json_t *sw = json_object_get(root, "sliding_window");
     json_t *use_sw = json_object_get(root, "use_sliding_window");
     if (json_is_integer(sw) && !json_is_false(use_sw)) c->sliding_window = json_integer_value(sw);
-    if (!strcmp(c->arch, "gemma3") && parse_gemma3(c, root, path) < 0) goto done;
+    if (!strcmp(c->arch, "gemma3") && parse_gemma3(c, root, path) < 0) {
+        rc = vc_err_status(); /* the status parse_gemma3 recorded (format vs unsupported) */
+        goto done;
+    }
     parse_ids(c, root);
     rc = mdl_config_validate(c, path);
 done:
