@@ -1,7 +1,7 @@
 /* config_hf — mdl_config from a Hugging Face config.json.
  * Handles transformers 4.x (rope_theta + rope_scaling) and 5.x
  * (rope_parameters) spellings, and Gemma 3's per-layer-type variants of
- * both (config_hf_gemma3). */
+ * both (parse_gemma3). */
 #include "model/config.h"
 
 #include "base/err.h"
@@ -79,8 +79,8 @@ static int parse_rope(mdl_config *c, const json_t *root, const char *path) {
 }
 
 static int parse_gemma3(mdl_config *c, const json_t *root, const char *path) {
+    /* transformers reads only hidden_activation (default gelu_pytorch_tanh) for Gemma 3. */
     const json_t *act = json_object_get(root, "hidden_activation");
-    if (!act || json_is_null(act)) act = json_object_get(root, "hidden_act");
     if (json_is_string(act) && strcmp(json_string_value(act), "gelu_pytorch_tanh") != 0)
         return vc_err_set(VC_ERR_UNSUPPORTED, "%s: Gemma 3 activation '%s' is not supported (gelu_pytorch_tanh only)",
                           path, json_string_value(act));
