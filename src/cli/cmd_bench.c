@@ -26,6 +26,8 @@ static void usage(FILE *f) {
                "  --kv-cache-memory BYTES     KV budget (default: 25%% of available memory)\n"
                "  --threads N                 CPU threads (default: all cores)\n"
                "  --device cpu|cuda           backend (default cpu)\n"
+               "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
+               "  --async-scheduling          schedule step N+1 while step N runs (vLLM's flag)\n"
                "  --gpu-memory-utilization F  device backends: KV cache fills the device to F (0.9)\n"
                "  --seed S                    prompt and sampling seed (default 0)\n");
 }
@@ -59,6 +61,7 @@ int cli_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--async-scheduling")) { ep.async_scheduling = true; continue; }
         if (!val) { fprintf(stderr, "vllm bench: %s needs a value\n", a); return 2; }
         int rc = 0;
         if (!strcmp(a, "--model")) ep.model = val;
@@ -76,6 +79,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
         else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
+        else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) { rc = cli_parse_i64(a, val, 1, 64, &v); ep.tensor_parallel_size = (int)v; }
         else if (!strcmp(a, "--kv-cache-memory")) { rc = cli_parse_i64(a, val, 1, INT64_MAX, &v); ep.kv_cache_memory = (size_t)v; }
         else { fprintf(stderr, "vllm bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (rc < 0) { fprintf(stderr, "vllm bench: %s\n", vc_err_msg()); return 2; }

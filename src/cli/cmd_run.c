@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/cli_common.h"
 #include "model/model.h"
+#include "runtime/comm.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +30,8 @@ static void run_usage(FILE *f) {
             "  --seed S            sampling seed (default: random)\n"
             "  --threads N         CPU threads (default: all cores)\n"
             "  --device cpu|cuda   backend (default cpu; cuda needs a -DVLLM_CUDA=ON build)\n"
+            "  --tensor-parallel-size N, -tp N\n"
+            "                      split the model over N ranks (GPUs 0..N-1, or N groups of CPU threads)\n"
             "  --ignore-eos        keep generating after end-of-sequence\n"
             "  --print-ids         print generated token ids (one line, space separated) instead of text\n");
 }
@@ -62,7 +65,7 @@ static int parse_ids(const char *s, int32_t **out, size_t *n) {
 
 int cli_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL;
-    int64_t max_tokens = 256, threads = 0;
+    int64_t max_tokens = 256, threads = 0, tp = 1;
     bool ignore_eos = false, print_ids = false;
     int device = RT_DEV_CPU;
     smp_params sp = smp_params_default();
@@ -80,6 +83,7 @@ int cli_run(int argc, char **argv) {
         else if (!strcmp(a, "--device")) rc = cli_parse_device(v, &device);
         else if (!strcmp(a, "--max-tokens")) rc = cli_parse_i64(a, v, 1, 1 << 24, &max_tokens);
         else if (!strcmp(a, "--threads")) rc = cli_parse_i64(a, v, 1, 1024, &threads);
+        else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) rc = cli_parse_i64(a, v, 1, 64, &tp);
         else if (!strcmp(a, "--temperature")) rc = cli_parse_f32(a, v, 0.0f, 1e6f, &sp.temperature);
         else if (!strcmp(a, "--top-p")) rc = cli_parse_f32(a, v, 1e-9f, 1.0f, &sp.top_p);
         else if (!strcmp(a, "--min-p")) rc = cli_parse_f32(a, v, 0.0f, 1.0f, &sp.min_p);
@@ -115,7 +119,7 @@ int cli_run(int argc, char **argv) {
     }
 
     int status = 1;
-    rt_backend *be = NULL;
+    rt_backend *bes[64] = {0}, *be = NULL;
     mdl_model *m = NULL;
     mdl_seq *seq = NULL;
     tok_tokenizer *tok = NULL;
@@ -127,9 +131,12 @@ int cli_run(int argc, char **argv) {
 
     rt_backend_params bp = rt_backend_params_default();
     bp.n_threads = (int)threads;
-    be = rt_backend_create((rt_device)device, &bp);
-    if (!be) goto fail;
-    m = mdl_load(model_path, be, NULL);
+    if (rt_backends_create_group((rt_device)device, (int)tp, &bp, bes) < 0) goto fail;
+    be = bes[0];
+    mdl_params mp = mdl_params_default();
+    mp.tp_size = (int)tp;
+    mp.tp_backends = bes;
+    m = mdl_load(model_path, be, &mp);
     if (!m) goto fail;
     const mdl_config *cfg = mdl_get_config(m);
     if (prompt) {
@@ -205,6 +212,6 @@ done:
     tok_free(tok);
     mdl_seq_free(seq);
     mdl_free(m);
-    rt_backend_free(be);
+    rt_backends_free_group(bes, (int)tp);
     return status;
 }

@@ -28,7 +28,7 @@ static void deliver(const eng_output *o, int32_t n) {
         eng_output copy = o[i];
         copy.user = b->user;
         b->cb(b->user, &copy);
-        if (o[i].finished) free(b);
+        if (o[i].parent_finished) free(b); /* n > 1: the children share the binding */
     }
 }
 

@@ -5,7 +5,9 @@
  *   aeng_submit_text(a, "Hi", &sampling, on_delta, user, &id);
  *       on_delta(user, o) runs on the engine thread for every delta of the
  *       request (o valid during the call only; keep it short, never block);
- *       the last call has o->finished set
+ *       the last call has o->finished set; with sp.n > 1 every child's
+ *       deltas come to the same callback (o->index tells the choice) and
+ *       the last call of all has o->parent_finished set
  *   aeng_abort(a, id);                              // from any thread, also from a callback
  *   aeng_free(a);                                   // aborts what is left, joins the thread
  *

@@ -3,54 +3,16 @@
 
 #include "base/err.h"
 #include "base/log.h"
-#include "engine/runner.h"
+#include "engine/engine_int.h"
+#include "runtime/comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* Per-request engine state, hung on ereq->user. */
-typedef struct {
-    eout_req *out;
-    void *user;
-    bool reported_final;
-    int32_t n_lp, lp_rank; /* logprobs of the latest sampled token */
-    int32_t *lp_ids;
-    float *lp_vals;
-    /* prompt logprobs [num_prompt, plp_stride] */
-    int32_t plp_stride;
-    bool plp_sent;
-    int32_t *plp_ids, *plp_ranks;
-    float *plp_vals;
-} eng_req;
-
-struct eng_engine;
-static int emit(struct eng_engine *e, ereq *r, int32_t *n_outs);
 static void on_prompt_lp(void *ctx, const ereq *q, int32_t pos, const int32_t *ids, const float *vals, int32_t n,
                          int32_t rank);
-
-struct eng_engine {
-    eng_params p;
-    rt_backend *be;
-    mdl_model *m;
-    tok_tokenizer *tok;
-    esched *sched;
-    erun_runner *runner;
-    int32_t num_blocks, max_model_len;
-    int64_t next_id;
-
-    ereq **live; /* every request not yet freed */
-    int32_t n_live, cap_live;
-    int64_t *aborted; /* ids aborted since the last step */
-    int32_t n_aborted, cap_aborted;
-
-    esched_output so;
-    esched_req_list finished;
-    int32_t *sampled;
-    eng_output *outs;
-    int32_t cap_outs;
-};
 
 eng_params eng_params_default(void) {
     eng_params p;
@@ -109,11 +71,19 @@ eng_engine *eng_create(const eng_params *p) {
     }
     rt_backend_params bp = rt_backend_params_default();
     bp.n_threads = p->n_threads;
-    e->be = rt_backend_create(p->device, &bp);
-    if (!e->be) goto fail;
+    e->tp = p->tensor_parallel_size > 1 ? p->tensor_parallel_size : 1;
+    e->bes = calloc((size_t)e->tp, sizeof *e->bes);
+    if (!e->bes) {
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        goto fail;
+    }
+    if (rt_backends_create_group(p->device, e->tp, &bp, e->bes) < 0) goto fail;
+    e->be = e->bes[0];
     mdl_params mp = mdl_params_default();
     mp.max_batch = p->max_num_batched_tokens;
     mp.upcast_weights = p->upcast_weights;
+    mp.tp_size = e->tp;
+    mp.tp_backends = e->bes;
     e->m = mdl_load(p->model, e->be, &mp);
     if (!e->m) goto fail;
     e->tok = tok_load(p->model); /* optional: token-id requests work without one */
@@ -188,6 +158,7 @@ eng_engine *eng_create(const eng_params *p) {
                       .max_model_len = e->max_model_len};
     e->runner = erun_create(e->m, &rp);
     if (!e->runner) goto fail;
+    if (p->async_scheduling && erun_start_worker(e->runner) < 0) goto fail;
     erun_set_prompt_lp_cb(e->runner, on_prompt_lp, e);
     e->sampled = malloc((size_t)p->max_num_seqs * sizeof *e->sampled);
     if (!e->sampled) {
@@ -226,13 +197,17 @@ static void free_req(ereq *r) {
 
 void eng_free(eng_engine *e) {
     if (!e) return;
+    if (e->runner) erun_stop_worker(e->runner); /* no step may still read the requests */
     for (int32_t i = 0; i < e->n_live; i++) {
         if (e->sched && !ereq_is_finished(e->live[i])) esched_abort(e->sched, e->live[i]->id);
         free_req(e->live[i]);
     }
     free(e->live);
     free(e->aborted);
-    esched_output_free(&e->so);
+    free(e->parents);
+    free(e->rel);
+    esched_output_free(&e->so[0]);
+    esched_output_free(&e->so[1]);
     esched_req_list_free(&e->finished);
     free(e->sampled);
     free(e->outs);
@@ -240,31 +215,17 @@ void eng_free(eng_engine *e) {
     esched_free(e->sched);
     tok_free(e->tok);
     mdl_free(e->m);
-    rt_backend_free(e->be);
+    if (e->bes) rt_backends_free_group(e->bes, e->tp);
+    free(e->bes);
     free(e);
 }
 
-int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_sampling *sp, void *user,
-                   int64_t *id_out) {
-    if (n <= 0) return vc_err_set(VC_ERR_INVALID, "the prompt is empty");
-    int64_t V = mdl_get_config(e->m)->vocab;
-    for (int32_t i = 0; i < n; i++)
-        if (prompt[i] < 0 || prompt[i] >= V)
-            return vc_err_set(VC_ERR_INVALID, "prompt token %d out of range [0, %lld)", prompt[i], (long long)V);
-    /* EOS from the model (vLLM: the first is eos_token_id, the others join
-     * stop_token_ids). */
-    ereq_sampling s2 = *sp;
-    const mdl_config *c = mdl_get_config(e->m);
-    if (s2.eos_token_id < 0 && c->n_eos > 0) s2.eos_token_id = c->eos_ids[0];
-    for (int i = 1; i < c->n_eos && s2.n_stop_token_ids < EREQ_MAX_STOP_IDS; i++) {
-        bool have = false;
-        for (int j = 0; j < s2.n_stop_token_ids; j++) have |= s2.stop_token_ids[j] == c->eos_ids[i];
-        if (!have) s2.stop_token_ids[s2.n_stop_token_ids++] = c->eos_ids[i];
-    }
-    sp = &s2;
-    if (erun_validate(e->runner, sp) < 0) return VC_ERR_INVALID;
-    ereq *r = ereq_create(e->next_id, prompt, n, sp);
-    if (!r) return VC_ERR_INVALID;
+/* One request (a whole request, or child `index` of parent_id) with the
+ * resolved parameters sp; queued and listed live. */
+static int add_one(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_sampling *sp, void *user, int64_t id,
+                   int64_t parent_id, int32_t index) {
+    ereq *r = ereq_create(id, prompt, n, sp);
+    if (!r) return vc_err_status() ? vc_err_status() : VC_ERR_INVALID;
     r->arrival_time = vc_now_s();
     eng_req *er = calloc(1, sizeof *er);
     if (!er) {
@@ -272,6 +233,9 @@ int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_s
         return vc_err_set(VC_ERR_OOM, "out of memory");
     }
     er->user = user;
+    er->parent_id = parent_id;
+    er->index = index;
+    er->t.arrival = r->arrival_time;
     r->user = er;
     if (sp->prompt_logprobs >= 0) {
         er->plp_stride = sp->prompt_logprobs + 1;
@@ -303,7 +267,70 @@ int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_s
         free_req(r);
         return VC_ERR_OOM;
     }
-    *id_out = e->next_id++;
+    return VC_OK;
+}
+
+static eng_parent *find_parent(eng_engine *e, int64_t id) {
+    for (int32_t i = 0; i < e->n_parents; i++)
+        if (e->parents[i].id == id) return &e->parents[i];
+    return NULL;
+}
+
+int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_sampling *sp, void *user,
+                   int64_t *id_out) {
+    if (n <= 0) return vc_err_set(VC_ERR_INVALID, "the prompt is empty");
+    if (sp->n < 0 || sp->n > 1024) return vc_err_set(VC_ERR_INVALID, "n must be in [1, 1024], got %d", sp->n);
+    int64_t V = mdl_get_config(e->m)->vocab;
+    for (int32_t i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return vc_err_set(VC_ERR_INVALID, "prompt token %d out of range [0, %lld)", prompt[i], (long long)V);
+    /* EOS from the model (vLLM: the first is eos_token_id, the others join
+     * stop_token_ids). */
+    ereq_sampling s2 = *sp;
+    const mdl_config *c = mdl_get_config(e->m);
+    if (s2.eos_token_id < 0 && c->n_eos > 0) s2.eos_token_id = c->eos_ids[0];
+    for (int i = 1; i < c->n_eos && s2.n_stop_token_ids < EREQ_MAX_STOP_IDS; i++) {
+        bool have = false;
+        for (int j = 0; j < s2.n_stop_token_ids; j++) have |= s2.stop_token_ids[j] == c->eos_ids[i];
+        if (!have) s2.stop_token_ids[s2.n_stop_token_ids++] = c->eos_ids[i];
+    }
+    int32_t nc = s2.n > 1 ? s2.n : 1;
+    s2.n = 1;
+    if (erun_validate(e->runner, &s2) < 0) return VC_ERR_INVALID;
+    int64_t pid = e->next_id;
+    if (nc == 1) {
+        int rc = add_one(e, prompt, n, &s2, user, pid, pid, 0);
+        if (rc < 0) return rc;
+        e->next_id++;
+        *id_out = pid;
+        return VC_OK;
+    }
+    /* n > 1: children pid + 1 + i; seeded parents give child i seed + i
+     * (vLLM's ParentRequest), unseeded ones share the parameters. */
+    if (e->n_parents == e->cap_parents) {
+        int32_t cap = e->cap_parents ? 2 * e->cap_parents : 16;
+        eng_parent *np = realloc(e->parents, (size_t)cap * sizeof *np);
+        if (!np) return vc_err_set(VC_ERR_OOM, "out of memory");
+        e->parents = np;
+        e->cap_parents = cap;
+    }
+    uint64_t seed = s2.seed;
+    for (int32_t i = 0; i < nc; i++) {
+        if (s2.has_seed) s2.seed = seed + (uint64_t)i;
+        int rc = add_one(e, prompt, n, &s2, user, pid + 1 + i, pid, i);
+        if (rc < 0) { /* withdraw the children added so far, silently */
+            for (int32_t j = 0; j < i; j++) {
+                ereq *r = eng_find_live(e, pid + 1 + j);
+                esched_abort(e->sched, pid + 1 + j);
+                if (r) ((eng_req *)r->user)->reported_final = true;
+            }
+            if (i > 0) e->next_id += 1 + nc; /* their ids are not reused */
+            return rc;
+        }
+    }
+    e->parents[e->n_parents++] = (eng_parent){pid, nc, nc};
+    e->next_id += 1 + nc;
+    *id_out = pid;
     return VC_OK;
 }
 
@@ -318,7 +345,7 @@ int eng_add_text(eng_engine *e, const char *text, const ereq_sampling *sp, void 
     return rc;
 }
 
-int eng_abort(eng_engine *e, int64_t id) {
+static int abort_one(eng_engine *e, int64_t id) {
     int rc = esched_abort(e->sched, id);
     if (rc == 1) {
         if (e->n_aborted == e->cap_aborted) {
@@ -333,11 +360,21 @@ int eng_abort(eng_engine *e, int64_t id) {
     return rc < 0 ? rc : VC_OK;
 }
 
+int eng_abort(eng_engine *e, int64_t id) {
+    const eng_parent *p = find_parent(e, id);
+    if (!p) return abort_one(e, id);
+    for (int32_t i = 0; i < p->n; i++) {
+        int rc = abort_one(e, id + 1 + i);
+        if (rc < 0) return rc;
+    }
+    return VC_OK;
+}
+
 int eng_abort_all(eng_engine *e) {
     for (int32_t i = 0; i < e->n_live; i++) {
         ereq *r = e->live[i];
         if (!ereq_is_finished(r)) {
-            int rc = eng_abort(e, r->id);
+            int rc = abort_one(e, r->id);
             if (rc < 0) return rc;
         }
     }
@@ -348,11 +385,12 @@ int eng_fail_all(eng_engine *e, eng_output **outs, int32_t *n_outs) {
     *n_outs = 0;
     *outs = e->outs;
     int rc = VC_OK;
+    double now = vc_now_s();
     for (int32_t i = 0; i < e->n_live && rc == 0; i++) {
         ereq *r = e->live[i];
         if (((eng_req *)r->user)->reported_final) continue;
         if (!ereq_is_finished(r)) esched_finish_request(e->sched, r->id, EREQ_FINISHED_ERROR);
-        rc = emit(e, r, n_outs);
+        rc = eng_emit(e, r, now, n_outs);
     }
     *outs = e->outs;
     return rc;
@@ -364,7 +402,7 @@ bool eng_has_unfinished(const eng_engine *e) {
     return false;
 }
 
-static int emit(eng_engine *e, ereq *r, int32_t *n_outs) {
+int eng_emit(eng_engine *e, ereq *r, double now, int32_t *n_outs) {
     eng_req *er = r->user;
     if (er->reported_final) return VC_OK;
     eout_delta d;
@@ -378,14 +416,33 @@ static int emit(eng_engine *e, ereq *r, int32_t *n_outs) {
         e->outs = o;
         e->cap_outs = c;
     }
+    if (d.n_token_ids > 0) {
+        if (er->t.first_token == 0) er->t.first_token = now;
+        er->t.last_token = now;
+    }
+    bool parent_done = d.finished;
+    if (d.finished) {
+        er->reported_final = true;
+        er->t.finished = now;
+        eng_parent *p = er->parent_id != r->id ? find_parent(e, er->parent_id) : NULL;
+        if (p) {
+            parent_done = --p->n_left == 0;
+            if (parent_done) *p = e->parents[--e->n_parents];
+        }
+    }
     e->outs[(*n_outs)++] = (eng_output){.id = r->id, .user = er->user, .text = d.text, .text_len = d.text_len,
                                         .token_ids = d.token_ids, .n_token_ids = d.n_token_ids,
                                         .finished = d.finished, .finish_reason = d.finish_reason,
                                         .stop_str = d.stop_str, .usage = d.usage,
                                         .n_lp = d.n_token_ids > 0 ? er->n_lp : 0, .lp_ids = er->lp_ids,
-                                        .lp_vals = er->lp_vals, .lp_rank = er->lp_rank};
+                                        .lp_vals = er->lp_vals, .lp_rank = er->lp_rank,
+                                        .parent_id = er->parent_id, .index = er->index,
+                                        .parent_finished = parent_done, .times = er->t};
     er->n_lp = 0;
-    if (er->plp_ids && !er->plp_sent) {
+    /* Prompt logprobs go with the first token: every prompt chunk's step has
+     * completed by then (async: the worker may still be writing them for an
+     * aborted request, which gets none). */
+    if (er->plp_ids && !er->plp_sent && d.n_token_ids > 0) {
         eng_output *o = &e->outs[*n_outs - 1];
         o->n_plp = r->num_prompt;
         o->plp_stride = er->plp_stride;
@@ -394,20 +451,16 @@ static int emit(eng_engine *e, ereq *r, int32_t *n_outs) {
         o->plp_ranks = er->plp_ranks;
         er->plp_sent = true;
     }
-    if (d.finished) er->reported_final = true;
     return VC_OK;
 }
 
-static ereq *find_live(eng_engine *e, int64_t id) {
+ereq *eng_find_live(eng_engine *e, int64_t id) {
     for (int32_t i = 0; i < e->n_live; i++)
         if (e->live[i]->id == id) return e->live[i];
     return NULL;
 }
 
-int eng_step(eng_engine *e, eng_output **outs, int32_t *n_outs) {
-    *n_outs = 0;
-    *outs = e->outs;
-    /* Free what was reported last step and is out of flight. */
+void eng_reap(eng_engine *e) {
     int32_t w = 0;
     for (int32_t i = 0; i < e->n_live; i++) {
         ereq *r = e->live[i];
@@ -415,45 +468,6 @@ int eng_step(eng_engine *e, eng_output **outs, int32_t *n_outs) {
         else e->live[w++] = r;
     }
     e->n_live = w;
-    int rc = esched_schedule(e->sched, &e->so);
-    if (rc < 0) return rc;
-    for (int32_t i = 0; i < e->so.n_finished; i++) erun_release(e->runner, e->so.finished_ids[i]);
-    int32_t n_sampled = 0;
-    if (e->so.n_items > 0) {
-        rc = erun_execute(e->runner, &e->so, e->sampled);
-        if (rc < 0) return rc;
-        const smp_batch_out *so = erun_sample_output(e->runner);
-        for (int32_t i = 0; i < e->so.n_items; i++) {
-            if (!e->so.items[i].sample) continue;
-            ereq *r = e->so.items[i].req;
-            eng_req *er = r->user;
-            int32_t k = so->n_logprobs[n_sampled];
-            if (k >= 0) { /* keep this row's logprobs for the request's delta */
-                if (!er->lp_ids) {
-                    er->lp_ids = malloc((size_t)so->stride * sizeof *er->lp_ids);
-                    er->lp_vals = malloc((size_t)so->stride * sizeof *er->lp_vals);
-                    if (!er->lp_ids || !er->lp_vals) return vc_err_set(VC_ERR_OOM, "out of memory");
-                }
-                memcpy(er->lp_ids, so->lp_ids + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(int32_t));
-                memcpy(er->lp_vals, so->lp_vals + (int64_t)n_sampled * so->stride, (size_t)(k + 1) * sizeof(float));
-                er->n_lp = k + 1;
-                er->lp_rank = so->ranks[n_sampled];
-            }
-            n_sampled++;
-        }
-    }
-    rc = esched_update(e->sched, &e->so, e->sampled, n_sampled, &e->finished);
-    if (rc < 0) return rc;
-    for (int32_t i = 0; i < e->so.n_items && rc == 0; i++)
-        if (e->so.items[i].sample) rc = emit(e, e->so.items[i].req, n_outs);
-    for (int32_t i = 0; i < e->finished.n && rc == 0; i++) rc = emit(e, e->finished.reqs[i], n_outs);
-    for (int32_t i = 0; i < e->n_aborted && rc == 0; i++) {
-        ereq *r = find_live(e, e->aborted[i]);
-        if (r) rc = emit(e, r, n_outs);
-    }
-    e->n_aborted = 0;
-    *outs = e->outs;
-    return rc;
 }
 
 const mdl_config *eng_model_config(const eng_engine *e) { return mdl_get_config(e->m); }

@@ -17,6 +17,17 @@
  * gpu_memory_utilization after the weights; else kv_cache_fraction of the
  * host's available memory), logged at start-up. Not thread-safe: one thread drives an engine (the
  * async engine puts it on its own thread).
+ *
+ * Async scheduling (p.async_scheduling, vLLM's --async-scheduling): the
+ * runner executes steps on its own worker thread, in order. eng_step
+ * schedules and submits step N, then waits for step N-1 and processes its
+ * outputs (update, stop checks, detokenization) while step N runs; step
+ * N's placeholders (a request's token still being sampled by step N-1) are
+ * filled in by the worker. The outputs an eng_step call returns are
+ * therefore one step behind, and the first call returns none. Stop
+ * conditions are seen one step late: the extra token a finished (or
+ * aborted) request was given is discarded and its KV blocks are freed when
+ * it finishes. Tokens are identical to the synchronous engine's.
  */
 #ifndef ENG_ENGINE_H
 #define ENG_ENGINE_H
@@ -34,6 +45,8 @@ typedef struct {
     const char *model;               /* .gguf or HF folder */
     rt_device device;                /* RT_DEV_CPU (default) or RT_DEV_CUDA when built with it */
     int n_threads;                   /* CPU threads, 0 = all cores */
+    int tensor_parallel_size;        /* ranks the model is split over (GPUs 0..N-1, or N groups of
+                                      * the CPU threads); 0/1 = no split (docs/DISTRIBUTED.md) */
     int32_t block_size;              /* 16 */
     int32_t max_num_seqs;            /* 64 */
     int32_t max_num_batched_tokens;  /* 2048 */
@@ -48,7 +61,23 @@ typedef struct {
     bool enable_chunked_prefill;     /* true */
     esched_policy policy;            /* FCFS */
     bool upcast_weights;             /* f32 weights (oracle tests) */
+    bool async_scheduling;           /* false: see "Async scheduling" above */
 } eng_params;
+
+/* A request's timeline, monotonic seconds (vc_now_s); 0 = not reached yet.
+ * vLLM's metrics derive from it (vllm/v1/metrics/stats.py):
+ *   request_queue_time    = first_scheduled - arrival
+ *   request_prefill_time  = first_token - first_scheduled
+ *   request_decode_time   = last_token - first_token
+ *   request_inference_time = last_token - first_scheduled
+ *   time_to_first_token   = first_token - arrival
+ *   e2e_request_latency   = finished - arrival
+ * first_scheduled is the first schedule only (a preempted request keeps
+ * it); first/last_token are the steps whose outputs carried its first /
+ * latest tokens. */
+typedef struct {
+    double arrival, first_scheduled, first_token, last_token, finished;
+} eng_times;
 
 typedef struct {
     int64_t id;
@@ -78,6 +107,14 @@ typedef struct {
     const int32_t *plp_ids;
     const float *plp_vals;
     const int32_t *plp_ranks;
+    /* Parallel sampling (sp.n > 1): id is a child's; parent_id the id
+     * eng_add_* returned and index the choice (0..n-1). For n = 1,
+     * parent_id == id and index 0. parent_finished: with this delta every
+     * child of the parent has finished (for n = 1: finished). */
+    int64_t parent_id;
+    int32_t index;
+    bool parent_finished;
+    eng_times times; /* as of this delta; complete in the final one */
 } eng_output;
 
 typedef struct eng_engine eng_engine;
@@ -86,7 +123,11 @@ eng_params eng_params_default(void);
 eng_engine *eng_create(const eng_params *p);
 void eng_free(eng_engine *e);
 
-/* Add a request (validated: clear VC_ERR_INVALID message on bad input). */
+/* Add a request (validated: clear VC_ERR_INVALID message on bad input).
+ * sp->n > 1 fans out n child requests (vLLM's ParentRequest): child i has
+ * the parent's parameters with seed + i when seeded, ids *id_out + 1 + i,
+ * and shares the prompt's KV through the prefix cache (when on). *id_out
+ * is the parent's id: eng_abort on it aborts every child. */
 int eng_add_tokens(eng_engine *e, const int32_t *prompt, int32_t n, const ereq_sampling *sp, void *user,
                    int64_t *id_out);
 /* Encode text with the model's tokenizer (special tokens as transformers adds). */

@@ -16,6 +16,7 @@ ereq_sampling ereq_sampling_default(void) {
     s.logprobs = -1;
     s.prompt_logprobs = -1;
     s.eos_token_id = -1;
+    s.n = 1;
     return s;
 }
 

@@ -58,6 +58,9 @@ typedef struct {
     int32_t *bad_words_ids;      /* concatenated token sequences ... */
     int32_t *bad_words_lens;     /* [n_bad_words] their lengths */
     int32_t n_bad_words;
+    /* Parallel sampling (vLLM's n): eng_add_* fans the request out into n
+     * child requests (1, also when 0). */
+    int32_t n;
 } ereq_sampling;
 
 ereq_sampling ereq_sampling_default(void);
@@ -101,7 +104,8 @@ typedef struct {
     /* Async scheduling: the last num_placeholder_inputs input tokens of this
      * chunk (positions >= req->num_tokens when scheduled) are not on the host
      * yet; they are the tokens sampled by the request's previous step(s),
-     * which the runner keeps on the device and splices in. 0 when the
+     * which the runner keeps in its own result buffer (on the device, for a
+     * device sampler) and splices in when the step starts (runner.h). 0 when the
      * previous step's tokens were returned before this schedule. */
     int32_t num_placeholder_inputs;
 } esched_item;

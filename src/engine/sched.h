@@ -23,7 +23,7 @@
  * Async scheduling is the same loop with esched_schedule(N+1) called before
  * esched_update(N): every scheduled sample adds a placeholder token to its
  * request, so the next step already schedules the decode of a token it has
- * not seen (the runner supplies it on the device); esched_update replaces
+ * not seen (the runner's worker supplies it, runner.h); esched_update replaces
  * the placeholder with the real token. A synchronous loop simply never has
  * placeholders left at schedule time. Several outputs may be in flight
  * (use one esched_output per step in flight, e.g. two alternating); pass

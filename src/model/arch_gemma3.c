@@ -16,6 +16,10 @@
  * sqrt(hidden) is applied in fp32, as llama.cpp does and as transformers does
  * for fp32 weights; transformers with bf16 weights rounds it to bf16 first
  * (sqrt(640) = 25.298 -> 25.25), a 0.2% difference on the embeddings.
+ *
+ * Tensor parallelism as arch_llama: Wq/Wk/Wv/Wgate/Wup and the LM head split
+ * by rows, Wo/Wdown by columns with an all-reduce after them; the sandwich
+ * norms (post_attn_norm, post_ffn_norm) then see the full sum.
  */
 #include "model/model_impl.h"
 
@@ -34,34 +38,36 @@ static int gemma3_load(mdl_model *m) {
     if (c->rot_dim != hd) return vc_err_set(VC_ERR_FORMAT, "%s: Gemma 3 rotates the whole head", mdl_get_path(m));
     if (mdl_bind(m, &m->tok_embd, "token_embd.weight", 2, s_vd, true) < 0) return -1;
     if (mdl_bind(m, &m->out_norm, "output_norm.weight", 1, s_d, true) < 0) return -1;
-    if (!c->tie_embeddings && mdl_bind(m, &m->output, "output.weight", 2, s_vd, false) < 0) return -1;
-    if (!m->output.data) m->output = m->tok_embd;
+    if (!c->tie_embeddings && mdl_bind_split(m, &m->output, "output.weight", 2, s_vd, 0, false) < 0) return -1;
+    /* Tied (or GGUF without output.weight): this rank's vocab rows. */
+    if (!m->output.data) m->output = rt_tensor_slice0(&m->tok_embd, m->tp_rank * m->vocab_l, m->vocab_l);
     m->embed_scale = sqrtf((float)d);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return vc_err_set(VC_ERR_OOM, "out of memory");
     for (int64_t l = 0; l < c->n_layers; l++) {
         mdl_layer *L = &m->layers[l];
         char name[96];
-#define BIND(field, canon, ...)                                                            \
-    do {                                                                                   \
-        int64_t shp[] = {__VA_ARGS__};                                                     \
-        snprintf(name, sizeof name, "blk.%lld." canon, (long long)l);                      \
-        if (mdl_bind(m, &L->field, name, (int)(sizeof shp / sizeof shp[0]), shp, true) < 0) \
-            return -1;                                                                     \
+        /* split: TP shard dimension (0 rows, 1 columns, -1 replicated). */
+#define BIND(field, canon, split, ...)                                                                 \
+    do {                                                                                               \
+        int64_t shp[] = {__VA_ARGS__};                                                                 \
+        snprintf(name, sizeof name, "blk.%lld." canon, (long long)l);                                  \
+        if (mdl_bind_split(m, &L->field, name, (int)(sizeof shp / sizeof shp[0]), shp, split, true) < 0) \
+            return -1;                                                                                 \
     } while (0)
-        BIND(attn_norm, "attn_norm.weight", d);
-        BIND(wq, "attn_q.weight", qd, d);
-        BIND(wk, "attn_k.weight", kvd, d);
-        BIND(wv, "attn_v.weight", kvd, d);
-        BIND(wo, "attn_output.weight", d, qd);
-        BIND(q_norm, "attn_q_norm.weight", hd);
-        BIND(k_norm, "attn_k_norm.weight", hd);
-        BIND(post_attn_norm, "post_attention_norm.weight", d);
-        BIND(ffn_norm, "ffn_norm.weight", d);
-        BIND(w_gate, "ffn_gate.weight", ff, d);
-        BIND(w_up, "ffn_up.weight", ff, d);
-        BIND(w_down, "ffn_down.weight", d, ff);
-        BIND(post_ffn_norm, "post_ffw_norm.weight", d);
+        BIND(attn_norm, "attn_norm.weight", -1, d);
+        BIND(wq, "attn_q.weight", 0, qd, d);
+        BIND(wk, "attn_k.weight", 0, kvd, d);
+        BIND(wv, "attn_v.weight", 0, kvd, d);
+        BIND(wo, "attn_output.weight", 1, d, qd);
+        BIND(q_norm, "attn_q_norm.weight", -1, hd);
+        BIND(k_norm, "attn_k_norm.weight", -1, hd);
+        BIND(post_attn_norm, "post_attention_norm.weight", -1, d);
+        BIND(ffn_norm, "ffn_norm.weight", -1, d);
+        BIND(w_gate, "ffn_gate.weight", 0, ff, d);
+        BIND(w_up, "ffn_up.weight", 0, ff, d);
+        BIND(w_down, "ffn_down.weight", 1, d, ff);
+        BIND(post_ffn_norm, "post_ffw_norm.weight", -1, d);
 #undef BIND
     }
     return VC_OK;
@@ -77,7 +83,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
                           int64_t n_logits) {
     const mdl_config *c = &m->cfg;
     rt_backend *be = m->be;
-    int64_t h = c->n_heads, kvh = c->n_kv_heads, hd = c->head_dim;
+    int64_t h = m->h_l, kvh = m->kvh_l, hd = c->head_dim; /* this rank's heads */
     float off = c->norm_w_offset, eps = c->rms_eps;
     float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hd);
     rt_tensor ids = rt_tensor_slice0(&m->ids, 0, n), pos = rt_tensor_slice0(&m->pos, 0, n);
@@ -112,6 +118,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
         TRY(rt_kv_store(be, &kv->v[l], &v3, &slots));
         TRY(rt_paged_attention(be, &att3, &q3, &kv->k[l], &kv->v[l], &bt, &qsl, &seq_lens, scale, 0.0f, window));
         TRY(rt_matmul(be, &xb, &att, &L->wo, NULL));
+        TRY(mdl_tp_all_reduce(m, &xb));
         TRY(rt_rmsnorm(be, &xb, &xb, &L->post_attn_norm, eps, off));
         TRY(rt_add(be, &x, &x, &xb));
         TRY(rt_rmsnorm(be, &xb, &x, &L->ffn_norm, eps, off));
@@ -119,6 +126,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
         TRY(rt_matmul(be, &up, &xb, &L->w_up, NULL));
         TRY(rt_glu(be, &gate, &gate, &up, RT_ACT_GELU_TANH));
         TRY(rt_matmul(be, &xb, &gate, &L->w_down, NULL));
+        TRY(mdl_tp_all_reduce(m, &xb));
         TRY(rt_rmsnorm(be, &xb, &xb, &L->post_ffn_norm, eps, off));
         TRY(rt_add(be, &x, &x, &xb));
     }
@@ -126,10 +134,11 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
         /* Gather the rows that need logits (EMBED over the f32 hidden states). */
         rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
         rt_tensor xl = rt_tensor_slice0(&xb, 0, n_logits);
-        rt_tensor lg = rt_tensor_slice0(&m->logits, 0, n_logits);
+        rt_tensor lg = rt_tensor_slice0(m->tp_size > 1 ? &m->logits_l : &m->logits, 0, n_logits);
         TRY(rt_embed(be, &xl, &x, &rows));
         TRY(rt_rmsnorm(be, &xl, &xl, &m->out_norm, eps, off));
         TRY(rt_matmul(be, &lg, &xl, &m->output, NULL));
+        if (m->tp_size > 1) TRY(mdl_tp_gather_logits(m, n_logits));
     }
     return VC_OK;
 }

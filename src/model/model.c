@@ -6,6 +6,7 @@
 #include "runtime/quant_blocks.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,8 @@ static const struct {
 };
 
 mdl_params mdl_params_default(void) {
-    mdl_params p = {.max_batch = 512, .upcast_weights = false};
+    mdl_params p = {.max_batch = 512, .kv_dtype = MDL_KV_AUTO, .upcast_weights = false, .tp_size = 1,
+                    .tp_backends = NULL};
     return p;
 }
 
@@ -54,10 +56,27 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *s) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-static int bind_host(mdl_model *m, rt_tensor *t, const mdl_wt *wp, int ndim, const int64_t *shape, bool zero_copy);
+/* Host memory the model keeps until mdl_free: weights repacked at load
+ * (weights_repack.c), which CPU tensors then use in place of the mmap. */
+static void *host_keep(mdl_model *m, size_t bytes) {
+    void **blk = malloc(sizeof(max_align_t) + bytes); /* [next | payload] */
+    if (!blk) return NULL;
+    *blk = m->host_bufs;
+    m->host_bufs = blk;
+    return (char *)blk + sizeof(max_align_t);
+}
 
 int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, bool required) {
+    rt_tensor host;
     memset(t, 0, sizeof *t);
+    int rc = mdl_find_host(m, canon, ndim, shape, required, &host);
+    if (rc < 0 || !host.data) return rc;
+    return mdl_bind_host(m, t, &host, false);
+}
+
+int mdl_find_host(mdl_model *m, const char *canon, int ndim, const int64_t *shape, bool required,
+                  rt_tensor *out) {
+    memset(out, 0, sizeof *out);
     mdl_wt w;
     const char *path = mdl_wsrc_path(m->src);
     if (!mdl_wsrc_find(m->src, canon, &w)) {
@@ -78,36 +97,33 @@ int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int6
         shape_str(g, sizeof g, w.ndim, w.shape);
         return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", path, w.name, g, e);
     }
-    void *repacked = NULL; /* host copy in a type we compute with (weights_repack.c) */
-    if (w.dtype < 0 && w.ggml_type == MDL_GGML_Q5_0) {
+    if (w.dtype < 0 && w.ggml_type == MDL_GGML_Q5_0) { /* value-for-value into Q8_0 */
         int64_t ne = 1;
         for (int i = 0; i < ndim; i++) ne *= shape[i];
         if (shape[ndim - 1] % RT_QK || w.nbytes != (size_t)(ne / RT_QK) * 22)
             return vc_err_set(VC_ERR_FORMAT, "%s: q5_0 tensor '%s' has a bad size", path, w.name);
-        repacked = malloc((size_t)(ne / RT_QK) * sizeof(rt_block_q8_0));
-        if (!repacked) return vc_err_set(VC_ERR_OOM, "out of memory");
-        mdl_repack_q5_0_to_q8_0(w.data, repacked, ne / RT_QK);
+        void *q8 = host_keep(m, (size_t)(ne / RT_QK) * sizeof(rt_block_q8_0));
+        if (!q8) return vc_err_set(VC_ERR_OOM, "out of memory");
+        mdl_repack_q5_0_to_q8_0(w.data, q8, ne / RT_QK);
         w.dtype = RT_Q8_0;
-        w.data = repacked;
+        w.data = q8;
         w.nbytes = (size_t)(ne / RT_QK) * sizeof(rt_block_q8_0);
     }
-    int rc = bind_host(m, t, &w, ndim, shape, repacked == NULL);
-    free(repacked);
-    return rc;
-}
-
-/* Place file tensor w (host memory) into t: zero-copy when allowed and the
- * backend is the CPU, else a converted or copied device tensor. */
-static int bind_host(mdl_model *m, rt_tensor *t, const mdl_wt *wp, int ndim, const int64_t *shape, bool zero_copy) {
-    const mdl_wt w = *wp;
-    const char *path = mdl_wsrc_path(m->src);
     if (w.dtype < 0)
         return vc_err_set(VC_ERR_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", path, w.name);
     rt_tensor host = rt_tensor_make((void *)w.data, (rt_dtype)w.dtype, RT_DEV_CPU, ndim, shape);
     if (rt_tensor_nbytes(&host) != w.nbytes)
         return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, expected %zu", path, w.name,
                           w.nbytes, rt_tensor_nbytes(&host));
-    if ((ndim == 1 || m->upcast_weights) && w.dtype != RT_F32) {
+    *out = host;
+    return VC_OK;
+}
+
+int mdl_bind_host(mdl_model *m, rt_tensor *t, const rt_tensor *hostp, bool temp) {
+    rt_tensor host = *hostp;
+    int ndim = host.ndim;
+    const int64_t *shape = host.shape;
+    if ((ndim == 1 || m->upcast_weights) && host.dtype != RT_F32) {
         /* Norm weights and biases are used as f32 by every op. */
         if (own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
         if (m->be->device == RT_DEV_CPU) return rt_copy(m->be, t, &host);
@@ -121,7 +137,7 @@ static int bind_host(mdl_model *m, rt_tensor *t, const mdl_wt *wp, int ndim, con
         free(tmp.data);
         return rc;
     }
-    if (m->be->device == RT_DEV_CPU && zero_copy) { /* zero-copy from the mmap */
+    if (m->be->device == RT_DEV_CPU && !temp) { /* zero-copy from the mmap */
         *t = host;
         return VC_OK;
     }
@@ -193,18 +209,19 @@ static int alloc_activations(mdl_model *m) {
     } bufs[] = {
         {&m->x, RT_F32, B, c->hidden},
         {&m->xb, RT_F32, B, c->hidden},
-        {&m->q, RT_F32, B, c->n_heads * c->head_dim},
-        {&m->k, RT_F32, B, c->n_kv_heads * c->head_dim},
-        {&m->v, RT_F32, B, c->n_kv_heads * c->head_dim},
-        {&m->att, RT_F32, B, c->n_heads * c->head_dim},
-        {&m->gate, RT_F32, B, c->intermediate},
-        {&m->up, RT_F32, B, c->intermediate},
+        {&m->q, RT_F32, B, m->h_l * c->head_dim},
+        {&m->k, RT_F32, B, m->kvh_l * c->head_dim},
+        {&m->v, RT_F32, B, m->kvh_l * c->head_dim},
+        {&m->att, RT_F32, B, m->h_l * c->head_dim},
+        {&m->gate, RT_F32, B, m->ff_l},
+        {&m->up, RT_F32, B, m->ff_l},
         {&m->ids, RT_I32, B, 0},
         {&m->pos, RT_I32, B, 0},
         {&m->slots, RT_I32, B, 0},
         {&m->qsl, RT_I32, B + 1, 0},
         {&m->seq_lens, RT_I32, B, 0},
         {&m->logit_rows, RT_I32, B, 0},
+        {&m->argmax, RT_I32, B, 0},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         int64_t s2[2] = {bufs[i].rows, bufs[i].cols};
@@ -214,14 +231,50 @@ static int alloc_activations(mdl_model *m) {
     return VC_OK;
 }
 
+/* The KV cache dtype for kv_dtype (see model.h), after the weights are bound. */
+static int resolve_kv_dtype(mdl_model *m, int want) {
+    if (want == MDL_KV_AUTO) {
+        const char *e = getenv("VLLM_KV_CACHE_DTYPE");
+        if (e && *e && strcmp(e, "auto") != 0) {
+            if (!strcmp(e, "f32") || !strcmp(e, "float32")) want = RT_F32;
+            else if (!strcmp(e, "f16") || !strcmp(e, "float16") || !strcmp(e, "half")) want = RT_F16;
+            else if (!strcmp(e, "bf16") || !strcmp(e, "bfloat16")) want = RT_BF16;
+            else return vc_err_set(VC_ERR_INVALID, "VLLM_KV_CACHE_DTYPE=%s: expected auto, f32, f16 or bf16", e);
+        }
+    }
+    if (want == MDL_KV_AUTO) {
+        rt_dtype w = m->cfg.n_layers > 0 ? m->layers[0].wq.dtype : RT_F32;
+        if (m->be->device == RT_DEV_CPU || w == RT_F32) want = RT_F32;
+        else want = w == RT_BF16 ? RT_BF16 : RT_F16;
+    }
+    if (want != RT_F32 && want != RT_F16 && want != RT_BF16)
+        return vc_err_set(VC_ERR_INVALID, "KV cache dtype must be f32, f16 or bf16");
+    m->kv_dtype = (rt_dtype)want;
+    return VC_OK;
+}
+
 mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
+    mdl_params def = mdl_params_default();
+    if (!p) p = &def;
+    int tp = p->tp_size > 1 ? p->tp_size : 1;
+    if (tp > 1 && (!p->tp_backends || p->tp_backends[0] != be)) {
+        vc_err_set(VC_ERR_INVALID, "tensor parallel: tp_backends[0] must be the model's backend");
+        return NULL;
+    }
+    mdl_model *m = mdl_load_rank(path, be, p, 0, tp);
+    if (m && tp > 1 && mdl_tp_group_start(m, path, p) < 0) {
+        mdl_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, int rank, int size) {
     mdl_model *m = calloc(1, sizeof *m);
     if (!m) {
         vc_err_set(VC_ERR_OOM, "out of memory");
         return NULL;
     }
-    mdl_params def = mdl_params_default();
-    if (!p) p = &def;
     m->be = be;
     m->max_batch = p->max_batch > 0 ? p->max_batch : 512;
     m->upcast_weights = p->upcast_weights;
@@ -234,10 +287,13 @@ mdl_model *mdl_load(const char *path, rt_backend *be, const mdl_params *p) {
         goto fail;
     }
     (void)g_archs;
-    if (m->arch->load(m) < 0 || make_inv_freq(m) < 0 || alloc_activations(m) < 0) goto fail;
-    VC_INFO("loaded %s: %s, %lld layers, hidden %lld, heads %lld/%lld, vocab %lld", path, m->cfg.arch,
-            (long long)m->cfg.n_layers, (long long)m->cfg.hidden, (long long)m->cfg.n_heads,
-            (long long)m->cfg.n_kv_heads, (long long)m->cfg.vocab);
+    if (mdl_tp_setup(m, rank, size) < 0) goto fail;
+    if (m->arch->load(m) < 0 || resolve_kv_dtype(m, p->kv_dtype) < 0 || make_inv_freq(m) < 0 ||
+        alloc_activations(m) < 0)
+        goto fail;
+    VC_INFO("loaded %s: %s, %lld layers, hidden %lld, heads %lld/%lld, vocab %lld, kv cache %s", path,
+            m->cfg.arch, (long long)m->cfg.n_layers, (long long)m->cfg.hidden, (long long)m->cfg.n_heads,
+            (long long)m->cfg.n_kv_heads, (long long)m->cfg.vocab, rt_dtype_name(m->kv_dtype));
     return m;
 fail:
     mdl_free(m);
@@ -246,11 +302,19 @@ fail:
 
 void mdl_free(mdl_model *m) {
     if (!m) return;
+    mdl_graph_free_all(m);
+    if (m->tp) mdl_tp_group_stop(m);
+    if (m->logits_l.data) rt_backend_free_mem(m->be, m->logits_l.data);
     for (int i = 0; i < m->n_owned; i++) rt_backend_free_mem(m->be, m->owned[i]);
     free(m->owned);
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
     if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
     free(m->layers);
+    for (void **b = m->host_bufs; b;) { /* host_keep chain */
+        void **next = *b;
+        free(b);
+        b = next;
+    }
     mdl_wsrc_close(m->src);
     free(m);
 }
@@ -271,11 +335,38 @@ size_t mdl_weight_bytes(const mdl_model *m) {
 
 size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size) {
     const mdl_config *c = &m->cfg;
-    return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(c->n_kv_heads * c->head_dim) *
-           sizeof(float);
+    /* Per device: under TP each GPU holds its ranks' KV heads; on the CPU
+     * all ranks share one memory, so count all heads. */
+    int64_t kvh = m->be->device == RT_DEV_CPU ? c->n_kv_heads : m->kvh_l;
+    return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(kvh * c->head_dim) *
+           rt_dtype_info(m->kv_dtype)->block_bytes;
 }
 
+int mdl_kv_dtype(const mdl_model *m) { return (int)m->kv_dtype; }
+
+static mdl_kv *kv_create_one(mdl_model *m, int32_t num_blocks, int32_t block_size);
+
 mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
+    mdl_kv *kv = kv_create_one(m, num_blocks, block_size);
+    if (!kv || m->tp_size <= 1) return kv;
+    kv->ranks = calloc((size_t)m->tp_size, sizeof *kv->ranks);
+    if (!kv->ranks) {
+        mdl_kv_free(kv);
+        vc_err_set(VC_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    kv->ranks[0] = kv;
+    for (int r = 1; r < m->tp_size; r++) {
+        kv->ranks[r] = kv_create_one(mdl_tp_rank_model(m, r), num_blocks, block_size);
+        if (!kv->ranks[r]) {
+            mdl_kv_free(kv);
+            return NULL;
+        }
+    }
+    return kv;
+}
+
+static mdl_kv *kv_create_one(mdl_model *m, int32_t num_blocks, int32_t block_size) {
     if (num_blocks <= 0 || block_size <= 0) {
         vc_err_set(VC_ERR_INVALID, "KV cache: need num_blocks > 0 and block_size > 0");
         return NULL;
@@ -288,10 +379,10 @@ mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size) {
     kv->k = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
     kv->v = calloc((size_t)m->cfg.n_layers, sizeof(rt_tensor));
     if (!kv->k || !kv->v) goto oom;
-    int64_t shape[4] = {num_blocks, block_size, m->cfg.n_kv_heads, m->cfg.head_dim};
+    int64_t shape[4] = {num_blocks, block_size, m->kvh_l, m->cfg.head_dim};
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
-        kv->k[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
-        kv->v[l] = rt_tensor_alloc(m->be, RT_F32, 4, shape);
+        kv->k[l] = rt_tensor_alloc(m->be, m->kv_dtype, 4, shape);
+        kv->v[l] = rt_tensor_alloc(m->be, m->kv_dtype, 4, shape);
         if (!kv->k[l].data || !kv->v[l].data) goto oom;
     }
     return kv;
@@ -303,6 +394,11 @@ oom:
 
 void mdl_kv_free(mdl_kv *kv) {
     if (!kv) return;
+    mdl_graph_drop_kv(kv->m, kv);
+    if (kv->ranks) {
+        for (int r = 1; r < kv->m->tp_size; r++) mdl_kv_free(kv->ranks[r]);
+        free(kv->ranks);
+    }
     for (int64_t l = 0; kv->k && l < kv->m->cfg.n_layers; l++) {
         rt_backend_free_mem(kv->m->be, kv->k[l].data);
         rt_backend_free_mem(kv->m->be, kv->v[l].data);
@@ -312,12 +408,16 @@ void mdl_kv_free(mdl_kv *kv) {
     free(kv);
 }
 
-static int ensure_logits(mdl_model *m, int64_t rows) {
+int mdl_ensure_logits(mdl_model *m, int64_t rows) {
     if (m->logits_rows >= rows) return VC_OK;
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
-    int64_t shape[2] = {rows, m->cfg.vocab};
+    if (m->logits_l.data) rt_backend_free_mem(m->be, m->logits_l.data);
+    m->logits_l.data = NULL;
+    /* [tp * rows, vocab_l]: under TP the gathered [tp, rows, vocab_l]. */
+    int64_t shape[2] = {m->tp_size * rows, m->vocab_l}, shape_l[2] = {rows, m->vocab_l};
     m->logits = rt_tensor_alloc(m->be, RT_F32, 2, shape);
-    if (!m->logits.data) {
+    if (m->logits.data && m->tp_size > 1) m->logits_l = rt_tensor_alloc(m->be, RT_F32, 2, shape_l);
+    if (!m->logits.data || (m->tp_size > 1 && !m->logits_l.data)) {
         m->logits_rows = 0;
         return vc_err_set(VC_ERR_OOM, "out of memory for logits");
     }
@@ -325,7 +425,7 @@ static int ensure_logits(mdl_model *m, int64_t rows) {
     return VC_OK;
 }
 
-static int ensure_block_tables(mdl_model *m, int64_t n) {
+int mdl_ensure_block_tables(mdl_model *m, int64_t n) {
     if (m->bt_cap >= n) return VC_OK;
     if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
     int64_t cap = n < 4096 ? 4096 : n * 2;
@@ -338,14 +438,68 @@ static int ensure_block_tables(mdl_model *m, int64_t n) {
     return VC_OK;
 }
 
-static int upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n) {
+int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n) {
     if (n == 0) return VC_OK;
     rt_tensor h = rt_tensor_1d((void *)src, RT_I32, RT_DEV_CPU, n);
     rt_tensor d = rt_tensor_slice0(dst, 0, n);
     return rt_tensor_copy_bytes(m->be, &d, &h);
 }
 
+/* The n_logits rows of m->logits to the host: all of them (logits), or
+ * their argmax (ids): computed on the device with one rank; under TP the
+ * rows are split over the vocabulary, so they are gathered on the host
+ * ([tp, L, V/tp] -> [L, V]) and reduced there. */
+int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids) {
+    if (L <= 0) return VC_OK;
+    int64_t V = m->cfg.vocab;
+    if (m->tp_size == 1) {
+        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
+        if (ids) {
+            rt_tensor di = rt_tensor_slice0(&m->argmax, 0, L), hi = rt_tensor_1d(ids, RT_I32, RT_DEV_CPU, L);
+            int rc = rt_argmax(m->be, &di, &dl);
+            return rc < 0 ? rc : rt_tensor_copy_bytes(m->be, &hi, &di);
+        }
+        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
+        return rt_tensor_copy_bytes(m->be, &hl, &dl);
+    }
+    int64_t Vl = m->vocab_l, W = m->tp_size;
+    float *tmp = malloc((size_t)(W * L * Vl) * sizeof *tmp), *full = logits;
+    if (!full) full = malloc((size_t)(L * V) * sizeof *full);
+    if (!tmp || !full) {
+        free(tmp);
+        if (full != logits) free(full);
+        return vc_err_set(VC_ERR_OOM, "out of memory");
+    }
+    rt_tensor ht = rt_tensor_2d(tmp, RT_F32, RT_DEV_CPU, W * L, Vl);
+    rt_tensor dl = rt_tensor_slice0(&m->logits, 0, W * L);
+    int rc = rt_tensor_copy_bytes(m->be, &ht, &dl);
+    for (int64_t r = 0; rc == 0 && r < W; r++)
+        for (int64_t l = 0; l < L; l++)
+            memcpy(full + l * V + r * Vl, tmp + (r * L + l) * Vl, (size_t)Vl * sizeof *tmp);
+    for (int64_t l = 0; rc == 0 && ids && l < L; l++) { /* as rt_argmax: NaN skipped, lowest index on ties */
+        const float *row = full + l * V;
+        int32_t best = -1;
+        for (int64_t j = 0; j < V; j++)
+            if (!isnan(row[j]) && (best < 0 || row[j] > row[best])) best = (int32_t)j;
+        ids[l] = best < 0 ? 0 : best;
+    }
+    free(tmp);
+    if (full != logits) free(full);
+    return rc;
+}
+
+static int rank_prepare(mdl_model *m, mdl_kv *kv, void *arg);
+static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg);
+
 int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits) {
+    return mdl_forward_batch_ex(m, kv, b, logits, NULL);
+}
+
+int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids) {
+    return mdl_forward_batch_ex(m, kv, b, NULL, ids);
+}
+
+int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids) {
     int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, V = m->cfg.vocab;
     if (T <= 0 || T > m->max_batch)
         return vc_err_set(VC_ERR_INVALID, "batch of %lld tokens (max %lld)", (long long)T, (long long)m->max_batch);
@@ -360,21 +514,35 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
     }
     for (int64_t i = 0; i < L; i++)
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= T) return vc_err_set(VC_ERR_INVALID, "bad logit row");
-    int rc = ensure_block_tables(m, S * b->max_blocks);
-    if (rc == 0 && L > 0) rc = ensure_logits(m, L);
-    if (rc == 0) rc = upload_i32(m, &m->ids, b->ids, T);
-    if (rc == 0) rc = upload_i32(m, &m->pos, b->positions, T);
-    if (rc == 0) rc = upload_i32(m, &m->slots, b->slots, T);
-    if (rc == 0) rc = upload_i32(m, &m->qsl, b->qsl, S + 1);
-    if (rc == 0) rc = upload_i32(m, &m->seq_lens, b->seq_lens, S);
-    if (rc == 0) rc = upload_i32(m, &m->logit_rows, b->logit_rows, L);
-    if (rc == 0) rc = upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
+    if (L > 0 && !logits == !ids) return vc_err_set(VC_ERR_INVALID, "forward: give logits or ids, not both");
+    int rc = VC_OK;
+    if (!m->tp && mdl_graph_step(m, kv, b, logits, ids, &rc)) return rc; /* a decode step replayed as a graph */
+    /* Buffers first on every rank, so no rank fails between collectives. */
+    rc = m->tp ? mdl_tp_run(m, kv, rank_prepare, (void *)b) : rank_prepare(m, kv, (void *)b);
+    if (rc == 0) rc = m->tp ? mdl_tp_run(m, kv, rank_forward, (void *)b) : rank_forward(m, kv, (void *)b);
+    if (rc == 0) rc = mdl_fetch_logits(m, L, logits, ids);
+    return rc;
+}
+
+static int rank_prepare(mdl_model *m, mdl_kv *kv, void *arg) {
+    (void)kv;
+    const mdl_batch *b = arg;
+    int rc = mdl_ensure_block_tables(m, (int64_t)b->n_seqs * b->max_blocks);
+    if (rc == 0 && b->n_logits > 0) rc = mdl_ensure_logits(m, b->n_logits);
+    return rc;
+}
+
+static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg) {
+    const mdl_batch *b = arg;
+    int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits;
+    int rc = mdl_upload_i32(m, &m->ids, b->ids, T);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->pos, b->positions, T);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->slots, b->slots, T);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->qsl, b->qsl, S + 1);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->seq_lens, b->seq_lens, S);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->logit_rows, b->logit_rows, L);
+    if (rc == 0) rc = mdl_upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
     if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
-    if (rc == 0 && L > 0) {
-        rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
-        rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
-        rc = rt_tensor_copy_bytes(m->be, &hl, &dl);
-    }
     return rc;
 }
 

@@ -24,10 +24,23 @@
 typedef struct mdl_model mdl_model;
 typedef struct mdl_seq mdl_seq;
 
+/* mdl_params.kv_dtype: the model's own dtype on accelerators (vLLM's
+ * --kv-cache-dtype auto: bf16 weights -> bf16 cache, f16 -> f16, f32 -> f32,
+ * quantized -> f16), f32 on the CPU backend. The environment variable
+ * VLLM_KV_CACHE_DTYPE (auto, f32, f16, bf16) overrides "auto". */
+#define MDL_KV_AUTO (-1)
+
 typedef struct {
     int64_t max_batch;   /* tokens per forward chunk (activation buffers sized for it) */
+    int kv_dtype;        /* MDL_KV_AUTO or RT_F32 / RT_F16 / RT_BF16 */
     bool upcast_weights; /* convert every weight to f32 at load: exact fp32 compute for
                             oracle tests (4-8x the memory of quantized weights) */
+    /* Tensor parallelism (tp.c): tp_size ranks, rank r on tp_backends[r]
+     * (tp_backends[0] must be the `be` given to mdl_load; NULL when
+     * tp_size <= 1). The returned model is rank 0; it drives the other
+     * ranks' threads inside mdl_forward_batch, so callers see one model. */
+    int tp_size;
+    rt_backend **tp_backends;
 } mdl_params;
 
 mdl_params mdl_params_default(void);
@@ -41,12 +54,15 @@ const char *mdl_get_path(const mdl_model *m);
 size_t mdl_weight_bytes(const mdl_model *m);
 
 /* Paged KV storage for every layer: k/v [num_blocks, block_size, kvh, hd]
- * f32. Block ids and slots come from the engine's block pool. */
+ * in the model's KV dtype (mdl_kv_dtype). Block ids and slots come from the
+ * engine's block pool. */
 typedef struct mdl_kv mdl_kv;
 mdl_kv *mdl_kv_create(mdl_model *m, int32_t num_blocks, int32_t block_size);
 void mdl_kv_free(mdl_kv *kv);
 /* Bytes one block takes over all layers (K and V), for sizing from a budget. */
 size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size);
+/* The KV cache element type chosen at load (rt_dtype: f32, f16 or bf16). */
+int mdl_kv_dtype(const mdl_model *m);
 
 /* One step of a varlen batch: S sequences, T tokens in total, laid out
  * sequence after sequence. All arrays are host memory. */
@@ -66,6 +82,14 @@ typedef struct {
 
 /* logits (host) receives [n_logits, V]. */
 int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits);
+/* The same step, but the n_logits rows are reduced on the device to their
+ * argmax (rt_argmax: lowest index on ties, NaN skipped) and only the ids
+ * come back: ids (host) receives [n_logits]. For greedy rows without
+ * logprobs or penalties: copies n_logits ints instead of n_logits x V
+ * floats. */
+int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids);
+/* Both in one: exactly one of logits / ids is non-NULL. */
+int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids);
 
 /* A single sequence with a private KV cache for up to max_ctx positions
  * (the simple path used by `vllm run` and tests). */

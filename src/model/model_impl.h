@@ -5,6 +5,7 @@
 
 #include "model/model.h"
 #include "model/weights.h"
+#include "runtime/comm.h"
 #include "runtime/ops.h"
 
 typedef struct {
@@ -27,6 +28,7 @@ struct mdl_model {
     const mdl_arch_impl *arch;
     int64_t max_batch;
     bool upcast_weights;
+    rt_dtype kv_dtype; /* KV cache elements: RT_F32, RT_F16 or RT_BF16 */
 
     rt_tensor tok_embd;   /* [V,d] any dtype */
     rt_tensor out_norm;   /* [d] f32 */
@@ -37,6 +39,7 @@ struct mdl_model {
     float embed_scale;    /* token embeddings are multiplied by this (0 = not at all) */
     mdl_layer *layers;
 
+    void *host_bufs;      /* chain of host buffers kept until mdl_free (repacked weights) */
     /* Device allocations owned by the model (converted weights, buffers). */
     void **owned;
     int n_owned, cap_owned;
@@ -49,16 +52,34 @@ struct mdl_model {
     rt_tensor ids, pos, slots;     /* [B] i32 */
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
     rt_tensor logit_rows;          /* [B] i32 */
+    rt_tensor argmax;              /* [B] i32: greedy ids (mdl_forward_batch_argmax) */
     rt_tensor block_tables;        /* [bt_cap] i32, grown on demand */
     int64_t bt_cap;
-    rt_tensor logits;              /* [rows,V], grown on demand */
+    rt_tensor logits;              /* [rows,V], grown on demand ([tp, rows, V/tp] under TP) */
     int64_t logits_rows;
+    /* Decode steps recorded as backend graphs (model_graph.c; tp_size 1). */
+    struct mdl_graph_entry *graphs;
+    int n_graphs;
+    int graphs_on;                 /* 0 not decided yet, 1 eager only, 2 graphs */
+    int32_t *pad_host;             /* padded step metadata (host) */
+    int64_t pad_cap;
+
+    /* Tensor parallelism (tp.c). Rank tp_rank of tp_size holds heads
+     * [r*h_l, (r+1)*h_l) (and likewise KV heads), FFN columns
+     * [r*ff_l, ...) and vocab rows [r*vocab_l, ...) of the LM head; the
+     * embedding table is replicated. tp_size 1: the *_l equal the config's. */
+    int tp_rank, tp_size;
+    int64_t h_l, kvh_l, ff_l, vocab_l;
+    rt_comm *comm;                 /* NULL when tp_size == 1 */
+    rt_tensor logits_l;            /* [rows, vocab_l] this rank's LM-head output (TP) */
+    struct mdl_tp_group *tp;       /* rank 0 of a TP group: the other ranks and their threads */
 };
 
 struct mdl_kv {
     mdl_model *m;
     int32_t num_blocks, block_size;
-    rt_tensor *k, *v;  /* per layer [num_blocks, B, kvh, hd] f32 */
+    rt_tensor *k, *v;  /* per layer [num_blocks, B, kvh_l, hd] of m->kv_dtype */
+    mdl_kv **ranks;    /* TP rank 0: ranks[r] is rank r's cache (ranks[0] == this) */
 };
 
 struct mdl_seq {
@@ -79,10 +100,60 @@ struct mdl_arch_impl {
     int (*forward)(mdl_model *m, mdl_kv *kv, int64_t T, int64_t S, int64_t max_blocks, int64_t n_logits);
 };
 
+/* Device buffers of a step (model.c): grown on demand; uploads are queued. */
+int mdl_ensure_logits(mdl_model *m, int64_t rows);
+int mdl_ensure_block_tables(mdl_model *m, int64_t n);
+int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n);
+/* Rows [0, L) of m->logits to the host: logits [L, V], or with ids != NULL
+ * only their argmax [L] (computed on the device). */
+int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids);
+
+/* Decode steps as graphs (model_graph.c). mdl_graph_step returns true when
+ * it ran the (validated) batch itself, with the status in *rc; false: run
+ * it eagerly. */
+bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids, int *rc);
+void mdl_graph_drop_kv(mdl_model *m, const mdl_kv *kv);
+void mdl_graph_free_all(mdl_model *m);
+
 /* Bind a weight by canonical name with the expected shape; required=false
  * leaves t->data NULL when absent. Small (1-D) tensors are converted to f32. */
 int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape,
              bool required);
+
+/* mdl_bind's first half: the host (mmap) view of a weight with its shape
+ * checked; data NULL when absent and not required. */
+int mdl_find_host(mdl_model *m, const char *canon, int ndim, const int64_t *shape, bool required,
+                  rt_tensor *out);
+/* mdl_bind's second half: place a host view of a weight (shape already
+ * checked) on the model's device; temp: the host memory is a scratch copy
+ * that must not be referenced after the call. */
+int mdl_bind_host(mdl_model *m, rt_tensor *t, const rt_tensor *host, bool temp);
+
+/* Load one TP rank (mdl_load = rank 0 of size tp + the group). */
+mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, int rank, int size);
+
+/* tp.c — tensor parallelism inside the model layer. */
+mdl_model *mdl_tp_rank_model(mdl_model *m0, int rank);
+/* Fill tp_rank/tp_size and the per-rank sizes; checks divisibility. */
+int mdl_tp_setup(mdl_model *m, int rank, int size);
+/* Bind this rank's shard of a weight whose full shape is `shape`:
+ * split_dim 0 = output rows (column-parallel: Wq/Wk/Wv/Wgate/Wup, the LM
+ * head, biases of those), 1 = input columns (row-parallel: Wo, Wdown),
+ * -1 = replicated. */
+int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape,
+                   int split_dim, bool required);
+/* Rank 0: load ranks 1..size-1 on their backends and start their threads. */
+int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p);
+void mdl_tp_group_stop(mdl_model *m0);
+/* Run fn(rank_model, rank_kv, arg) on every rank (rank 0 on the calling
+ * thread) and wait; the first failure's status is returned. */
+typedef int (*mdl_tp_fn)(mdl_model *m, mdl_kv *kv, void *arg);
+int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg);
+/* Under TP: all-reduce a partial sum (row-parallel output) in place. */
+int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t);
+/* Under TP: the LM head's local logits [L, vocab_l] -> m->logits
+ * [tp, L, vocab_l] on every rank (rank-major, see mdl_forward_batch). */
+int mdl_tp_gather_logits(mdl_model *m, int64_t L);
 
 extern const mdl_arch_impl mdl_arch_llama;
 extern const mdl_arch_impl mdl_arch_gemma3;

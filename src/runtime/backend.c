@@ -6,8 +6,10 @@
 
 /* Each backend's registration hook, called once from rt_backends_init(). */
 void cpu_backend_register(void);
+void cpu_comm_register(void);
 #ifdef VLLM_CUDA
 void cuda_backend_register(void);
+void cuda_comm_register(void);
 #endif
 
 static rt_backend_factory g_factories[RT_DEV_COUNT];
@@ -15,8 +17,10 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
     cpu_backend_register();
+    cpu_comm_register();
 #ifdef VLLM_CUDA
     cuda_backend_register();
+    cuda_comm_register();
 #endif
 }
 
@@ -60,6 +64,28 @@ int rt_backend_sync(rt_backend *be) { return be->vt->sync(be); }
 int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes) {
     if (!be->vt->mem_info) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s cannot report memory", be->vt->name);
     return be->vt->mem_info(be, free_bytes, total_bytes);
+}
+
+bool rt_backend_has_graphs(const rt_backend *be) { return be->vt->graph_begin != NULL; }
+
+int rt_backend_graph_begin(rt_backend *be) {
+    if (!be->vt->graph_begin) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no graphs", be->vt->name);
+    return be->vt->graph_begin(be);
+}
+
+int rt_backend_graph_end(rt_backend *be, void **graph) {
+    *graph = NULL;
+    if (!be->vt->graph_end) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no graphs", be->vt->name);
+    return be->vt->graph_end(be, graph);
+}
+
+int rt_backend_graph_launch(rt_backend *be, void *graph) {
+    if (!be->vt->graph_launch) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no graphs", be->vt->name);
+    return be->vt->graph_launch(be, graph);
+}
+
+void rt_backend_graph_free(rt_backend *be, void *graph) {
+    if (graph && be->vt->graph_free) be->vt->graph_free(be, graph);
 }
 
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {

@@ -46,6 +46,16 @@ typedef struct {
     /* Optional (may be NULL): device memory free / total in bytes, for
      * sizing the KV cache (`gpu_memory_utilization`). */
     int (*mem_info)(rt_backend *be, size_t *free_bytes, size_t *total_bytes);
+    /* Optional (all four NULL, or all set): graphs. Ops queued between
+     * graph_begin and graph_end are recorded, not run; graph_end returns a
+     * replayable handle (CUDA graphs). While recording, an op that cannot
+     * be recorded fails (e.g. one that needs a fresh allocation); graph_end
+     * then fails too and the recording is dropped. A graph replays the
+     * same kernels on the same buffers: only their contents may change. */
+    int (*graph_begin)(rt_backend *be);
+    int (*graph_end)(rt_backend *be, void **graph);
+    int (*graph_launch)(rt_backend *be, void *graph);
+    void (*graph_free)(rt_backend *be, void *graph);
 } rt_backend_vtable;
 
 struct rt_backend {
@@ -71,6 +81,14 @@ int rt_backend_sync(rt_backend *be);
 /* Free/total device memory; VC_ERR_UNSUPPORTED when the backend cannot tell
  * (the CPU backend: use the host's MemAvailable). */
 int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes);
+/* Graphs (see rt_backend_vtable): VC_ERR_UNSUPPORTED without backend
+ * support. rt_backend_graph_end always ends the recording; on failure
+ * *graph is NULL. */
+bool rt_backend_has_graphs(const rt_backend *be);
+int rt_backend_graph_begin(rt_backend *be);
+int rt_backend_graph_end(rt_backend *be, void **graph);
+int rt_backend_graph_launch(rt_backend *be, void *graph);
+void rt_backend_graph_free(rt_backend *be, void *graph);
 /* Copy a contiguous tensor's bytes: src and dst must have equal nbytes. */
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 /* Allocate a contiguous tensor on the backend's device (data NULL on failure). */

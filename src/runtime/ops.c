@@ -1,6 +1,11 @@
 #include "runtime/ops.h"
 
+#include "base/clock.h"
 #include "base/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 
@@ -22,11 +27,57 @@ bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a) {
     return true;
 }
 
+/* Per-op profile (VLLM_OP_PROFILE=1): every op is followed by a backend
+ * sync and its wall time (queue + run) is summed per op; the table goes to
+ * stderr at exit. The syncs serialise host and device, so totals are an
+ * upper bound of the device time; the split between ops is what matters.
+ * Matmuls are also split by the token count class (1, 2-8, > 8 rows).
+ * A debugging aid for one thread: tensor-parallel ranks would race on the
+ * counters. */
+enum { PROF_ROWS = RT_OP_COUNT + 2 };
+static int g_prof = -1; /* -1 unknown, 0 off, 1 on */
+static double g_prof_s[PROF_ROWS];
+static long g_prof_n[PROF_ROWS];
+
+static void prof_report(void) {
+    double tot = 0;
+    for (int i = 0; i < PROF_ROWS; i++) tot += g_prof_s[i];
+    if (tot <= 0) return;
+    fprintf(stderr, "op profile (VLLM_OP_PROFILE, synced per op): %.3f s total\n", tot);
+    for (int i = 0; i < PROF_ROWS; i++) {
+        if (!g_prof_n[i]) continue;
+        const char *name = i < RT_OP_COUNT ? g_names[i] : i == RT_OP_COUNT ? "matmul n=2..8" : "matmul n>8";
+        if (i == RT_OP_MATMUL) name = "matmul n=1";
+        fprintf(stderr, "  %-16s %9ld calls %10.3f ms %5.1f%% %8.2f us/call\n", name, g_prof_n[i],
+                g_prof_s[i] * 1e3, 100.0 * g_prof_s[i] / tot, g_prof_s[i] * 1e6 / (double)g_prof_n[i]);
+    }
+}
+
+static bool prof_on(void) {
+    if (g_prof < 0) {
+        const char *e = getenv("VLLM_OP_PROFILE");
+        g_prof = e && *e && strcmp(e, "0") != 0;
+        if (g_prof) atexit(prof_report);
+    }
+    return g_prof == 1;
+}
+
 int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a) {
     if (!rt_op_supported(be, op, a))
         return vc_err_set(VC_ERR_UNSUPPORTED, "op %s not supported by backend %s", rt_op_name(op),
                           be->vt->name);
-    return g_kernels[op][be->device](be, a);
+    if (!prof_on()) return g_kernels[op][be->device](be, a);
+    double t0 = vc_now_s();
+    int rc = g_kernels[op][be->device](be, a);
+    if (rc == 0) rc = rt_backend_sync(be);
+    int row = (int)op;
+    if (op == RT_OP_MATMUL) {
+        int64_t n = rt_tensor_nrows(a->src[0]);
+        row = n <= 1 ? RT_OP_MATMUL : n <= 8 ? RT_OP_COUNT : RT_OP_COUNT + 1;
+    }
+    g_prof_s[row] += vc_now_s() - t0;
+    g_prof_n[row]++;
+    return rc;
 }
 
 #define CHECK(cond, ...)                                                       \
@@ -151,10 +202,10 @@ int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt
     CHECK(src->dtype == RT_F32 && src->ndim == 3 && slots->dtype == RT_I32 &&
               rt_tensor_nelem(slots) == src->shape[0],
           "kv_store: src f32 [T,kvh,hd], slots i32 [T]");
-    CHECK((cache->dtype == RT_F32 || cache->dtype == RT_F16) && cache->ndim >= 3 &&
+    CHECK((cache->dtype == RT_F32 || cache->dtype == RT_F16 || cache->dtype == RT_BF16) && cache->ndim >= 3 &&
               cache->shape[cache->ndim - 1] == src->shape[2] &&
               cache->shape[cache->ndim - 2] == src->shape[1] && rt_tensor_is_contiguous(cache),
-          "kv_store: cache must be contiguous f32/f16 [..., kvh, hd] matching src");
+          "kv_store: cache must be contiguous f32/f16/bf16 [..., kvh, hd] matching src");
     rt_op_args a = {.dst = cache, .src = {src, slots}};
     return rt_op_exec(be, RT_OP_KV_STORE, &a);
 }
@@ -166,8 +217,8 @@ int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const
     CHECK(q->ndim == 3 && q->dtype == RT_F32 && dst->dtype == RT_F32 && rt_tensor_same_shape(dst, q),
           "paged_attention: q/dst f32 [T,h,hd]");
     CHECK(k_cache->ndim == 4 && v_cache->ndim == 4 && k_cache->dtype == v_cache->dtype &&
-              (k_cache->dtype == RT_F32 || k_cache->dtype == RT_F16),
-          "paged_attention: caches f32/f16 [num_blocks,B,kvh,hd]");
+              (k_cache->dtype == RT_F32 || k_cache->dtype == RT_F16 || k_cache->dtype == RT_BF16),
+          "paged_attention: caches f32/f16/bf16 [num_blocks,B,kvh,hd]");
     int64_t h = q->shape[1], hd = q->shape[2], kvh = k_cache->shape[2];
     CHECK(kvh > 0 && h % kvh == 0 && k_cache->shape[3] == hd && v_cache->shape[2] == kvh &&
               v_cache->shape[3] == hd && v_cache->shape[0] == k_cache->shape[0] &&

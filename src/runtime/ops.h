@@ -31,7 +31,7 @@
  *              softcap>0. The caller has already stored this step's K/V.
  *   KV_STORE   cache[slots, kvh, hd] (any leading view: [num_blocks, B, kvh, hd]
  *              is slot-major) gets src[T, kvh, hd] row t at slot slots[t] (i32);
- *              slot < 0 skips the row (padding). f32 src into f32/f16 cache.
+ *              slot < 0 skips the row (padding). f32 src into f32/f16/bf16 cache.
  *   PAGED_ATTENTION  dst[T,h,hd] f32 = causal GQA attention for a varlen batch
  *              of sequences over a paged cache k/v[num_blocks, B, kvh, hd].
  *              Sequence s owns query rows [qsl[s], qsl[s+1]) (qsl i32[S+1])

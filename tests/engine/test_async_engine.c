@@ -1,7 +1,8 @@
 /* Async engine: 64 requests submitted from 4 threads (at most 16 in flight
  * per thread pool of the engine) give the same greedy and seeded tokens as
  * the sync engine; aborts from a callback and from another thread finish the
- * request with "abort"; shutdown with work pending delivers final deltas. */
+ * request with "abort"; shutdown with work pending delivers final deltas.
+ * Each also with the engine's async scheduling on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,8 +58,11 @@ static void prompt_of(int i, int32_t *p, int32_t *n) {
     for (int j = 0; j < *n; j++) p[j] = (int32_t)((i * 131 + j * 17) % 384);
 }
 
+static bool g_async_sched; /* the engine's async scheduling (runner worker) */
+
 static eng_params params(void) {
     eng_params ep = eng_params_default();
+    ep.async_scheduling = g_async_sched;
     ep.model = FIXTURE;
     ep.n_threads = 2;
     ep.max_num_seqs = 16;
@@ -106,6 +110,7 @@ static void test_async_matches_sync(void **st) {
     (void)st;
     /* reference: the sync engine, all at once */
     eng_params ep = params();
+    ep.async_scheduling = false;
     eng_engine *e = eng_create(&ep);
     if (!e) fail_msg("%s", vc_err_msg());
     int32_t ref[NREQ][GEN], nref[NREQ] = {0};
@@ -130,6 +135,7 @@ static void test_async_matches_sync(void **st) {
     memset(&g, 0, sizeof g);
     pthread_mutex_init(&g.mu, NULL);
     pthread_cond_init(&g.cv, NULL);
+    ep.async_scheduling = g_async_sched;
     aeng *a = aeng_create(&ep);
     assert_non_null(a);
     static ctx_t ctx[NREQ];
@@ -183,10 +189,79 @@ static void test_abort_and_shutdown(void **st) {
     assert_non_null(g.reason[2]);
 }
 
+/* n > 1 through the async engine: three children on one callback, each
+ * finished once, the parent's end flagged on the very last delta. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n_tok[3], finished[3], parent_done, calls_after_done;
+} fan_t;
+
+static void on_fan(void *user, const eng_output *o) {
+    fan_t *f = user;
+    pthread_mutex_lock(&f->mu);
+    if (f->parent_done) f->calls_after_done++;
+    if (o->index >= 0 && o->index < 3) {
+        f->n_tok[o->index] += o->n_token_ids;
+        f->finished[o->index] += o->finished;
+    }
+    if (o->parent_finished) {
+        f->parent_done = 1;
+        pthread_cond_broadcast(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void test_fanout(void **st) {
+    (void)st;
+    for (int mode = 0; mode < 2; mode++) {
+        g_async_sched = mode == 1;
+        eng_params ep = params();
+        aeng *a = aeng_create(&ep);
+        assert_non_null(a);
+        static fan_t f;
+        memset(&f, 0, sizeof f);
+        pthread_mutex_init(&f.mu, NULL);
+        pthread_cond_init(&f.cv, NULL);
+        int32_t p[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        ereq_sampling sp = sampling(0);
+        sp.n = 3;
+        int64_t id;
+        assert_int_equal(aeng_submit_tokens(a, p, 8, &sp, on_fan, &f, &id), 0);
+        pthread_mutex_lock(&f.mu);
+        while (!f.parent_done) pthread_cond_wait(&f.cv, &f.mu);
+        pthread_mutex_unlock(&f.mu);
+        aeng_free(a);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(f.n_tok[i], GEN);
+            assert_int_equal(f.finished[i], 1);
+        }
+        assert_int_equal(f.calls_after_done, 0);
+    }
+    g_async_sched = false;
+}
+
+/* The same with async scheduling: the engine thread pipelines steps on
+ * the runner's worker. */
+static void test_async_sched_matches_sync(void **st) {
+    g_async_sched = true;
+    test_async_matches_sync(st);
+    g_async_sched = false;
+}
+
+static void test_async_sched_abort_and_shutdown(void **st) {
+    g_async_sched = true;
+    test_abort_and_shutdown(st);
+    g_async_sched = false;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_async_matches_sync),
         cmocka_unit_test(test_abort_and_shutdown),
+        cmocka_unit_test(test_async_sched_matches_sync),
+        cmocka_unit_test(test_async_sched_abort_and_shutdown),
+        cmocka_unit_test(test_fanout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,6 +155,34 @@ static void test_batch_invariance(void **st) {
     }
 }
 
+/* Tensor parallelism through the engine: 2 ranks (CPU threads) give the
+ * same greedy tokens as 1 on the 16 requests, sync and async-scheduled,
+ * with chunked prefill and prefix caching (f32 weights: the all-reduce
+ * order moves only last bits, far from every greedy margin here). */
+static void test_tensor_parallel(void **st) {
+    (void)st;
+    prompt_t p[NREQ];
+    make_prompts(p);
+    ereq_sampling sp = ereq_sampling_default();
+    sp.temperature = 0.0f;
+    sp.max_tokens = GEN;
+    sp.ignore_eos = true;
+    int all[NREQ];
+    for (int i = 0; i < NREQ; i++) all[i] = i;
+    results one, two;
+    eng_params ep = params(64, true, 64 << 20);
+    run(&ep, p, all, NREQ, &sp, &one, NULL);
+    ep.tensor_parallel_size = 2;
+    run(&ep, p, all, NREQ, &sp, &two, NULL);
+    check_same(&one, &two, "tp=2");
+    ep.async_scheduling = true;
+    run(&ep, p, all, NREQ, &sp, &two, NULL);
+    check_same(&one, &two, "tp=2 async");
+    ep.tensor_parallel_size = 3; /* 4 heads, 2 KV heads: refused */
+    assert_null(eng_create(&ep));
+    assert_non_null(strstr(vc_err_msg(), "must divide"));
+}
+
 static void test_seeded_reproducible(void **st) {
     (void)st;
     prompt_t p[NREQ];
@@ -410,6 +438,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_seeded_reproducible),
+        cmocka_unit_test(test_tensor_parallel),
         cmocka_unit_test(test_shared_prefix),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_logprobs),

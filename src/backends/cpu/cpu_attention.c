@@ -28,6 +28,7 @@
 #define MAX_SPLITS 16
 
 static inline float kv_at(const cpu_attn_job *j, const char *row, int64_t i) {
+    if (j->kv_f16 == 2) return rt_bf16_to_f32(((const uint16_t *)row)[i]);
     return j->kv_f16 ? rt_f16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
 }
 

@@ -9,12 +9,18 @@
 
 #define KCHUNK 64
 
+/* f16: 0 f32, 1 f16, 2 bf16 (cpu_attn_job.kv_f16) */
 static inline __m256 load8(const char *row, int64_t i, int f16) {
+    if (f16 == 2) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
     return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)))
                : _mm256_loadu_ps((const float *)row + i);
 }
 
 static inline float load1(const char *row, int64_t i, int f16) {
+    if (f16 == 2) return rt_bf16_to_f32(((const uint16_t *)row)[i]);
     return f16 ? _cvtsh_ss(((const uint16_t *)row)[i]) : ((const float *)row)[i];
 }
 

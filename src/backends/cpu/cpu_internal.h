@@ -79,7 +79,7 @@ typedef struct {
     const int32_t *bt;
     int64_t B;
     size_t k_blk, v_blk;
-    int kv_f16;                /* cache dtype: 0 f32, 1 f16 */
+    int kv_f16;                /* cache dtype: 0 f32, 1 f16, 2 bf16 */
     int64_t hd, lo, hi;        /* keys lo..hi inclusive */
     float scale, softcap;
     float *out;                /* head h at out + h*out_stride, [hd] each */

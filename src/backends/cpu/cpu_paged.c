@@ -33,6 +33,9 @@ static void store_task(void *ctxp, int64_t t, int thread) {
     if (j->cache->dtype == RT_F16) {
         uint16_t *d = (uint16_t *)j->cache->data + (int64_t)s * j->row;
         for (int64_t i = 0; i < j->row; i++) d[i] = rt_f32_to_f16(x[i]);
+    } else if (j->cache->dtype == RT_BF16) {
+        uint16_t *d = (uint16_t *)j->cache->data + (int64_t)s * j->row;
+        for (int64_t i = 0; i < j->row; i++) d[i] = rt_f32_to_bf16(x[i]);
     } else {
         memcpy((float *)j->cache->data + (int64_t)s * j->row, x, (size_t)j->row * sizeof(float));
     }
@@ -106,7 +109,7 @@ static void paged_task(void *ctxp, int64_t task, int thread) {
         .B = kc->shape[1],
         .k_blk = (size_t)kc->stride[0],
         .v_blk = (size_t)vc->stride[0],
-        .kv_f16 = kc->dtype == RT_F16,
+        .kv_f16 = kc->dtype == RT_F16 ? 1 : kc->dtype == RT_BF16 ? 2 : 0,
         .hd = o->hd,
         .lo = r->lo,
         .hi = r->pos,
@@ -166,8 +169,8 @@ int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a) {
     paged_op o = {.k = c->k, .a = a, .T = q->shape[0], .h = q->shape[1], .kvh = kc->shape[2],
                   .hd = q->shape[2], .max_blocks = bt->shape[1]};
     int64_t B = kc->shape[1], num_blocks = kc->shape[0], S = bt->shape[0];
-    int64_t es = kc->dtype == RT_F16 ? 2 : 4;
-    if (kc->dtype != RT_F32 && kc->dtype != RT_F16)
+    int64_t es = kc->dtype == RT_F32 ? 4 : 2;
+    if (kc->dtype != RT_F32 && kc->dtype != RT_F16 && kc->dtype != RT_BF16)
         return vc_err_set(VC_ERR_UNSUPPORTED, "paged attention: cache dtype %s", rt_dtype_name(kc->dtype));
     if (o.hd > CPU_ATTN_MAX_HD)
         return vc_err_set(VC_ERR_UNSUPPORTED, "paged attention: head_dim %lld > %d", (long long)o.hd,

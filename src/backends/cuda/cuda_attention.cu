@@ -20,9 +20,12 @@
  */
 #include "backends/cuda/cuda_internal.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 #include <string.h>
+
+#include <type_traits>
 
 #define ATT_THREADS 128
 #define ATT_MAX_HD 1024
@@ -31,6 +34,7 @@
 
 __device__ __forceinline__ float kv_ld(const float *p) { return *p; }
 __device__ __forceinline__ float kv_ld(const __half *p) { return __half2float(*p); }
+__device__ __forceinline__ float kv_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 
 typedef struct {
     const char *q, *k, *v;
@@ -62,6 +66,7 @@ __device__ __forceinline__ const char *kv_pos(const att_args &a, const char *bas
 }
 
 template <typename KV, bool PAGED> __global__ void __launch_bounds__(ATT_THREADS) k_attn(att_args a) {
+    CUDA_PDL_ENTER();
     extern __shared__ float sm[];
     const int hd = a.hd, tk = a.tk, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int nw = ATT_THREADS / 32;
@@ -159,10 +164,12 @@ static int attn_launch(cuda_ctx *c, att_args *aa, rt_dtype kvt, bool paged, int6
     if (rows > 65535) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda attention: more than 65535 query rows");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     dim3 grid((unsigned)h, (unsigned)rows);
-    if (kvt == RT_F16 && paged) k_attn<__half, true><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else if (kvt == RT_F16) k_attn<__half, false><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else if (paged) k_attn<float, true><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
-    else k_attn<float, false><<<grid, ATT_THREADS, smem, c->stream>>>(*aa);
+    if (kvt == RT_F16 && paged) cuda_launch(k_attn<__half, true>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (kvt == RT_F16) cuda_launch(k_attn<__half, false>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (kvt == RT_BF16 && paged) cuda_launch(k_attn<__nv_bfloat16, true>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (kvt == RT_BF16) cuda_launch(k_attn<__nv_bfloat16, false>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else if (paged) cuda_launch(k_attn<float, true>, grid, ATT_THREADS, smem, c->stream, *aa);
+    else cuda_launch(k_attn<float, false>, grid, ATT_THREADS, smem, c->stream, *aa);
     CU_LAUNCHED();
     return VC_OK;
 }
@@ -193,11 +200,11 @@ extern "C" int cuda_op_attention(rt_backend *be, const rt_op_args *a) {
     if (cuda_check_dev(dst, "attention") || cuda_check_dev(q, "attention") || cuda_check_dev(kc, "attention") ||
         cuda_check_dev(vc, "attention"))
         return VC_ERR_INVALID;
-    if (kc->dtype != RT_F32 && kc->dtype != RT_F16)
+    if (kc->dtype != RT_F32 && kc->dtype != RT_F16 && kc->dtype != RT_BF16)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda attention: cache dtype %s", rt_dtype_name(kc->dtype));
     int64_t n = q->shape[0], h = q->shape[1], hd = q->shape[2];
     if (hd > ATT_MAX_HD) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda attention: head_dim > %d", ATT_MAX_HD);
-    size_t es = kc->dtype == RT_F16 ? 2 : 4;
+    size_t es = kc->dtype == RT_F32 ? 4 : 2;
     if (q->stride[2] != 4 || dst->stride[2] != 4 || kc->stride[2] != (int64_t)es || vc->stride[2] != (int64_t)es)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda attention: head rows must be contiguous");
     if (n == 0 || h == 0 || hd == 0) return VC_OK;
@@ -224,11 +231,14 @@ extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
     if (cuda_check_dev(dst, "paged attention")) return VC_ERR_INVALID;
     int64_t T = q->shape[0], h = q->shape[1], hd = q->shape[2];
     if (hd > ATT_MAX_HD) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: head_dim > %d", ATT_MAX_HD);
-    size_t es = kc->dtype == RT_F16 ? 2 : 4;
+    size_t es = kc->dtype == RT_F32 ? 4 : 2;
     if (q->stride[2] != 4 || dst->stride[2] != 4 || kc->stride[3] != (int64_t)es || vc->stride[3] != (int64_t)es ||
         !rt_tensor_is_contiguous(bt) || !rt_tensor_is_contiguous(qsl) || !rt_tensor_is_contiguous(sl))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: head rows and metadata must be contiguous");
     if (T == 0 || h == 0 || hd == 0) return VC_OK;
+    if (bt->shape[0] <= 0) return vc_err_set(VC_ERR_INVALID, "cuda paged attention: no sequences");
+    if (cuda_fd_eligible(q, kc, vc))
+        return cuda_fd_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
     att_args aa = args_common(dst, q, kc, vc, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
     aa.k_s0 = kc->stride[0];
     aa.k_sb = kc->stride[1];
@@ -254,6 +264,7 @@ extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
 template <typename KV>
 __global__ void k_kv_store(KV *cache, const char *src, int64_t s_s0, int64_t s_s1, const int32_t *slots,
                            int64_t kvh, int64_t hd, int64_t n_slots, int64_t total, int *flags) {
+    CUDA_PDL_ENTER();
     int64_t row = kvh * hd;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -265,7 +276,8 @@ __global__ void k_kv_store(KV *cache, const char *src, int64_t s_s0, int64_t s_s
             continue;
         }
         float v = *(const float *)(src + t * s_s0 + (e / hd) * s_s1 + (e % hd) * 4);
-        if constexpr (sizeof(KV) == 2) cache[s * row + e] = __float2half_rn(v);
+        if constexpr (std::is_same<KV, __half>::value) cache[s * row + e] = __float2half_rn(v);
+        else if constexpr (std::is_same<KV, __nv_bfloat16>::value) cache[s * row + e] = __float2bfloat16_rn(v);
         else cache[s * row + e] = v;
     }
 }
@@ -285,11 +297,14 @@ extern "C" int cuda_op_kv_store(rt_backend *be, const rt_op_args *a) {
     unsigned g = cuda_blocks(total, 256);
     const char *sp = (const char *)src->data;
     const int32_t *sl = (const int32_t *)slots->data;
-    if (cache->dtype == RT_F16)
-        k_kv_store<__half><<<g, 256, 0, c->stream>>>((__half *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
+    if (cache->dtype == RT_BF16)
+        cuda_launch(k_kv_store<__nv_bfloat16>, g, 256, 0, c->stream, (__nv_bfloat16 *)cache->data, sp, src->stride[0],
+                                                             src->stride[1], sl, kvh, hd, n_slots, total, c->d_flags);
+    else if (cache->dtype == RT_F16)
+        cuda_launch(k_kv_store<__half>, g, 256, 0, c->stream, (__half *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
                                                      hd, n_slots, total, c->d_flags);
     else
-        k_kv_store<float><<<g, 256, 0, c->stream>>>((float *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
+        cuda_launch(k_kv_store<float>, g, 256, 0, c->stream, (float *)cache->data, sp, src->stride[0], src->stride[1], sl, kvh,
                                                     hd, n_slots, total, c->d_flags);
     CU_LAUNCHED();
     return VC_OK;

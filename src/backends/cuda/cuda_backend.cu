@@ -9,8 +9,11 @@
  * stream, a block freed while kernels still use it is reused only after
  * them. The pool gives memory back when the backend is destroyed.
  *
- * Copies: host<->device copies return when the host side may be reused or
- * read (the stream is synchronised); device->device copies are queued.
+ * Copies: device->host copies return when the host may read the data (the
+ * stream is synchronised: the one sync of a decode step). Host->device
+ * copies of up to CUDA_STAGE_CHUNK_BYTES are staged through pinned memory
+ * and queued without a sync (the host buffer may be reused at once); larger
+ * ones wait for the copy. device->device copies are queued.
  */
 #include "backends/cuda/cuda_internal.h"
 
@@ -23,6 +26,8 @@ extern "C" {
 #include <string.h>
 
 extern "C" void cuda_backend_register(void);
+
+bool cuda_pdl_enabled = true;
 
 int cuda_fail(cudaError_t e, const char *expr, const char *file, int line) {
     return vc_err_set(VC_ERR_RUNTIME, "%s:%d: %s: %s (%s)", file, line, expr, cudaGetErrorString(e),
@@ -61,6 +66,10 @@ int cuda_check_dev(const rt_tensor *t, const char *op) {
 
 void *cuda_tmp_alloc(cuda_ctx *c, size_t bytes) {
     void *p = NULL;
+    if (c->capturing) {
+        vc_err_set(VC_ERR_UNSUPPORTED, "cuda: an op needs a fresh allocation while a graph is recorded");
+        return NULL;
+    }
     cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, c->pool, c->stream);
     if (e != cudaSuccess) {
         vc_err_set(VC_ERR_OOM, "cuda: cannot allocate %zu bytes: %s", bytes, cudaGetErrorString(e));
@@ -112,6 +121,22 @@ static int cuda_drain(cuda_ctx *c) {
     return VC_OK;
 }
 
+/* Queue a host->device copy of n <= CUDA_STAGE_CHUNK_BYTES bytes through
+ * the pinned staging chunks (see cuda_ctx). */
+static int cuda_upload(cuda_ctx *c, void *dst, const void *src, size_t n) {
+    if (c->stage_fill + n > CUDA_STAGE_CHUNK_BYTES) {
+        c->stage_cur = (c->stage_cur + 1) % CUDA_STAGE_CHUNKS;
+        CU_TRY(cudaEventSynchronize(c->stage_ev[c->stage_cur])); /* its last copies are done */
+        c->stage_fill = 0;
+    }
+    char *p = c->stage + (size_t)c->stage_cur * CUDA_STAGE_CHUNK_BYTES + c->stage_fill;
+    memcpy(p, src, n);
+    CU_TRY(cudaMemcpyAsync(dst, p, n, cudaMemcpyHostToDevice, c->stream));
+    CU_TRY(cudaEventRecord(c->stage_ev[c->stage_cur], c->stream));
+    c->stage_fill += (n + 63) & ~(size_t)63;
+    return VC_OK;
+}
+
 static int cuda_copy(rt_backend *be, void *dst, rt_device dst_dev, const void *src, rt_device src_dev,
                      size_t n) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
@@ -120,6 +145,8 @@ static int cuda_copy(rt_backend *be, void *dst, rt_device dst_dev, const void *s
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda copy: unknown device");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     if (n == 0) return VC_OK;
+    if (c->capturing && (dst_dev == RT_DEV_CPU || src_dev == RT_DEV_CPU))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda copy: host copies cannot be recorded in a graph");
     if (dst_dev == RT_DEV_CPU && src_dev == RT_DEV_CPU) {
         CU_TRY(cudaStreamSynchronize(c->stream)); /* host data may come from earlier copies */
         memmove(dst, src, n);
@@ -128,6 +155,7 @@ static int cuda_copy(rt_backend *be, void *dst, rt_device dst_dev, const void *s
     cudaMemcpyKind kind = dst_dev == RT_DEV_CPU   ? cudaMemcpyDeviceToHost
                           : src_dev == RT_DEV_CPU ? cudaMemcpyHostToDevice
                                                   : cudaMemcpyDeviceToDevice;
+    if (kind == cudaMemcpyHostToDevice && n <= CUDA_STAGE_CHUNK_BYTES) return cuda_upload(c, dst, src, n);
     CU_TRY(cudaMemcpyAsync(dst, src, n, kind, c->stream));
     if (kind == cudaMemcpyDeviceToHost) return cuda_drain(c);
     if (kind == cudaMemcpyHostToDevice) CU_TRY(cudaStreamSynchronize(c->stream));
@@ -137,18 +165,70 @@ static int cuda_copy(rt_backend *be, void *dst, rt_device dst_dev, const void *s
 static int cuda_sync(rt_backend *be) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    if (c->capturing) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda: sync while recording a graph");
     return cuda_drain(c);
+}
+
+/* ---- graphs: stream capture of the backend's stream ----------------------- */
+
+static int cuda_graph_begin(rt_backend *be) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    if (c->capturing) return vc_err_set(VC_ERR_INVALID, "cuda: a graph is already being recorded");
+    CU_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    c->capturing = true;
+    return VC_OK;
+}
+
+static int cuda_graph_end(rt_backend *be, void **graph) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    *graph = NULL;
+    if (!c->capturing) return vc_err_set(VC_ERR_INVALID, "cuda: no graph is being recorded");
+    c->capturing = false;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    if (e != cudaSuccess || !g) {
+        (void)cudaGetLastError(); /* capture errors are not sticky: clear them */
+        if (g) cudaGraphDestroy(g);
+        return cuda_fail(e != cudaSuccess ? e : cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture",
+                         __FILE__, __LINE__);
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaGraphInstantiate", __FILE__, __LINE__);
+    *graph = (void *)x;
+    return VC_OK;
+}
+
+static int cuda_graph_launch(rt_backend *be, void *graph) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    CU_TRY(cudaGraphLaunch((cudaGraphExec_t)graph, c->stream));
+    return VC_OK;
+}
+
+static void cuda_graph_free(rt_backend *be, void *graph) {
+    (void)be;
+    if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 static void cuda_destroy(rt_backend *be) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (c) {
         cudaSetDevice(c->device);
+        cuda_profile_report();
+        if (c->xh_ws && c->stream) cudaFreeAsync(c->xh_ws, c->stream);
         if (c->stream) cudaStreamSynchronize(c->stream);
         if (c->blas) cublasDestroy(c->blas);
         if (c->blas_ws) cudaFree(c->blas_ws);
         if (c->d_flags) cudaFree(c->d_flags);
+        if (c->fd_ws) cudaFree(c->fd_ws);
+        if (c->fd_cnt) cudaFree(c->fd_cnt);
         if (c->h_flags) cudaFreeHost(c->h_flags);
+        if (c->stage) cudaFreeHost(c->stage);
+        for (int i = 0; i < CUDA_STAGE_CHUNKS; i++)
+            if (c->stage_ev[i]) cudaEventDestroy(c->stage_ev[i]);
         if (c->stream) cudaStreamDestroy(c->stream);
         if (c->pool) cudaMemPoolTrimTo(c->pool, 0);
         free(c);
@@ -166,7 +246,7 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
     case RT_OP_EMBED: return cuda_has_decoder(a->src[0]->dtype);
     case RT_OP_ATTENTION:
     case RT_OP_PAGED_ATTENTION:
-        return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16) &&
+        return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16 || a->src[1]->dtype == RT_BF16) &&
                a->src[0]->shape[2] <= 1024;
     case RT_OP_COPY: {
         rt_dtype s = a->src[0]->dtype, d = a->dst->dtype;
@@ -195,6 +275,10 @@ static const rt_backend_vtable g_cuda_vt = {
     /* .sync = */ cuda_sync,
     /* .supports_op = */ cuda_supports,
     /* .mem_info = */ cuda_mem_info,
+    /* .graph_begin = */ cuda_graph_begin,
+    /* .graph_end = */ cuda_graph_end,
+    /* .graph_launch = */ cuda_graph_launch,
+    /* .graph_free = */ cuda_graph_free,
 };
 
 static int cuda_init_ctx(cuda_ctx *c, int device) {
@@ -207,13 +291,24 @@ static int cuda_init_ctx(cuda_ctx *c, int device) {
         return vc_err_set(VC_ERR_INVALID, "cuda: device %d out of range (%d devices)", device, n);
     c->device = device;
     CU_TRY(cudaSetDevice(device));
+    CU_TRY(cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount, device));
     CU_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CU_TRY(cudaDeviceGetDefaultMemPool(&c->pool, device));
     uint64_t keep = UINT64_MAX;
     CU_TRY(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    const char *prof = getenv("VLLM_CUDA_PROFILE");
+    if (prof && *prof && strcmp(prof, "0") != 0 && cuda_profile_init() < 0) return VC_ERR_RUNTIME;
+    const char *pdl = getenv("VLLM_CUDA_PDL");
+    cuda_pdl_enabled = !(pdl && !strcmp(pdl, "0"));
     CU_TRY(cudaMalloc((void **)&c->d_flags, sizeof(int)));
+    CU_TRY(cudaMalloc((void **)&c->fd_ws, CUDA_FD_WS_FLOATS(c->n_sm) * sizeof(float)));
+    CU_TRY(cudaMalloc((void **)&c->fd_cnt, 4 * (size_t)c->n_sm * sizeof(int)));
+    CU_TRY(cudaMemset(c->fd_cnt, 0, 4 * (size_t)c->n_sm * sizeof(int)));
     CU_TRY(cudaMemset(c->d_flags, 0, sizeof(int)));
     CU_TRY(cudaMallocHost((void **)&c->h_flags, sizeof(int)));
+    CU_TRY(cudaMallocHost((void **)&c->stage, CUDA_STAGE_CHUNKS * CUDA_STAGE_CHUNK_BYTES));
+    for (int i = 0; i < CUDA_STAGE_CHUNKS; i++)
+        CU_TRY(cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming));
     c->blas_ws_bytes = 32u << 20;
     CU_TRY(cudaMalloc(&c->blas_ws, c->blas_ws_bytes));
     CUBLAS_TRY(cublasCreate(&c->blas));
@@ -257,17 +352,25 @@ static rt_backend *cuda_create(const rt_backend_params *p) {
 
 void cuda_backend_register(void) {
     rt_backend_register(RT_DEV_CUDA, cuda_create);
-    rt_op_register(RT_OP_EMBED, RT_DEV_CUDA, cuda_op_embed);
-    rt_op_register(RT_OP_MATMUL, RT_DEV_CUDA, cuda_op_matmul);
-    rt_op_register(RT_OP_RMSNORM, RT_DEV_CUDA, cuda_op_rmsnorm);
-    rt_op_register(RT_OP_ROPE, RT_DEV_CUDA, cuda_op_rope);
-    rt_op_register(RT_OP_GLU, RT_DEV_CUDA, cuda_op_glu);
-    rt_op_register(RT_OP_ADD, RT_DEV_CUDA, cuda_op_add);
-    rt_op_register(RT_OP_SCALE, RT_DEV_CUDA, cuda_op_scale);
-    rt_op_register(RT_OP_SOFTMAX, RT_DEV_CUDA, cuda_op_softmax);
-    rt_op_register(RT_OP_ATTENTION, RT_DEV_CUDA, cuda_op_attention);
-    rt_op_register(RT_OP_COPY, RT_DEV_CUDA, cuda_op_copy);
-    rt_op_register(RT_OP_ARGMAX, RT_DEV_CUDA, cuda_op_argmax);
-    rt_op_register(RT_OP_KV_STORE, RT_DEV_CUDA, cuda_op_kv_store);
-    rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CUDA, cuda_op_paged_attention);
+    static rt_op_fn fns[RT_OP_COUNT];
+    fns[RT_OP_EMBED] = cuda_op_embed;
+    fns[RT_OP_MATMUL] = cuda_op_matmul;
+    fns[RT_OP_RMSNORM] = cuda_op_rmsnorm;
+    fns[RT_OP_ROPE] = cuda_op_rope;
+    fns[RT_OP_GLU] = cuda_op_glu;
+    fns[RT_OP_ADD] = cuda_op_add;
+    fns[RT_OP_SCALE] = cuda_op_scale;
+    fns[RT_OP_SOFTMAX] = cuda_op_softmax;
+    fns[RT_OP_ATTENTION] = cuda_op_attention;
+    fns[RT_OP_COPY] = cuda_op_copy;
+    fns[RT_OP_ARGMAX] = cuda_op_argmax;
+    fns[RT_OP_KV_STORE] = cuda_op_kv_store;
+    fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
+    const char *prof = getenv("VLLM_CUDA_PROFILE");
+    if (prof && *prof && strcmp(prof, "0") != 0) {
+        cuda_profile_install(fns);
+        return;
+    }
+    for (int o = 0; o < RT_OP_COUNT; o++)
+        if (fns[o]) rt_op_register((rt_op)o, RT_DEV_CUDA, fns[o]);
 }

@@ -24,6 +24,7 @@ __device__ __forceinline__ float gelu_tanh(float g) {
 
 template <int K>
 __global__ void k_ew(cuda_view y, cuda_view a, cuda_view b, int64_t len, int64_t total, float s, int flat) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         float *py;
@@ -62,10 +63,10 @@ static int ew_run(rt_backend *be, int kind, const rt_op_args *a, const char *nam
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     unsigned g = cuda_blocks(total, EW_THREADS);
     switch (kind) {
-    case EW_GLU_SILU: k_ew<EW_GLU_SILU><<<g, EW_THREADS, 0, c->stream>>>(vy, va, vb, len, total, s, flat); break;
-    case EW_GLU_GELU: k_ew<EW_GLU_GELU><<<g, EW_THREADS, 0, c->stream>>>(vy, va, vb, len, total, s, flat); break;
-    case EW_ADD: k_ew<EW_ADD><<<g, EW_THREADS, 0, c->stream>>>(vy, va, vb, len, total, s, flat); break;
-    default: k_ew<EW_SCALE><<<g, EW_THREADS, 0, c->stream>>>(vy, va, vb, len, total, s, flat); break;
+    case EW_GLU_SILU: cuda_launch(k_ew<EW_GLU_SILU>, g, EW_THREADS, 0, c->stream, vy, va, vb, len, total, s, flat); break;
+    case EW_GLU_GELU: cuda_launch(k_ew<EW_GLU_GELU>, g, EW_THREADS, 0, c->stream, vy, va, vb, len, total, s, flat); break;
+    case EW_ADD: cuda_launch(k_ew<EW_ADD>, g, EW_THREADS, 0, c->stream, vy, va, vb, len, total, s, flat); break;
+    default: cuda_launch(k_ew<EW_SCALE>, g, EW_THREADS, 0, c->stream, vy, va, vb, len, total, s, flat); break;
     }
     CU_LAUNCHED();
     return VC_OK;
@@ -100,6 +101,7 @@ __device__ __forceinline__ void st_any(rt_dtype t, char *p, float v) {
 /* Element-wise between plain dtypes: convert (st != dt) or move es bytes. */
 __global__ void k_copy_plain(cuda_view d, cuda_view s, rt_dtype dt, rt_dtype st, int es, int64_t len,
                              int64_t total) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / len, j = i % len;
@@ -114,6 +116,7 @@ __global__ void k_copy_plain(cuda_view d, cuda_view s, rt_dtype dt, rt_dtype st,
 
 /* Row bytes of a quantized tensor, one thread per byte (same dtype). */
 __global__ void k_copy_rows(cuda_view d, cuda_view s, int64_t row_bytes, int64_t total) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / row_bytes, j = i % row_bytes;
@@ -123,6 +126,7 @@ __global__ void k_copy_rows(cuda_view d, cuda_view s, int64_t row_bytes, int64_t
 
 /* quantized -> f32, one thread per unit of 32 values. */
 template <rt_dtype T> __global__ void k_dequant_rows(cuda_view d, cuda_view s, int64_t units_per_row, int64_t total) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / units_per_row, u = i % units_per_row;
@@ -160,21 +164,21 @@ extern "C" int cuda_op_copy(rt_backend *be, const rt_op_args *a) {
     cuda_view vd = cuda_view_of(d), vs = cuda_view_of(s);
     if (sq && dq) {
         int64_t rb = (int64_t)rt_dtype_row_bytes(s->dtype, len), total = rb * nrows;
-        k_copy_rows<<<cuda_blocks(total, EW_THREADS), EW_THREADS, 0, c->stream>>>(vd, vs, rb, total);
+        cuda_launch(k_copy_rows, cuda_blocks(total, EW_THREADS), EW_THREADS, 0, c->stream, vd, vs, rb, total);
     } else if (sq) {
         if (d->stride[d->ndim - 1] != 4)
             return vc_err_set(VC_ERR_UNSUPPORTED, "cuda copy: dequantized rows must be contiguous");
         int64_t upr = len / 32, total = upr * nrows;
         unsigned g = cuda_blocks(total, 128);
         switch (s->dtype) {
-#define X(T) case T: k_dequant_rows<T><<<g, 128, 0, c->stream>>>(vd, vs, upr, total); break;
+#define X(T) case T: cuda_launch(k_dequant_rows<T>, g, 128, 0, c->stream, vd, vs, upr, total); break;
             CUDA_FOR_QUANT(X)
 #undef X
         default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda copy: %s", stt->name);
         }
     } else {
         int64_t total = len * nrows;
-        k_copy_plain<<<cuda_blocks(total, EW_THREADS), EW_THREADS, 0, c->stream>>>(
+        cuda_launch(k_copy_plain, cuda_blocks(total, EW_THREADS), EW_THREADS, 0, c->stream, 
             vd, vs, d->dtype, s->dtype, stt->block_bytes, len, total);
     }
     CU_LAUNCHED();
@@ -187,6 +191,7 @@ extern "C" int cuda_op_copy(rt_backend *be, const rt_op_args *a) {
 template <rt_dtype T>
 __global__ void k_embed(cuda_view dst, const char *table, int64_t tstride, const int32_t *ids, int64_t V,
                         int64_t dim, int *flags) {
+    CUDA_PDL_ENTER();
     int64_t t = blockIdx.y;
     int32_t id = ids[t];
     float *out = (float *)cuda_row(dst, t);
@@ -249,10 +254,10 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     const char *tb = (const char *)table->data;
     int64_t ts = table->stride[0];
     switch (table->dtype) {
-    case RT_F32: k_embed<RT_F32><<<grid, 128, 0, c->stream>>>(vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-    case RT_F16: k_embed<RT_F16><<<grid, 128, 0, c->stream>>>(vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-    case RT_BF16: k_embed<RT_BF16><<<grid, 128, 0, c->stream>>>(vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-#define X(T) case T: k_embed<T><<<grid, 128, 0, c->stream>>>(vd, tb, ts, d_ids, V, dim, c->d_flags); break;
+    case RT_F32: cuda_launch(k_embed<RT_F32>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
+    case RT_F16: cuda_launch(k_embed<RT_F16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
+    case RT_BF16: cuda_launch(k_embed<RT_BF16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
+#define X(T) case T: cuda_launch(k_embed<T>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
         CUDA_FOR_QUANT(X)
 #undef X
     default: break;

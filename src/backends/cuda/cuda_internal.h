@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -54,8 +55,13 @@ extern "C" {
 /* Max tokens of the GEMV path; larger batches go to cuBLAS. */
 #define CUDA_GEMV_MAX_N 8
 
+/* Pinned staging for host->device uploads (see cuda_ctx). */
+#define CUDA_STAGE_CHUNKS 4
+#define CUDA_STAGE_CHUNK_BYTES ((size_t)4 << 20)
+
 typedef struct {
     int device;
+    int n_sm; /* streaming multiprocessors (work sizing) */
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws; /* cuBLAS workspace, allocated once (32 MiB, Hopper's recommendation) */
@@ -63,7 +69,25 @@ typedef struct {
     cudaMemPool_t pool; /* the device's default pool, release threshold raised to "never" */
     int *d_flags;       /* [1] device error flags */
     int *h_flags;       /* [1] pinned host mirror */
+    /* Pinned staging for asynchronous host->device copies: CUDA_STAGE_CHUNKS
+     * chunks used round-robin; stage_ev[i] is recorded after every copy out
+     * of chunk i, and a chunk is refilled only once its event completed. */
+    char *stage;
+    size_t stage_fill; /* bytes used in the current chunk */
+    int stage_cur;
+    cudaEvent_t stage_ev[CUDA_STAGE_CHUNKS];
+    /* Graph recording (graph_begin .. graph_end): ops must not allocate or
+     * copy to/from the host meanwhile; they use the persistent workspaces. */
+    bool capturing;
+    float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
+    int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
+    void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
+    size_t xh_bytes;
 } cuda_ctx;
+
+/* Partials of the split-KV attention never exceed 64 * n_sm (row, head,
+ * split) triples of hd + 2 <= 258 floats (see cuda_paged_attn.cu). */
+#define CUDA_FD_WS_FLOATS(n_sm) ((size_t)64 * (size_t)(n_sm) * 258)
 
 /* Record a CUDA / cuBLAS failure with its location; returns VC_ERR_RUNTIME. */
 int cuda_fail(cudaError_t e, const char *expr, const char *file, int line);
@@ -90,7 +114,7 @@ int cuda_enter(const cuda_ctx *c);
 
 /* Stream-ordered temporary device memory for one op (freed with cuda_tmp_free
  * on the same stream, so it may be released before the kernels using it
- * ran). NULL + vc_err on failure. */
+ * ran). NULL + vc_err on failure, and always while recording a graph. */
 void *cuda_tmp_alloc(cuda_ctx *c, size_t bytes);
 void cuda_tmp_free(cuda_ctx *c, void *p);
 
@@ -120,6 +144,42 @@ __host__ __device__ static inline char *cuda_row(const cuda_view &v, int64_t r) 
 /* Checks that a tensor's data is device memory of this backend. */
 int cuda_check_dev(const rt_tensor *t, const char *op);
 
+/* Programmatic dependent launch (Hopper): a kernel launched with
+ * cuda_launch() may be scheduled while the previous kernel of the stream is
+ * still running; it waits at its first statement (CUDA_PDL_ENTER, which
+ * every kernel of the backend starts with) until that kernel completed and
+ * its memory is visible, then lets its own successor launch. This hides
+ * the launch gap between the ~20 small kernels of a decode layer (also
+ * inside CUDA graphs). The wait is a no-op for a kernel launched plainly.
+ * VLLM_CUDA_PDL=0 launches plainly (cuda_pdl_enabled). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CUDA_PDL_ENTER() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define CUDA_PDL_ENTER() ((void)0)
+#endif
+
+extern bool cuda_pdl_enabled;
+
+template <typename... KArgs, typename... Args>
+static inline void cuda_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                               Args... args) {
+    if (!cuda_pdl_enabled) {
+        kernel<<<grid, block, smem, st>>>(args...);
+        return;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...); /* errors: cudaGetLastError (CU_LAUNCHED) */
+}
+
 /* Blocks of `threads` to cover n items, capped for 1-D grids. */
 static inline unsigned cuda_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
@@ -142,6 +202,18 @@ int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
 }
+
+/* Flash-decoding PAGED_ATTENTION (cuda_paged_attn.cu) for the shapes it
+ * takes (cuda_fd_eligible); the tiled kernel handles the rest. */
+bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc);
+int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
+                const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
+                int32_t window);
+
+/* VLLM_CUDA_PROFILE (cuda_profile.cu): per-op GPU time from CUDA events. */
+void cuda_profile_install(const rt_op_fn *real);
+int cuda_profile_init(void);
+void cuda_profile_report(void);
 
 /* What the kernels handle (the answer behind supports_op). */
 bool cuda_matmul_supports(rt_dtype w);

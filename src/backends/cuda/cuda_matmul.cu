@@ -1,10 +1,12 @@
 /* cuda_matmul — MATMUL: y[n,out] = x[n,in] f32 · W[out,in]^T (+ bias[out]).
  *
  * Two paths:
- *  - n <= CUDA_GEMV_MAX_N (decode): a GEMV kernel, one warp per weight row,
- *    that decodes W on the fly (f32/f16/bf16 elements, 16-byte loads of 8
+ *  - n <= CUDA_GEMV_MAX_N (decode): a GEMV kernel, KS warps per weight row
+ *    (KS from the shape: several for matrices with few rows), that decodes W
+ *    on the fly (f32/f16/bf16 elements, 16-byte loads of 8
  *    halves when aligned, or 32-value units of the GGUF block formats via
- *    cuda_dequant.cuh) and dots it with up to 8 f32 activation rows in f32.
+ *    cuda_dequant.cuh) and dots it with up to CUDA_GEMV_MAX_N (8) f32 activation rows in f32 (at 16 rows the
+ *    x reads made it slower than cuBLAS: measured on the H200).
  *    W is read from memory once per call.
  *  - larger n (prefill): cuBLAS. f32 W: SGEMM in plain fp32 (default math
  *    mode, so no TF32). f16 / bf16 W: x is converted to W's type and
@@ -46,6 +48,7 @@ __device__ __forceinline__ void gemv_store(float *acc, int n, int64_t r, float *
 template <rt_dtype T>
 __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
                              int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    CUDA_PDL_ENTER();
     int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
     if (r >= out) return;
     const char *wr = w + r * w_stride;
@@ -60,65 +63,133 @@ __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, in
     gemv_store(acc, n, r, y, y_ld, bias);
 }
 
-/* f16/bf16 rows with 16-byte aligned rows, x and in % 8 == 0: each lane
- * loads 8 weights (one uint4) and 2 float4 of every x row per step. */
-template <rt_dtype T>
-__global__ void k_gemv_half_v8(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
-                               int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
-    int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (r >= out) return;
-    const uint4 *wr = (const uint4 *)(w + r * w_stride);
-    float acc[CUDA_GEMV_MAX_N] = {0};
-    for (int64_t c = threadIdx.x & 31; c < in / 8; c += 32) {
-        uint4 pk = wr[c];
-        const uint16_t *h = (const uint16_t *)&pk;
-        float wv[8];
+/* K-split GEMV (f16/bf16 with 16-byte aligned rows and x, and the GGUF
+ * block formats): a block of 8 warps serves 8/KS rows, each row by KS warps
+ * that take interleaved slices of its 8-value groups (group c of the row
+ * is values 8c..8c+7; warp k of the row takes c = 32k + lane, + 32*KS, ...).
+ * The KS partial sums meet in shared memory. KS > 1 is for matrices with
+ * few rows (a decode layer of a small model has 1-3k), where one warp per
+ * row leaves most of the GPU idle and far too few loads in flight; KS is
+ * chosen from the shape only, so a row's result does not depend on n. */
+#define GEMV_BLOCK 256
+
+/* acc[t] += w[8 values] . x_t[8c .. 8c+7] for the n <= CUDA_GEMV_MAX_N token rows. */
+template <bool VX>
+__device__ __forceinline__ void gemv_fma8(float *acc, const float *wv, const float *x, int64_t x_ld, int64_t c, int n) {
 #pragma unroll
-        for (int e = 0; e < 8; e++) wv[e] = ld_plain<T>((const char *)(h + e));
+    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
+        if (t >= n) break;
+        const float *xs = x + t * x_ld + c * 8;
+        float s;
+        if (VX) {
+            float4 a = ((const float4 *)xs)[0], b = ((const float4 *)xs)[1];
+            s = wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
+                wv[7] * b.w;
+        } else {
+            s = 0.0f;
 #pragma unroll
-        for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
-            if (t >= n) break;
-            const float4 *xv = (const float4 *)(x + t * x_ld + c * 8);
-            float4 a = xv[0], b = xv[1];
-            acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y +
-                      wv[6] * b.z + wv[7] * b.w;
+            for (int e = 0; e < 8; e++) s += wv[e] * xs[e];
         }
+        acc[t] += s;
     }
-    gemv_store(acc, n, r, y, y_ld, bias);
 }
 
-/* Quantized rows: lane handles groups of 8 consecutive values (group g =
- * values 8g..8g+7, a quarter of unit g/4), so a warp step covers 256
- * contiguous values and its x reads are coalesced (two float4 per token
- * when VX, i.e. x rows 16-byte aligned). */
-template <rt_dtype T, bool VX>
-__global__ void k_gemv_quant(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
-                             int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
-    int64_t r = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (r >= out) return;
-    const uint8_t *wr = (const uint8_t *)w + r * w_stride;
+/* Reduce the lanes, then the KS warps of each row; store y (+ bias). */
+template <int KS>
+__device__ __forceinline__ void gemv_finish(float *acc, int n, int64_t r, int64_t out, float *y, int64_t y_ld,
+                                            const float *bias) {
+    __shared__ float part[GEMV_BLOCK / 32][CUDA_GEMV_MAX_N];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
+        if (t >= n) break;
+        float s = warp_sum(acc[t]);
+        if (lane == 0) part[warp][t] = s;
+    }
+    __syncthreads();
+    if (warp % KS == 0 && lane < n && r < out) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k++) s += part[warp + k][lane];
+        y[lane * y_ld + r] = s + (bias ? bias[r] : 0.0f);
+    }
+}
+
+template <rt_dtype T, int KS>
+__global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_ks(const char *w, int64_t w_stride, const float *x,
+                                                             int64_t x_ld, float *y, int64_t y_ld, const float *bias,
+                                                             int64_t out, int64_t in, int n) {
+    CUDA_PDL_ENTER();
+    constexpr int RPB = GEMV_BLOCK / 32 / KS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * RPB + warp / KS;
     float acc[CUDA_GEMV_MAX_N] = {0};
-    for (int64_t g = threadIdx.x & 31; g < in / 8; g += 32) {
-        float v[8];
-        dq_span<T, 8>(wr, g >> 2, (int)(g & 3) * 8, v);
+    if (r < out) {
+        const uint4 *wr = (const uint4 *)(w + r * w_stride);
+        const int64_t nc = in / 8, step = 32 * KS;
+        int64_t c = (warp % KS) * 32 + lane;
+        for (; c + step < nc; c += 2 * step) { /* two 16-byte loads in flight per lane */
+            uint4 p0 = wr[c], p1 = wr[c + step];
+            float w0[8], w1[8];
+            const uint16_t *h0 = (const uint16_t *)&p0, *h1 = (const uint16_t *)&p1;
 #pragma unroll
-        for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
-            if (t >= n) break;
-            const float *xs = x + t * x_ld + g * 8;
-            float s;
-            if (VX) {
-                float4 a = ((const float4 *)xs)[0], b = ((const float4 *)xs)[1];
-                s = v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z +
-                    v[7] * b.w;
-            } else {
-                s = 0.0f;
-#pragma unroll
-                for (int e = 0; e < 8; e++) s += v[e] * xs[e];
+            for (int e = 0; e < 8; e++) {
+                w0[e] = ld_plain<T>((const char *)(h0 + e));
+                w1[e] = ld_plain<T>((const char *)(h1 + e));
             }
-            acc[t] += s;
+            gemv_fma8<true>(acc, w0, x, x_ld, c, n);
+            gemv_fma8<true>(acc, w1, x, x_ld, c + step, n);
+        }
+        if (c < nc) {
+            uint4 p0 = wr[c];
+            float w0[8];
+            const uint16_t *h0 = (const uint16_t *)&p0;
+#pragma unroll
+            for (int e = 0; e < 8; e++) w0[e] = ld_plain<T>((const char *)(h0 + e));
+            gemv_fma8<true>(acc, w0, x, x_ld, c, n);
         }
     }
-    gemv_store(acc, n, r, y, y_ld, bias);
+    gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
+}
+
+/* Quantized rows: group c = values 8c..8c+7 (a quarter of 32-value unit
+ * c/4), decoded with dq_span; x reads as two float4 when VX (x rows 16-byte
+ * aligned). */
+template <rt_dtype T, bool VX, int KS>
+__global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_quant(const char *w, int64_t w_stride, const float *x,
+                                                           int64_t x_ld, float *y, int64_t y_ld, const float *bias,
+                                                           int64_t out, int64_t in, int n) {
+    CUDA_PDL_ENTER();
+    constexpr int RPB = GEMV_BLOCK / 32 / KS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * RPB + warp / KS;
+    float acc[CUDA_GEMV_MAX_N] = {0};
+    if (r < out) {
+        const uint8_t *wr = (const uint8_t *)w + r * w_stride;
+        const int64_t nc = in / 8, step = 32 * KS;
+        int64_t c = (warp % KS) * 32 + lane;
+        for (; c + step < nc; c += 2 * step) {
+            float v0[8], v1[8];
+            dq_span<T, 8>(wr, c >> 2, (int)(c & 3) * 8, v0);
+            dq_span<T, 8>(wr, (c + step) >> 2, (int)((c + step) & 3) * 8, v1);
+            gemv_fma8<VX>(acc, v0, x, x_ld, c, n);
+            gemv_fma8<VX>(acc, v1, x, x_ld, c + step, n);
+        }
+        if (c < nc) {
+            float v0[8];
+            dq_span<T, 8>(wr, c >> 2, (int)(c & 3) * 8, v0);
+            gemv_fma8<VX>(acc, v0, x, x_ld, c, n);
+        }
+    }
+    gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
+}
+
+/* Warps per row: enough warps in total to cover the GPU (~32 per SM) while
+ * each warp keeps at least one group of 8 values per lane. */
+static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in) {
+    int ks = 1;
+    while (ks < 8 && out * ks < 32 * (int64_t)c->n_sm && in / 8 >= 64 * ks) ks *= 2;
+    return ks;
 }
 
 __device__ __forceinline__ void st_h(__half *p, float v) { *p = __float2half_rn(v); }
@@ -127,6 +198,7 @@ __device__ __forceinline__ void st_h(__nv_bfloat16 *p, float v) { *p = __float2b
 /* x rows (row stride x_ld floats) -> contiguous [n, in] of type H. */
 template <typename H>
 __global__ void k_to_half(const float *x, int64_t x_ld, H *dst, int64_t in, int64_t total) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / in, k = i % in;
@@ -138,6 +210,7 @@ __global__ void k_to_half(const float *x, int64_t x_ld, H *dst, int64_t in, int6
  * (one 16-byte store; consecutive threads write consecutive groups). */
 template <rt_dtype T>
 __global__ void k_dequant_bf16(const char *w, int64_t w_stride, __nv_bfloat16 *dst, int64_t in, int64_t total) {
+    CUDA_PDL_ENTER();
     int64_t gpr = in / 8;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -152,6 +225,7 @@ __global__ void k_dequant_bf16(const char *w, int64_t w_stride, __nv_bfloat16 *d
 }
 
 __global__ void k_add_bias(float *y, int64_t y_ld, const float *bias, int64_t out, int64_t total) {
+    CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / out, r = i % out;
@@ -166,26 +240,50 @@ static size_t row_stride(const rt_tensor *t) {
     return 0;
 }
 
+template <rt_dtype T, bool VX>
+static void launch_quant(cuda_ctx *c, int ks, unsigned grid, const char *wd, int64_t ws, const float *x, int64_t x_ld,
+                         float *y, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    switch (ks) {
+    case 1: cuda_launch(k_gemv_quant<T, VX, 1>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 2: cuda_launch(k_gemv_quant<T, VX, 2>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 4: cuda_launch(k_gemv_quant<T, VX, 4>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    default: cuda_launch(k_gemv_quant<T, VX, 8>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    }
+}
+
+template <rt_dtype T>
+static void launch_half(cuda_ctx *c, int ks, unsigned grid, const char *wd, int64_t ws, const float *x, int64_t x_ld,
+                        float *y, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    switch (ks) {
+    case 1: cuda_launch(k_gemv_half_ks<T, 1>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 2: cuda_launch(k_gemv_half_ks<T, 2>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 4: cuda_launch(k_gemv_half_ks<T, 4>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    default: cuda_launch(k_gemv_half_ks<T, 8>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    }
+}
+
 static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                 const float *bias, int64_t out, int64_t in, int n) {
-    unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
     const char *wd = (const char *)w->data;
     int64_t ws = w->stride[0];
     bool vx = ((uintptr_t)x & 15) == 0 && (n == 1 || x_ld % 4 == 0);
     bool v8 = (w->dtype == RT_F16 || w->dtype == RT_BF16) && in % 8 == 0 && ws % 16 == 0 &&
-              ((uintptr_t)wd & 15) == 0 && ((uintptr_t)x & 15) == 0 && (n == 1 || x_ld % 4 == 0);
+              ((uintptr_t)wd & 15) == 0 && vx;
+    int ks = gemv_ks(c, out, in);
+    unsigned kgrid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
+    unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
     if (v8 && w->dtype == RT_F16)
-        k_gemv_half_v8<RT_F16><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+        launch_half<RT_F16>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else if (v8)
-        k_gemv_half_v8<RT_BF16><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+        launch_half<RT_BF16>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else switch (w->dtype) {
-#define X(T) case T: k_gemv_plain<T><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+#define X(T) case T: cuda_launch(k_gemv_plain<T>, grid, 32 * GEMV_WARPS, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
         X(RT_F32) X(RT_F16) X(RT_BF16)
 #undef X
-#define X(T)                                                                                              \
-    case T:                                                                                               \
-        if (vx) k_gemv_quant<T, true><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); \
-        else k_gemv_quant<T, false><<<grid, 32 * GEMV_WARPS, 0, c->stream>>>(wd, ws, x, x_ld, y, y_ld, bias, out, in, n); \
+#define X(T)                                                                                    \
+    case T:                                                                                     \
+        if (vx) launch_quant<T, true>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); \
+        else launch_quant<T, false>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);   \
         break;
         CUDA_FOR_QUANT(X)
 #undef X
@@ -195,26 +293,36 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     return VC_OK;
 }
 
+/* The persistent workspace for x in f16/bf16 (cuda_ctx.xh_ws), grown
+ * stream-ordered when needed; while a graph is recorded it cannot grow
+ * (the eager run of the same shape before the recording has grown it). */
+static void *xh_workspace(cuda_ctx *c, size_t bytes) {
+    if (bytes <= c->xh_bytes) return c->xh_ws;
+    size_t want = bytes < ((size_t)16 << 20) ? ((size_t)16 << 20) : bytes;
+    void *p = cuda_tmp_alloc(c, want);
+    if (!p) return NULL;
+    cuda_tmp_free(c, c->xh_ws);
+    c->xh_ws = p;
+    c->xh_bytes = want;
+    return p;
+}
+
 /* Half-precision GEMM: x converted to the type of w16 (ld_w elements). */
 static int gemm_half(cuda_ctx *c, const void *w16, cudaDataType wt, int64_t ld_w, const float *x, int64_t x_ld,
                      float *y, int64_t y_ld, int64_t out, int64_t in, int64_t n) {
-    void *xh = cuda_tmp_alloc(c, (size_t)(n * in) * 2);
+    void *xh = xh_workspace(c, (size_t)(n * in) * 2);
     if (!xh) return VC_ERR_OOM;
     unsigned g = cuda_blocks(n * in, 256);
     if (wt == CUDA_R_16F)
-        k_to_half<__half><<<g, 256, 0, c->stream>>>(x, x_ld, (__half *)xh, in, n * in);
+        cuda_launch(k_to_half<__half>, g, 256, 0, c->stream, x, x_ld, (__half *)xh, in, n * in);
     else
-        k_to_half<__nv_bfloat16><<<g, 256, 0, c->stream>>>(x, x_ld, (__nv_bfloat16 *)xh, in, n * in);
+        cuda_launch(k_to_half<__nv_bfloat16>, g, 256, 0, c->stream, x, x_ld, (__nv_bfloat16 *)xh, in, n * in);
     cudaError_t le = cudaGetLastError();
-    if (le != cudaSuccess) {
-        cuda_tmp_free(c, xh);
-        return cuda_fail(le, "k_to_half", __FILE__, __LINE__);
-    }
+    if (le != cudaSuccess) return cuda_fail(le, "k_to_half", __FILE__, __LINE__);
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one, w16, wt,
                                      (int)ld_w, xh, wt, (int)in, &zero, y, CUDA_R_32F, (int)y_ld,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    cuda_tmp_free(c, xh);
     if (st != CUBLAS_STATUS_SUCCESS) return cuda_blas_fail(st, "cublasGemmEx", __FILE__, __LINE__);
     return VC_OK;
 }
@@ -239,7 +347,7 @@ static int gemm(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
         unsigned g = cuda_blocks(total, 256);
         const char *wd = (const char *)w->data;
         switch (w->dtype) {
-#define X(T) case T: k_dequant_bf16<T><<<g, 256, 0, c->stream>>>(wd, ws, (__nv_bfloat16 *)wb, in, total); break;
+#define X(T) case T: cuda_launch(k_dequant_bf16<T>, g, 256, 0, c->stream, wd, ws, (__nv_bfloat16 *)wb, in, total); break;
             CUDA_FOR_QUANT(X)
 #undef X
         default: break;
@@ -250,7 +358,7 @@ static int gemm(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
         cuda_tmp_free(c, wb);
     }
     if (rc < 0 || !bias) return rc;
-    k_add_bias<<<cuda_blocks(n * out, 256), 256, 0, c->stream>>>(y, y_ld, bias, out, n * out);
+    cuda_launch(k_add_bias, cuda_blocks(n * out, 256), 256, 0, c->stream, y, y_ld, bias, out, n * out);
     CU_LAUNCHED();
     return VC_OK;
 }

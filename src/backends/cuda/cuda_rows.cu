@@ -34,6 +34,7 @@ template <int OP> __device__ float block_reduce(float v, float *sh) {
 
 __global__ void k_rmsnorm(cuda_view x, cuda_view y, const float *w, int64_t d, int64_t nrows, float eps,
                           float w_off) {
+    CUDA_PDL_ENTER();
     __shared__ float sh[32];
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         const float *xr = (const float *)cuda_row(x, r);
@@ -48,6 +49,7 @@ __global__ void k_rmsnorm(cuda_view x, cuda_view y, const float *w, int64_t d, i
 }
 
 __global__ void k_softmax(cuda_view x, cuda_view y, int64_t n, int64_t nrows) {
+    CUDA_PDL_ENTER();
     __shared__ float sh[32];
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         const float *xr = (const float *)cuda_row(x, r);
@@ -70,6 +72,7 @@ __global__ void k_softmax(cuda_view x, cuda_view y, int64_t n, int64_t nrows) {
 }
 
 __global__ void k_argmax(cuda_view x, int32_t *out, int64_t n, int64_t nrows) {
+    CUDA_PDL_ENTER();
     __shared__ float shv[32];
     __shared__ int64_t shi[32];
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
@@ -119,6 +122,7 @@ __global__ void k_argmax(cuda_view x, int32_t *out, int64_t n, int64_t nrows) {
 /* One thread per (token, head, pair k < half). */
 __global__ void k_rope(cuda_view x, const int32_t *pos, const float *inv_freq, int64_t n, int64_t h, int half,
                        int neox, float af) {
+    CUDA_PDL_ENTER();
     int64_t total = n * h * half;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -148,7 +152,7 @@ extern "C" int cuda_op_rmsnorm(rt_backend *be, const rt_op_args *a) {
     int64_t nrows = rt_tensor_nrows(x);
     if (nrows == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    k_rmsnorm<<<row_grid(nrows), ROW_THREADS, 0, c->stream>>>(
+    cuda_launch(k_rmsnorm, row_grid(nrows), ROW_THREADS, 0, c->stream, 
         cuda_view_of(x), cuda_view_of(a->dst), (const float *)w->data, x->shape[x->ndim - 1], nrows,
         a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);
     CU_LAUNCHED();
@@ -164,7 +168,7 @@ extern "C" int cuda_op_softmax(rt_backend *be, const rt_op_args *a) {
     int64_t nrows = rt_tensor_nrows(x);
     if (nrows == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    k_softmax<<<row_grid(nrows), ROW_THREADS, 0, c->stream>>>(cuda_view_of(x), cuda_view_of(a->dst),
+    cuda_launch(k_softmax, row_grid(nrows), ROW_THREADS, 0, c->stream, cuda_view_of(x), cuda_view_of(a->dst),
                                                               x->shape[x->ndim - 1], nrows);
     CU_LAUNCHED();
     return VC_OK;
@@ -179,7 +183,7 @@ extern "C" int cuda_op_argmax(rt_backend *be, const rt_op_args *a) {
     int64_t nrows = rt_tensor_nrows(x);
     if (nrows == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    k_argmax<<<row_grid(nrows), ROW_THREADS, 0, c->stream>>>(cuda_view_of(x), (int32_t *)a->dst->data,
+    cuda_launch(k_argmax, row_grid(nrows), ROW_THREADS, 0, c->stream, cuda_view_of(x), (int32_t *)a->dst->data,
                                                              x->shape[x->ndim - 1], nrows);
     CU_LAUNCHED();
     return VC_OK;
@@ -197,7 +201,7 @@ extern "C" int cuda_op_rope(rt_backend *be, const rt_op_args *a) {
     int64_t total = x->shape[0] * x->shape[1] * half;
     if (total == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    k_rope<<<cuda_blocks(total, 256), 256, 0, c->stream>>>(cuda_view_of(x), (const int32_t *)pos->data,
+    cuda_launch(k_rope, cuda_blocks(total, 256), 256, 0, c->stream, cuda_view_of(x), (const int32_t *)pos->data,
                                                            (const float *)inv->data, x->shape[0],
                                                            x->shape[1], half, a->p.rope.neox,
                                                            a->p.rope.attn_factor);

@@ -8,6 +8,9 @@
 #include "base/log.h"
 
 enum { S = 3, B = 16, NUM_BLOCKS = 140, MAXB = 100 };
+/* cache dtype of the tests' `f16` kind: 0 f32, 1 f16, 2 bf16 */
+#define KV_DT(kind) ((kind) == 2 ? RT_BF16 : (kind) ? RT_F16 : RT_F32)
+
 static const int32_t g_seq_len[S] = {37, 1500, 5}, g_q_len[S] = {37, 1, 3};
 
 typedef struct {
@@ -51,10 +54,15 @@ static void batch_init(pbatch *pb, const pcase *c, int f16) {
         pb->v[s] = xmalloc((size_t)(g_seq_len[s] * row) * 4);
         fill_rand(pb->k[s], g_seq_len[s] * row, 1.0f);
         fill_rand(pb->v[s], g_seq_len[s] * row, 1.0f);
-        if (f16) /* the reference sees the rounded cache */
+        if (f16 == 1) /* the reference sees the rounded cache */
             for (int64_t i = 0; i < g_seq_len[s] * row; i++) {
                 pb->k[s][i] = rt_f16_to_f32(rt_f32_to_f16(pb->k[s][i]));
                 pb->v[s][i] = rt_f16_to_f32(rt_f32_to_f16(pb->v[s][i]));
+            }
+        else if (f16 == 2)
+            for (int64_t i = 0; i < g_seq_len[s] * row; i++) {
+                pb->k[s][i] = rt_bf16_to_f32(rt_f32_to_bf16(pb->k[s][i]));
+                pb->v[s][i] = rt_bf16_to_f32(rt_f32_to_bf16(pb->v[s][i]));
             }
     }
     pb->q = xmalloc((size_t)(pb->T * c->h * c->hd) * 4);
@@ -95,8 +103,8 @@ static void store_all(rt_backend *be, pbatch *pb, const pcase *c, int f16) {
     rt_tensor tv = rt_tensor_3d(vs, RT_F32, RT_DEV_CPU, n + 1, c->kvh, c->hd);
     rt_tensor ts = rt_tensor_1d(slots, RT_I32, RT_DEV_CPU, n + 1);
     int64_t shp[4] = {NUM_BLOCKS, B, c->kvh, c->hd};
-    rt_tensor kc = rt_tensor_make(pb->kc, f16 ? RT_F16 : RT_F32, RT_DEV_CPU, 4, shp);
-    rt_tensor vc = rt_tensor_make(pb->vc, f16 ? RT_F16 : RT_F32, RT_DEV_CPU, 4, shp);
+    rt_tensor kc = rt_tensor_make(pb->kc, KV_DT(f16), RT_DEV_CPU, 4, shp);
+    rt_tensor vc = rt_tensor_make(pb->vc, KV_DT(f16), RT_DEV_CPU, 4, shp);
     assert_int_equal(rt_kv_store(be, &kc, &tk, &ts), VC_OK);
     assert_int_equal(rt_kv_store(be, &vc, &tv, &ts), VC_OK);
     /* out-of-range slot */
@@ -117,8 +125,8 @@ static int run_paged(rt_backend *be, const pbatch *pb, const pcase *c, int f16, 
     rt_tensor tq = rt_tensor_3d(pb->q + pb->qsl[s0] * c->h * c->hd, RT_F32, RT_DEV_CPU, T, c->h, c->hd);
     rt_tensor ty = rt_tensor_3d(y, RT_F32, RT_DEV_CPU, T, c->h, c->hd);
     int64_t shp[4] = {NUM_BLOCKS, B, c->kvh, c->hd};
-    rt_tensor kc = rt_tensor_make(pb->kc, f16 ? RT_F16 : RT_F32, RT_DEV_CPU, 4, shp);
-    rt_tensor vc = rt_tensor_make(pb->vc, f16 ? RT_F16 : RT_F32, RT_DEV_CPU, 4, shp);
+    rt_tensor kc = rt_tensor_make(pb->kc, KV_DT(f16), RT_DEV_CPU, 4, shp);
+    rt_tensor vc = rt_tensor_make(pb->vc, KV_DT(f16), RT_DEV_CPU, 4, shp);
     rt_tensor tbt = rt_tensor_2d((void *)(pb->bt + s0 * MAXB), RT_I32, RT_DEV_CPU, ns, MAXB);
     rt_tensor tqsl = rt_tensor_1d(qsl, RT_I32, RT_DEV_CPU, ns + 1);
     rt_tensor tsl = rt_tensor_1d(sl, RT_I32, RT_DEV_CPU, ns);
@@ -130,7 +138,7 @@ static void test_paged(void **state) {
     (void)state;
     const pcase cases[] = {{12, 1, 64, 0, 0}, {8, 2, 40, 30.0f, 700}, {4, 4, 128, 0, 0}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-        for (int f16 = 0; f16 < 2; f16++) {
+        for (int f16 = 0; f16 < 3; f16++) { /* cache f32, f16, bf16 */
             const pcase *c = &cases[ci];
             pbatch pb;
             batch_init(&pb, c, f16);

@@ -151,7 +151,7 @@ static void test_embed(void **st) {
 /* ---- MATMUL ------------------------------------------------------------ */
 
 /* Bounds vs the exact product of the stored weights (double reference):
- * GEMV (n <= 8) computes in f32: 2e-5. GEMM: f32 SGEMM 2e-5; f16 weights
+ * GEMV (n <= CUDA_GEMV_MAX_N = 8) computes in f32: 2e-5. GEMM: f32 SGEMM 2e-5; f16 weights
  * with x rounded to f16 (2^-11): 3e-3; bf16 / quantized (dequantized to
  * bf16) with x rounded to bf16 (2^-8 per factor): 2e-2. Against the CPU op
  * (which quantizes activations to 8 bits for quantized weights): 5e-2. */
@@ -228,6 +228,10 @@ static void test_matmul(void **st) {
         int64_t in = be == 256 ? 512 : be == 32 ? 96 : 67;
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
             matmul_case(t, ns[j], in, j % 2 ? 45 : 130, (int)(j % 2), j == 2 || j == 4);
+    /* the K-split GEMV (few rows, long rows: several warps per row) */
+    matmul_case(RT_BF16, 8, 3072, 96, 1, 0);
+    matmul_case(RT_Q4_K, 2, 4096, 64, 0, 0);
+    matmul_case(RT_Q8_0, 1, 2048, 33, 1, 0);
     }
     /* aligned f16/bf16 rows: the 16-byte-load GEMV */
     matmul_case(RT_F16, 1, 1024, 130, 1, 0);
@@ -469,8 +473,8 @@ static void test_kv_store(void **st) {
     NEED_GPU();
     const int64_t T = 6, kvh = 2, hd = 24, NB = 4, B = 4;
     int32_t slots[6] = {3, -1, 15, 0, 7, 8};
-    for (int f16 = 0; f16 < 2; f16++) {
-        rt_dtype ct = f16 ? RT_F16 : RT_F32;
+    for (int kind = 0; kind < 3; kind++) {
+        rt_dtype ct = kind == 2 ? RT_BF16 : kind ? RT_F16 : RT_F32;
         int64_t sc[4] = {NB, B, kvh, hd}, ss[3] = {T, kvh, hd}, sl[1] = {T};
         void *cache = make_rows(ct, NB * B * kvh, hd, 1.0f);
         size_t cb = rt_dtype_row_bytes(ct, hd) * (size_t)(NB * B * kvh);
@@ -553,6 +557,79 @@ static void paged_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float
     free(v);
 }
 
+/* A varlen batch of S <= 8 sequences (q_lens[s] rows over seq_lens[s]
+ * cached tokens) over a shuffled block pool, against the CPU op. */
+static void paged_batch_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float softcap, rt_dtype kvt,
+                             int64_t B, int S, const int32_t *seq_lens, const int32_t *q_lens) {
+    int64_t maxlen = 0;
+    for (int i = 0; i < S; i++) maxlen = seq_lens[i] > maxlen ? seq_lens[i] : maxlen;
+    const int64_t MB = maxlen / B + 2, NB = S * MB;
+    int32_t qsl[9];
+    qsl[0] = 0;
+    for (int i = 0; i < S; i++) qsl[i + 1] = qsl[i] + q_lens[i];
+    int32_t *bt = xmalloc((size_t)(S * MB) * 4), *perm = xmalloc((size_t)NB * 4);
+    for (int64_t i = 0; i < NB; i++) perm[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int64_t used = 0;
+    for (int s = 0; s < S; s++)
+        for (int64_t b = 0; b < MB; b++) bt[s * MB + b] = b * B < seq_lens[s] ? perm[used++] : -1;
+    int64_t T = qsl[S], sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {S, MB}, ssl[1] = {S}, sqsl[1] = {S + 1};
+    float *q = xmalloc((size_t)(T * h * hd) * 4), *ref = xmalloc((size_t)(T * h * hd) * 4),
+          *got = xmalloc((size_t)(T * h * hd) * 4);
+    fill(q, T * h * hd, 1.0f);
+    void *k = make_rows(kvt, NB * B * kvh, hd, 1.0f), *v = make_rows(kvt, NB * B * kvh, hd, 1.0f);
+    float scale = 2.0f / sqrtf((float)hd);
+    rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+    rt_tensor hk = rt_tensor_make(k, kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, kvt, RT_DEV_CPU, 4, sc);
+    rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt), hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl);
+    rt_tensor hsl = rt_tensor_make((void *)seq_lens, RT_I32, RT_DEV_CPU, 1, ssl);
+    assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, softcap, window), VC_OK);
+    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, kvt, 4, sc), dv = up(v, kvt, 4, sc);
+    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(seq_lens, RT_I32, 1, ssl);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, softcap, window), VC_OK);
+    down(got, &dout);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    char what[112];
+    snprintf(what, sizeof what, "batch T=%lld h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s", (long long)T, (long long)h,
+             (long long)kvh, (long long)hd, (long long)B, window, softcap, rt_dtype_name(kvt));
+    note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), 1e-5, what);
+    drop(&dq);
+    drop(&dk);
+    drop(&dv);
+    drop(&dbt);
+    drop(&dqsl);
+    drop(&dsl);
+    drop(&dout);
+    free(q);
+    free(ref);
+    free(got);
+    free(k);
+    free(v);
+    free(bt);
+    free(perm);
+}
+
+/* Decode-heavy batches (split-KV path): long and short contexts, a
+ * prefill chunk among them. */
+static void paged_long_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float softcap, rt_dtype kvt,
+                            int64_t B) {
+    const int32_t sl[4] = {650, 1, 300, 77}, ql[4] = {1, 1, 7, 1};
+    paged_batch_case(h, kvh, hd, window, softcap, kvt, B, 4, sl, ql);
+}
+
+/* Prompt-heavy batches (the query-tiled prefill kernel): a chunk after a
+ * cached prefix, a whole prompt, a decode row, tiles spanning sequences. */
+static void paged_prefill_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, rt_dtype kvt) {
+    const int32_t sl[3] = {150, 45, 90}, ql[3] = {100, 45, 1};
+    paged_batch_case(h, kvh, hd, window, 0.0f, kvt, 16, 3, sl, ql);
+}
+
 static void test_paged_attention(void **st) {
     (void)st;
     NEED_GPU();
@@ -560,6 +637,18 @@ static void test_paged_attention(void **st) {
     paged_case(8, 2, 128, 0, 0.0f, RT_F16);
     paged_case(6, 2, 80, 5, 30.0f, RT_F32);
     paged_case(2, 1, 256, 0, 0.0f, RT_F16);
+    paged_case(8, 4, 128, 0, 0.0f, RT_BF16);
+    paged_case(16, 2, 64, 3, 0.0f, RT_F32);
+    paged_long_case(16, 8, 128, 0, 0.0f, RT_BF16, 16);
+    paged_long_case(32, 4, 128, 0, 0.0f, RT_F16, 16);
+    paged_long_case(8, 2, 64, 100, 0.0f, RT_F32, 32);
+    paged_long_case(8, 2, 256, 0, 50.0f, RT_BF16, 16);
+    paged_long_case(12, 12, 128, 0, 0.0f, RT_BF16, 16);
+    paged_prefill_case(16, 8, 128, 0, RT_BF16);
+    paged_prefill_case(32, 4, 128, 0, RT_F16);
+    paged_prefill_case(8, 2, 64, 37, RT_F32);
+    paged_prefill_case(12, 4, 64, 0, RT_BF16);
+    paged_prefill_case(7, 7, 128, 0, RT_F32);
 }
 
 /* ---- COPY ---------------------------------------------------------------- */
@@ -688,6 +777,21 @@ static void test_speed_report(void **st) {
     drop(&dy);
     free(bytes);
     free(x);
+    /* device-to-device copy bandwidth (bytes read + written): the decode roofline's denominator */
+    int64_t sc[1] = {(int64_t)1 << 27};
+    rt_tensor a = rt_tensor_alloc(g_gpu, RT_I32, 1, sc), b = rt_tensor_alloc(g_gpu, RT_I32, 1, sc);
+    if (a.data && b.data) {
+        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &b, &a), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        double t0 = now_s();
+        for (int i = 0; i < 10; i++) assert_int_equal(rt_tensor_copy_bytes(g_gpu, &b, &a), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        double dt = (now_s() - t0) / 10;
+        print_message("speed: d2d copy 512 MiB: %8.1f us, %6.0f GB/s (read + write)\n", dt * 1e6,
+                      8.0 * (double)sc[0] / dt * 1e-9);
+    }
+    drop(&a);
+    drop(&b);
 }
 
 static void test_report(void **st) {

@@ -1,0 +1,143 @@
+/* runner_queue — running staged steps (forward, prompt logprobs, sampling),
+ * and the execution queue that runs them in order on a worker thread for
+ * async scheduling. */
+#include "engine/runner.h"
+
+#include "base/err.h"
+#include "engine/runner_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int exec_slot(erun_runner *r, erun_slot *sl) {
+    if (sl->n_fill) { /* the previous step's sampled tokens: ours to read until it is waited for */
+        const erun_slot *prev = &r->slots[(sl->ticket - 1) % ERUN_SLOTS];
+        if (prev->ticket != sl->ticket - 1) return vc_err_set(VC_ERR_INVALID, "runner: previous step not resident");
+        if (prev->rc < 0) return vc_err_set(VC_ERR_RUNTIME, "runner: the previous step failed");
+        for (int32_t i = 0; i < sl->n_fill; i++) {
+            int32_t tok = prev->tokens[sl->fill_src[i]];
+            sl->ids[sl->fill_ids[i]] = tok;
+            if (sl->fill_hist[i] >= 0) sl->hist[sl->fill_hist[i]] = tok;
+        }
+    }
+    int32_t n_logits = sl->n_sample + sl->n_plp;
+    if (n_logits > r->logits_cap) {
+        float *l = realloc(r->logits, (size_t)n_logits * (size_t)r->vocab * sizeof *l);
+        if (!l) return vc_err_set(VC_ERR_OOM, "runner: out of memory for prompt logprobs");
+        r->logits = l;
+        r->logits_cap = n_logits;
+    }
+    mdl_batch b = {.n_tokens = sl->T, .ids = sl->ids, .positions = sl->pos, .slots = sl->slots, .n_seqs = sl->S,
+                   .qsl = sl->qsl, .seq_lens = sl->seq_lens, .block_tables = sl->bt, .max_blocks = r->max_blocks,
+                   .n_logits = n_logits, .logit_rows = sl->rows};
+    int rc = mdl_forward_batch(r->m, r->kv, &b, r->logits);
+    if (rc < 0) return rc;
+    for (int32_t j = 0; j < sl->n_plp; j++) {
+        int32_t k = sl->plp_k[j], rank = 0, ids[64];
+        float vals[64];
+        rc = smp_prompt_logprobs(r->logits + (int64_t)(sl->n_sample + j) * r->vocab, 1, r->vocab, &sl->plp_next[j],
+                                 k, ids, vals, &rank);
+        if (rc < 0) return rc;
+        r->plp_cb(r->plp_ctx, sl->plp_req[j], sl->plp_pos[j], ids, vals, k + 1, rank);
+    }
+    if (sl->n_sample == 0) return VC_OK;
+    rc = smp_batch_sample(r->sampler, r->logits, sl->srows, sl->n_sample);
+    if (rc < 0) return rc;
+    /* The sampler's output is overwritten by the next step: keep a copy. */
+    const smp_batch_out *o = smp_batch_output(r->sampler);
+    int32_t n = sl->n_sample;
+    memcpy(sl->tokens, o->tokens, (size_t)n * sizeof *sl->tokens);
+    memcpy(sl->ranks, o->ranks, (size_t)n * sizeof *sl->ranks);
+    memcpy(sl->n_lp, o->n_logprobs, (size_t)n * sizeof *sl->n_lp);
+    for (int32_t i = 0; i < n; i++)
+        if (o->n_logprobs[i] >= 0) {
+            int64_t off = (int64_t)i * o->stride;
+            memcpy(sl->lp_ids + off, o->lp_ids + off, (size_t)(o->n_logprobs[i] + 1) * sizeof *sl->lp_ids);
+            memcpy(sl->lp_vals + off, o->lp_vals + off, (size_t)(o->n_logprobs[i] + 1) * sizeof *sl->lp_vals);
+        }
+    return VC_OK;
+}
+
+void erun_exec_slot(erun_runner *r, erun_slot *sl) {
+    sl->rc = exec_slot(r, sl);
+    if (sl->rc < 0) snprintf(sl->err, sizeof sl->err, "%s", vc_err_msg());
+}
+
+/* The worker: runs submitted steps strictly in order. After a failure the
+ * later steps fail too without running (their inputs may depend on it). */
+static void *worker_main(void *arg) {
+    erun_runner *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->done == r->submitted) pthread_cond_wait(&r->cv, &r->mu);
+        if (r->stop) break;
+        erun_slot *sl = &r->slots[(r->done + 1) % ERUN_SLOTS];
+        const erun_slot *prev = &r->slots[r->done % ERUN_SLOTS];
+        bool failed = r->done > 0 && prev->ticket == r->done && prev->rc < 0;
+        pthread_mutex_unlock(&r->mu);
+        if (failed) {
+            sl->rc = VC_ERR_RUNTIME;
+            snprintf(sl->err, sizeof sl->err, "runner: an earlier step failed");
+        } else {
+            erun_exec_slot(r, sl);
+        }
+        pthread_mutex_lock(&r->mu);
+        r->done++;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+int erun_start_worker(erun_runner *r) {
+    if (r->worker_on) return VC_OK;
+    pthread_mutex_lock(&r->mu);
+    r->stop = false;
+    r->submitted = r->done = r->staged;
+    r->waited = r->staged;
+    pthread_mutex_unlock(&r->mu);
+    if (pthread_create(&r->worker, NULL, worker_main, r) != 0)
+        return vc_err_set(VC_ERR_RUNTIME, "runner: cannot start the execution thread");
+    r->worker_on = true;
+    return VC_OK;
+}
+
+void erun_stop_worker(erun_runner *r) {
+    if (!r->worker_on) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->worker, NULL); /* a step already running finishes first */
+    r->worker_on = false;
+    r->done = r->submitted = r->waited = r->staged;
+}
+
+int erun_submit(erun_runner *r, const esched_output *so, int64_t *ticket) {
+    if (!r->worker_on) return vc_err_set(VC_ERR_INVALID, "runner: no execution queue");
+    if (r->staged - r->waited > 1)
+        return vc_err_set(VC_ERR_INVALID, "runner: wait for step %lld before submitting another",
+                          (long long)(r->waited + 1));
+    erun_slot *sl;
+    int rc = erun_stage(r, so, &sl);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&r->mu);
+    r->submitted = sl->ticket;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    *ticket = sl->ticket;
+    return VC_OK;
+}
+
+int erun_wait(erun_runner *r, int64_t ticket, const smp_batch_out **out) {
+    if (!r->worker_on || ticket != r->waited + 1 || ticket > r->staged)
+        return vc_err_set(VC_ERR_INVALID, "runner: wait for step %lld out of order", (long long)ticket);
+    pthread_mutex_lock(&r->mu);
+    while (r->done < ticket) pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+    r->waited = ticket;
+    const erun_slot *sl = &r->slots[ticket % ERUN_SLOTS];
+    if (sl->rc < 0) return vc_err_set(sl->rc, "%s", sl->err);
+    *out = &sl->out;
+    return VC_OK;
+}

@@ -1,0 +1,236 @@
+/* tp — tensor parallelism inside the model layer (Megatron-style, as vLLM).
+ *
+ * Rank r of W holds: query heads [r*h/W, ...) and KV heads [r*kvh/W, ...)
+ * (Wq/Wk/Wv and their biases split by output rows, Wo by input columns),
+ * FFN columns [r*ff/W, ...) (Wgate/Wup by rows, Wdown by columns), LM-head
+ * rows [r*V/W, ...); norms and the embedding table are replicated. A layer
+ * needs two all-reduces (after Wo and after Wdown) and the logits one
+ * all-gather. Row-parallel biases are added by rank 0 only.
+ *
+ * Execution: one thread per rank. mdl_load returns rank 0; its group
+ * (mdl_tp_group) owns ranks 1..W-1 and a thread each. mdl_tp_run hands
+ * every thread the same job (a function + argument), runs rank 0 on the
+ * caller's thread and waits for all — the caller sees one model. Ranks
+ * meet only inside the collectives (runtime/comm.h), which every rank
+ * issues in the same order because they run the same code on the same
+ * batch.
+ *
+ * Shards are views into the mmap where the split is along rows (zero
+ * copy on the CPU); a column split copies each row's slice (quantized
+ * weights: the slice must start and end on a block boundary).
+ */
+#include "model/model_impl.h"
+
+#include "base/err.h"
+#include "base/log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mdl_tp_group {
+    int world;
+    mdl_model **ranks;  /* [world], ranks[0] = rank 0 (not owned) */
+    rt_comm **comms;    /* [world] */
+    pthread_t *threads; /* [world], [0] unused */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_job, cv_done;
+    uint64_t job_seq;   /* incremented per job */
+    int pending;        /* ranks 1.. still running the current job */
+    bool stop;
+    mdl_tp_fn fn;
+    void *arg;
+    mdl_kv *kv0;
+    int *rcs;           /* [world] statuses of the current job */
+    char err[256];      /* first worker error message */
+} mdl_tp_group;
+
+typedef struct {
+    mdl_tp_group *g;
+    int rank;
+} tp_worker_arg;
+
+int mdl_tp_setup(mdl_model *m, int rank, int size) {
+    const mdl_config *c = &m->cfg;
+    m->tp_rank = rank;
+    m->tp_size = size;
+    if (size > 1) {
+        if (c->n_heads % size || c->n_kv_heads % size || c->intermediate % size || c->vocab % size)
+            return vc_err_set(VC_ERR_UNSUPPORTED,
+                              "tensor parallel size %d must divide the heads (%lld), KV heads (%lld), FFN width "
+                              "(%lld) and vocab (%lld)",
+                              size, (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->intermediate,
+                              (long long)c->vocab);
+        if (strcmp(m->arch->family, "llama") != 0)
+            return vc_err_set(VC_ERR_UNSUPPORTED, "tensor parallelism is not implemented for the %s family",
+                              m->arch->family);
+    }
+    m->h_l = c->n_heads / size;
+    m->kvh_l = c->n_kv_heads / size;
+    m->ff_l = c->intermediate / size;
+    m->vocab_l = c->vocab / size;
+    return VC_OK;
+}
+
+int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, int split_dim,
+                   bool required) {
+    memset(t, 0, sizeof *t);
+    if (m->tp_size <= 1 || split_dim < 0) return mdl_bind(m, t, canon, ndim, shape, required);
+    rt_tensor host;
+    int rc = mdl_find_host(m, canon, ndim, shape, required, &host);
+    if (rc < 0 || !host.data) return rc;
+    int64_t W = m->tp_size, r = m->tp_rank;
+    if (split_dim == 0) {
+        /* Output rows: a contiguous range of the file's rows. */
+        int64_t n = shape[0] / W;
+        rt_tensor v = rt_tensor_slice0(&host, r * n, n);
+        return mdl_bind_host(m, t, &v, false);
+    }
+    if (split_dim != 1 || ndim != 2)
+        return vc_err_set(VC_ERR_RUNTIME, "internal: bad split of '%s' (dim %d of %d)", canon, split_dim, ndim);
+    /* Input columns: copy each row's [r*k, (r+1)*k) slice (whole blocks). */
+    int64_t rows = shape[0], cols = shape[1], k = cols / W;
+    const rt_dtype_traits *di = rt_dtype_info(host.dtype);
+    if (k % di->block_elems)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "%s: %lld columns per rank do not split %s blocks of %d", canon,
+                          (long long)k, di->name, di->block_elems);
+    size_t rb = rt_dtype_row_bytes(host.dtype, k), off = rt_dtype_row_bytes(host.dtype, r * k);
+    char *buf = malloc((size_t)rows * rb);
+    if (!buf) return vc_err_set(VC_ERR_OOM, "out of memory splitting %s", canon);
+    for (int64_t i = 0; i < rows; i++) memcpy(buf + (size_t)i * rb, (const char *)rt_tensor_row(&host, i) + off, rb);
+    int64_t s2[2] = {rows, k};
+    rt_tensor v = rt_tensor_make(buf, host.dtype, RT_DEV_CPU, 2, s2);
+    rc = mdl_bind_host(m, t, &v, true);
+    free(buf);
+    return rc;
+}
+
+mdl_model *mdl_tp_rank_model(mdl_model *m0, int rank) { return m0->tp->ranks[rank]; }
+
+int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t) { return m->comm ? rt_comm_all_reduce_sum(m->comm, t) : VC_OK; }
+
+int mdl_tp_gather_logits(mdl_model *m, int64_t L) {
+    rt_tensor src = rt_tensor_slice0(&m->logits_l, 0, L);
+    rt_tensor dst = rt_tensor_slice0(&m->logits, 0, m->tp_size * L);
+    return rt_comm_all_gather(m->comm, &src, &dst);
+}
+
+static mdl_kv *rank_kv(mdl_kv *kv0, int r) { return kv0 ? (kv0->ranks ? kv0->ranks[r] : kv0) : NULL; }
+
+static void *tp_worker(void *p) {
+    tp_worker_arg *a = p;
+    mdl_tp_group *g = a->g;
+    int r = a->rank;
+    free(a);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        while (!g->stop && g->job_seq == seen) pthread_cond_wait(&g->cv_job, &g->mu);
+        if (g->stop) break;
+        seen = g->job_seq;
+        mdl_tp_fn fn = g->fn;
+        void *arg = g->arg;
+        mdl_kv *kv = rank_kv(g->kv0, r);
+        pthread_mutex_unlock(&g->mu);
+        int rc = fn(g->ranks[r], kv, arg);
+        pthread_mutex_lock(&g->mu);
+        g->rcs[r] = rc;
+        if (rc < 0 && !g->err[0]) snprintf(g->err, sizeof g->err, "TP rank %d: %s", r, vc_err_msg());
+        if (--g->pending == 0) pthread_cond_signal(&g->cv_done);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg) {
+    mdl_tp_group *g = m0->tp;
+    if (!g) return fn(m0, kv0, arg);
+    pthread_mutex_lock(&g->mu);
+    g->fn = fn;
+    g->arg = arg;
+    g->kv0 = kv0;
+    g->err[0] = 0;
+    g->pending = g->world - 1;
+    g->job_seq++;
+    pthread_cond_broadcast(&g->cv_job);
+    pthread_mutex_unlock(&g->mu);
+    int rc0 = fn(m0, kv0, arg);
+    pthread_mutex_lock(&g->mu);
+    while (g->pending > 0) pthread_cond_wait(&g->cv_done, &g->mu);
+    int rc = rc0;
+    for (int r = 1; r < g->world && rc == 0; r++)
+        if (g->rcs[r] < 0) {
+            rc = g->rcs[r];
+            vc_err_set(rc, "%s", g->err);
+        }
+    pthread_mutex_unlock(&g->mu);
+    return rc;
+}
+
+int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
+    int W = p->tp_size;
+    mdl_tp_group *g = calloc(1, sizeof *g);
+    if (!g) return vc_err_set(VC_ERR_OOM, "out of memory");
+    g->world = W;
+    g->ranks = calloc((size_t)W, sizeof *g->ranks);
+    g->comms = calloc((size_t)W, sizeof *g->comms);
+    g->threads = calloc((size_t)W, sizeof *g->threads);
+    g->rcs = calloc((size_t)W, sizeof *g->rcs);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv_job, NULL);
+    pthread_cond_init(&g->cv_done, NULL);
+    m0->tp = g;
+    if (!g->ranks || !g->comms || !g->threads || !g->rcs) return vc_err_set(VC_ERR_OOM, "out of memory");
+    g->ranks[0] = m0;
+    for (int r = 1; r < W; r++) {
+        if (!p->tp_backends[r]) return vc_err_set(VC_ERR_INVALID, "tensor parallel: rank %d has no backend", r);
+        g->ranks[r] = mdl_load_rank(path, p->tp_backends[r], p, r, W);
+        if (!g->ranks[r]) return VC_ERR_INVALID;
+    }
+    int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
+    if (rc < 0) return rc;
+    for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];
+    for (int r = 1; r < W; r++) {
+        tp_worker_arg *a = malloc(sizeof *a);
+        if (!a) return vc_err_set(VC_ERR_OOM, "out of memory");
+        *a = (tp_worker_arg){.g = g, .rank = r};
+        if (pthread_create(&g->threads[r], NULL, tp_worker, a) != 0) {
+            free(a);
+            return vc_err_set(VC_ERR_RUNTIME, "tensor parallel: cannot start the thread of rank %d", r);
+        }
+        g->rcs[r] = 1; /* marks a started thread for mdl_tp_group_stop */
+    }
+    VC_INFO("tensor parallel: %d ranks (%s collectives), %lld/%lld heads and %lld KV heads per rank", W,
+            g->comms[0]->vt->name, (long long)m0->h_l, (long long)m0->cfg.n_heads, (long long)m0->kvh_l);
+    return VC_OK;
+}
+
+void mdl_tp_group_stop(mdl_model *m0) {
+    mdl_tp_group *g = m0->tp;
+    if (!g) return;
+    m0->tp = NULL;
+    if (g->threads && g->rcs) {
+        pthread_mutex_lock(&g->mu);
+        g->stop = true;
+        pthread_cond_broadcast(&g->cv_job);
+        pthread_mutex_unlock(&g->mu);
+        for (int r = 1; r < g->world; r++)
+            if (g->rcs[r] == 1) pthread_join(g->threads[r], NULL);
+    }
+    if (g->comms && g->comms[0]) rt_comm_group_free(g->comms, g->world);
+    for (int r = 1; g->ranks && r < g->world; r++) {
+        if (g->ranks[r]) {
+            g->ranks[r]->comm = NULL;
+            mdl_free(g->ranks[r]);
+        }
+    }
+    m0->comm = NULL;
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv_job);
+    pthread_cond_destroy(&g->cv_done);
+    free(g->ranks);
+    free(g->comms);
+    free(g->threads);
+    free(g->rcs);
+    free(g);
+}

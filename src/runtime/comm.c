@@ -1,0 +1,118 @@
+#include "runtime/comm.h"
+
+#include "base/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static rt_comm_group_factory g_comm_factories[RT_DEV_COUNT];
+
+void rt_comm_register(rt_device dev, rt_comm_group_factory f) {
+    VC_ASSERT((unsigned)dev < RT_DEV_COUNT);
+    g_comm_factories[dev] = f;
+}
+
+/* World size 1: every collective is the identity (all_gather a copy). */
+static int single_all_reduce(rt_comm *c, rt_tensor *t) {
+    (void)c;
+    (void)t;
+    return 0;
+}
+
+static int single_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    rt_tensor s = *src;
+    return rt_tensor_copy_bytes(c->be, dst, &s);
+}
+
+static void single_group_free(rt_comm **comms, int world) {
+    for (int r = 0; r < world; r++) free(comms[r]);
+}
+
+static const rt_comm_vtable g_single = {
+    .name = "single",
+    .all_reduce_sum = single_all_reduce,
+    .all_gather = single_all_gather,
+    .group_free = single_group_free,
+};
+
+int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms) {
+    rt_backends_init();
+    if (world < 1) return vc_err_set(VC_ERR_INVALID, "tensor-parallel size must be >= 1 (got %d)", world);
+    for (int r = 0; r < world; r++) {
+        comms[r] = NULL;
+        if (!bes[r]) return vc_err_set(VC_ERR_INVALID, "comm: rank %d has no backend", r);
+        if (bes[r]->device != bes[0]->device)
+            return vc_err_set(VC_ERR_INVALID, "comm: ranks on different device kinds (%s vs %s)", bes[r]->vt->name,
+                              bes[0]->vt->name);
+    }
+    if (world == 1) {
+        rt_comm *c = calloc(1, sizeof *c);
+        if (!c) return vc_err_set(VC_ERR_OOM, "out of memory");
+        *c = (rt_comm){.vt = &g_single, .rank = 0, .world = 1, .be = bes[0]};
+        comms[0] = c;
+        return 0;
+    }
+    rt_comm_group_factory f = g_comm_factories[bes[0]->device];
+    if (!f)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no collective communication for %d ranks",
+                          bes[0]->vt->name, world);
+    return f(bes, world, comms);
+}
+
+void rt_comm_group_free(rt_comm **comms, int world) {
+    if (world < 1 || !comms || !comms[0]) return;
+    comms[0]->vt->group_free(comms, world);
+    for (int r = 0; r < world; r++) comms[r] = NULL;
+}
+
+static int check_float(const rt_comm *c, const rt_tensor *t, const char *what) {
+    if (t->dtype != RT_F32 && t->dtype != RT_F16 && t->dtype != RT_BF16)
+        return vc_err_set(VC_ERR_INVALID, "comm %s: dtype %s not supported (f32/f16/bf16)", what,
+                          rt_dtype_name(t->dtype));
+    if (!rt_tensor_is_contiguous(t)) return vc_err_set(VC_ERR_INVALID, "comm %s: tensor must be contiguous", what);
+    if (t->device != c->be->device) return vc_err_set(VC_ERR_INVALID, "comm %s: tensor on the wrong device", what);
+    return 0;
+}
+
+int rt_comm_all_reduce_sum(rt_comm *c, rt_tensor *t) {
+    int rc = check_float(c, t, "all_reduce");
+    return rc < 0 ? rc : c->vt->all_reduce_sum(c, t);
+}
+
+int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    int rc = check_float(c, src, "all_gather");
+    if (rc == 0) rc = check_float(c, dst, "all_gather");
+    if (rc < 0) return rc;
+    if (src->dtype != dst->dtype || rt_tensor_nelem(dst) != (int64_t)c->world * rt_tensor_nelem(src))
+        return vc_err_set(VC_ERR_INVALID, "comm all_gather: dst must hold world (%d) x src elements of its dtype",
+                          c->world);
+    return c->vt->all_gather(c, src, dst);
+}
+
+int rt_backends_create_group(rt_device dev, int tp, const rt_backend_params *p, rt_backend **out) {
+    if (tp < 1 || tp > 64) return vc_err_set(VC_ERR_INVALID, "tensor-parallel size must be in [1, 64] (got %d)", tp);
+    for (int r = 0; r < tp; r++) out[r] = NULL;
+    rt_backend_params bp = *p;
+    if (dev == RT_DEV_CPU && tp > 1) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int total = p->n_threads > 0 ? p->n_threads : (int)(cores > 0 ? cores : 1);
+        bp.n_threads = total / tp > 0 ? total / tp : 1;
+    }
+    for (int r = 0; r < tp; r++) {
+        if (dev != RT_DEV_CPU) bp.device_id = p->device_id + r;
+        out[r] = rt_backend_create(dev, &bp);
+        if (!out[r]) {
+            rt_backends_free_group(out, r);
+            return VC_ERR_RUNTIME;
+        }
+    }
+    return VC_OK;
+}
+
+void rt_backends_free_group(rt_backend **bes, int tp) {
+    for (int r = 0; r < tp; r++) {
+        rt_backend_free(bes[r]);
+        bes[r] = NULL;
+    }
+}

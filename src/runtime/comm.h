@@ -1,0 +1,64 @@
+/* comm — collective communication between the ranks of a tensor-parallel
+ * group (vLLM's device communicator), behind a per-device vtable.
+ *
+ * A group is W ranks, one backend each (rank r drives bes[r]), created at
+ * once; then each rank's thread calls the collectives on its own rt_comm,
+ * in the same order on every rank (like NCCL). One thread per rank in one
+ * process: the engine stays one binary and one address space, and NCCL's
+ * single-process init (ncclCommInitAll) needs no launcher or rendezvous.
+ *
+ *   rt_comm *c[2];
+ *   rt_comm_group_create(bes, 2, c);           // bes[r]: rank r's backend
+ *   ... on rank r's thread:
+ *   rt_comm_all_reduce_sum(c[r], &partial);    // in place, [n, d] -> sum over ranks
+ *   rt_comm_all_gather(c[r], &shard, &full);   // [m] per rank -> [W * m], rank-major
+ *   rt_comm_group_free(c, 2);
+ *
+ * Implementations register per device from rt_backends_init(): the CPU
+ * backend's works on host memory (threads, a fixed summation order: the
+ * result is bit-identical on every rank and run to run); the CUDA backend's
+ * uses NCCL on each rank's stream (NVLink multicast off: NCCL_NVLS_ENABLE=0
+ * unless the user set it). Tensors must be contiguous, f32/f16/bf16, on
+ * the rank's device; every rank passes the same shape.
+ */
+#ifndef RT_COMM_H
+#define RT_COMM_H
+
+#include "runtime/backend.h"
+
+typedef struct rt_comm rt_comm;
+
+typedef struct {
+    const char *name;
+    int (*all_reduce_sum)(rt_comm *c, rt_tensor *t);
+    int (*all_gather)(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
+    /* Frees the whole group (called once, with every rank's comm). */
+    void (*group_free)(rt_comm **comms, int world);
+} rt_comm_vtable;
+
+struct rt_comm {
+    const rt_comm_vtable *vt;
+    void *ctx;
+    int rank, world;
+    rt_backend *be;
+};
+
+/* Creates comms[0..world) on the backends' device (all bes[] must be on
+ * one device kind). world = 1 always works and makes the collectives
+ * no-ops (a TP size of 1). */
+typedef int (*rt_comm_group_factory)(rt_backend **bes, int world, rt_comm **comms);
+void rt_comm_register(rt_device dev, rt_comm_group_factory f);
+int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms);
+void rt_comm_group_free(rt_comm **comms, int world);
+
+/* The backends of a TP group of `tp` ranks on one device kind: accelerator
+ * ordinals p->device_id + r; on the CPU the threads p->n_threads (<= 0:
+ * all cores) are shared out, at least one per rank. out[0..tp) are freed
+ * with rt_backends_free_group. */
+int rt_backends_create_group(rt_device dev, int tp, const rt_backend_params *p, rt_backend **out);
+void rt_backends_free_group(rt_backend **bes, int tp);
+
+int rt_comm_all_reduce_sum(rt_comm *c, rt_tensor *t);
+int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
+
+#endif

@@ -1,0 +1,153 @@
+/* Speed of the model path on the GPU (numbers for docs/BENCHMARKS.md): on
+ * the checkpoint named by VLLM_CUDA_BENCH_MODEL (skipped when unset or
+ * without a GPU; scripts/gpu_e2e.sh makes a random Qwen3-0.6B-shaped one):
+ *
+ *  - decode steps of B = 1, 16, 64, 256 sequences at a context of 512, as
+ *    the engine runs them (mdl_forward_batch: logits [B, V] to the host)
+ *    and with the argmax on the device (mdl_forward_batch_argmax);
+ *  - batch-1 decode against the bandwidth roofline: weight bytes per step /
+ *    device-to-device copy bandwidth measured here;
+ *  - prefill of one 2048-token prompt (one forward) in tok/s and TFLOP/s
+ *    of matmul work (2 x parameters x tokens).
+ *
+ * The KV cache holds whatever memory it got: the speed of a step does not
+ * depend on the values. Checks only that the steps succeed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "model/model.h"
+
+static rt_backend *g_gpu;
+
+enum { CTX = 512, BS = 16, STEPS = 20 };
+
+/* One decode step of B sequences; sequence s owns blocks 1 + s*mb ... */
+static int decode_step(mdl_model *m, mdl_kv *kv, int32_t B, int32_t mb, int step, int32_t *buf, float *logits,
+                       int32_t *ids_out) {
+    int64_t V = mdl_get_config(m)->vocab;
+    int32_t *ids = buf, *pos = ids + B, *slots = pos + B, *qsl = slots + B, *sl = qsl + B + 1, *rows = sl + B,
+            *bt = rows + B;
+    qsl[0] = 0;
+    for (int32_t s = 0; s < B; s++) {
+        int32_t p = CTX - 1 + step;
+        ids[s] = (int32_t)((s * 31 + step * 7 + 11) % V);
+        pos[s] = p;
+        slots[s] = (1 + s * mb + p / BS) * BS + p % BS;
+        qsl[s + 1] = s + 1;
+        sl[s] = p + 1;
+        rows[s] = s;
+        for (int32_t j = 0; j < mb; j++) bt[s * mb + j] = 1 + s * mb + j;
+    }
+    mdl_batch b = {.n_tokens = B, .ids = ids, .positions = pos, .slots = slots, .n_seqs = B, .qsl = qsl,
+                   .seq_lens = sl, .block_tables = bt, .max_blocks = mb, .n_logits = B, .logit_rows = rows};
+    return mdl_forward_batch_ex(m, kv, &b, logits, ids_out);
+}
+
+static double d2d_bandwidth(void) {
+    int64_t n = (int64_t)1 << 28; /* 1 GiB of i32 */
+    rt_tensor a = rt_tensor_alloc(g_gpu, RT_I32, 1, &n), b = rt_tensor_alloc(g_gpu, RT_I32, 1, &n);
+    double bw = 0;
+    if (a.data && b.data) {
+        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &b, &a), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        double t0 = vc_now_s();
+        for (int i = 0; i < 5; i++) assert_int_equal(rt_tensor_copy_bytes(g_gpu, &b, &a), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        bw = 2.0 * 4.0 * (double)n * 5 / (vc_now_s() - t0);
+    }
+    rt_backend_free_mem(g_gpu, a.data);
+    rt_backend_free_mem(g_gpu, b.data);
+    return bw;
+}
+
+static void test_speed(void **st) {
+    (void)st;
+    const char *path = getenv("VLLM_CUDA_BENCH_MODEL");
+    if (!g_gpu || !path || !*path) skip();
+    mdl_params mp = mdl_params_default();
+    mp.max_batch = 2048;
+    mdl_model *m = mdl_load(path, g_gpu, &mp);
+    if (!m) fail_msg("%s: %s", path, vc_err_msg());
+    const mdl_config *c = mdl_get_config(m);
+    int64_t V = c->vocab;
+    const int32_t Bs[] = {1, 16, 64, 256}, Bmax = 256;
+    int32_t mb = (CTX + STEPS + 8 + BS - 1) / BS + 1;
+    int32_t nb = 1 + Bmax * mb;
+    if (nb < 2048 / BS + 2) nb = 2048 / BS + 2;
+    mdl_kv *kv = mdl_kv_create(m, nb, BS);
+    if (!kv) fail_msg("kv: %s", vc_err_msg());
+    int32_t *buf = malloc((size_t)(Bmax * (7 + mb) + 2048 * 4) * sizeof *buf), *ids = malloc(Bmax * sizeof *ids);
+    float *logits = malloc((size_t)(Bmax * V) * sizeof *logits);
+    assert_true(buf && ids && logits);
+    double bw = d2d_bandwidth(), wb = (double)mdl_weight_bytes(m);
+    print_message("speed: model %s, kv cache %s, weights %.3f GB, d2d copy %.0f GB/s -> batch-1 roofline %.0f tok/s\n",
+                  path, rt_dtype_name((rt_dtype)mdl_kv_dtype(m)), wb * 1e-9, bw * 1e-9, bw / wb);
+    for (size_t k = 0; k < sizeof Bs / sizeof Bs[0]; k++) {
+        int32_t B = Bs[k];
+        for (int mode = 0; mode < 2; mode++) {
+            float *lg = mode ? NULL : logits;
+            int32_t *id = mode ? ids : NULL;
+            for (int s = 0; s < 3; s++) /* eager, recording, first replay */
+                if (decode_step(m, kv, B, mb, s, buf, lg, id) < 0) fail_msg("decode B=%d: %s", B, vc_err_msg());
+            double t0 = vc_now_s();
+            for (int s = 0; s < STEPS; s++)
+                if (decode_step(m, kv, B, mb, 3 + s, buf, lg, id) < 0) fail_msg("decode B=%d: %s", B, vc_err_msg());
+            double dt = (vc_now_s() - t0) / STEPS;
+            print_message("speed: decode B=%3d ctx %d, %-13s %7.3f ms/step %9.0f tok/s", B, CTX,
+                          mode ? "argmax on gpu" : "logits->host", dt * 1e3, B / dt);
+            if (B == 1) print_message("  (%.1f%% of roofline)", 100.0 * wb / dt / bw);
+            print_message("\n");
+        }
+    }
+    /* prefill: one 2048-token prompt in one forward (positions 0..2047) */
+    const int32_t P = 2048;
+    int32_t *pid = buf, *ppos = pid + P, *pslot = ppos + P, *pbt = pslot + P, qsl[2] = {0, P}, sl = P, row = P - 1;
+    for (int32_t i = 0; i < P; i++) {
+        pid[i] = (int32_t)((i * 17 + 5) % V);
+        ppos[i] = i;
+        pslot[i] = BS + i; /* blocks 1.. */
+    }
+    for (int32_t j = 0; j < P / BS; j++) pbt[j] = 1 + j;
+    mdl_batch b = {.n_tokens = P, .ids = pid, .positions = ppos, .slots = pslot, .n_seqs = 1, .qsl = qsl,
+                   .seq_lens = &sl, .block_tables = pbt, .max_blocks = P / BS, .n_logits = 1, .logit_rows = &row};
+    assert_int_equal(mdl_forward_batch(m, kv, &b, logits), VC_OK);
+    double t0 = vc_now_s();
+    for (int r = 0; r < 3; r++) assert_int_equal(mdl_forward_batch(m, kv, &b, logits), VC_OK);
+    double dt = (vc_now_s() - t0) / 3;
+    double params = (wb - 2.0 * (double)(V * c->hidden)) / 2.0; /* bf16/f16 layer weights */
+    print_message("speed: prefill %d tokens: %.1f ms, %.0f tok/s, %.0f TFLOP/s of matmul work\n", P, dt * 1e3,
+                  P / dt, 2.0 * params * P / dt * 1e-12);
+    free(buf);
+    free(ids);
+    free(logits);
+    mdl_kv_free(kv);
+    mdl_free(m);
+}
+
+static int setup(void **st) {
+    (void)st;
+    g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
+    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
+    return 0;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    rt_backend_free(g_gpu);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_speed)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
