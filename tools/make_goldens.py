@@ -16,6 +16,12 @@ Models (all real HF architectures, random weights from a fixed seed):
                      tied embeddings, bf16 weights; config in the transformers-5 layout
                      (rope_parameters holding rope_theta)
   tiny-llama-linear  LlamaForCausalLM, 1 layer, linear rope scaling x2, f32; transformers-5 layout
+  tiny-gemma3        Gemma3ForCausalLM (gemma3_text), 7 layers = 5 sliding + 1 global + 1 sliding
+                     (pattern 6), sliding_window 8 (shorter than the 17/40-token prompts, so
+                     local and global layers differ), MQA 2q/1kv, head_dim 32 != hidden/heads,
+                     query_pre_attn_scalar 48 != head_dim, local RoPE 1e4 / global 1e6 with
+                     linear x4 scaling on global layers only, tied embeddings, (1 + w) norms
+                     with random w, bf16 weights; transformers-5 layout (nested rope_parameters)
 
 Both config layouts are exercised on purpose: hub checkpoints written before transformers 5
 carry `rope_theta` + `rope_scaling` at top level, newer ones carry `rope_parameters`. The oracle
@@ -61,8 +67,8 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import (AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config,
-                          Qwen3Config)
+from transformers import (AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig, MistralConfig,
+                          Qwen2Config, Qwen3Config)
 
 MAX_NEW = 32
 PROMPT_LENS = (1, 5, 17, 40)
@@ -102,6 +108,15 @@ def model_specs():
             head_dim=16, tie_word_embeddings=False, rope_theta=10000.0,
             rope_scaling={"rope_type": "linear", "factor": 2.0}),
          "float32", "v5", 5000),
+        ("tiny-gemma3", Gemma3TextConfig, dict(
+            hidden_size=64, intermediate_size=96, vocab_size=384, rms_norm_eps=1e-6,
+            max_position_embeddings=512, hidden_activation="gelu_pytorch_tanh",
+            num_hidden_layers=7, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+            query_pre_attn_scalar=48, sliding_window=8, tie_word_embeddings=True,
+            rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                "rope_theta": 1000000.0},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+         "bfloat16", "v5", 6000),
     ]
 
 
@@ -125,8 +140,11 @@ def margin(logits):
 def init_weights(model, gen):
     """Larger-than-default random weights so logits are spread and argmaxes are clear."""
     with torch.no_grad():
+        gemma = model.config.model_type.startswith("gemma")
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
+            if name.endswith("norm.weight") and gemma:  # stored as w - 1: x_hat * (1 + w)
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
             elif name.endswith(".bias"):
                 p.copy_(0.05 * torch.randn(p.shape, generator=gen))
@@ -179,6 +197,11 @@ def check_config(name, model, kwargs):
     """The reloaded config must mean what we asked for (guards the layout rewrite)."""
     c = model.config
     rp = c.rope_parameters
+    if "full_attention" in rp:  # Gemma 3: one parameter set per layer type
+        assert rp == kwargs["rope_parameters"], (name, rp)
+        assert c.layer_types.count("full_attention") >= 1 and c.layer_types[0] == "sliding_attention"
+        assert c.tie_word_embeddings and c.sliding_window == kwargs["sliding_window"]
+        return
     assert rp["rope_theta"] == kwargs["rope_theta"], (name, rp)
     want = kwargs.get("rope_scaling") or {"rope_type": "default"}
     for k, v in want.items():
@@ -261,9 +284,68 @@ def np_inv_freq(cfg, hd):
     return inv
 
 
-def np_forward(d, ids):
-    """Logits [len(ids), vocab] for a Llama/Mistral/Qwen2/Qwen3 checkpoint folder."""
+def np_rope_tables(T, inv):
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
+
+
+def np_forward_gemma3(d, ids):
+    """Logits for a Gemma3ForCausalLM folder: sqrt(H)-scaled embeddings, (1 + w) RMSNorms,
+    per-head q/k norms before RoPE, sandwich norms, GeGLU (tanh), query_pre_attn_scalar,
+    sliding layers (window, local RoPE base) and global layers (scaled RoPE), tied head."""
     cfg = json.loads((d / "config.json").read_text())
+    w = read_safetensors(d / "model.safetensors")
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps, T = cfg["rms_norm_eps"], len(ids)
+
+    def rms(x, g):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * (1.0 + g)
+
+    tables = {}
+    for kind, rp in cfg["rope_parameters"].items():
+        tables[kind] = np_rope_tables(T, np_inv_freq({"rope_parameters": rp}, hd))
+
+    def rope(x, cos, sin):
+        h = hd // 2
+        rot = np.concatenate([-x[..., h:], x[..., :h]], -1)
+        return x * cos[:, None, :] + rot * sin[:, None, :]
+
+    def gelu_tanh(g):
+        return 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)))
+
+    qi, ki = np.arange(T)[:, None], np.arange(T)[None, :]
+    masks = {"full_attention": np.where(ki <= qi, 0.0, -np.inf),
+             "sliding_attention": np.where((ki <= qi) & (qi - ki < cfg["sliding_window"]), 0.0, -np.inf)}
+    x = w["model.embed_tokens.weight"][ids] * np.sqrt(cfg["hidden_size"])
+    for i, kind in enumerate(cfg["layer_types"]):
+        p = f"model.layers.{i}."
+        cos, sin = tables[kind]
+        a = rms(x, w[p + "input_layernorm.weight"])
+        q = (a @ w[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd)
+        k = (a @ w[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
+        v = (a @ w[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
+        q = rope(rms(q, w[p + "self_attn.q_norm.weight"]), cos, sin)
+        k = rope(rms(k, w[p + "self_attn.k_norm.weight"]), cos, sin)
+        k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
+        s = np.einsum("thd,shd->hts", q, k) * cfg["query_pre_attn_scalar"] ** -0.5 + masks[kind]
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s = s / s.sum(-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", s, v).reshape(T, nh * hd) @ w[p + "self_attn.o_proj.weight"].T
+        x = x + rms(o, w[p + "post_attention_layernorm.weight"])
+        m = rms(x, w[p + "pre_feedforward_layernorm.weight"])
+        g = m @ w[p + "mlp.gate_proj.weight"].T
+        u = m @ w[p + "mlp.up_proj.weight"].T
+        f = (gelu_tanh(g) * u) @ w[p + "mlp.down_proj.weight"].T
+        x = x + rms(f, w[p + "post_feedforward_layernorm.weight"])
+    x = rms(x, w["model.norm.weight"])
+    return x @ w["model.embed_tokens.weight"].T
+
+
+def np_forward(d, ids):
+    """Logits [len(ids), vocab] for a Llama/Mistral/Qwen2/Qwen3/Gemma3 checkpoint folder."""
+    cfg = json.loads((d / "config.json").read_text())
+    if cfg["model_type"] == "gemma3_text":
+        return np_forward_gemma3(d, ids)
     w = read_safetensors(d / "model.safetensors")
     nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or cfg["hidden_size"] // nh

@@ -15,7 +15,7 @@
 typedef enum { MDL_ROPE_NONE = 0, MDL_ROPE_LINEAR, MDL_ROPE_LLAMA3 } mdl_rope_scaling;
 
 typedef struct {
-    char arch[64];          /* family key: "llama", "mistral", "qwen2", "qwen3" */
+    char arch[64];          /* family key: "llama", "mistral", "qwen2", "qwen3", "gemma3" */
     int64_t hidden;         /* d_model */
     int64_t n_layers;
     int64_t n_heads;
@@ -33,7 +33,14 @@ typedef struct {
     float rope_low_freq_factor, rope_high_freq_factor;
     int64_t rope_orig_max_pos;
     bool tie_embeddings;    /* lm_head shares token embeddings */
-    int64_t sliding_window; /* 0 = none */
+    int64_t sliding_window; /* 0 = none; keys visible iff pos - key_pos < sliding_window */
+    int32_t swa_pattern;    /* 0: the window (if any) applies to every layer (Mistral);
+                               N > 0: layer l is global (full attention) iff (l + 1) % N == 0,
+                               the others slide (Gemma 3: 6 -> 5 local : 1 global) */
+    float rope_theta_swa;   /* RoPE base of sliding layers, unscaled; 0 = same table as global */
+    float attn_scale;       /* softmax scale of q·k; 0 = 1/sqrt(head_dim) */
+    float norm_w_offset;    /* RMSNorm multiplies by (offset + w): 1 for HF Gemma, whose
+                               checkpoints store w - 1; GGUF converters bake the +1 in */
     int32_t bos_id;         /* -1 if unknown */
     int32_t eos_ids[MDL_MAX_EOS];
     int n_eos;
@@ -46,5 +53,7 @@ int mdl_config_from_gguf(mdl_config *c, const gguf_ctx *g);
 /* Shared sanity checks (positive sizes, divisibility, limits). */
 int mdl_config_validate(const mdl_config *c, const char *origin);
 bool mdl_config_is_eos(const mdl_config *c, int32_t id);
+/* Attention window of layer l (0 = full attention) from sliding_window + swa_pattern. */
+int32_t mdl_config_layer_window(const mdl_config *c, int64_t layer);
 
 #endif

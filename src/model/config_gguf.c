@@ -3,6 +3,7 @@
 
 #include "base/err.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,17 +19,41 @@ static bool key_f(const gguf_ctx *g, const char *arch, const char *suffix, float
     return gguf_get_f32(g, key, out);
 }
 
+/* Gemma 3 as llama.cpp reads it: the converter bakes the (1 + w) of every
+ * norm into the weights, the 5:1 local/global pattern and the local RoPE
+ * base (10000 unless rope.freq_base_swa says otherwise) are implied by the
+ * architecture, and there is no query_pre_attn_scalar key: 27B (62 layers)
+ * scales by 1/sqrt(hidden/heads), the others by 1/sqrt(head_dim). */
+static int gemma3_keys(mdl_config *c, const gguf_ctx *g, const char *path) {
+    float softcap = 0.0f;
+    if (key_f(g, "gemma3", "final_logit_softcapping", &softcap) && softcap > 0)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "%s: final logit softcapping is not supported", path);
+    if (key_f(g, "gemma3", "attn_logit_softcapping", &softcap) && softcap > 0)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "%s: attention logit softcapping is not supported", path);
+    if (!key_u(g, "gemma3", "attention.sliding_window", &c->sliding_window) || c->sliding_window <= 0)
+        return vc_err_set(VC_ERR_FORMAT, "%s: missing or bad gemma3.attention.sliding_window", path);
+    c->swa_pattern = 6;
+    c->rope_theta_swa = 10000.0f;
+    key_f(g, "gemma3", "rope.freq_base_swa", &c->rope_theta_swa);
+    c->rope_neox = true;
+    c->norm_w_offset = 0.0f;
+    int64_t per_head = c->n_layers == 62 && c->n_heads > 0 ? c->hidden / c->n_heads : c->head_dim;
+    if (per_head <= 0) return vc_err_set(VC_ERR_FORMAT, "%s: bad head size", path);
+    c->attn_scale = 1.0f / sqrtf((float)per_head);
+    return VC_OK;
+}
+
 int mdl_config_from_gguf(mdl_config *c, const gguf_ctx *g) {
     mdl_config_init(c);
     const char *path = gguf_path(g);
     const char *arch = gguf_get_string(g, "general.architecture");
     if (!arch) return vc_err_set(VC_ERR_FORMAT, "%s: missing general.architecture", path);
-    static const char *known[] = {"llama", "mistral", "qwen2", "qwen3"};
+    static const char *known[] = {"llama", "mistral", "qwen2", "qwen3", "gemma3"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(arch, known[i])) snprintf(c->arch, sizeof c->arch, "%s", arch);
     if (!c->arch[0])
         return vc_err_set(VC_ERR_UNSUPPORTED,
-                          "%s: GGUF architecture '%s' is not supported (supported: llama, mistral, qwen2, qwen3)",
+                          "%s: GGUF architecture '%s' is not supported (supported: llama, mistral, qwen2, qwen3, gemma3)",
                           path, arch);
     if (!key_u(g, arch, "embedding_length", &c->hidden) || !key_u(g, arch, "block_count", &c->n_layers) ||
         !key_u(g, arch, "attention.head_count", &c->n_heads) ||
@@ -68,6 +93,7 @@ int mdl_config_from_gguf(mdl_config *c, const gguf_ctx *g) {
     const gguf_tensor_info *emb = gguf_find_tensor(g, "token_embd.weight");
     if (emb && emb->ndim == 2) c->vocab = emb->shape[0];
     c->tie_embeddings = gguf_find_tensor(g, "output.weight") == NULL;
+    if (!strcmp(arch, "gemma3") && gemma3_keys(c, g, path) < 0) return -1;
     int64_t v;
     if (gguf_get_i64(g, "tokenizer.ggml.bos_token_id", &v)) c->bos_id = (int32_t)v;
     if (gguf_get_i64(g, "tokenizer.ggml.eos_token_id", &v)) c->eos_ids[c->n_eos++] = (int32_t)v;

@@ -3,12 +3,14 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "runtime/quant.h"
+#include "runtime/quant_blocks.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const mdl_arch_impl *g_archs[] = {&mdl_arch_llama};
+static const mdl_arch_impl *g_archs[] = {&mdl_arch_llama, &mdl_arch_gemma3};
 
 /* Family keys handled by each arch impl (a family may have several config names). */
 static const struct {
@@ -19,6 +21,7 @@ static const struct {
     {"mistral", &mdl_arch_llama},
     {"qwen2", &mdl_arch_llama},
     {"qwen3", &mdl_arch_llama},
+    {"gemma3", &mdl_arch_gemma3},
 };
 
 mdl_params mdl_params_default(void) {
@@ -53,6 +56,16 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *s) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* Host memory the model keeps until mdl_free: weights repacked at load
+ * (weights_repack.c), which CPU tensors then use in place of the mmap. */
+static void *host_keep(mdl_model *m, size_t bytes) {
+    void **blk = malloc(sizeof(max_align_t) + bytes); /* [next | payload] */
+    if (!blk) return NULL;
+    *blk = m->host_bufs;
+    m->host_bufs = blk;
+    return (char *)blk + sizeof(max_align_t);
+}
+
 int mdl_bind(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, bool required) {
     rt_tensor host;
     memset(t, 0, sizeof *t);
@@ -83,6 +96,18 @@ int mdl_find_host(mdl_model *m, const char *canon, int ndim, const int64_t *shap
         shape_str(e, sizeof e, ndim, shape);
         shape_str(g, sizeof g, w.ndim, w.shape);
         return vc_err_set(VC_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", path, w.name, g, e);
+    }
+    if (w.dtype < 0 && w.ggml_type == MDL_GGML_Q5_0) { /* value-for-value into Q8_0 */
+        int64_t ne = 1;
+        for (int i = 0; i < ndim; i++) ne *= shape[i];
+        if (shape[ndim - 1] % RT_QK || w.nbytes != (size_t)(ne / RT_QK) * 22)
+            return vc_err_set(VC_ERR_FORMAT, "%s: q5_0 tensor '%s' has a bad size", path, w.name);
+        void *q8 = host_keep(m, (size_t)(ne / RT_QK) * sizeof(rt_block_q8_0));
+        if (!q8) return vc_err_set(VC_ERR_OOM, "out of memory");
+        mdl_repack_q5_0_to_q8_0(w.data, q8, ne / RT_QK);
+        w.dtype = RT_Q8_0;
+        w.data = q8;
+        w.nbytes = (size_t)(ne / RT_QK) * sizeof(rt_block_q8_0);
     }
     if (w.dtype < 0)
         return vc_err_set(VC_ERR_UNSUPPORTED, "%s: tensor '%s' has an unsupported dtype", path, w.name);
@@ -160,6 +185,15 @@ static int make_inv_freq(mdl_model *m) {
     if (rc == 0) {
         rt_tensor host = rt_tensor_1d(f, RT_F32, RT_DEV_CPU, half);
         rc = rt_tensor_copy_bytes(m->be, &m->inv_freq, &host);
+    }
+    /* Sliding layers with their own base (Gemma 3): plain theta^(-2i/rot). */
+    if (rc == 0 && c->rope_theta_swa > 0) {
+        for (int64_t i = 0; i < half; i++) f[i] = 1.0f / powf(c->rope_theta_swa, (float)(2 * i) / (float)c->rot_dim);
+        rc = own_tensor(m, &m->inv_freq_swa, RT_F32, 1, shape);
+        if (rc == 0) {
+            rt_tensor host = rt_tensor_1d(f, RT_F32, RT_DEV_CPU, half);
+            rc = rt_tensor_copy_bytes(m->be, &m->inv_freq_swa, &host);
+        }
     }
     free(f);
     return rc;
@@ -282,6 +316,11 @@ void mdl_free(mdl_model *m) {
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
     if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
     free(m->layers);
+    for (void **b = m->host_bufs; b;) { /* host_keep chain */
+        void **next = *b;
+        free(b);
+        b = next;
+    }
     mdl_wsrc_close(m->src);
     free(m);
 }

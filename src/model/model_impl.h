@@ -13,7 +13,9 @@ typedef struct {
     rt_tensor wq, wk, wv, wo;      /* [h*hd,d] [kvh*hd,d] [kvh*hd,d] [d,h*hd] any dtype */
     rt_tensor bq, bk, bv, bo;      /* optional biases f32 (data NULL when absent) */
     rt_tensor q_norm, k_norm;      /* optional [hd] f32 (Qwen3 QK-norm) */
-    rt_tensor ffn_norm;            /* [d] f32 */
+    rt_tensor ffn_norm;            /* [d] f32 (Gemma: pre_feedforward_layernorm) */
+    rt_tensor post_attn_norm;      /* optional [d] f32 (Gemma sandwich norm on the attn output) */
+    rt_tensor post_ffn_norm;       /* optional [d] f32 (Gemma sandwich norm on the FFN output) */
     rt_tensor w_gate, w_up, w_down; /* [ff,d] [ff,d] [d,ff] */
 } mdl_layer;
 
@@ -32,8 +34,12 @@ struct mdl_model {
     rt_tensor out_norm;   /* [d] f32 */
     rt_tensor output;     /* [V,d] (== tok_embd when tied) */
     rt_tensor inv_freq;   /* [rot_dim/2] f32, rope scaling folded in */
+    rt_tensor inv_freq_swa; /* [rot_dim/2] f32 for sliding layers when cfg.rope_theta_swa > 0
+                               (Gemma 3: local base, unscaled), else data NULL */
+    float embed_scale;    /* token embeddings are multiplied by this (0 = not at all) */
     mdl_layer *layers;
 
+    void *host_bufs;      /* chain of host buffers kept until mdl_free (repacked weights) */
     /* Device allocations owned by the model (converted weights, buffers). */
     void **owned;
     int n_owned, cap_owned;
@@ -150,5 +156,6 @@ int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t);
 int mdl_tp_gather_logits(mdl_model *m, int64_t L);
 
 extern const mdl_arch_impl mdl_arch_llama;
+extern const mdl_arch_impl mdl_arch_gemma3;
 
 #endif

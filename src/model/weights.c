@@ -12,6 +12,7 @@ struct mdl_wsrc {
     char path[1024];
     gguf_ctx *gguf;
     st_model *st;
+    bool sandwich; /* Gemma 2/3 naming: HF post_attention_layernorm is not the pre-FFN norm */
 };
 
 bool mdl_path_is_gguf(const char *path) {
@@ -41,6 +42,7 @@ mdl_wsrc *mdl_wsrc_open(const char *path, mdl_config *cfg) {
         char cfg_path[1100];
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
         if (mdl_config_from_hf(cfg, cfg_path) < 0) goto fail;
+        w->sandwich = !strcmp(cfg->arch, "gemma3");
         w->st = st_open_dir(path);
         if (!w->st) goto fail;
     } else if (mdl_path_is_gguf(path)) {
@@ -91,7 +93,16 @@ static const struct {
     {"ffn_down", "mlp.down_proj"},
 };
 
-static bool canon_to_hf(const char *canon, char *out, size_t cap) {
+/* Gemma 2/3 "sandwich" norms, consulted before g_layer (GGUF names per llama.cpp). */
+static const struct {
+    const char *canon, *hf;
+} g_layer_sandwich[] = {
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+};
+
+static bool canon_to_hf(const char *canon, bool sandwich, char *out, size_t cap) {
     const char *dot = strrchr(canon, '.'); /* ".weight" / ".bias" */
     if (!dot) return false;
     size_t stem_len = (size_t)(dot - canon);
@@ -102,6 +113,11 @@ static bool canon_to_hf(const char *canon, char *out, size_t cap) {
     int layer;
     int consumed = 0;
     if (sscanf(stem, "blk.%d.%n", &layer, &consumed) == 1 && consumed > 0) {
+        for (size_t i = 0; sandwich && i < sizeof g_layer_sandwich / sizeof g_layer_sandwich[0]; i++)
+            if (!strcmp(stem + consumed, g_layer_sandwich[i].canon)) {
+                snprintf(out, cap, "model.layers.%d.%s%s", layer, g_layer_sandwich[i].hf, dot);
+                return true;
+            }
         for (size_t i = 0; i < sizeof g_layer / sizeof g_layer[0]; i++)
             if (!strcmp(stem + consumed, g_layer[i].canon)) {
                 snprintf(out, cap, "model.layers.%d.%s%s", layer, g_layer[i].hf, dot);
@@ -124,6 +140,7 @@ bool mdl_wsrc_find(const mdl_wsrc *w, const char *canon, mdl_wt *out) {
         if (!t) return false;
         snprintf(out->name, sizeof out->name, "%s", t->name);
         out->dtype = t->dtype;
+        out->ggml_type = (int)t->ggml_type;
         out->ndim = t->ndim;
         for (int i = 0; i < t->ndim; i++) out->shape[i] = t->shape[i];
         out->data = t->data;
@@ -131,11 +148,12 @@ bool mdl_wsrc_find(const mdl_wsrc *w, const char *canon, mdl_wt *out) {
         return true;
     }
     char hf[150];
-    if (!canon_to_hf(canon, hf, sizeof hf)) return false;
+    if (!canon_to_hf(canon, w->sandwich, hf, sizeof hf)) return false;
     const st_tensor *t = st_find(w->st, hf);
     if (!t) return false;
     snprintf(out->name, sizeof out->name, "%s", hf);
     out->dtype = t->dtype;
+    out->ggml_type = -1;
     out->ndim = t->ndim;
     for (int i = 0; i < t->ndim && i < 4; i++) out->shape[i] = t->shape[i];
     out->data = t->data;

@@ -17,6 +17,8 @@
 typedef struct {
     char name[160];     /* name as found in the file */
     int dtype;          /* rt_dtype, -1 if unsupported */
+    int ggml_type;      /* GGUF type id (-1 for safetensors): lets the loader repack
+                           a type it cannot compute with (mdl_repack_*) */
     int ndim;
     int64_t shape[4];   /* row-major, outermost first */
     const void *data;
@@ -34,5 +36,11 @@ bool mdl_wsrc_find(const mdl_wsrc *w, const char *canon, mdl_wt *out);
 const gguf_ctx *mdl_wsrc_gguf(const mdl_wsrc *w);
 const char *mdl_wsrc_path(const mdl_wsrc *w);
 bool mdl_path_is_gguf(const char *path);
+
+/* Lossless load-time repacking (weights_repack.c). */
+#define MDL_GGML_Q5_0 6
+bool mdl_repack_supported(uint32_t ggml_type);
+/* n_blocks Q5_0 blocks (22 B each) -> as many Q8_0 blocks (rt_block_q8_0), same values. */
+void mdl_repack_q5_0_to_q8_0(const void *src, void *dst, int64_t n_blocks);
 
 #endif

@@ -1,0 +1,150 @@
+/* arch_gemma3 — the Gemma 3 text family (Gemma3ForCausalLM: 270M, 1B; GGUF
+ * arch "gemma3").
+ *
+ * Per layer ("sandwich" norms, every norm RMSNorm times (off + w)):
+ *   h   = x + post_attn_norm(Wo · attn(rope(qnorm(Wq·n)), rope(knorm(Wk·n)), Wv·n)),  n = attn_norm(x)
+ *   out = h + post_ffn_norm(Wdown · (gelu_tanh(Wgate·n') * Wup·n')),                 n' = ffn_norm(h)
+ * with x0 = embed(ids) * sqrt(hidden) and logits = output_norm(x) · E^T (tied).
+ * QK-norm is per head over head_dim, before RoPE. Layers follow the config's
+ * local/global pattern (mdl_config_layer_window): sliding layers see the last
+ * sliding_window keys and rotate with the local RoPE table (inv_freq_swa,
+ * unscaled), global layers see everything and use the scaled global table.
+ * Scores are scaled by cfg.attn_scale (query_pre_attn_scalar^-0.5); Gemma 3
+ * has no logit softcapping. off = cfg.norm_w_offset: 1 for HF checkpoints
+ * (they store w - 1), 0 for GGUF (the converter added the 1).
+ *
+ * sqrt(hidden) is applied in fp32, as llama.cpp does and as transformers does
+ * for fp32 weights; transformers with bf16 weights rounds it to bf16 first
+ * (sqrt(640) = 25.298 -> 25.25), a 0.2% difference on the embeddings.
+ *
+ * Tensor parallelism as arch_llama: Wq/Wk/Wv/Wgate/Wup and the LM head split
+ * by rows, Wo/Wdown by columns with an all-reduce after them; the sandwich
+ * norms (post_attn_norm, post_ffn_norm) then see the full sum.
+ */
+#include "model/model_impl.h"
+
+#include "base/err.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int gemma3_load(mdl_model *m) {
+    const mdl_config *c = &m->cfg;
+    int64_t d = c->hidden, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    int64_t ff = c->intermediate, V = c->vocab, hd = c->head_dim;
+    int64_t s_vd[2] = {V, d}, s_d[1] = {d};
+    if (c->rot_dim != hd) return vc_err_set(VC_ERR_FORMAT, "%s: Gemma 3 rotates the whole head", mdl_get_path(m));
+    if (mdl_bind(m, &m->tok_embd, "token_embd.weight", 2, s_vd, true) < 0) return -1;
+    if (mdl_bind(m, &m->out_norm, "output_norm.weight", 1, s_d, true) < 0) return -1;
+    if (!c->tie_embeddings && mdl_bind_split(m, &m->output, "output.weight", 2, s_vd, 0, false) < 0) return -1;
+    /* Tied (or GGUF without output.weight): this rank's vocab rows. */
+    if (!m->output.data) m->output = rt_tensor_slice0(&m->tok_embd, m->tp_rank * m->vocab_l, m->vocab_l);
+    m->embed_scale = sqrtf((float)d);
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->layers) return vc_err_set(VC_ERR_OOM, "out of memory");
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        mdl_layer *L = &m->layers[l];
+        char name[96];
+        /* split: TP shard dimension (0 rows, 1 columns, -1 replicated). */
+#define BIND(field, canon, split, ...)                                                                 \
+    do {                                                                                               \
+        int64_t shp[] = {__VA_ARGS__};                                                                 \
+        snprintf(name, sizeof name, "blk.%lld." canon, (long long)l);                                  \
+        if (mdl_bind_split(m, &L->field, name, (int)(sizeof shp / sizeof shp[0]), shp, split, true) < 0) \
+            return -1;                                                                                 \
+    } while (0)
+        BIND(attn_norm, "attn_norm.weight", -1, d);
+        BIND(wq, "attn_q.weight", 0, qd, d);
+        BIND(wk, "attn_k.weight", 0, kvd, d);
+        BIND(wv, "attn_v.weight", 0, kvd, d);
+        BIND(wo, "attn_output.weight", 1, d, qd);
+        BIND(q_norm, "attn_q_norm.weight", -1, hd);
+        BIND(k_norm, "attn_k_norm.weight", -1, hd);
+        BIND(post_attn_norm, "post_attention_norm.weight", -1, d);
+        BIND(ffn_norm, "ffn_norm.weight", -1, d);
+        BIND(w_gate, "ffn_gate.weight", 0, ff, d);
+        BIND(w_up, "ffn_up.weight", 0, ff, d);
+        BIND(w_down, "ffn_down.weight", 1, d, ff);
+        BIND(post_ffn_norm, "post_ffw_norm.weight", -1, d);
+#undef BIND
+    }
+    return VC_OK;
+}
+
+#define TRY(x)                  \
+    do {                        \
+        int rc_ = (x);          \
+        if (rc_ < 0) return rc_; \
+    } while (0)
+
+static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t max_blocks,
+                          int64_t n_logits) {
+    const mdl_config *c = &m->cfg;
+    rt_backend *be = m->be;
+    int64_t h = m->h_l, kvh = m->kvh_l, hd = c->head_dim; /* this rank's heads */
+    float off = c->norm_w_offset, eps = c->rms_eps;
+    float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hd);
+    rt_tensor ids = rt_tensor_slice0(&m->ids, 0, n), pos = rt_tensor_slice0(&m->pos, 0, n);
+    rt_tensor slots = rt_tensor_slice0(&m->slots, 0, n);
+    rt_tensor qsl = rt_tensor_slice0(&m->qsl, 0, S + 1), seq_lens = rt_tensor_slice0(&m->seq_lens, 0, S);
+    rt_tensor bt = rt_tensor_2d(m->block_tables.data, RT_I32, m->block_tables.device, S, max_blocks);
+    rt_tensor x = rt_tensor_slice0(&m->x, 0, n), xb = rt_tensor_slice0(&m->xb, 0, n);
+    rt_tensor q = rt_tensor_slice0(&m->q, 0, n), k = rt_tensor_slice0(&m->k, 0, n);
+    rt_tensor v = rt_tensor_slice0(&m->v, 0, n), att = rt_tensor_slice0(&m->att, 0, n);
+    rt_tensor gate = rt_tensor_slice0(&m->gate, 0, n), up = rt_tensor_slice0(&m->up, 0, n);
+    /* Head views: [n, heads, hd] for RoPE/attention, [n*heads, hd] for QK-norm. */
+    int64_t s_q3[3] = {n, h, hd}, s_k3[3] = {n, kvh, hd}, s_q2[2] = {n * h, hd}, s_k2[2] = {n * kvh, hd};
+    rt_tensor q3 = rt_tensor_reshape(&q, 3, s_q3), k3 = rt_tensor_reshape(&k, 3, s_k3);
+    rt_tensor v3 = rt_tensor_reshape(&v, 3, s_k3), att3 = rt_tensor_reshape(&att, 3, s_q3);
+    rt_tensor q2 = rt_tensor_reshape(&q, 2, s_q2), k2 = rt_tensor_reshape(&k, 2, s_k2);
+
+    TRY(rt_embed(be, &x, &m->tok_embd, &ids));
+    TRY(rt_scale(be, &x, &x, m->embed_scale));
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const mdl_layer *L = &m->layers[l];
+        int32_t window = mdl_config_layer_window(c, l);
+        const rt_tensor *inv_freq = window > 0 && m->inv_freq_swa.data ? &m->inv_freq_swa : &m->inv_freq;
+        TRY(rt_rmsnorm(be, &xb, &x, &L->attn_norm, eps, off));
+        TRY(rt_matmul(be, &q, &xb, &L->wq, NULL));
+        TRY(rt_matmul(be, &k, &xb, &L->wk, NULL));
+        TRY(rt_matmul(be, &v, &xb, &L->wv, NULL));
+        TRY(rt_rmsnorm(be, &q2, &q2, &L->q_norm, eps, off));
+        TRY(rt_rmsnorm(be, &k2, &k2, &L->k_norm, eps, off));
+        TRY(rt_rope(be, &q3, &pos, inv_freq, (int)c->rot_dim, true, 1.0f));
+        TRY(rt_rope(be, &k3, &pos, inv_freq, (int)c->rot_dim, true, 1.0f));
+        TRY(rt_kv_store(be, &kv->k[l], &k3, &slots));
+        TRY(rt_kv_store(be, &kv->v[l], &v3, &slots));
+        TRY(rt_paged_attention(be, &att3, &q3, &kv->k[l], &kv->v[l], &bt, &qsl, &seq_lens, scale, 0.0f, window));
+        TRY(rt_matmul(be, &xb, &att, &L->wo, NULL));
+        TRY(mdl_tp_all_reduce(m, &xb));
+        TRY(rt_rmsnorm(be, &xb, &xb, &L->post_attn_norm, eps, off));
+        TRY(rt_add(be, &x, &x, &xb));
+        TRY(rt_rmsnorm(be, &xb, &x, &L->ffn_norm, eps, off));
+        TRY(rt_matmul(be, &gate, &xb, &L->w_gate, NULL));
+        TRY(rt_matmul(be, &up, &xb, &L->w_up, NULL));
+        TRY(rt_glu(be, &gate, &gate, &up, RT_ACT_GELU_TANH));
+        TRY(rt_matmul(be, &xb, &gate, &L->w_down, NULL));
+        TRY(mdl_tp_all_reduce(m, &xb));
+        TRY(rt_rmsnorm(be, &xb, &xb, &L->post_ffn_norm, eps, off));
+        TRY(rt_add(be, &x, &x, &xb));
+    }
+    if (n_logits > 0) {
+        /* Gather the rows that need logits (EMBED over the f32 hidden states). */
+        rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
+        rt_tensor xl = rt_tensor_slice0(&xb, 0, n_logits);
+        rt_tensor lg = rt_tensor_slice0(m->tp_size > 1 ? &m->logits_l : &m->logits, 0, n_logits);
+        TRY(rt_embed(be, &xl, &x, &rows));
+        TRY(rt_rmsnorm(be, &xl, &xl, &m->out_norm, eps, off));
+        TRY(rt_matmul(be, &lg, &xl, &m->output, NULL));
+        if (m->tp_size > 1) TRY(mdl_tp_gather_logits(m, n_logits));
+    }
+    return VC_OK;
+}
+
+const mdl_arch_impl mdl_arch_gemma3 = {
+    .family = "gemma3",
+    .load = gemma3_load,
+    .forward = gemma3_forward,
+};
