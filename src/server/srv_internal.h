@@ -98,6 +98,9 @@ typedef struct {
     double tpot;                  /* (last token - first token) / (tokens - 1); < 0: fewer than 2 tokens */
     int32_t prompt_tokens, gen_tokens;
     int32_t max_tokens, n;        /* the request's parameters */
+    /* From the engine's timeline (eng_times), seconds; < 0: not reached
+     * (e.g. aborted while waiting). vLLM's definitions. */
+    double queue, prefill, decode, inference;
 } srv_finished;
 void srv_metrics_finished(srv_metrics *m, const srv_finished *f);
 char *srv_metrics_render(srv_metrics *m, aeng *a, const char *model_name);

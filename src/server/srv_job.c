@@ -121,7 +121,14 @@ static void on_delta(void *user, const eng_output *o) {
         srv_finished f = {.reason = o->finish_reason ? o->finish_reason : "stop", .e2e = t - j->t_arrival,
                           .tpot = gt > 1 && c->got_first ? (c->t_last - c->t_first) / (gt - 1) : -1,
                           .prompt_tokens = o->usage.prompt_tokens, .gen_tokens = gt, .max_tokens = j->max_tokens,
-                          .n = j->n};
+                          .n = j->n, .queue = -1, .prefill = -1, .decode = -1, .inference = -1};
+        const eng_times *tm = &o->times;
+        if (tm->first_scheduled > 0) f.queue = tm->first_scheduled - tm->arrival;
+        if (tm->first_token > 0) {
+            f.prefill = tm->first_token - tm->first_scheduled;
+            f.decode = tm->last_token - tm->first_token;
+            f.inference = tm->last_token - tm->first_scheduled;
+        }
         srv_metrics_finished(j->metrics, &f);
         last = --j->refs == 0;
     }

@@ -34,6 +34,7 @@ struct srv_metrics {
     pthread_mutex_t mu;
     int refs;
     histo ttft, itl, e2e, tpot;
+    histo queue, prefill, decode, inference; /* engine timeline, E2E_LE buckets (vLLM) */
     histo req_prompt, req_gen, req_max_gen, params_n, params_max_tokens; /* per finished request */
     uint64_t prompt_tokens, gen_tokens;
     uint64_t success[N_REASONS];
@@ -77,6 +78,10 @@ srv_metrics *srv_metrics_create(int32_t max_model_len) {
     histo_init(&m->itl, ITL_LE, (int)(sizeof ITL_LE / sizeof ITL_LE[0]));
     histo_init(&m->e2e, E2E_LE, (int)(sizeof E2E_LE / sizeof E2E_LE[0]));
     histo_init(&m->tpot, ITL_LE, (int)(sizeof ITL_LE / sizeof ITL_LE[0]));
+    histo_init(&m->queue, E2E_LE, (int)(sizeof E2E_LE / sizeof E2E_LE[0]));
+    histo_init(&m->prefill, E2E_LE, (int)(sizeof E2E_LE / sizeof E2E_LE[0]));
+    histo_init(&m->decode, E2E_LE, (int)(sizeof E2E_LE / sizeof E2E_LE[0]));
+    histo_init(&m->inference, E2E_LE, (int)(sizeof E2E_LE / sizeof E2E_LE[0]));
     histo_init(&m->params_n, N_LE, (int)(sizeof N_LE / sizeof N_LE[0]));
     double mx = max_model_len > 0 ? max_model_len : 1;
     histo_init_125(&m->req_prompt, mx);
@@ -129,6 +134,10 @@ void srv_metrics_finished(srv_metrics *m, const srv_finished *f) {
     histo_add(&m->params_max_tokens, f->max_tokens);
     histo_add(&m->params_n, f->n);
     if (f->tpot >= 0) histo_add(&m->tpot, f->tpot);
+    if (f->queue >= 0) histo_add(&m->queue, f->queue);
+    if (f->prefill >= 0) histo_add(&m->prefill, f->prefill);
+    if (f->decode >= 0) histo_add(&m->decode, f->decode);
+    if (f->inference >= 0) histo_add(&m->inference, f->inference);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -192,6 +201,14 @@ char *srv_metrics_render(srv_metrics *m, aeng *a, const char *model_name) {
     put_histo(&sb, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &m->e2e, lbl);
     put_histo(&sb, "vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per "
               "request.", &m->tpot, lbl);
+    put_histo(&sb, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+              &m->queue, lbl);
+    put_histo(&sb, "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+              &m->inference, lbl);
+    put_histo(&sb, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+              &m->prefill, lbl);
+    put_histo(&sb, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+              &m->decode, lbl);
     put_histo(&sb, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", &m->req_prompt, lbl);
     put_histo(&sb, "vllm:request_generation_tokens", "Number of generation tokens processed.", &m->req_gen, lbl);
     put_histo(&sb, "vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation "

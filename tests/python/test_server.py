@@ -345,6 +345,16 @@ def test_metrics_names(server):
     assert m['vllm:request_params_n_bucket{le="1",' + lbl[1:]] < finished  # test_n_choices asked n=3
     tpot = m["vllm:request_time_per_output_token_seconds_count" + lbl]
     assert 0 < tpot <= finished
+    # Engine-timeline histograms: every request that was scheduled has a
+    # queue time; those that produced a token have prefill/decode/inference.
+    q = m["vllm:request_queue_time_seconds_count" + lbl]
+    assert 0 < q <= finished
+    for name in ("request_prefill_time_seconds", "request_decode_time_seconds", "request_inference_time_seconds"):
+        c = m[f"vllm:{name}_count" + lbl]
+        assert 0 < c <= q, name
+        assert m[f"vllm:{name}_sum" + lbl] >= 0, name
+    assert m["vllm:request_inference_time_seconds_sum" + lbl] >= m["vllm:request_decode_time_seconds_sum" + lbl]
+    assert m["vllm:request_queue_time_seconds_sum" + lbl] <= m["vllm:e2e_request_latency_seconds_sum" + lbl]
 
 
 def test_chat_page(server):
