@@ -33,6 +33,9 @@ static void serve_usage(FILE *f) {
             "  --max-num-batched-tokens N   tokens per engine step (default 2048)\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
             "  --kv-cache-memory BYTES      KV cache budget, suffix K/M/G allowed (default: a fraction of memory)\n"
+            "  --kv-cache-dtype T           auto (default), float32, float16, bfloat16\n"
+            "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
+            "  --async-scheduling           schedule step N+1 while step N runs\n"
             "  --threads N                  CPU threads (default: all cores)\n"
             "  --device cpu|cuda            backend (default cpu)\n"
             "  --gpu-memory-utilization F   device backends: KV cache fills the device to F (0.9)\n"
@@ -91,6 +94,7 @@ int cli_serve(int argc, char **argv) {
         if (!strcmp(a, "--no-enable-prefix-caching")) { ep.enable_prefix_caching = false; continue; }
         if (!strcmp(a, "--enable-auto-tool-choice")) continue;
         if (!strcmp(a, "--allow-credentials")) { sp.allow_credentials = true; continue; }
+        if (!strcmp(a, "--async-scheduling")) { ep.async_scheduling = true; continue; }
         if (!val) { fprintf(stderr, "vllm serve: %s needs a value\n", a); serve_usage(stderr); return 2; }
         int rc = 0;
         if (!strcmp(a, "--model")) ep.model = val;
@@ -112,6 +116,8 @@ int cli_serve(int argc, char **argv) {
             ep.device = (rt_device)d;
         }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
+        else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) { rc = cli_parse_i64(a, val, 1, 64, &v); ep.tensor_parallel_size = (int)v; }
+        else if (!strcmp(a, "--kv-cache-dtype")) { int kd; rc = mdl_parse_kv_dtype(val, &kd); ep.kv_cache_dtype = val; }
         else if (!strcmp(a, "--max-body-bytes")) { rc = parse_bytes(a, val, &v); sp.max_body_bytes = (size_t)v; }
         else if (!strcmp(a, "--allowed-origins")) sp.allowed_origins = val;
         else if (!strcmp(a, "--ssl-keyfile")) sp.ssl_keyfile = val;

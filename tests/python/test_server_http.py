@@ -98,3 +98,26 @@ class _HttpsServer(Server):
 def _https_server(vllm_bin, key, cert, ctx, extra):
     cls = type("S", (_HttpsServer,), {"ctx": ctx})
     return cls(vllm_bin, ["--ssl-keyfile", str(key), "--ssl-certfile", str(cert), *extra])
+
+
+def test_engine_flags_async_and_tensor_parallel(vllm_bin):
+    """--async-scheduling gives the same greedy completions as the default
+    sync engine; -tp 3 (SmolLM2: 9 heads, 3 KV heads) serves too, and a
+    size that does not divide the heads stops start-up with a clear error."""
+    prompts = ["The capital of France is", "1, 2, 3, 4,", "Once upon a time"]
+
+    def complete(extra):
+        s = Server(vllm_bin, extra)
+        try:
+            c = openai.OpenAI(base_url=s.base + "/v1", api_key="x", max_retries=0)
+            return [c.completions.create(model=MODEL_NAME, prompt=p, max_tokens=12, temperature=0).choices[0].text
+                    for p in prompts]
+        finally:
+            s.stop()
+
+    sync = complete([])
+    assert complete(["--async-scheduling"]) == sync
+    tp = complete(["-tp", "3", "--kv-cache-dtype", "float32"])
+    assert all(len(t) > 0 for t in tp)
+    with pytest.raises(RuntimeError, match="must divide"):
+        Server(vllm_bin, ["-tp", "2"])
