@@ -303,8 +303,9 @@ static void test_softmax(void **st) {
 static void test_argmax(void **st) {
     (void)st;
     NEED_GPU();
-    const int64_t rows = 4, cs[] = {1, 1000, 50000};
-    for (int k = 0; k < 3; k++) {
+    /* 50000 and 151936 (a vocab) take the split kernel: ties and NaN across chunks. */
+    const int64_t rows = 4, cs[] = {1, 1000, 50000, 151936};
+    for (int k = 0; k < 4; k++) {
         int64_t c = cs[k], s[2] = {rows, c}, sr[1] = {rows};
         float *x = xmalloc((size_t)(rows * c) * 4);
         fill(x, rows * c, 1.0f);
