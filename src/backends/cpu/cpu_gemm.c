@@ -19,7 +19,7 @@
 
 #include <string.h>
 
-#define PREFILL_ROWS 32 /* rows per task in prefill (multiple of 8) */
+#define PANEL_BUDGET (256 * 1024) /* unpacked weight panels of one prefill task (L2) */
 
 typedef struct {
     const cpu_kernels *k;
@@ -36,6 +36,8 @@ typedef struct {
     size_t ys;
     const float *bias;
     int64_t rc, n_tc, upt, n_units;
+    char *panels;      /* per thread: rc/4 panels of tile_bytes */
+    size_t tile_bytes; /* one panel: 4 rows x in */
 } gemm_job;
 
 static void gemm_task(void *ctxp, int64_t task, int thread) {
@@ -47,13 +49,18 @@ static void gemm_task(void *ctxp, int64_t task, int thread) {
     cpu_gv_fn gv = j->k->gv[j->wt];
     cpu_gm_fn gm = j->k->gm[j->wt];
     cpu_mm_fn mm = j->k->mm[j->wt];
+    char *panels = j->panels + (size_t)thread * (size_t)(j->rc / 4) * j->tile_bytes;
+    if (u0 < j->ng)
+        for (int64_t r = r0; r < r1; r += 4)
+            j->k->pk[j->wt](j->in, j->w + r * j->ws, j->ws, (int)(r1 - r < 4 ? r1 - r : 4),
+                            panels + (size_t)((r - r0) / 4) * j->tile_bytes);
     for (int64_t u = u0; u < u1; u++) {
         int64_t t0 = 8 * u, cnt = j->n - t0 < 8 ? j->n - t0 : 8;
-        if (u < j->ng && gm) {
+        if (u < j->ng) {
             for (int64_t r = r0; r < r1; r += 4) {
                 int nr = (int)(r1 - r < 4 ? r1 - r : 4);
-                gm(j->in, j->w + r * j->ws, j->ws, nr, j->act8 + u * j->a8s, j->y + t0 * j->ys + r,
-                   j->ys);
+                gm(j->in, panels + (size_t)((r - r0) / 4) * j->tile_bytes, nr, j->act8 + u * j->a8s,
+                   j->y + t0 * j->ys + r, j->ys);
             }
             continue;
         }
@@ -126,7 +133,17 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
     size_t a8s = (size_t)nb * (kquant ? sizeof(cpu_block_q8k_x8) : sizeof(cpu_block_q8a_x8));
     int64_t ng = c->k->gm[w->dtype] ? n / 8 : 0;
     size_t abytes = (arow * (size_t)n + 63) & ~(size_t)63;
-    char *act = cpu_scratch(c, abytes + a8s * (size_t)ng);
+    size_t a8bytes = (a8s * (size_t)ng + 63) & ~(size_t)63;
+    /* prefill rows per task: as many 4-row panels as fit PANEL_BUDGET, 8..32 */
+    size_t tile_bytes = ng ? (c->k->pk_bytes[w->dtype] * (size_t)in + 255) / 256 : 0;
+    int64_t rc = 32;
+    if (ng) {
+        int64_t tiles = (int64_t)(PANEL_BUDGET / tile_bytes);
+        rc = 4 * tiles / 8 * 8;
+        rc = rc < 8 ? 8 : rc > 32 ? 32 : rc;
+    }
+    size_t pbytes = ng ? (size_t)c->n_threads * (size_t)(rc / 4) * tile_bytes : 0;
+    char *act = cpu_scratch(c, abytes + a8bytes + pbytes);
     if (!act) return VC_ERR_OOM;
     cpu_quant_rows(c, kquant, x->data, xs, act, arow, n, in);
     if (ng) {
@@ -136,14 +153,11 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
     }
     gemm_job j = {.k = c->k, .wt = w->dtype, .w = w->data, .ws = (size_t)w->stride[0], .in = in,
                   .out = out, .n = n, .act = act, .as = arow, .act8 = act + abytes, .a8s = a8s,
-                  .ng = ng, .y = y, .ys = ys, .bias = bias, .n_units = (n + 7) / 8};
+                  .ng = ng, .y = y, .ys = ys, .bias = bias, .n_units = (n + 7) / 8,
+                  .panels = act + abytes + a8bytes, .tile_bytes = tile_bytes};
     /* rows per task: decode ~8 tasks per thread (8..128 rows); prefill
-     * PREFILL_ROWS, and token ranges split until there are ~8 tasks per
-     * thread */
-    int64_t rc;
-    if (ng) {
-        rc = PREFILL_ROWS;
-    } else {
+     * as above, and token ranges split until there are ~8 tasks per thread */
+    if (!ng) {
         rc = out / ((int64_t)c->n_threads * 8);
         rc = rc < 8 ? 8 : rc > 128 ? 128 : (rc + 7) & ~(int64_t)7;
         int64_t min_rows = (CPU_MIN_PAR_WORK / 4) / (n * in) + 1;

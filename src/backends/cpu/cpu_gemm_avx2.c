@@ -45,10 +45,6 @@ AI __m256 gather_f16(const char *w, size_t ws, size_t off) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
-/* after unpacking weights to a buffer: read them back from memory (4-byte
- * broadcasts are load-port work), not via shuffles of live registers */
-#define FROM_MEMORY() __asm__ volatile("" ::: "memory")
-
 AI __m256i bcast_u32(const uint8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -98,21 +94,32 @@ static void gv_q4_0(int64_t k, const void *wp, size_t ws, const void *actp, size
     }
 }
 
-AI void gm_q4_0_r(int64_t k, const char *w, size_t ws, const cpu_block_q8a_x8 *a, float *y,
-                  size_t ys, const int R) {
+typedef struct { /* 4 rows x 32 elements, unpacked */
+    uint8_t q[4][RT_QK];
+    float d[4];
+} panel_q4_0;
+
+static void pk_q4_0(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
+    const char *w = wp;
+    panel_q4_0 *o = panel;
+    for (int64_t b = 0; b < k / RT_QK; b++, o++)
+        for (int r = 0; r < nr; r++) {
+            const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b;
+            _mm256_storeu_si256((__m256i *)o->q[r], q4_unpack(wb->qs));
+            o->d[r] = _cvtsh_ss(wb->d);
+        }
+}
+
+AI void gm_q4_0_r(int64_t k, const panel_q4_0 *pw, const cpu_block_q8a_x8 *a, float *y, size_t ys,
+                  const int R) {
     __m256 acc[4];
     UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     const int64_t nb = k / RT_QK;
-    _Alignas(32) uint8_t u[4][32];
     for (int64_t b = 0; b < nb; b++) {
         const cpu_block_q8a_x8 *ab = a + b;
-        UNROLL
-        for (int r = 0; r < R; r++)
-            _mm256_store_si256((__m256i *)u[r],
-                               q4_unpack(((const rt_block_q4_0 *)(w + r * ws) + b)->qs));
-        FROM_MEMORY();
+        const panel_q4_0 *wb = pw + b;
         __m256i s16[4];
         UNROLL
         for (int r = 0; r < R; r++) s16[r] = _mm256_setzero_si256();
@@ -121,15 +128,14 @@ AI void gm_q4_0_r(int64_t k, const char *w, size_t ws, const cpu_block_q8a_x8 *a
             __m256i av = _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * s));
             UNROLL
             for (int r = 0; r < R; r++)
-                s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(bcast_u32(u[r] + 4 * s), av));
+                s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(bcast_u32(wb->q[r] + 4 * s), av));
         }
         __m256i corr = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)ab->sum), 3);
         __m256 da = _mm256_loadu_ps(ab->d);
         UNROLL
         for (int r = 0; r < R; r++) {
-            const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b;
             __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16[r], ones), corr);
-            __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(wb->d)), da);
+            __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&wb->d[r]), da);
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[r]);
         }
     }
@@ -137,13 +143,12 @@ AI void gm_q4_0_r(int64_t k, const char *w, size_t ws, const cpu_block_q8a_x8 *a
 }
 
 #define DISPATCH_R(NAME)                                                                       \
-    static void NAME(int64_t k, const void *w, size_t ws, int nr, const void *a, float *y,    \
-                     size_t ys) {                                                              \
+    static void NAME(int64_t k, const void *pw, int nr, const void *a, float *y, size_t ys) {  \
         switch (nr) {                                                                          \
-        case 1: NAME##_r(k, w, ws, a, y, ys, 1); break;                                        \
-        case 2: NAME##_r(k, w, ws, a, y, ys, 2); break;                                        \
-        case 3: NAME##_r(k, w, ws, a, y, ys, 3); break;                                        \
-        default: NAME##_r(k, w, ws, a, y, ys, 4); break;                                       \
+        case 1: NAME##_r(k, pw, a, y, ys, 1); break;                                           \
+        case 2: NAME##_r(k, pw, a, y, ys, 2); break;                                           \
+        case 3: NAME##_r(k, pw, a, y, ys, 3); break;                                           \
+        default: NAME##_r(k, pw, a, y, ys, 4); break;                                          \
         }                                                                                      \
     }
 DISPATCH_R(gm_q4_0)
@@ -214,31 +219,43 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
     }
 }
 
-AI void gm_q4_K_r(int64_t k, const char *w, size_t ws, const cpu_block_q8k_x8 *a, float *y,
-                  size_t ys, const int R) {
+typedef struct { /* 4 rows x 256 elements, unpacked */
+    uint8_t q[4][RT_QK_K];
+    int32_t sc[4][8]; /* scale of sub-block j in both int16 halves */
+    int32_t mp[4][4]; /* mins 2p, 2p+1 as an int16 pair */
+    float d[4], dm[4];
+} panel_q4_K;
+
+static void pk_q4_K(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
+    const char *w = wp;
+    panel_q4_K *o = panel;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < k / RT_QK_K; b++, o++)
+        for (int r = 0; r < nr; r++) {
+            const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b;
+            for (int c = 0; c < 4; c++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
+                _mm256_storeu_si256((__m256i *)(o->q[r] + 64 * c), _mm256_and_si256(q, m4));
+                _mm256_storeu_si256((__m256i *)(o->q[r] + 64 * c + 32),
+                                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+            }
+            int16_t sc[8];
+            q4k_scales(wb->scales, sc, o->mp[r]);
+            for (int j = 0; j < 8; j++) o->sc[r][j] = (int32_t)((uint32_t)sc[j] * 0x10001u);
+            o->d[r] = _cvtsh_ss(wb->d);
+            o->dm[r] = _cvtsh_ss(wb->dmin);
+        }
+}
+
+AI void gm_q4_K_r(int64_t k, const panel_q4_K *pw, const cpu_block_q8k_x8 *a, float *y, size_t ys,
+                  const int R) {
     __m256 acc[4];
     UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     const int64_t nb = k / RT_QK_K;
-    _Alignas(32) uint8_t u[4][RT_QK_K];
-    int16_t sc[4][8];
-    int32_t mp[4][4];
     for (int64_t b = 0; b < nb; b++) {
         const cpu_block_q8k_x8 *ab = a + b;
-        UNROLL
-        for (int r = 0; r < R; r++) {
-            const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b;
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                __m256i q = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
-                _mm256_store_si256((__m256i *)(u[r] + 64 * c), _mm256_and_si256(q, m4));
-                _mm256_store_si256((__m256i *)(u[r] + 64 * c + 32),
-                                   _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-            }
-            q4k_scales(wb->scales, sc[r], mp[r]);
-        }
-        FROM_MEMORY();
+        const panel_q4_K *wb = pw + b;
         __m256i isum[4];
         UNROLL
         for (int r = 0; r < R; r++) isum[r] = _mm256_setzero_si256();
@@ -252,24 +269,23 @@ AI void gm_q4_K_r(int64_t k, const char *w, size_t ws, const cpu_block_q8k_x8 *a
                 UNROLL
                 for (int r = 0; r < R; r++)
                     s16[r] = _mm256_add_epi16(
-                        s16[r], _mm256_maddubs_epi16(bcast_u32(u[r] + 32 * jb + 4 * s), av));
+                        s16[r], _mm256_maddubs_epi16(bcast_u32(wb->q[r] + 32 * jb + 4 * s), av));
             }
             UNROLL
             for (int r = 0; r < R; r++)
-                isum[r] = _mm256_add_epi32(isum[r],
-                                           _mm256_madd_epi16(s16[r], _mm256_set1_epi16(sc[r][jb])));
+                isum[r] = _mm256_add_epi32(
+                    isum[r], _mm256_madd_epi16(s16[r], _mm256_set1_epi32(wb->sc[r][jb])));
         }
         __m256 da = _mm256_loadu_ps(ab->d);
         UNROLL
         for (int r = 0; r < R; r++) {
-            const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b;
             __m256i ms = _mm256_setzero_si256();
             UNROLL
             for (int p = 0; p < 4; p++)
                 ms = _mm256_add_epi32(ms, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab->as[p]),
-                                                            _mm256_set1_epi32(mp[r][p])));
-            __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(wb->d)), da);
-            __m256 dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(wb->dmin)), da);
+                                                            _mm256_set1_epi32(wb->mp[r][p])));
+            __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&wb->d[r]), da);
+            __m256 dm = _mm256_mul_ps(_mm256_broadcast_ss(&wb->dm[r]), da);
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[r]), acc[r]);
             acc[r] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(ms), acc[r]);
         }
@@ -337,18 +353,39 @@ static void gv_q6_K(int64_t k, const void *wp, size_t ws, const void *actp, size
     }
 }
 
-AI void gm_q6_K_r(int64_t k, const char *w, size_t ws, const cpu_block_q8k_x8 *a, float *y,
-                  size_t ys, const int R) {
+typedef struct { /* 4 rows x 256 elements, unpacked */
+    uint8_t q[4][RT_QK_K];
+    int32_t sc[4][16]; /* scale of group g in both int16 halves */
+    int32_t scp[4][8]; /* scales 2p, 2p+1 as an int16 pair */
+    float d[4];
+} panel_q6_K;
+
+static void pk_q6_K(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
+    const char *w = wp;
+    panel_q6_K *o = panel;
+    for (int64_t b = 0; b < k / RT_QK_K; b++, o++)
+        for (int r = 0; r < nr; r++) {
+            const rt_block_q6_K *wb = (const rt_block_q6_K *)(w + r * ws) + b;
+            _Alignas(32) uint8_t u[RT_QK_K];
+            q6k_unpack(wb, u);
+            memcpy(o->q[r], u, RT_QK_K);
+            for (int g = 0; g < 16; g++) o->sc[r][g] = (int32_t)((uint32_t)(uint16_t)wb->scales[g] * 0x10001u);
+            for (int p = 0; p < 8; p++)
+                o->scp[r][p] = (int32_t)((uint32_t)(uint16_t)wb->scales[2 * p] |
+                                         (uint32_t)(uint16_t)wb->scales[2 * p + 1] << 16);
+            o->d[r] = _cvtsh_ss(wb->d);
+        }
+}
+
+AI void gm_q6_K_r(int64_t k, const panel_q6_K *pw, const cpu_block_q8k_x8 *a, float *y, size_t ys,
+                  const int R) {
     __m256 acc[4];
     UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     const int64_t nb = k / RT_QK_K;
-    _Alignas(32) uint8_t u[4][RT_QK_K];
     for (int64_t b = 0; b < nb; b++) {
         const cpu_block_q8k_x8 *ab = a + b;
-        UNROLL
-        for (int r = 0; r < R; r++) q6k_unpack((const rt_block_q6_K *)(w + r * ws) + b, u[r]);
-        FROM_MEMORY();
+        const panel_q6_K *wb = pw + b;
         __m256i isum[4];
         UNROLL
         for (int r = 0; r < R; r++) isum[r] = _mm256_setzero_si256();
@@ -358,27 +395,22 @@ AI void gm_q6_K_r(int64_t k, const char *w, size_t ws, const cpu_block_q8k_x8 *a
             __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * h + 32));
             UNROLL
             for (int r = 0; r < R; r++) {
-                const int8_t *scs = ((const rt_block_q6_K *)(w + r * ws) + b)->scales;
-                __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast_u32(u[r] + 8 * h), a0),
-                                               _mm256_maddubs_epi16(bcast_u32(u[r] + 8 * h + 4), a1));
+                __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(bcast_u32(wb->q[r] + 8 * h), a0),
+                                               _mm256_maddubs_epi16(bcast_u32(wb->q[r] + 8 * h + 4), a1));
                 isum[r] = _mm256_add_epi32(isum[r],
-                                           _mm256_madd_epi16(s16, _mm256_set1_epi16(scs[h >> 1])));
+                                           _mm256_madd_epi16(s16, _mm256_set1_epi32(wb->sc[r][h >> 1])));
             }
         }
         __m256 da = _mm256_loadu_ps(ab->d);
         UNROLL
         for (int r = 0; r < R; r++) {
-            const rt_block_q6_K *wb = (const rt_block_q6_K *)(w + r * ws) + b;
             __m256i off = _mm256_setzero_si256();
             UNROLL
-            for (int p = 0; p < 8; p++) {
-                int32_t pair = (int32_t)((uint32_t)(uint16_t)wb->scales[2 * p] |
-                                         (uint32_t)(uint16_t)wb->scales[2 * p + 1] << 16);
+            for (int p = 0; p < 8; p++)
                 off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab->bs[p]),
-                                                              _mm256_set1_epi32(pair)));
-            }
+                                                              _mm256_set1_epi32(wb->scp[r][p])));
             __m256i is = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(off, 5));
-            __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(wb->d)), da);
+            __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&wb->d[r]), da);
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(is), acc[r]);
         }
     }
@@ -397,4 +429,10 @@ void cpu_fill_gemm_avx2(cpu_kernels *k) {
     k->gm[RT_Q4_0] = gm_q4_0;
     k->gm[RT_Q4_K] = gm_q4_K;
     k->gm[RT_Q6_K] = gm_q6_K;
+    k->pk[RT_Q4_0] = pk_q4_0;
+    k->pk[RT_Q4_K] = pk_q4_K;
+    k->pk[RT_Q6_K] = pk_q6_K;
+    k->pk_bytes[RT_Q4_0] = sizeof(panel_q4_0) * (RT_QK_K / RT_QK);
+    k->pk_bytes[RT_Q4_K] = sizeof(panel_q4_K);
+    k->pk_bytes[RT_Q6_K] = sizeof(panel_q6_K);
 }

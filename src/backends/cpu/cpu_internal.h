@@ -136,11 +136,15 @@ static inline int cpu_attn_chunk(const cpu_attn_job *j, int64_t p0, int chunk) {
  * the plain prepared activations: y[j*y_stride + r]. Full k. */
 typedef void (*cpu_gv_fn)(int64_t k, const void *w, size_t w_stride, const void *act,
                           size_t act_stride, int m, float *y, size_t y_stride);
-/* GEMM tile (lanes = tokens): nr (1..4) weight rows against one group of 8
+/* GEMM tile (lanes = tokens): weights are first unpacked (cpu_pk_fn) into
+ * a panel of 4 rows x k (bytes plus ready-made scales; layout private to
+ * the kernel file, cpu_kernels.pk_bytes[dt] bytes per 256 elements of k),
+ * once per task; then nr (1..4) panel rows meet one group of 8
  * interleaved tokens (cpu_block_q8a_x8 / cpu_block_q8k_x8 blocks):
  * y[t*y_stride + r]. Full k. */
-typedef void (*cpu_gm_fn)(int64_t k, const void *w, size_t w_stride, int nr, const void *act8,
-                          float *y, size_t y_stride);
+typedef void (*cpu_pk_fn)(int64_t k, const void *w, size_t w_stride, int nr, void *panel);
+typedef void (*cpu_gm_fn)(int64_t k, const void *panel, int nr, const void *act8, float *y,
+                          size_t y_stride);
 
 typedef struct {
     const char *name;
@@ -150,7 +154,9 @@ typedef struct {
     int mmp_rows;                   /* weight rows per mmp call (<= CPU_MMP_R) */
     unsigned char chain[RT_DTYPE_COUNT]; /* mm follows the chain arithmetic (full k) */
     cpu_gv_fn gv[RT_DTYPE_COUNT];   /* chain dtypes: 8-row GEMV; optional */
-    cpu_gm_fn gm[RT_DTYPE_COUNT];   /* chain dtypes: 8-token GEMM tile; needs gv */
+    cpu_gm_fn gm[RT_DTYPE_COUNT];   /* chain dtypes: 8-token GEMM tile; needs gv, pk */
+    cpu_pk_fn pk[RT_DTYPE_COUNT];
+    size_t pk_bytes[RT_DTYPE_COUNT];
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
