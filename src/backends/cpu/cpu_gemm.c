@@ -155,11 +155,12 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
                   .out = out, .n = n, .act = act, .as = arow, .act8 = act + abytes, .a8s = a8s,
                   .ng = ng, .y = y, .ys = ys, .bias = bias, .n_units = (n + 7) / 8,
                   .panels = act + abytes + a8bytes, .tile_bytes = tile_bytes};
-    /* rows per task: decode ~8 tasks per thread (8..128 rows); prefill
+    /* rows per task: decode ~16 tasks per thread (8..64 rows: a short tail
+     * when the threads finish unevenly); prefill
      * as above, and token ranges split until there are ~8 tasks per thread */
     if (!ng) {
-        rc = out / ((int64_t)c->n_threads * 8);
-        rc = rc < 8 ? 8 : rc > 128 ? 128 : (rc + 7) & ~(int64_t)7;
+        rc = out / ((int64_t)c->n_threads * 16);
+        rc = rc < 8 ? 8 : rc > 64 ? 64 : (rc + 7) & ~(int64_t)7;
         int64_t min_rows = (CPU_MIN_PAR_WORK / 4) / (n * in) + 1;
         if (rc < min_rows) rc = (min_rows + 7) & ~(int64_t)7;
     }
