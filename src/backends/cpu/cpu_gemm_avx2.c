@@ -37,12 +37,16 @@ AI __m256i reduce8(const __m256i *v) {
                             _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
-/* 8 f16 scales, one per row, at byte offset `off` of row r's block b */
+/* 8 f16 scales, one per row, at byte offset `off` of row r's block b
+ * (built in a register: 8 small stores + one wide load would stall on
+ * store forwarding once per block) */
 AI __m256 gather_f16(const char *w, size_t ws, size_t off) {
     uint16_t h[8];
     UNROLL
     for (int r = 0; r < 8; r++) memcpy(&h[r], w + r * ws + off, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    __m128i v = _mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
+                               (short)h[5], (short)h[6], (short)h[7]);
+    return _mm256_cvtph_ps(v);
 }
 
 AI __m256i bcast_u32(const uint8_t *p) {
@@ -179,7 +183,7 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
             UNROLL
             for (int i = 0; i < 8; i++) as8[i] = a[b].bsums[2 * i] + a[b].bsums[2 * i + 1];
             __m256i p[8];
-            _Alignas(32) int32_t msum[8];
+            int32_t msum[8];
             UNROLL
             for (int r = 0; r < 8; r++) {
                 const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b;
@@ -212,8 +216,9 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
             __m256 d = _mm256_mul_ps(gather_f16(w, ws, off), da);
             __m256 dm = _mm256_mul_ps(gather_f16(w, ws, off + 2), da);
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(reduce8(p)), acc);
-            acc = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_load_si256((const __m256i *)msum)),
-                                   acc);
+            __m256i mv = _mm256_setr_epi32(msum[0], msum[1], msum[2], msum[3], msum[4], msum[5],
+                                           msum[6], msum[7]);
+            acc = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(mv), acc);
         }
         _mm256_storeu_ps(y + j * ys, acc);
     }

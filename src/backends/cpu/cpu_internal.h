@@ -5,6 +5,10 @@
  *   cpu_threadpool.c     persistent workers (cpu_pool_run)
  *   cpu_features.c       ISA detection, VLLM_CPU_ISA override, kernel tables
  *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
+ *   cpu_gemm.c           MATMUL driver of the chain types (Q4_0, Q4_K, Q6_K
+ *                        with SIMD): GEMV for decode, 8-token GEMM tiles on
+ *                        weight panels unpacked once per task for prefill
+ *   cpu_gemm_avx2.c      their AVX2 kernels
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
  *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
  *   cpu_simd_avx2.h      exp/sigmoid/horizontal helpers for the AVX2 files

@@ -1,5 +1,7 @@
 /* cpu_matmul — MATMUL driver: y[n,out] = x[n,in] · W[out,in]^T (+ bias).
  *
+ * Weight types with GEMV/GEMM-tile kernels (cpu_kernels.gv) go to
+ * cpu_gemm.c; the others take the path below.
  * 1. Activations are prepared once: f32 rows as they are for f32/f16/bf16
  *    weights, else quantized into scratch (Q8a for Q4_0/Q4_1/Q8_0, Q8_K for
  *    K-quants), in parallel over rows when there are many.
