@@ -55,6 +55,18 @@ AI __m256i bcast_u32(const uint8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* GEMV: the 8 rows are read one after the other in runs of GV_K elements
+ * (576 bytes of Q4_0 / Q4_K), block partials parked in L1, so each row is
+ * a sequential stream for the hardware prefetcher; reading the 8 rows
+ * block by block side by side left decode waiting on memory. */
+#define GV_K 1024
+
+/* ... and each row's next run is requested while this one is computed
+ * (8 runs later it is in cache: decode waits on memory latency otherwise) */
+AI void prefetch_span(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 /* tile result acc[r] (lanes = tokens) -> y[t*ys + r] */
 AI void store_tile(const __m256 *acc, int R, float *y, size_t ys) {
     float tmp[4][8];
@@ -76,23 +88,31 @@ AI __m256i q4_unpack(const uint8_t *qs) { /* elements 0..31 as bytes 0..15 */
 
 static void gv_q4_0(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {
+    enum { KC = GV_K / RT_QK };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK;
     const __m256i ones = _mm256_set1_epi16(1);
+    __m256i P[KC][8];
     for (int j = 0; j < m; j++) {
         const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as);
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs), p[8];
-            UNROLL
+        for (int64_t b0 = 0; b0 < nb; b0 += KC) {
+            int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
             for (int r = 0; r < 8; r++) {
-                const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b;
-                p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(wb->qs), av), ones);
+                const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b0;
+                if (b0 + KC < nb) prefetch_span((const char *)(wb + KC), sizeof(*wb) * KC);
+                for (int i = 0; i < kc; i++) {
+                    __m256i av = _mm256_loadu_si256((const __m256i *)a[b0 + i].qs);
+                    P[i][r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(wb[i].qs), av), ones);
+                }
             }
-            __m256i isum = _mm256_sub_epi32(reduce8(p), _mm256_set1_epi32(8 * a[b].sum));
-            __m256 d = _mm256_mul_ps(gather_f16(w, ws, (size_t)b * sizeof(rt_block_q4_0)),
-                                     _mm256_set1_ps(a[b].d));
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
+            for (int i = 0; i < kc; i++) {
+                int64_t b = b0 + i;
+                __m256i isum = _mm256_sub_epi32(reduce8(P[i]), _mm256_set1_epi32(8 * a[b].sum));
+                __m256 d = _mm256_mul_ps(gather_f16(w, ws, (size_t)b * sizeof(rt_block_q4_0)),
+                                         _mm256_set1_ps(a[b].d));
+                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
+            }
         }
         _mm256_storeu_ps(y + j * ys, acc);
     }
@@ -170,55 +190,80 @@ AI void q4k_scales(const uint8_t *scales, int16_t *sc, int32_t *mpair) {
     for (int p = 0; p < 4; p++) mpair[p] = (int32_t)((uint32_t)m[2 * p] | (uint32_t)m[2 * p + 1] << 16);
 }
 
+/* Q4_K scales and mins from the 12 packed bytes (rt_q4k_scale_min for all
+ * 8 sub-blocks at once): sc[0..7] then mn[0..7] as bytes of 4 words */
+AI void q4k_unpack16(const uint8_t *q, uint32_t *out) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, q, 4);
+    memcpy(&u1, q + 4, 4);
+    memcpy(&u2, q + 8, 4);
+    out[0] = u0 & 0x3f3f3f3fu;
+    out[1] = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    out[2] = u1 & 0x3f3f3f3fu;
+    out[3] = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+}
+
 static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {
+    enum { KC = GV_K / RT_QK_K };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i P[KC][8];
+    __m128i MP[KC][8];
     for (int j = 0; j < m; j++) {
         const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as);
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            int32_t as8[8];
-            UNROLL
-            for (int i = 0; i < 8; i++) as8[i] = a[b].bsums[2 * i] + a[b].bsums[2 * i + 1];
-            __m256i p[8];
-            int32_t msum[8];
-            UNROLL
-            for (int r = 0; r < 8; r++) {
-                const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b;
-                uint8_t sc[8], mn[8];
-                UNROLL
-                for (int i = 0; i < 8; i++) rt_q4k_scale_min(i, wb->scales, &sc[i], &mn[i]);
-                int ms = 0;
-                UNROLL
-                for (int i = 0; i < 8; i++) ms += mn[i] * as8[i];
-                msum[r] = ms;
-                __m256i s = _mm256_setzero_si256();
-                UNROLL
-                for (int c = 0; c < 4; c++) {
-                    __m256i q = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));
-                    __m256i lo = _mm256_and_si256(q, m4);
-                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                    const int8_t *aq = a[b].qs + 64 * c;
-                    __m256i p0 = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)),
-                        _mm256_set1_epi16(sc[2 * c]));
-                    __m256i p1 = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))),
-                        _mm256_set1_epi16(sc[2 * c + 1]));
-                    s = _mm256_add_epi32(s, _mm256_add_epi32(p0, p1));
-                }
-                p[r] = s;
+        for (int64_t b0 = 0; b0 < nb; b0 += KC) {
+            int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
+            __m128i as16[KC]; /* 32-element sums of the activation as 8 int16 */
+            for (int i = 0; i < kc; i++) {
+                __m256i bs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b0 + i].bsums),
+                                               _mm256_set1_epi16(1));
+                as16[i] = _mm_packs_epi32(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
             }
-            size_t off = (size_t)b * sizeof(rt_block_q4_K);
-            __m256 da = _mm256_set1_ps(a[b].d);
-            __m256 d = _mm256_mul_ps(gather_f16(w, ws, off), da);
-            __m256 dm = _mm256_mul_ps(gather_f16(w, ws, off + 2), da);
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(reduce8(p)), acc);
-            __m256i mv = _mm256_setr_epi32(msum[0], msum[1], msum[2], msum[3], msum[4], msum[5],
-                                           msum[6], msum[7]);
-            acc = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(mv), acc);
+            for (int r = 0; r < 8; r++) {
+                const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b0;
+                if (b0 + KC < nb) prefetch_span((const char *)(wb + KC), sizeof(*wb) * KC);
+                for (int i = 0; i < kc; i++) {
+                    uint32_t sm[4];
+                    q4k_unpack16(wb[i].scales, sm);
+                    const uint8_t *sc = (const uint8_t *)sm;
+                    __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 2)));
+                    MP[i][r] = _mm_madd_epi16(mn16, as16[i]);
+                    const int8_t *aq0 = a[b0 + i].qs;
+                    __m256i s = _mm256_setzero_si256();
+                    UNROLL
+                    for (int c = 0; c < 4; c++) {
+                        __m256i q = _mm256_loadu_si256((const __m256i *)(wb[i].qs + 32 * c));
+                        __m256i lo = _mm256_and_si256(q, m4);
+                        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                        const int8_t *aq = aq0 + 64 * c;
+                        __m256i p0 = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)),
+                            _mm256_set1_epi16(sc[2 * c]));
+                        __m256i p1 = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))),
+                            _mm256_set1_epi16(sc[2 * c + 1]));
+                        s = _mm256_add_epi32(s, _mm256_add_epi32(p0, p1));
+                    }
+                    P[i][r] = s;
+                }
+            }
+            for (int i = 0; i < kc; i++) {
+                int64_t b = b0 + i;
+                const __m128i *mp = MP[i];
+                /* lane r = sum of mp[r]'s 4 partials */
+                __m128i h0 = _mm_hadd_epi32(_mm_hadd_epi32(mp[0], mp[1]), _mm_hadd_epi32(mp[2], mp[3]));
+                __m128i h1 = _mm_hadd_epi32(_mm_hadd_epi32(mp[4], mp[5]), _mm_hadd_epi32(mp[6], mp[7]));
+                __m256i msum = _mm256_set_m128i(h1, h0);
+                size_t off = (size_t)b * sizeof(rt_block_q4_K);
+                __m256 da = _mm256_set1_ps(a[b].d);
+                __m256 d = _mm256_mul_ps(gather_f16(w, ws, off), da);
+                __m256 dm = _mm256_mul_ps(gather_f16(w, ws, off + 2), da);
+                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(reduce8(P[i])), acc);
+                acc = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(msum), acc);
+            }
         }
         _mm256_storeu_ps(y + j * ys, acc);
     }
@@ -323,36 +368,45 @@ AI void q6k_unpack(const rt_block_q6_K *wb, uint8_t *u) {
 
 static void gv_q6_K(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {
+    enum { KC = GV_K / RT_QK_K };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK_K;
     _Alignas(32) uint8_t u[RT_QK_K];
+    __m256i P[KC][8];
     for (int j = 0; j < m; j++) {
         const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as);
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            __m256i p[8];
-            __m256i bsum = _mm256_loadu_si256((const __m256i *)a[b].bsums);
-            UNROLL
+        for (int64_t b0 = 0; b0 < nb; b0 += KC) {
+            int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
             for (int r = 0; r < 8; r++) {
-                const rt_block_q6_K *wb = (const rt_block_q6_K *)(w + r * ws) + b;
-                q6k_unpack(wb, u);
-                const int8_t *scs = wb->scales;
-                __m256i s = _mm256_setzero_si256();
-                UNROLL
-                for (int c = 0; c < 8; c++) { /* 32 elements = groups 2c, 2c+1 */
-                    __m256i q = _mm256_load_si256((const __m256i *)(u + 32 * c));
-                    __m256i av = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * c));
-                    __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scs[2 * c + 1]),
-                                                   _mm_set1_epi16(scs[2 * c]));
-                    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), scv));
+                const rt_block_q6_K *wr = (const rt_block_q6_K *)(w + r * ws) + b0;
+                if (b0 + KC < nb) prefetch_span((const char *)(wr + KC), sizeof(*wr) * KC);
+                for (int i = 0; i < kc; i++) {
+                    const rt_block_q6_K *wb = wr + i;
+                    const rt_block_q8_K *ab = a + b0 + i;
+                    q6k_unpack(wb, u);
+                    const int8_t *scs = wb->scales;
+                    __m256i s = _mm256_setzero_si256();
+                    UNROLL
+                    for (int c = 0; c < 8; c++) { /* 32 elements = groups 2c, 2c+1 */
+                        __m256i q = _mm256_load_si256((const __m256i *)(u + 32 * c));
+                        __m256i av = _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * c));
+                        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scs[2 * c + 1]),
+                                                       _mm_set1_epi16(scs[2 * c]));
+                        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), scv));
+                    }
+                    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
+                    __m256i bsum = _mm256_loadu_si256((const __m256i *)ab->bsums);
+                    P[i][r] = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsum), 5));
                 }
-                __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
-                p[r] = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsum), 5));
             }
-            __m256 d = _mm256_mul_ps(
-                gather_f16(w, ws, (size_t)b * sizeof(rt_block_q6_K) + offsetof(rt_block_q6_K, d)),
-                _mm256_set1_ps(a[b].d));
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(reduce8(p)), acc);
+            for (int i = 0; i < kc; i++) {
+                int64_t b = b0 + i;
+                __m256 d = _mm256_mul_ps(
+                    gather_f16(w, ws, (size_t)b * sizeof(rt_block_q6_K) + offsetof(rt_block_q6_K, d)),
+                    _mm256_set1_ps(a[b].d));
+                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(reduce8(P[i])), acc);
+            }
         }
         _mm256_storeu_ps(y + j * ys, acc);
     }
