@@ -86,33 +86,27 @@ AI __m256i q4_unpack(const uint8_t *qs) { /* elements 0..31 as bytes 0..15 */
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+/* Q4_0 rows are read side by side, block by block (18-byte blocks: the
+ * runs above measured ~15% slower here) */
 static void gv_q4_0(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {
-    enum { KC = GV_K / RT_QK };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i P[KC][8];
     for (int j = 0; j < m; j++) {
         const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as);
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t b0 = 0; b0 < nb; b0 += KC) {
-            int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs), p[8];
+            UNROLL
             for (int r = 0; r < 8; r++) {
-                const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b0;
-                if (b0 + KC < nb) prefetch_span((const char *)(wb + KC), sizeof(*wb) * KC);
-                for (int i = 0; i < kc; i++) {
-                    __m256i av = _mm256_loadu_si256((const __m256i *)a[b0 + i].qs);
-                    P[i][r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(wb[i].qs), av), ones);
-                }
+                const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b;
+                p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(wb->qs), av), ones);
             }
-            for (int i = 0; i < kc; i++) {
-                int64_t b = b0 + i;
-                __m256i isum = _mm256_sub_epi32(reduce8(P[i]), _mm256_set1_epi32(8 * a[b].sum));
-                __m256 d = _mm256_mul_ps(gather_f16(w, ws, (size_t)b * sizeof(rt_block_q4_0)),
-                                         _mm256_set1_ps(a[b].d));
-                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
-            }
+            __m256i isum = _mm256_sub_epi32(reduce8(p), _mm256_set1_epi32(8 * a[b].sum));
+            __m256 d = _mm256_mul_ps(gather_f16(w, ws, (size_t)b * sizeof(rt_block_q4_0)),
+                                     _mm256_set1_ps(a[b].d));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
         }
         _mm256_storeu_ps(y + j * ys, acc);
     }
