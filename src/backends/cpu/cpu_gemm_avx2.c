@@ -8,10 +8,11 @@
  *    horizontal tree (reduce8) turns the 8 rows' partials into one vector
  *    of exact block sums, scaled and accumulated with one FMA per block.
  *  - GEMM tile (gm_*): lanes = 8 tokens (interleaved activations). The
- *    weight block of each of R <= 4 rows is unpacked once to bytes and
- *    broadcast 4 bytes at a time against a 32-byte step of 8 tokens
- *    (maddubs, int16 sums of 16 products, one madd per 32 elements): a
- *    4 x 8 tile does 1024 multiply-adds per block with no horizontal adds.
+ *    weights are unpacked once per task into panels of 4 rows (pk_*:
+ *    values as bytes, scales ready for madd), and 4 bytes of each row are
+ *    broadcast against a 32-byte step of 8 tokens (maddubs, int16 sums of
+ *    16 products, one madd per 32 elements): a 4 x 8 tile does 1024
+ *    multiply-adds per 32 elements of k with no horizontal adds.
  * Weights are unsigned in the products (Q4: 0..15, Q6_K: 0..63) and the
  * offsets (-8, -32) are applied through exact activation sums.
  */
