@@ -60,12 +60,48 @@ static void accumulate_v(const cpu_attn_job *j, const char *v0, const float *p, 
     }
 }
 
+/* Scores of keys 0..cnt-1 (cnt a multiple of 8, hd of 8), 8 keys at a
+ * time: one FMA chain per key over head_dim, then one transpose-add tree
+ * gives the 8 scores in a vector. Returns their max. */
+static inline __attribute__((always_inline)) float scores8(const cpu_attn_job *j, const float *q,
+                                                           const char *k0, int cnt, float *sc,
+                                                           const int f16) {
+    const __m256 scale = _mm256_set1_ps(j->scale);
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (int t = 0; t < cnt; t += 8) {
+        const char *k = k0 + t * j->k_stride;
+        __m256 s[8];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < 8; i++) s[i] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < j->hd; d += 8) {
+            __m256 qv = _mm256_loadu_ps(q + d);
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < 8; i++)
+                s[i] = _mm256_fmadd_ps(qv, load8(k + i * j->k_stride, d, f16), s[i]);
+        }
+        __m256 t0 = _mm256_hadd_ps(s[0], s[1]), t1 = _mm256_hadd_ps(s[2], s[3]);
+        __m256 t2 = _mm256_hadd_ps(s[4], s[5]), t3 = _mm256_hadd_ps(s[6], s[7]);
+        __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+        __m256 v = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                 _mm256_permute2f128_ps(u0, u1, 0x31));
+        v = _mm256_mul_ps(v, scale);
+        _mm256_storeu_ps(sc + t, v);
+        mv = _mm256_max_ps(mv, v);
+    }
+    return cpu_hmax8(mv);
+}
+
 /* Scores of one head for keys p0..p0+cnt-1 into sc (scaled, soft-capped). */
 static float chunk_scores(const cpu_attn_job *j, const float *q, const char *k0, int cnt, float *sc) {
     const int64_t hd = j->hd, hd8 = hd & ~(int64_t)7;
     const int f16 = j->kv_f16;
     float cmax = -INFINITY;
-    for (int t = 0; t < cnt; t++) {
+    int t = 0;
+    if (hd8 == hd && j->softcap <= 0.0f) {
+        t = cnt & ~7;
+        cmax = f16 ? scores8(j, q, k0, t, sc, 1) : scores8(j, q, k0, t, sc, 0);
+    }
+    for (; t < cnt; t++) {
         const char *k = k0 + t * j->k_stride;
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
         int64_t d = 0;

@@ -67,6 +67,7 @@ static void fill_scalar(cpu_kernels *k) {
     k->mm[RT_Q4_K] = cpu_mm_q4_K_ref;
     k->mm[RT_Q5_K] = cpu_mm_q5_K_ref;
     k->mm[RT_Q6_K] = cpu_mm_q6_K_ref;
+    k->chain[RT_Q4_0] = k->chain[RT_Q4_K] = k->chain[RT_Q6_K] = 1;
     k->quant_q8a = cpu_quant_q8a_ref;
     k->quant_q8k = cpu_quant_q8k_ref;
     k->rmsnorm = cpu_rmsnorm_ref;
@@ -85,6 +86,7 @@ static void init_tables(void) {
     g_tables[CPU_ISA_AVX2] = g_tables[CPU_ISA_SCALAR];
     g_tables[CPU_ISA_AVX2].name = "avx2";
     cpu_fill_matmul_avx2(&g_tables[CPU_ISA_AVX2]);
+    cpu_fill_gemm_avx2(&g_tables[CPU_ISA_AVX2]);
     cpu_fill_elementwise_avx2(&g_tables[CPU_ISA_AVX2]);
     cpu_fill_attention_avx2(&g_tables[CPU_ISA_AVX2]);
     g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_AVX2];

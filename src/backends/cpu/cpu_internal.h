@@ -5,6 +5,10 @@
  *   cpu_threadpool.c     persistent workers (cpu_pool_run)
  *   cpu_features.c       ISA detection, VLLM_CPU_ISA override, kernel tables
  *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
+ *   cpu_gemm.c           MATMUL driver of the chain types (Q4_0, Q4_K, Q6_K
+ *                        with SIMD): GEMV for decode, 8-token GEMM tiles on
+ *                        weight panels unpacked once per task for prefill
+ *   cpu_gemm_avx2.c      their AVX2 kernels
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
  *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
  *   cpu_simd_avx2.h      exp/sigmoid/horizontal helpers for the AVX2 files
@@ -37,11 +41,33 @@
 typedef enum { CPU_ISA_SCALAR = 0, CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_COUNT } cpu_isa;
 
 /* Activation block for Q4_0/Q4_1/Q8_0 weights: 32 int8 with an f32 scale
- * (x ~ d*qs) and s = d * sum(qs), which Q4_1's offset term needs. */
+ * (x ~ d*qs), s = d * sum(qs) (Q4_1's offset term) and sum = sum(qs)
+ * (Q4_0's -8 offset, exact). */
 typedef struct {
     float d, s;
+    int32_t sum;
     int8_t qs[RT_QK];
 } cpu_block_q8a;
+
+/* Activations of 8 tokens interleaved for the GEMM tiles (cpu_gemm_*):
+ * qs[(8*s + t)*4 + i] is element 4s+i of token t, so one 32-byte load
+ * feeds a 4-element step of all 8 tokens (lanes = tokens). */
+typedef struct {
+    float d[8];
+    int32_t sum[8];
+    int8_t qs[8 * RT_QK];
+} cpu_block_q8a_x8;
+
+/* Q8_K of 8 tokens: as above, plus per token the 16-element group sums as
+ * int16 pairs: bs[p][t] = (bsums[2p], bsums[2p+1]) (Q6_K's -32 offset) and
+ * the 32-element sums as[p][t] = (s_{2p}, s_{2p+1}), s_j = bsums[2j] +
+ * bsums[2j+1] (Q4_K/Q5_K mins). */
+typedef struct {
+    float d[8];
+    int32_t bs[8][8];
+    int32_t as[4][8];
+    int8_t qs[8 * RT_QK_K];
+} cpu_block_q8k_x8;
 
 /* Max activation rows one matmul micro-kernel call handles, and max weight
  * rows of a prefill (mmp) call. */
@@ -103,12 +129,38 @@ static inline int cpu_attn_chunk(const cpu_attn_job *j, int64_t p0, int chunk) {
     return (int)cnt;
 }
 
+/* "Chain" dtypes (cpu_kernels.chain[dt]): every output element is one
+ * float chain over the k blocks in order, acc = fma(dw*da, (float)isum_b,
+ * acc) (K-quants with mins: then acc = fma(-(dmw*da), (float)msum_b, acc)),
+ * with exact integer block sums. Any kernel that follows it (per row, 8
+ * rows in lanes, 8 tokens in lanes) gives bit-identical results, so decode
+ * and prefill tiles agree and SIMD matches the scalar reference exactly.
+ *
+ * GEMV (lanes = weight rows): 8 rows w + r*w_stride against m <= 4 rows of
+ * the plain prepared activations: y[j*y_stride + r]. Full k. */
+typedef void (*cpu_gv_fn)(int64_t k, const void *w, size_t w_stride, const void *act,
+                          size_t act_stride, int m, float *y, size_t y_stride);
+/* GEMM tile (lanes = tokens): weights are first unpacked (cpu_pk_fn) into
+ * a panel of 4 rows x k (bytes plus ready-made scales; layout private to
+ * the kernel file, cpu_kernels.pk_bytes[dt] bytes per 256 elements of k),
+ * once per task; then nr (1..4) panel rows meet one group of 8
+ * interleaved tokens (cpu_block_q8a_x8 / cpu_block_q8k_x8 blocks):
+ * y[t*y_stride + r]. Full k. */
+typedef void (*cpu_pk_fn)(int64_t k, const void *w, size_t w_stride, int nr, void *panel);
+typedef void (*cpu_gm_fn)(int64_t k, const void *panel, int nr, const void *act8, float *y,
+                          size_t y_stride);
+
 typedef struct {
     const char *name;
     /* MATMUL: indexed by weight dtype; NULL = unsupported */
     cpu_mm_fn mm[RT_DTYPE_COUNT];
     cpu_mmp_fn mmp[RT_DTYPE_COUNT]; /* prefill (n > CPU_MM_M); optional */
     int mmp_rows;                   /* weight rows per mmp call (<= CPU_MMP_R) */
+    unsigned char chain[RT_DTYPE_COUNT]; /* mm follows the chain arithmetic (full k) */
+    cpu_gv_fn gv[RT_DTYPE_COUNT];   /* chain dtypes: 8-row GEMV; optional */
+    cpu_gm_fn gm[RT_DTYPE_COUNT];   /* chain dtypes: 8-token GEMM tile; needs gv, pk */
+    cpu_pk_fn pk[RT_DTYPE_COUNT];
+    size_t pk_bytes[RT_DTYPE_COUNT];
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
@@ -147,6 +199,15 @@ void *cpu_scratch(cpu_ctx *c, size_t bytes);
  * op. Results are the same either way. */
 #define CPU_MIN_PAR_WORK 65536
 void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work);
+
+/* cpu_matmul.c: quantize n activation rows (x every xs bytes) to Q8_K
+ * (kquant) or Q8a rows of arow bytes at act, in parallel. */
+void cpu_quant_rows(cpu_ctx *c, int kquant, const void *x, size_t xs, char *act, size_t arow,
+                    int64_t n, int64_t in);
+/* cpu_gemm.c: MATMUL for weight types with gv kernels; y rows every ys
+ * floats, x rows every xs bytes. */
+int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor *w, float *y,
+                     size_t ys, const float *bias);
 
 /* Op entry points (registered with rt_op_register). */
 int cpu_op_embed(rt_backend *be, const rt_op_args *a);
@@ -191,6 +252,7 @@ void cpu_fill_matmul_avx2(cpu_kernels *k);
 void cpu_fill_elementwise_avx2(cpu_kernels *k);
 void cpu_fill_attention_avx2(cpu_kernels *k);
 void cpu_fill_matmul_avx512(cpu_kernels *k);
+void cpu_fill_gemm_avx2(cpu_kernels *k);
 
 
 #endif

@@ -1,5 +1,7 @@
 /* cpu_matmul — MATMUL driver: y[n,out] = x[n,in] · W[out,in]^T (+ bias).
  *
+ * Weight types with GEMV/GEMM-tile kernels (cpu_kernels.gv) go to
+ * cpu_gemm.c; the others take the path below.
  * 1. Activations are prepared once: f32 rows as they are for f32/f16/bf16
  *    weights, else quantized into scratch (Q8a for Q4_0/Q4_1/Q8_0, Q8_K for
  *    K-quants), in parallel over rows when there are many.
@@ -99,6 +101,13 @@ static void quant_task(void *ctxp, int64_t t, int thread) {
         q->k->quant_q8a(x, (cpu_block_q8a *)(q->act + t * q->act_stride), q->in);
 }
 
+void cpu_quant_rows(cpu_ctx *c, int kquant, const void *x, size_t xs, char *act, size_t arow,
+                    int64_t n, int64_t in) {
+    quant_job q = {.k = c->k, .kquant = kquant, .x = x, .x_stride = xs, .act = act,
+                   .act_stride = arow, .in = in};
+    cpu_parallel(c, n, quant_task, &q, n * in);
+}
+
 /* Bytes between rows of a tensor viewed as [rows, last], or 0 when the rows
  * are not evenly spaced (a view we do not handle here). */
 static size_t row_stride(const rt_tensor *t) {
@@ -123,6 +132,8 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
         (bias && !rt_tensor_is_contiguous(bias)))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu matmul: x/dst rows must be evenly strided");
     if (n == 0 || out == 0) return VC_OK;
+    if (c->k->gv[w->dtype])
+        return cpu_matmul_chain(c, x, xs, w, dst->data, ys / sizeof(float), bias ? bias->data : NULL);
 
     mm_job j = {.fn = fn, .wt = w->dtype, .w = w->data, .w_stride = (size_t)w->stride[0], .y = dst->data,
                 .y_stride = ys / sizeof(float), .bias = bias ? bias->data : NULL, .n = n,
@@ -138,9 +149,7 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
                              : (size_t)(in / RT_QK) * sizeof(cpu_block_q8a);
         char *act = cpu_scratch(c, arow * (size_t)n);
         if (!act) return VC_ERR_OOM;
-        quant_job q = {.k = c->k, .kquant = kquant, .x = x->data, .x_stride = xs, .act = act,
-                       .act_stride = arow, .in = in};
-        cpu_parallel(c, n, quant_task, &q, n * in);
+        cpu_quant_rows(c, kquant, x->data, xs, act, arow, n, in);
         j.act = act;
         j.act_stride = arow;
         j.act_blk = kquant ? RT_QK_K : RT_QK;
@@ -163,7 +172,7 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
      * kernels, so a token's outputs are bit-identical alone (decode) and
      * inside any batch (prefill, mixed steps). Seeded sampling and greedy
      * ties then do not depend on what else the engine runs. */
-    j.kslice = KB;
+    j.kslice = c->k->chain[w->dtype] ? in : KB; /* chain types: one pass over k */
     j.fnp = c->k->mmp[w->dtype];
     j.mmp_rows = c->k->mmp_rows;
     cpu_parallel(c, (out + rpt - 1) / rpt, mm_task, &j, n * in * out);

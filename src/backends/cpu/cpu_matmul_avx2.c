@@ -146,37 +146,6 @@ AI __m256i unpack_nibbles(const uint8_t *p) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
-AI void q4_0_block(const rt_block_q4_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
-                   const int M) {
-    __m256i q = _mm256_sub_epi8(unpack_nibbles(w->qs), _mm256_set1_epi8(8));
-    __m256i aq = _mm256_sign_epi8(q, q);
-    float dw = _cvtsh_ss(w->d);
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) {
-        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
-    }
-}
-
-AI void mm_q4_0_m(int64_t k, const rt_block_q4_0 *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M]; /* even / odd blocks: two FMA chains */
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
-    const int64_t nb = k / RT_QK;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        q4_0_block(w + b, act, as, b, acc0, M);
-        q4_0_block(w + b + 1, act, as, b + 1, acc1, M);
-    }
-    if (b < nb) q4_0_block(w + b, act, as, b, acc0, M);
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
-}
-DISPATCH_M(mm_q4_0)
-
 AI void q4_1_block(const rt_block_q4_1 *w, const char *act, size_t as, int64_t b, __m256 *acc,
                    float *accm, const int M) {
     __m256i q = unpack_nibbles(w->qs); /* unsigned 0..15 */
@@ -259,54 +228,10 @@ AI void kq_unpack(const uint8_t *scales, uint8_t *sc, uint8_t *mn) {
     for (int j = 0; j < 8; j++) rt_q4k_scale_min(j, scales, &sc[j], &mn[j]);
 }
 
-/* K-quant kernels walk the super-block chunk by chunk and feed each
- * unpacked chunk to all M tokens before the next one (few live registers,
- * no spills at M = 4); per token the integer sums accumulate in chunk order,
- * as in the M = 1 case. */
-AI void mm_q4_K_m(int64_t k, const rt_block_q4_K *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc[CPU_MM_M];
-    float accm[CPU_MM_M];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) {
-        acc[j] = _mm256_setzero_ps();
-        accm[j] = 0.0f;
-    }
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < k / RT_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        kq_unpack(w[b].scales, sc, mn);
-        float dw = _cvtsh_ss(w[b].d), dmw = _cvtsh_ss(w[b].dmin);
-        __m256i sumi[CPU_MM_M];
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4")
-        for (int c = 0; c < 4; c++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
-            _Pragma("GCC unroll 8")
-            for (int j = 0; j < M; j++) {
-                const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 64 * c;
-                __m256i p0 = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)), s0);
-                __m256i p1 = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))), s1);
-                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
-            }
-        }
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
-            accm[j] += dmw * a->d * (float)kq_min_sum(mn, a->bsums);
-        }
-    }
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) - accm[j];
-}
-DISPATCH_M(mm_q4_K)
-
+/* Q5_K walks the super-block chunk by chunk and feeds each unpacked chunk
+ * to all M tokens before the next one (few live registers, no spills at
+ * M = 4); per token the integer sums accumulate in chunk order, as in the
+ * M = 1 case. (Q4_0, Q4_K, Q6_K: cpu_gemm_avx2.c.) */
 AI void mm_q5_K_m(int64_t k, const rt_block_q5_K *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
     __m256 acc[CPU_MM_M];
@@ -355,56 +280,6 @@ AI void mm_q5_K_m(int64_t k, const rt_block_q5_K *w, const char *act, size_t as,
     for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]) - accm[j];
 }
 DISPATCH_M(mm_q5_K)
-
-AI void mm_q6_K_m(int64_t k, const rt_block_q6_K *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc[CPU_MM_M];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc[j] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    for (int64_t b = 0; b < k / RT_QK_K; b++) {
-        const int8_t *scs = w[b].scales;
-        float dw = _cvtsh_ss(w[b].d);
-        __m256i sumi[CPU_MM_M];
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) sumi[j] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 2")
-        for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
-            __m256i hb = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            _Pragma("GCC unroll 4")
-            for (int c = 0; c < 4; c++) { /* 32 values of element order 128h + 32c .. */
-                __m256i lq = c & 1 ? l1 : l0;
-                if (c >= 2) lq = _mm256_srli_epi16(lq, 4);
-                __m256i q = _mm256_or_si256(
-                    _mm256_and_si256(lq, m4),
-                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), m2), 4));
-                int g = 8 * h + 2 * c;
-                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scs[g + 1]), _mm_set1_epi16(scs[g]));
-                _Pragma("GCC unroll 8")
-                for (int j = 0; j < M; j++) {
-                    const int8_t *aq = ((const rt_block_q8_K *)(act + j * as) + b)->qs + 32 * (4 * h + c);
-                    __m256i av = _mm256_loadu_si256((const __m256i *)aq);
-                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), scv));
-                }
-            }
-        }
-        __m256i bs0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < M; j++) {
-            const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as) + b;
-            /* the -32 offset: sum_g sc_g * 32 * bsum_g */
-            __m256i bsum = _mm256_loadu_si256((const __m256i *)a->bsums);
-            __m256i si = _mm256_sub_epi32(sumi[j], _mm256_slli_epi32(_mm256_madd_epi16(bs0, bsum), 5));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(si), acc[j]);
-        }
-    }
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(acc[j]);
-}
-DISPATCH_M(mm_q6_K)
-
 /* ---- activation quantizers (bit-identical to the scalar ones) ----------- */
 
 static void quant_q8a(const float *x, cpu_block_q8a *y, int64_t k) {
@@ -435,7 +310,8 @@ static void quant_q8a(const float *x, cpu_block_q8a *y, int64_t k) {
         p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)y[b].qs, p8);
         y[b].d = d;
-        y[b].s = d * (float)_mm_cvtsi128_si32(s4);
+        y[b].sum = _mm_cvtsi128_si32(s4);
+        y[b].s = d * (float)y[b].sum;
     }
 }
 
@@ -493,12 +369,9 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mmp[RT_F16] = mmp_f16;
     k->mmp[RT_BF16] = mmp_bf16;
     k->mmp_rows = 2;
-    k->mm[RT_Q4_0] = mm_q4_0;
     k->mm[RT_Q4_1] = mm_q4_1;
     k->mm[RT_Q8_0] = mm_q8_0;
-    k->mm[RT_Q4_K] = mm_q4_K;
     k->mm[RT_Q5_K] = mm_q5_K;
-    k->mm[RT_Q6_K] = mm_q6_K;
     k->quant_q8a = quant_q8a;
     k->quant_q8k = quant_q8k;
 }

@@ -25,6 +25,7 @@ void cpu_quant_q8a_ref(const float *x, cpu_block_q8a *y, int64_t k) {
             sum += q;
         }
         y[b].d = d;
+        y[b].sum = sum;
         y[b].s = d * (float)sum;
     }
 }
@@ -72,13 +73,13 @@ void cpu_mm_q4_0_ref(int64_t k, const void *w, const void *act, size_t as, int m
     for (int j = 0; j < m; j++) {
         const cpu_block_q8a *a = (const cpu_block_q8a *)((const char *)act + j * as);
         float s = 0.0f;
-        for (int64_t b = 0; b < k / RT_QK; b++) {
+        for (int64_t b = 0; b < k / RT_QK; b++) { /* chain arithmetic (cpu_internal.h) */
             int isum = 0;
             for (int l = 0; l < 16; l++) {
                 isum += ((wb[b].qs[l] & 0xF) - 8) * a[b].qs[l];
                 isum += ((wb[b].qs[l] >> 4) - 8) * a[b].qs[l + 16];
             }
-            s += rt_f16_to_f32(wb[b].d) * a[b].d * (float)isum;
+            s = fmaf(rt_f16_to_f32(wb[b].d) * a[b].d, (float)isum, s);
         }
         y[j * ys] = s;
     }
@@ -133,6 +134,21 @@ static float kq_dot(const uint16_t *dd, const uint8_t *scales, const int *dots32
     return d * (float)sumi - dmin * (float)summ;
 }
 
+/* The same sums as one step of the chain (Q4_K): s += d*sumi, s -= m*summ,
+ * each a fused multiply-add. */
+static float kq_chain(float s, const uint16_t *dd, const uint8_t *scales, const int *dots32,
+                      const rt_block_q8_K *a) {
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        rt_q4k_scale_min(j, scales, &sc, &mn);
+        sumi += sc * dots32[j];
+        summ += mn * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
+    }
+    s = fmaf(rt_f16_to_f32(dd[0]) * a->d, (float)sumi, s);
+    return fmaf(-(rt_f16_to_f32(dd[1]) * a->d), (float)summ, s);
+}
+
 void cpu_mm_q4_K_ref(int64_t k, const void *w, const void *act, size_t as, int m, float *y,
                      size_t ys) {
     const rt_block_q4_K *wb = w;
@@ -152,7 +168,7 @@ void cpu_mm_q4_K_ref(int64_t k, const void *w, const void *act, size_t as, int m
                 dots[2 * c] = lo;
                 dots[2 * c + 1] = hi;
             }
-            s += kq_dot(&wb[b].d, wb[b].scales, dots, &a[b]);
+            s = kq_chain(s, &wb[b].d, wb[b].scales, dots, &a[b]);
         }
         y[j * ys] = s;
     }
@@ -207,7 +223,7 @@ void cpu_mm_q6_K_ref(int64_t k, const void *w, const void *act, size_t as, int m
             }
             int sumi = 0;
             for (int g = 0; g < 16; g++) sumi += wb[b].scales[g] * g16[g];
-            s += rt_f16_to_f32(wb[b].d) * a[b].d * (float)sumi;
+            s = fmaf(rt_f16_to_f32(wb[b].d) * a[b].d, (float)sumi, s);
         }
         y[j * ys] = s;
     }

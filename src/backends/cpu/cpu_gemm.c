@@ -1,0 +1,176 @@
+/* cpu_gemm — MATMUL driver for the "chain" weight types that have GEMV and
+ * GEMM-tile kernels (cpu_kernels.gv/gm; see cpu_internal.h):
+ *
+ * 1. Activations are quantized per row (Q8a / Q8_K), in parallel.
+ * 2. Each full group of 8 tokens is interleaved (cpu_block_q8a_x8 /
+ *    cpu_block_q8k_x8) for the tiles; a partial last group (and any n < 8,
+ *    i.e. decode) goes through the 8-row GEMV.
+ * 3. Tasks are rectangles: a chunk of weight rows x a range of token
+ *    groups, so both threads have work even when a layer has few rows; a
+ *    task walks its token groups, and per group its rows in tiles of 4
+ *    (weights of the chunk stay in L2).
+ * Every kernel follows the chain arithmetic over the full k, so a token's
+ * row is bit-identical whatever n is, which tile or task it lands in, and
+ * how many threads run.
+ */
+#include "backends/cpu/cpu_internal.h"
+
+#include "base/err.h"
+
+#include <string.h>
+
+#define PANEL_BUDGET (256 * 1024) /* unpacked weight panels of one prefill task (L2) */
+
+typedef struct {
+    const cpu_kernels *k;
+    rt_dtype wt;
+    const char *w;
+    size_t ws;
+    int64_t in, out, n;
+    const char *act; /* row layout */
+    size_t as;
+    const char *act8; /* interleaved groups */
+    size_t a8s;       /* bytes per group */
+    int64_t ng;       /* full groups of 8 tokens */
+    float *y;
+    size_t ys;
+    const float *bias;
+    int64_t rc, n_tc, upt, n_units;
+    char *panels;      /* per thread: rc/4 panels of tile_bytes */
+    size_t tile_bytes; /* one panel: 4 rows x in */
+} gemm_job;
+
+static void gemm_task(void *ctxp, int64_t task, int thread) {
+    (void)thread;
+    const gemm_job *j = ctxp;
+    int64_t r0 = (task / j->n_tc) * j->rc, u0 = (task % j->n_tc) * j->upt;
+    int64_t r1 = r0 + j->rc < j->out ? r0 + j->rc : j->out;
+    int64_t u1 = u0 + j->upt < j->n_units ? u0 + j->upt : j->n_units;
+    cpu_gv_fn gv = j->k->gv[j->wt];
+    cpu_gm_fn gm = j->k->gm[j->wt];
+    cpu_mm_fn mm = j->k->mm[j->wt];
+    char *panels = j->panels + (size_t)thread * (size_t)(j->rc / 4) * j->tile_bytes;
+    if (u0 < j->ng)
+        for (int64_t r = r0; r < r1; r += 4)
+            j->k->pk[j->wt](j->in, j->w + r * j->ws, j->ws, (int)(r1 - r < 4 ? r1 - r : 4),
+                            panels + (size_t)((r - r0) / 4) * j->tile_bytes);
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t t0 = 8 * u, cnt = j->n - t0 < 8 ? j->n - t0 : 8;
+        if (u < j->ng) {
+            for (int64_t r = r0; r < r1; r += 4) {
+                int nr = (int)(r1 - r < 4 ? r1 - r : 4);
+                gm(j->in, panels + (size_t)((r - r0) / 4) * j->tile_bytes, nr, j->act8 + u * j->a8s,
+                   j->y + t0 * j->ys + r, j->ys);
+            }
+            continue;
+        }
+        for (int64_t t = t0; t < t0 + cnt; t += CPU_MM_M) {
+            int m = (int)(t0 + cnt - t < CPU_MM_M ? t0 + cnt - t : CPU_MM_M);
+            const char *a = j->act + t * j->as;
+            float *y = j->y + t * j->ys;
+            int64_t r = r0;
+            for (; r + 8 <= r1; r += 8) gv(j->in, j->w + r * j->ws, j->ws, a, j->as, m, y + r, j->ys);
+            for (; r < r1; r++) mm(j->in, j->w + r * j->ws, a, j->as, m, y + r, j->ys);
+        }
+    }
+    if (j->bias) {
+        int64_t t1 = 8 * u1 < j->n ? 8 * u1 : j->n;
+        for (int64_t t = 8 * u0; t < t1; t++) {
+            float *y = j->y + t * j->ys;
+            for (int64_t r = r0; r < r1; r++) y[r] += j->bias[r];
+        }
+    }
+}
+
+typedef struct {
+    int kquant;
+    const char *act;
+    size_t as;
+    char *act8;
+    size_t a8s;
+    int64_t nb;
+} ilv_job;
+
+static inline int32_t pair16(int v0, int v1) {
+    return (int32_t)((uint32_t)(uint16_t)v0 | (uint32_t)(uint16_t)v1 << 16);
+}
+
+/* interleave token group g (8 rows of quantized activations) */
+static void ilv_task(void *ctxp, int64_t g, int thread) {
+    (void)thread;
+    const ilv_job *j = ctxp;
+    const char *rows = j->act + 8 * g * j->as;
+    if (!j->kquant) {
+        cpu_block_q8a_x8 *o = (cpu_block_q8a_x8 *)(j->act8 + g * j->a8s);
+        for (int64_t b = 0; b < j->nb; b++, o++)
+            for (int t = 0; t < 8; t++) {
+                const cpu_block_q8a *a = (const cpu_block_q8a *)(rows + t * j->as) + b;
+                o->d[t] = a->d;
+                o->sum[t] = a->sum;
+                for (int s = 0; s < RT_QK / 4; s++) memcpy(o->qs + (8 * s + t) * 4, a->qs + 4 * s, 4);
+            }
+        return;
+    }
+    cpu_block_q8k_x8 *o = (cpu_block_q8k_x8 *)(j->act8 + g * j->a8s);
+    for (int64_t b = 0; b < j->nb; b++, o++)
+        for (int t = 0; t < 8; t++) {
+            const rt_block_q8_K *a = (const rt_block_q8_K *)(rows + t * j->as) + b;
+            const int16_t *bs = a->bsums;
+            o->d[t] = a->d;
+            for (int p = 0; p < 8; p++) o->bs[p][t] = pair16(bs[2 * p], bs[2 * p + 1]);
+            for (int p = 0; p < 4; p++)
+                o->as[p][t] = pair16(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]);
+            for (int s = 0; s < RT_QK_K / 4; s++) memcpy(o->qs + (8 * s + t) * 4, a->qs + 4 * s, 4);
+        }
+}
+
+int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor *w, float *y,
+                     size_t ys, const float *bias) {
+    int64_t in = w->shape[1], out = w->shape[0], n = rt_tensor_nrows(x);
+    int kquant = rt_dtype_info(w->dtype)->block_elems == RT_QK_K;
+    int64_t nb = kquant ? in / RT_QK_K : in / RT_QK;
+    size_t arow = (size_t)nb * (kquant ? sizeof(rt_block_q8_K) : sizeof(cpu_block_q8a));
+    size_t a8s = (size_t)nb * (kquant ? sizeof(cpu_block_q8k_x8) : sizeof(cpu_block_q8a_x8));
+    int64_t ng = c->k->gm[w->dtype] ? n / 8 : 0;
+    size_t abytes = (arow * (size_t)n + 63) & ~(size_t)63;
+    size_t a8bytes = (a8s * (size_t)ng + 63) & ~(size_t)63;
+    /* prefill rows per task: as many 4-row panels as fit PANEL_BUDGET, 8..32 */
+    size_t tile_bytes = ng ? (c->k->pk_bytes[w->dtype] * (size_t)in + 255) / 256 : 0;
+    int64_t rc = 32;
+    if (ng) {
+        int64_t tiles = (int64_t)(PANEL_BUDGET / tile_bytes);
+        rc = 4 * tiles / 8 * 8;
+        rc = rc < 8 ? 8 : rc > 32 ? 32 : rc;
+    }
+    size_t pbytes = ng ? (size_t)c->n_threads * (size_t)(rc / 4) * tile_bytes : 0;
+    char *act = cpu_scratch(c, abytes + a8bytes + pbytes);
+    if (!act) return VC_ERR_OOM;
+    cpu_quant_rows(c, kquant, x->data, xs, act, arow, n, in);
+    if (ng) {
+        ilv_job il = {.kquant = kquant, .act = act, .as = arow, .act8 = act + abytes, .a8s = a8s,
+                      .nb = nb};
+        cpu_parallel(c, ng, ilv_task, &il, ng * 8 * in);
+    }
+    gemm_job j = {.k = c->k, .wt = w->dtype, .w = w->data, .ws = (size_t)w->stride[0], .in = in,
+                  .out = out, .n = n, .act = act, .as = arow, .act8 = act + abytes, .a8s = a8s,
+                  .ng = ng, .y = y, .ys = ys, .bias = bias, .n_units = (n + 7) / 8,
+                  .panels = act + abytes + a8bytes, .tile_bytes = tile_bytes};
+    /* rows per task: decode ~16 tasks per thread (8..64 rows: a short tail
+     * when the threads finish unevenly); prefill
+     * as above, and token ranges split until there are ~8 tasks per thread */
+    if (!ng) {
+        rc = out / ((int64_t)c->n_threads * 16);
+        rc = rc < 8 ? 8 : rc > 64 ? 64 : (rc + 7) & ~(int64_t)7;
+        int64_t min_rows = (CPU_MIN_PAR_WORK / 4) / (n * in) + 1;
+        if (rc < min_rows) rc = (min_rows + 7) & ~(int64_t)7;
+    }
+    j.rc = rc;
+    int64_t n_rc = (out + rc - 1) / rc;
+    int64_t n_tc = ((int64_t)c->n_threads * 8 + n_rc - 1) / n_rc;
+    if (n_tc > j.n_units) n_tc = j.n_units;
+    if (n_tc < 1) n_tc = 1;
+    j.upt = (j.n_units + n_tc - 1) / n_tc;
+    j.n_tc = (j.n_units + j.upt - 1) / j.upt;
+    cpu_parallel(c, n_rc * j.n_tc, gemm_task, &j, n * in * out);
+    return VC_OK;
+}
