@@ -99,7 +99,8 @@ static float chunk_scores(const cpu_attn_job *j, const float *q, const char *k0,
     int t = 0;
     if (hd8 == hd && j->softcap <= 0.0f) {
         t = cnt & ~7;
-        cmax = f16 ? scores8(j, q, k0, t, sc, 1) : scores8(j, q, k0, t, sc, 0);
+        /* constant f16 per call so the inlined load8 is specialised */
+        cmax = f16 == 2 ? scores8(j, q, k0, t, sc, 2) : f16 ? scores8(j, q, k0, t, sc, 1) : scores8(j, q, k0, t, sc, 0);
     }
     for (; t < cnt; t++) {
         const char *k = k0 + t * j->k_stride;
