@@ -57,8 +57,8 @@ static int gemma3_load(mdl_model *m) {
     } while (0)
         BIND(attn_norm, "attn_norm.weight", -1, d);
         BIND(wq, "attn_q.weight", 0, qd, d);
-        BIND(wk, "attn_k.weight", 0, kvd, d);
-        BIND(wv, "attn_v.weight", 0, kvd, d);
+        BIND(wk, "attn_k.weight", 2, kvd, d);
+        BIND(wv, "attn_v.weight", 2, kvd, d);
         BIND(wo, "attn_output.weight", 1, d, qd);
         BIND(q_norm, "attn_q_norm.weight", -1, hd);
         BIND(k_norm, "attn_k_norm.weight", -1, hd);

@@ -44,12 +44,12 @@ static int llama_load(mdl_model *m) {
     } while (0)
         BIND(attn_norm, "attn_norm.weight", true, -1, d);
         BIND(wq, "attn_q.weight", true, 0, qd, d);
-        BIND(wk, "attn_k.weight", true, 0, kvd, d);
-        BIND(wv, "attn_v.weight", true, 0, kvd, d);
+        BIND(wk, "attn_k.weight", true, 2, kvd, d);
+        BIND(wv, "attn_v.weight", true, 2, kvd, d);
         BIND(wo, "attn_output.weight", true, 1, d, qd);
         BIND(bq, "attn_q.bias", false, 0, qd);
-        BIND(bk, "attn_k.bias", false, 0, kvd);
-        BIND(bv, "attn_v.bias", false, 0, kvd);
+        BIND(bk, "attn_k.bias", false, 2, kvd);
+        BIND(bv, "attn_v.bias", false, 2, kvd);
         BIND(bo, "attn_output.bias", false, -1, d);
         if (!r0) memset(&L->bo, 0, sizeof L->bo); /* row-parallel bias: rank 0 adds it once */
         BIND(q_norm, "attn_q_norm.weight", !strcmp(c->arch, "qwen3"), -1, c->head_dim);

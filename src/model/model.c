@@ -343,7 +343,7 @@ size_t mdl_kv_block_bytes(const mdl_model *m, int32_t block_size) {
     const mdl_config *c = &m->cfg;
     /* Per device: under TP each GPU holds its ranks' KV heads; on the CPU
      * all ranks share one memory, so count all heads. */
-    int64_t kvh = m->be->device == RT_DEV_CPU ? c->n_kv_heads : m->kvh_l;
+    int64_t kvh = m->be->device == RT_DEV_CPU ? m->kvh_l * m->tp_size : m->kvh_l;
     return (size_t)2 * (size_t)c->n_layers * (size_t)block_size * (size_t)(kvh * c->head_dim) *
            rt_dtype_info(m->kv_dtype)->block_bytes;
 }

@@ -137,9 +137,10 @@ mdl_model *mdl_tp_rank_model(mdl_model *m0, int rank);
 /* Fill tp_rank/tp_size and the per-rank sizes; checks divisibility. */
 int mdl_tp_setup(mdl_model *m, int rank, int size);
 /* Bind this rank's shard of a weight whose full shape is `shape`:
- * split_dim 0 = output rows (column-parallel: Wq/Wk/Wv/Wgate/Wup, the LM
- * head, biases of those), 1 = input columns (row-parallel: Wo, Wdown),
- * -1 = replicated. */
+ * split_dim 0 = output rows (column-parallel: Wq/Wgate/Wup, the LM head,
+ * biases of those), 1 = input columns (row-parallel: Wo, Wdown), 2 = K/V
+ * projection rows (as 0 when the TP size divides the KV heads, else the
+ * rows of this rank's replicated KV head), -1 = replicated. */
 int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape,
                    int split_dim, bool required);
 /* Rank 0: load ranks 1..size-1 on their backends and start their threads. */

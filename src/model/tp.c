@@ -55,18 +55,21 @@ int mdl_tp_setup(mdl_model *m, int rank, int size) {
     m->tp_rank = rank;
     m->tp_size = size;
     if (size > 1) {
-        if (c->n_heads % size || c->n_kv_heads % size || c->intermediate % size || c->vocab % size)
+        /* KV heads: split when size divides them, else replicated (vLLM):
+         * with size a multiple of kvh, rank r holds KV head r*kvh/size. */
+        bool kv_ok = c->n_kv_heads % size == 0 || size % c->n_kv_heads == 0;
+        if (c->n_heads % size || !kv_ok || c->intermediate % size || c->vocab % size)
             return vc_err_set(VC_ERR_UNSUPPORTED,
-                              "tensor parallel size %d must divide the heads (%lld), KV heads (%lld), FFN width "
-                              "(%lld) and vocab (%lld)",
-                              size, (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->intermediate,
-                              (long long)c->vocab);
+                              "tensor parallel size %d must divide the heads (%lld), FFN width (%lld) and vocab "
+                              "(%lld), and divide or be a multiple of the KV heads (%lld)",
+                              size, (long long)c->n_heads, (long long)c->intermediate, (long long)c->vocab,
+                              (long long)c->n_kv_heads);
         if (strcmp(m->arch->family, "llama") != 0)
             return vc_err_set(VC_ERR_UNSUPPORTED, "tensor parallelism is not implemented for the %s family",
                               m->arch->family);
     }
     m->h_l = c->n_heads / size;
-    m->kvh_l = c->n_kv_heads / size;
+    m->kvh_l = c->n_kv_heads % size == 0 ? c->n_kv_heads / size : 1;
     m->ff_l = c->intermediate / size;
     m->vocab_l = c->vocab / size;
     return VC_OK;
@@ -79,8 +82,14 @@ int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, cons
     rt_tensor host;
     int rc = mdl_find_host(m, canon, ndim, shape, required, &host);
     if (rc < 0 || !host.data) return rc;
-    int64_t W = m->tp_size, r = m->tp_rank;
-    if (split_dim == 0) {
+    int64_t W = m->tp_size, r = m->tp_rank, kvh = m->cfg.n_kv_heads;
+    if (split_dim == 2 && kvh % W != 0) {
+        /* K/V projection rows of a replicated KV head (W a multiple of kvh). */
+        int64_t per = shape[0] / kvh;
+        rt_tensor v = rt_tensor_slice0(&host, (r * kvh / W) * per, per);
+        return mdl_bind_host(m, t, &v, false);
+    }
+    if (split_dim == 0 || split_dim == 2) {
         /* Output rows: a contiguous range of the file's rows. */
         int64_t n = shape[0] / W;
         rt_tensor v = rt_tensor_slice0(&host, r * n, n);

@@ -1,13 +1,14 @@
 /* Tensor parallelism in the model layer, on the CPU backend (ranks are
  * threads, collectives over shared memory): TP=2 against TP=1 and against
  * the transformers goldens of the tiny fixtures (tests/fixtures/models),
- * and against TP=1 on SmolLM2 with TP=3 (Q4_1 weights split by rows and
+ * (tiny Mistral's single KV head replicated at TP=2 and 4), and against
+ * TP=1 on SmolLM2 with TP=3 (Q4_1 weights split by rows and
  * by whole column blocks) when the default model is present.
  *
  * Checks: prompt logits at every position within 1e-4 relative of TP=1
  * (the all-reduce sums partial dot products in another order, so bits may
  * differ), 32 greedy tokens identical to TP=1 and to HF's, and a clear
- * error when the TP size does not divide the KV heads. */
+ * error when the TP size does not divide the heads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,13 +144,15 @@ static void test_tiny_fixtures_tp2(void **st) {
     fixture("tiny-llama", 2);  /* f32, llama3 rope, untied LM head split by rows */
     fixture("tiny-qwen2", 2);  /* q/k/v biases split, tied LM head */
     fixture("tiny-qwen3", 2);  /* bf16 weights, QK-norm */
+    fixture("tiny-mistral", 2); /* 1 KV head, replicated on both ranks */
+    fixture("tiny-mistral", 4); /* one query head per rank, all on the replicated KV head */
 }
 
 static void test_indivisible(void **st) {
     (void)st;
     tp_model t;
-    assert_int_equal(tp_open(&t, FIXTURES "/tiny-mistral", 2), -1); /* 1 KV head */
-    assert_non_null(strstr(vc_err_msg(), "KV heads"));
+    assert_int_equal(tp_open(&t, FIXTURES "/tiny-llama", 3), -1); /* 4 heads, 2 KV heads */
+    assert_non_null(strstr(vc_err_msg(), "must divide the heads"));
     tp_close(&t);
 }
 
