@@ -73,74 +73,49 @@ static int gemma3_load(mdl_model *m) {
     return VC_OK;
 }
 
-#define TRY(x)                  \
-    do {                        \
-        int rc_ = (x);          \
-        if (rc_ < 0) return rc_; \
-    } while (0)
 
 static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t max_blocks,
                           int64_t n_logits) {
     const mdl_config *c = &m->cfg;
     rt_backend *be = m->be;
-    int64_t h = m->h_l, kvh = m->kvh_l, hd = c->head_dim; /* this rank's heads */
+    int64_t hd = c->head_dim;
     float off = c->norm_w_offset, eps = c->rms_eps;
     float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hd);
-    rt_tensor ids = rt_tensor_slice0(&m->ids, 0, n), pos = rt_tensor_slice0(&m->pos, 0, n);
-    rt_tensor slots = rt_tensor_slice0(&m->slots, 0, n);
-    rt_tensor qsl = rt_tensor_slice0(&m->qsl, 0, S + 1), seq_lens = rt_tensor_slice0(&m->seq_lens, 0, S);
-    rt_tensor bt = rt_tensor_2d(m->block_tables.data, RT_I32, m->block_tables.device, S, max_blocks);
-    rt_tensor x = rt_tensor_slice0(&m->x, 0, n), xb = rt_tensor_slice0(&m->xb, 0, n);
-    rt_tensor q = rt_tensor_slice0(&m->q, 0, n), k = rt_tensor_slice0(&m->k, 0, n);
-    rt_tensor v = rt_tensor_slice0(&m->v, 0, n), att = rt_tensor_slice0(&m->att, 0, n);
-    rt_tensor gate = rt_tensor_slice0(&m->gate, 0, n), up = rt_tensor_slice0(&m->up, 0, n);
-    /* Head views: [n, heads, hd] for RoPE/attention, [n*heads, hd] for QK-norm. */
-    int64_t s_q3[3] = {n, h, hd}, s_k3[3] = {n, kvh, hd}, s_q2[2] = {n * h, hd}, s_k2[2] = {n * kvh, hd};
-    rt_tensor q3 = rt_tensor_reshape(&q, 3, s_q3), k3 = rt_tensor_reshape(&k, 3, s_k3);
-    rt_tensor v3 = rt_tensor_reshape(&v, 3, s_k3), att3 = rt_tensor_reshape(&att, 3, s_q3);
-    rt_tensor q2 = rt_tensor_reshape(&q, 2, s_q2), k2 = rt_tensor_reshape(&k, 2, s_k2);
+    mdl_step_views sv;
+    mdl_step_views_make(m, n, S, max_blocks, &sv);
 
-    TRY(rt_embed(be, &x, &m->tok_embd, &ids));
-    TRY(rt_scale(be, &x, &x, m->embed_scale));
+    MDL_TRY(rt_embed(be, &sv.x, &m->tok_embd, &sv.ids));
+    MDL_TRY(rt_scale(be, &sv.x, &sv.x, m->embed_scale));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
         int32_t window = mdl_config_layer_window(c, l);
         const rt_tensor *inv_freq = window > 0 && m->inv_freq_swa.data ? &m->inv_freq_swa : &m->inv_freq;
-        TRY(rt_rmsnorm(be, &xb, &x, &L->attn_norm, eps, off));
-        TRY(rt_matmul(be, &q, &xb, &L->wq, NULL));
-        TRY(rt_matmul(be, &k, &xb, &L->wk, NULL));
-        TRY(rt_matmul(be, &v, &xb, &L->wv, NULL));
-        TRY(rt_rmsnorm(be, &q2, &q2, &L->q_norm, eps, off));
-        TRY(rt_rmsnorm(be, &k2, &k2, &L->k_norm, eps, off));
-        TRY(rt_rope(be, &q3, &pos, inv_freq, (int)c->rot_dim, true, 1.0f));
-        TRY(rt_rope(be, &k3, &pos, inv_freq, (int)c->rot_dim, true, 1.0f));
-        TRY(rt_kv_store(be, &kv->k[l], &k3, &slots));
-        TRY(rt_kv_store(be, &kv->v[l], &v3, &slots));
-        TRY(rt_paged_attention(be, &att3, &q3, &kv->k[l], &kv->v[l], &bt, &qsl, &seq_lens, scale, 0.0f, window));
-        TRY(rt_matmul(be, &xb, &att, &L->wo, NULL));
-        TRY(mdl_tp_all_reduce(m, &xb));
-        TRY(rt_rmsnorm(be, &xb, &xb, &L->post_attn_norm, eps, off));
-        TRY(rt_add(be, &x, &x, &xb));
-        TRY(rt_rmsnorm(be, &xb, &x, &L->ffn_norm, eps, off));
-        TRY(rt_matmul(be, &gate, &xb, &L->w_gate, NULL));
-        TRY(rt_matmul(be, &up, &xb, &L->w_up, NULL));
-        TRY(rt_glu(be, &gate, &gate, &up, RT_ACT_GELU_TANH));
-        TRY(rt_matmul(be, &xb, &gate, &L->w_down, NULL));
-        TRY(mdl_tp_all_reduce(m, &xb));
-        TRY(rt_rmsnorm(be, &xb, &xb, &L->post_ffn_norm, eps, off));
-        TRY(rt_add(be, &x, &x, &xb));
+        MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.x, &L->attn_norm, eps, off));
+        MDL_TRY(rt_matmul(be, &sv.q, &sv.xb, &L->wq, NULL));
+        MDL_TRY(rt_matmul(be, &sv.k, &sv.xb, &L->wk, NULL));
+        MDL_TRY(rt_matmul(be, &sv.v, &sv.xb, &L->wv, NULL));
+        MDL_TRY(rt_rmsnorm(be, &sv.q2, &sv.q2, &L->q_norm, eps, off));
+        MDL_TRY(rt_rmsnorm(be, &sv.k2, &sv.k2, &L->k_norm, eps, off));
+        MDL_TRY(rt_rope(be, &sv.q3, &sv.pos, inv_freq, (int)c->rot_dim, true, 1.0f));
+        MDL_TRY(rt_rope(be, &sv.k3, &sv.pos, inv_freq, (int)c->rot_dim, true, 1.0f));
+        MDL_TRY(rt_kv_store(be, &kv->k[l], &sv.k3, &sv.slots));
+        MDL_TRY(rt_kv_store(be, &kv->v[l], &sv.v3, &sv.slots));
+        MDL_TRY(rt_paged_attention(be, &sv.att3, &sv.q3, &kv->k[l], &kv->v[l], &sv.bt, &sv.qsl, &sv.seq_lens, scale, 0.0f, window));
+        MDL_TRY(rt_matmul(be, &sv.xb, &sv.att, &L->wo, NULL));
+        MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
+        MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.xb, &L->post_attn_norm, eps, off));
+        MDL_TRY(rt_add(be, &sv.x, &sv.x, &sv.xb));
+        MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.x, &L->ffn_norm, eps, off));
+        MDL_TRY(rt_matmul(be, &sv.gate, &sv.xb, &L->w_gate, NULL));
+        MDL_TRY(rt_matmul(be, &sv.up, &sv.xb, &L->w_up, NULL));
+        MDL_TRY(rt_glu(be, &sv.gate, &sv.gate, &sv.up, RT_ACT_GELU_TANH));
+        MDL_TRY(rt_matmul(be, &sv.xb, &sv.gate, &L->w_down, NULL));
+        MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
+        MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.xb, &L->post_ffn_norm, eps, off));
+        MDL_TRY(rt_add(be, &sv.x, &sv.x, &sv.xb));
     }
-    if (n_logits > 0) {
-        /* Gather the rows that need logits (EMBED over the f32 hidden states). */
-        rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
-        rt_tensor xl = rt_tensor_slice0(&xb, 0, n_logits);
-        rt_tensor lg = rt_tensor_slice0(m->tp_size > 1 ? &m->logits_l : &m->logits, 0, n_logits);
-        TRY(rt_embed(be, &xl, &x, &rows));
-        TRY(rt_rmsnorm(be, &xl, &xl, &m->out_norm, eps, off));
-        TRY(rt_matmul(be, &lg, &xl, &m->output, NULL));
-        if (m->tp_size > 1) TRY(mdl_tp_gather_logits(m, n_logits));
-    }
-    return VC_OK;
+    return mdl_logits_head(m, &sv, n_logits, eps, off);
+
 }
 
 const mdl_arch_impl mdl_arch_gemma3 = {

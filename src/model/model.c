@@ -615,3 +615,41 @@ int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *
     free(meta);
     return rc;
 }
+
+void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks, mdl_step_views *sv) {
+    int64_t h = m->h_l, kvh = m->kvh_l, hd = m->cfg.head_dim;
+    sv->ids = rt_tensor_slice0(&m->ids, 0, n);
+    sv->pos = rt_tensor_slice0(&m->pos, 0, n);
+    sv->slots = rt_tensor_slice0(&m->slots, 0, n);
+    sv->qsl = rt_tensor_slice0(&m->qsl, 0, S + 1);
+    sv->seq_lens = rt_tensor_slice0(&m->seq_lens, 0, S);
+    sv->bt = rt_tensor_2d(m->block_tables.data, RT_I32, m->block_tables.device, S, max_blocks);
+    sv->x = rt_tensor_slice0(&m->x, 0, n);
+    sv->xb = rt_tensor_slice0(&m->xb, 0, n);
+    sv->q = rt_tensor_slice0(&m->q, 0, n);
+    sv->k = rt_tensor_slice0(&m->k, 0, n);
+    sv->v = rt_tensor_slice0(&m->v, 0, n);
+    sv->att = rt_tensor_slice0(&m->att, 0, n);
+    sv->gate = rt_tensor_slice0(&m->gate, 0, n);
+    sv->up = rt_tensor_slice0(&m->up, 0, n);
+    int64_t s_q3[3] = {n, h, hd}, s_k3[3] = {n, kvh, hd}, s_q2[2] = {n * h, hd}, s_k2[2] = {n * kvh, hd};
+    sv->q3 = rt_tensor_reshape(&sv->q, 3, s_q3);
+    sv->k3 = rt_tensor_reshape(&sv->k, 3, s_k3);
+    sv->v3 = rt_tensor_reshape(&sv->v, 3, s_k3);
+    sv->att3 = rt_tensor_reshape(&sv->att, 3, s_q3);
+    sv->q2 = rt_tensor_reshape(&sv->q, 2, s_q2);
+    sv->k2 = rt_tensor_reshape(&sv->k, 2, s_k2);
+}
+
+int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, float eps, float w_off) {
+    if (n_logits <= 0) return VC_OK;
+    /* Gather the rows that need logits (EMBED over the f32 hidden states). */
+    rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
+    rt_tensor xl = rt_tensor_slice0(&sv->xb, 0, n_logits);
+    rt_tensor lg = rt_tensor_slice0(m->tp_size > 1 ? &m->logits_l : &m->logits, 0, n_logits);
+    MDL_TRY(rt_embed(m->be, &xl, &sv->x, &rows));
+    MDL_TRY(rt_rmsnorm(m->be, &xl, &xl, &m->out_norm, eps, w_off));
+    MDL_TRY(rt_matmul(m->be, &lg, &xl, &m->output, NULL));
+    if (m->tp_size > 1) MDL_TRY(mdl_tp_gather_logits(m, n_logits));
+    return VC_OK;
+}

@@ -132,6 +132,27 @@ int mdl_bind_host(mdl_model *m, rt_tensor *t, const rt_tensor *host, bool temp);
 /* Load one TP rank (mdl_load = rank 0 of size tp + the group). */
 mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, int rank, int size);
 
+/* Views of one forward step over the model's buffers, shared by the
+ * architecture files: the batch metadata for T tokens and S sequences,
+ * the activations, and their per-head views q3/att3 [T, h, hd],
+ * k3/v3 [T, kvh, hd], q2 [T*h, hd], k2 [T*kvh, hd] (this rank's heads). */
+typedef struct {
+    rt_tensor ids, pos, slots, qsl, seq_lens, bt;
+    rt_tensor x, xb, q, k, v, att, gate, up;
+    rt_tensor q3, k3, v3, att3, q2, k2;
+} mdl_step_views;
+void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks, mdl_step_views *sv);
+/* The step's tail: gather the n_logits rows, final RMSNorm (weight offset
+ * w_off), LM head into m->logits (under TP: this rank's vocab rows, then
+ * the all-gather). */
+int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, float eps, float w_off);
+
+#define MDL_TRY(x)               \
+    do {                         \
+        int rc_ = (x);           \
+        if (rc_ < 0) return rc_; \
+    } while (0)
+
 /* tp.c — tensor parallelism inside the model layer. */
 mdl_model *mdl_tp_rank_model(mdl_model *m0, int rank);
 /* Fill tp_rank/tp_size and the per-rank sizes; checks divisibility. */
