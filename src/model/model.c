@@ -493,7 +493,8 @@ static int fetch_sampled(mdl_model *m, int64_t L, rt_tensor *dl, int32_t *ids) {
     rt_tensor hi = rt_tensor_2d((void *)sa->iparams, RT_I32, RT_DEV_CPU, L, RT_SAMPLE_NI);
     rc = rt_tensor_copy_bytes(m->be, &df, &hf);
     if (rc == 0) rc = rt_tensor_copy_bytes(m->be, &di, &hi);
-    rt_tensor dh = rt_tensor_slice0(&m->samp_hist, 0, sa->n_hist > 0 ? sa->n_hist : 1);
+    rt_tensor dh = {0};
+    if (sa->n_hist > 0) dh = rt_tensor_slice0(&m->samp_hist, 0, sa->n_hist);
     if (rc == 0 && sa->n_hist > 0) rc = mdl_upload_i32(m, &dh, sa->hist, sa->n_hist);
     rt_tensor dt = rt_tensor_slice0(&m->argmax, 0, L), ht = rt_tensor_1d(ids, RT_I32, RT_DEV_CPU, L);
     if (rc == 0)

@@ -6,7 +6,8 @@
  *   - with device sampling off (host sampler: the oracle),
  *   - on, synchronous,
  *   - on, with async scheduling,
- * at two chunked-prefill budgets. On the CPU backend the op is the host
+ * at two chunked-prefill budgets, and once with no penalties anywhere (no
+ * histories travel). On the CPU backend the op is the host
  * sampler itself, so equality is exact; VLLM_TEST_DEVICE=cuda runs it on the
  * GPU, where a differing token needs a uniform within ~1e-7 of a CDF
  * boundary (see tests/backends/cuda/test_cuda_sample.c). */
@@ -50,6 +51,8 @@ typedef struct {
     int32_t n[NREQ];
 } results;
 
+static bool g_no_penalties; /* every request without penalties: no history goes to the device */
+
 static ereq_sampling req_params(int i) {
     ereq_sampling sp = ereq_sampling_default();
     sp.max_tokens = GEN;
@@ -65,6 +68,7 @@ static ereq_sampling req_params(int i) {
     case 5: sp.temperature = 1.0f; sp.top_k = 40; sp.top_p = 0.9f; sp.frequency_penalty = -0.3f; break;
     default: sp.temperature = 0.003f; break;
     }
+    if (g_no_penalties) sp.repetition_penalty = 1.0f, sp.frequency_penalty = sp.presence_penalty = 0.0f;
     if (i == NREQ - 1) { /* host-only: steps with it fall back; after it ends, the rest go to the device */
         sp.logprobs = 2;
         sp.max_tokens = GEN / 2;
@@ -137,6 +141,11 @@ static void test_device_equals_host(void **st) {
         print_message("budget %d: host == device == device async over %d requests x %d tokens\n", budgets[b], NREQ,
                       GEN);
     }
+    g_no_penalties = true;
+    run("0", 512, false, &host);
+    run("1", 512, false, &dev);
+    g_no_penalties = false;
+    check_same(&host, &dev, "device sampling, no penalties");
     /* sampling varied the tokens: not every request greedy-identical */
     int differ = 0;
     for (int i = 2; i < NREQ; i++) differ += memcmp(host.toks[i], host.toks[0], sizeof host.toks[0]) != 0;

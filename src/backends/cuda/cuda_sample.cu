@@ -148,12 +148,22 @@ __device__ static bool radix_select(int V, F get, u64 N, unsigned *key, u64 *abo
         const int sh = shifts[l], nb = nbins[l], hs = l ? shifts[l - 1] : 32;
         for (int b = threadIdx.x; b < nb; b += ST) s.mass[b] = 0;
         __syncthreads();
-        for (int i = threadIdx.x; i < V; i += ST) {
-            unsigned k;
-            u64 w;
-            if (!get(i, &k, &w) || w == 0) continue;
-            if (hs < 32 && (k >> hs) != (prefix >> hs)) continue;
-            atomicAdd(&s.mass[(k >> sh) & (unsigned)(nb - 1)], w);
+        /* Warp-aggregated: lanes with the same bin add their weights first
+         * (rows often put most keys in a few bins; same-address shared
+         * atomics would serialise). Every lane runs every iteration. */
+        for (int base = 0; base < V; base += ST) {
+            int i = base + (int)threadIdx.x;
+            unsigned k = 0, bin = 0xFFFFFFFFu;
+            u64 w = 0;
+            if (i < V && get(i, &k, &w) && w != 0 && (hs >= 32 || (k >> hs) == (prefix >> hs)))
+                bin = (k >> sh) & (unsigned)(nb - 1);
+            else
+                w = 0;
+            unsigned grp = __match_any_sync(0xffffffffu, bin);
+            /* w <= 2^40: two 20-bit halves, each summed over <= 32 lanes in 32 bits */
+            unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
+            if (bin != 0xFFFFFFFFu && (int)(threadIdx.x & 31) == __ffs(grp) - 1)
+                atomicAdd(&s.mass[bin], ((u64)hi << 20) + lo);
         }
         __syncthreads();
         /* bins in descending order, two per thread */
