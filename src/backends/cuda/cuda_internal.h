@@ -14,6 +14,8 @@
  *                      online softmax) and KV_STORE
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
+ *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
+ *                      the draw: one block per row, radix selects)
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
  * ids, which may also be host memory. All work goes to the backend's one
@@ -198,6 +200,7 @@ int cuda_op_scale(rt_backend *be, const rt_op_args *a);
 int cuda_op_softmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_attention(rt_backend *be, const rt_op_args *a);
 int cuda_op_copy(rt_backend *be, const rt_op_args *a);
+int cuda_op_sample(rt_backend *be, const rt_op_args *a); /* cuda_sample.cu */
 int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
