@@ -8,6 +8,8 @@
 #include "runtime/comm.h"
 #include "runtime/ops.h"
 
+#include <stdatomic.h>
+
 typedef struct {
     rt_tensor attn_norm;           /* [d] f32 */
     rt_tensor wq, wk, wv, wo;      /* [h*hd,d] [kvh*hd,d] [kvh*hd,d] [d,h*hd] any dtype */
@@ -20,6 +22,22 @@ typedef struct {
 } mdl_layer;
 
 typedef struct mdl_arch_impl mdl_arch_impl;
+
+/* One resident ticket of the device mirror (model_mirror.c). The enqueuing
+ * thread writes a slot only when claiming it for a new ticket, which needs
+ * the slot's previous ticket collected; mdl_collect (any thread) reads it
+ * and sets `collected` last. */
+#define MDL_MIRROR 2
+typedef struct {
+    rt_tensor ids;          /* [B] i32 on the device: the step's sampled ids */
+    int32_t *host;          /* [B] their host copy (rt_backend_host_alloc: pinned) */
+    void *ev;               /* recorded behind the host copy */
+    mdl_ticket ticket;      /* 0: free */
+    int32_t n;              /* ids of the step */
+    bool on_device;         /* `ids` holds them (false: computed on the host, TP) */
+    bool queued;            /* the host copy was queued: collect waits for ev */
+    atomic_bool collected;  /* a wait observed the copy (or there was none) */
+} mdl_mirror;
 
 struct mdl_model {
     mdl_config cfg;
@@ -52,14 +70,19 @@ struct mdl_model {
     rt_tensor ids, pos, slots;     /* [B] i32 */
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
     rt_tensor logit_rows;          /* [B] i32 */
-    rt_tensor argmax;              /* [B] i32: greedy ids (mdl_forward_batch_argmax) */
+    /* The device mirror of sampled ids (model_mirror.c): ticket t's ids
+     * live in mirror[t % MDL_MIRROR] (rank 0 only). */
+    mdl_mirror mirror[MDL_MIRROR];
+    mdl_ticket mirror_next;        /* the last ticket handed out (0: none) */
+    const mdl_splice *splice;      /* the step's splice, set while it is enqueued */
+    rt_tensor splice_dev;          /* [4, B] i32: ids rows, their sources, hist rows, their sources */
+    int32_t *splice_host;          /* [2, B]: the hist entries, compacted */
     /* Device sampling (mdl_forward_batch_sample): rt_sample's inputs. */
     rt_tensor samp_f, samp_i;      /* [B, RT_SAMPLE_NF] f32, [B, RT_SAMPLE_NI] i32 */
     rt_tensor samp_hist;           /* [samp_hist_cap] i32, grown on demand */
     int64_t samp_hist_cap;
     rt_tensor samp_cnt;            /* [samp_cnt_rows, V] i32 penalty counts, kept all zero */
     int64_t samp_cnt_rows;
-    const struct mdl_sample_args *sample; /* set for the duration of mdl_forward_batch_sample */
     rt_tensor block_tables;        /* [bt_cap] i32, grown on demand */
     int64_t bt_cap;
     rt_tensor logits;              /* [rows,V], grown on demand ([tp, rows, V/tp] under TP) */
@@ -111,15 +134,31 @@ struct mdl_arch_impl {
 int mdl_ensure_logits(mdl_model *m, int64_t rows);
 int mdl_ensure_block_tables(mdl_model *m, int64_t n);
 int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n);
-/* Rows [0, L) of m->logits to the host: logits [L, V], or with ids != NULL
- * only their argmax [L], or their sampled tokens when m->sample is set
- * (computed on the device). */
+/* Rows [0, L) of m->logits to the host: logits [L, V] (may be NULL when
+ * only ids are wanted), and under TP with ids != NULL their argmax [L]
+ * computed on the host (one rank reduces on the device: mdl_reduce_ids). */
 int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids);
+/* Validate the batch, then run its forward pass (a decode graph when it
+ * can), splicing m->splice into the ids: logits of the n_logits rows are
+ * left in m->logits on the device. */
+int mdl_forward_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b);
+/* Sample rows [0, L) of m->logits on the device into dst [L] (sa's
+ * parameters; the history patched by m->splice's hist entries). */
+int mdl_sample_rows(mdl_model *m, int64_t L, rt_tensor *dst, const mdl_sample_args *sa);
+
+/* model_mirror.c: the mirror's buffers (rank 0), and the splice of the
+ * previous ticket's device ids into this step's ids [T] / sampler history
+ * (no-ops without m->splice). */
+int mdl_mirror_init(mdl_model *m);
+void mdl_mirror_free(mdl_model *m);
+int mdl_splice_ids(mdl_model *m, int64_t T);
+int mdl_splice_hist(mdl_model *m, rt_tensor *hist);
 
 /* Decode steps as graphs (model_graph.c). mdl_graph_step returns true when
- * it ran the (validated) batch itself, with the status in *rc; false: run
- * it eagerly. */
-bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids, int *rc);
+ * it ran the (validated) batch's forward pass itself (logits left in
+ * m->logits, m->splice applied), with the status in *rc; false: run it
+ * eagerly. */
+bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int *rc);
 void mdl_graph_drop_kv(mdl_model *m, const mdl_kv *kv);
 void mdl_graph_free_all(mdl_model *m);
 

@@ -11,7 +11,7 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
-    "argmax", "kv_store", "paged_attention", "sample",
+    "argmax", "kv_store", "paged_attention", "sample", "combine",
 };
 
 const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
@@ -219,6 +219,18 @@ int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor
     CHECK(V > 0 && V < INT32_MAX, "sample: vocab out of range");
     rt_op_args a = {.dst = dst, .src = {logits, fparams, iparams, hist, counts}};
     return rt_op_exec(be, RT_OP_SAMPLE, &a);
+}
+
+int rt_combine(rt_backend *be, rt_tensor *dst, const rt_tensor *vals, const rt_tensor *pos, const rt_tensor *sel) {
+    CHECK(dst->dtype == RT_I32 && vals->dtype == RT_I32 && pos->dtype == RT_I32 && sel->dtype == RT_I32,
+          "combine: i32 tensors required");
+    CHECK(dst->ndim == 1 && vals->ndim == 1 && pos->ndim == 1 && sel->ndim == 1 && rt_tensor_is_contiguous(dst) &&
+              rt_tensor_is_contiguous(vals) && rt_tensor_is_contiguous(pos) && rt_tensor_is_contiguous(sel),
+          "combine: contiguous 1-D tensors required");
+    CHECK(pos->shape[0] == sel->shape[0], "combine: pos and sel differ in length");
+    if (pos->shape[0] == 0) return VC_OK;
+    rt_op_args a = {.dst = dst, .src = {vals, pos, sel}};
+    return rt_op_exec(be, RT_OP_COMBINE, &a);
 }
 
 int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots) {

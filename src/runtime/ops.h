@@ -58,6 +58,15 @@
  *              src[4] i32 [r,V]: counting scratch for the penalties, all
  *              zero on entry and left zero (backends that need it; required
  *              with src[3]). Ids in histories must be in [0, V).
+ *   COMBINE    dst[pos[j]] = vals[sel[j]] for j < n: dst i32 [N] (contiguous,
+ *              written in place), src[0] vals i32 [P], src[1] pos i32 [n],
+ *              src[2] sel i32 [n] (all contiguous, on the device). Async
+ *              scheduling splices the ids the previous step sampled (kept on
+ *              the device) into the next step's input ids and sampler
+ *              history. pos must not repeat. An entry with an index out of
+ *              range is not written and fails the op: at once on the CPU
+ *              (which then writes no entry), at the next sync / event wait
+ *              on accelerators (the indices are device data).
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -79,6 +88,7 @@ typedef enum {
     RT_OP_KV_STORE,
     RT_OP_PAGED_ATTENTION,
     RT_OP_SAMPLE,
+    RT_OP_COMBINE,
     RT_OP_COUNT
 } rt_op;
 
@@ -136,6 +146,8 @@ int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 /* src: logits, fparams, iparams, hist (may be NULL), counts (NULL unless hist) */
 int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor *fparams, const rt_tensor *iparams,
               const rt_tensor *hist, const rt_tensor *counts);
+/* dst[pos[j]] = vals[sel[j]], j < n (COMBINE) */
+int rt_combine(rt_backend *be, rt_tensor *dst, const rt_tensor *vals, const rt_tensor *pos, const rt_tensor *sel);
 int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots);
 /* src[0..5] = q, k_cache, v_cache, block_tables, qsl, seq_lens */
 int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k_cache,

@@ -133,4 +133,5 @@ void cpu_backend_register(void) {
     rt_op_register(RT_OP_KV_STORE, RT_DEV_CPU, cpu_op_kv_store);
     rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CPU, cpu_op_paged_attention);
     rt_op_register(RT_OP_SAMPLE, RT_DEV_CPU, cpu_op_sample);
+    rt_op_register(RT_OP_COMBINE, RT_DEV_CPU, cpu_op_combine);
 }

@@ -16,6 +16,7 @@
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
  *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
  *                      the draw: one block per row, radix selects)
+ *   cuda_combine.cu    COMBINE (async scheduling's splice of sampled ids)
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
  * ids, which may also be host memory. All work goes to the backend's one
@@ -53,6 +54,7 @@ extern "C" {
 #define CUDA_FLAG_BAD_TOKEN 1 /* EMBED: id out of range */
 #define CUDA_FLAG_BAD_SLOT 2  /* KV_STORE: slot out of range */
 #define CUDA_FLAG_BAD_PAGED 4 /* PAGED_ATTENTION: bad block table / lengths */
+#define CUDA_FLAG_BAD_COMBINE 8 /* COMBINE: index out of range */
 
 /* Max tokens of the GEMV path; larger batches go to cuBLAS. */
 #define CUDA_GEMV_MAX_N 8
@@ -204,6 +206,7 @@ int cuda_op_sample(rt_backend *be, const rt_op_args *a); /* cuda_sample.cu */
 int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
+int cuda_op_combine(rt_backend *be, const rt_op_args *a); /* cuda_combine.cu */
 }
 
 /* Flash-decoding PAGED_ATTENTION (cuda_paged_attn.cu) for the shapes it

@@ -88,7 +88,8 @@ template <int OP> static int prof_tramp(rt_backend *be, const rt_op_args *a) {
 void cuda_profile_install(const rt_op_fn *real) {
     static const rt_op_fn tr[] = {prof_tramp<0>, prof_tramp<1>, prof_tramp<2>,  prof_tramp<3>, prof_tramp<4>,
                                   prof_tramp<5>, prof_tramp<6>, prof_tramp<7>,  prof_tramp<8>, prof_tramp<9>,
-                                  prof_tramp<10>, prof_tramp<11>, prof_tramp<12>, prof_tramp<13>};
+                                  prof_tramp<10>, prof_tramp<11>, prof_tramp<12>, prof_tramp<13>,
+                                  prof_tramp<14>};
     static_assert(sizeof tr / sizeof tr[0] == RT_OP_COUNT, "one trampoline per op");
     for (int o = 0; o < RT_OP_COUNT; o++) {
         g_real[o] = real[o];
