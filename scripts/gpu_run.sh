@@ -32,8 +32,10 @@ cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.
     { tail -40 "$OUT/configure.log"; exit 1; }
 
 say "build"
-TARGETS=(test_cuda_ops test_cuda_model test_cuda_comm test_cuda_sample)
-cmake --build $BUILD -j"$(nproc)" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
+TARGETS=(test_cuda_ops test_cuda_model test_cuda_comm test_cuda_sample test_cuda_combine)
+# CPU-backend tests that also run on the device with VLLM_TEST_DEVICE=cuda
+DEV_TARGETS=(test_model_mirror)
+cmake --build $BUILD -j"$(nproc)" --target "${TARGETS[@]}" "${DEV_TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
 
 rc=0
@@ -42,6 +44,14 @@ for t in "${TARGETS[@]}"; do
     (cd $BUILD && timeout 300 ./"$t") >"$OUT/$t.log" 2>&1
     r=$?
     tail -60 "$OUT/$t.log"
+    echo "$t exit $r"
+    [ $r -eq 0 ] || rc=1
+done
+for t in "${DEV_TARGETS[@]}"; do
+    say "run $t (VLLM_TEST_DEVICE=cuda)"
+    (cd $BUILD && VLLM_TEST_DEVICE=cuda timeout 120 ./"$t") >"$OUT/$t.log" 2>&1
+    r=$?
+    tail -30 "$OUT/$t.log"
     echo "$t exit $r"
     [ $r -eq 0 ] || rc=1
 done
