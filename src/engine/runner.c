@@ -380,8 +380,9 @@ int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled) {
     if (rc < 0) return rc;
     erun_exec_slot(r, sl);
     r->waited = r->done = r->submitted = sl->ticket;
-    erun_collect_slot(r, sl);
     if (sl->rc < 0) return vc_err_set(sl->rc, "%s", sl->err);
+    rc = erun_collect_slot(r, sl);
+    if (rc < 0) return rc;
     memcpy(sampled, sl->tokens, (size_t)sl->n_sample * sizeof *sampled);
     r->last_out = &sl->out;
     return VC_OK;

@@ -124,7 +124,7 @@ int erun_stage(erun_runner *r, const esched_output *so, erun_slot **out);
  * sample, copy the results into the slot. Sets sl->rc (and sl->err). */
 void erun_exec_slot(erun_runner *r, erun_slot *sl);
 /* After the step ran (or was enqueued): its device-mirror ids into the
- * slot's tokens (waits for their copy); a failure lands in sl->rc. */
-void erun_collect_slot(erun_runner *r, erun_slot *sl);
+ * slot's tokens (waits for their copy). Engine thread. */
+int erun_collect_slot(erun_runner *r, erun_slot *sl);
 
 #endif

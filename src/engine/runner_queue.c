@@ -198,14 +198,10 @@ void erun_exec_slot(erun_runner *r, erun_slot *sl) {
     if (sl->rc < 0) snprintf(sl->err, sizeof sl->err, "%s", vc_err_msg());
 }
 
-void erun_collect_slot(erun_runner *r, erun_slot *sl) {
-    if (!sl->pending) return;
+int erun_collect_slot(erun_runner *r, erun_slot *sl) {
+    if (!sl->pending) return VC_OK;
     sl->pending = false;
-    int rc = mdl_collect(r->m, sl->mt, sl->tokens);
-    if (rc < 0 && sl->rc == 0) {
-        sl->rc = rc;
-        snprintf(sl->err, sizeof sl->err, "%s", vc_err_msg());
-    }
+    return mdl_collect(r->m, sl->mt, sl->tokens);
 }
 
 /* The worker: runs submitted steps strictly in order. After a failure the
@@ -257,7 +253,7 @@ void erun_stop_worker(erun_runner *r) {
     r->worker_on = false;
     /* Steps enqueued but never waited for: see their copies complete (the
      * model reuses their buffers only then). */
-    for (int64_t t = r->waited + 1; t <= r->done; t++) erun_collect_slot(r, &r->slots[t % ERUN_SLOTS]);
+    for (int64_t t = r->waited + 1; t <= r->done; t++) (void)erun_collect_slot(r, &r->slots[t % ERUN_SLOTS]);
     r->done = r->submitted = r->waited = r->staged;
 }
 
@@ -285,8 +281,11 @@ int erun_wait(erun_runner *r, int64_t ticket, const smp_batch_out **out) {
     pthread_mutex_unlock(&r->mu);
     r->waited = ticket;
     erun_slot *sl = &r->slots[ticket % ERUN_SLOTS];
-    erun_collect_slot(r, sl); /* the step's ids reach the host only now */
     if (sl->rc < 0) return vc_err_set(sl->rc, "%s", sl->err);
+    /* The step's ids reach the host only now. A failure here is not
+     * recorded in sl->rc (the worker reads that): eng_step fails anyway. */
+    int rc = erun_collect_slot(r, sl);
+    if (rc < 0) return rc;
     *out = &sl->out;
     return VC_OK;
 }
