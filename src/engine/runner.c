@@ -68,8 +68,8 @@ static int slot_alloc(erun_slot *sl, int64_t T, int64_t S, int64_t M, int32_t st
     sl->lp_vals = malloc((size_t)(S * stride) * sizeof *sl->lp_vals);
     if (!sl->ids || !sl->pos || !sl->slots || !sl->rows || !sl->slots64 || !sl->qsl || !sl->seq_lens || !sl->bt ||
         !sl->plp_req || !sl->plp_pos || !sl->plp_next || !sl->plp_k || !sl->srows || !sl->hist_off ||
-        !sl->hist_len || !sl->fill_ids || !sl->fill_src || !sl->fill_hist || !sl->fill_row || !sl->tokens || !sl->ranks ||
-        !sl->n_lp || !sl->lp_ids || !sl->lp_vals)
+        !sl->hist_len || !sl->fill_ids || !sl->fill_src || !sl->fill_hist || !sl->fill_row || !sl->tokens ||
+        !sl->ranks || !sl->n_lp || !sl->lp_ids || !sl->lp_vals)
         return vc_err_set(VC_ERR_OOM, "runner: out of memory");
     sl->out = (smp_batch_out){.tokens = sl->tokens, .stride = stride, .lp_ids = sl->lp_ids,
                               .lp_vals = sl->lp_vals, .ranks = sl->ranks, .n_logprobs = sl->n_lp};

@@ -156,7 +156,8 @@ static int enqueue(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sampl
     } else if (rc == 0) {
         rt_tensor dst = rt_tensor_slice0(&mr->ids, 0, L), dl = rt_tensor_slice0(&m->logits, 0, L);
         if (L > 0) rc = sa ? mdl_sample_rows(m, L, &dst, sa) : rt_argmax(m->be, &dst, &dl);
-        if (rc == 0) rc = rt_backend_copy_to_host_async(m->be, mr->host, mr->ids.data, (size_t)L * sizeof(int32_t), mr->ev);
+        if (rc == 0)
+            rc = rt_backend_copy_to_host_async(m->be, mr->host, mr->ids.data, (size_t)L * sizeof(int32_t), mr->ev);
         mr->on_device = true;
         mr->queued = rc == 0;
     }
@@ -192,7 +193,8 @@ int mdl_forward_batch_splice(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const
 int mdl_mirror_put(mdl_model *m, const int32_t *ids, int32_t n, mdl_ticket *t) {
     mdl_ticket nt;
     *t = 0;
-    if (n < 0 || n > m->max_batch) return vc_err_set(VC_ERR_INVALID, "mirror: %d ids (max %lld)", n, (long long)m->max_batch);
+    if (n < 0 || n > m->max_batch)
+        return vc_err_set(VC_ERR_INVALID, "mirror: %d ids (max %lld)", n, (long long)m->max_batch);
     for (int32_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab)
             return vc_err_set(VC_ERR_INVALID, "mirror: token id %d out of range", ids[i]);
@@ -211,7 +213,8 @@ int mdl_mirror_put(mdl_model *m, const int32_t *ids, int32_t n, mdl_ticket *t) {
 
 int mdl_collect(mdl_model *m, mdl_ticket t, int32_t *ids) {
     mdl_mirror *mr = &m->mirror[(t > 0 ? t : 0) % MDL_MIRROR];
-    if (t <= 0 || mr->ticket != t) return vc_err_set(VC_ERR_INVALID, "collect: step %lld is not resident", (long long)t);
+    if (t <= 0 || mr->ticket != t)
+        return vc_err_set(VC_ERR_INVALID, "collect: step %lld is not resident", (long long)t);
     if (mr->queued) {
         int rc = rt_backend_event_wait(m->be, mr->ev);
         if (rc < 0) return rc;

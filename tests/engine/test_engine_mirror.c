@@ -109,7 +109,8 @@ static void run(bool async, const char *mirror, const char *ds, int32_t budget, 
         if (eng_step(e, &o, &n) < 0) fail_msg("step: %s", vc_err_msg());
         for (int32_t j = 0; j < n; j++) {
             int i = (int)(intptr_t)o[j].user;
-            for (int32_t t = 0; t < o[j].n_token_ids && res->n[i] < GEN; t++) res->toks[i][res->n[i]++] = o[j].token_ids[t];
+            for (int32_t t = 0; t < o[j].n_token_ids && res->n[i] < GEN; t++)
+                res->toks[i][res->n[i]++] = o[j].token_ids[t];
         }
         assert_true(++guard < 100000);
     }
@@ -149,7 +150,8 @@ static void test_async_equals_sync(void **st) {
     }
     /* the requests did not all decode alike */
     int differ = 0;
-    for (int i = 1; i < NREQ; i++) differ += memcmp(sync_host.toks[i], sync_host.toks[0], sizeof sync_host.toks[0]) != 0;
+    for (int i = 1; i < NREQ; i++)
+        differ += memcmp(sync_host.toks[i], sync_host.toks[0], sizeof sync_host.toks[0]) != 0;
     assert_true(differ > 0);
 }
 

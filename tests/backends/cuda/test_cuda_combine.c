@@ -70,7 +70,8 @@ static void test_vs_cpu(void **st) {
     const int64_t sizes[][3] = {{1, 1, 1}, {7, 3, 7}, {512, 256, 200}, {4096, 4096, 4096}, {100000, 500, 70000}};
     for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++)
         for (int rep = 0; rep < 3; rep++) {
-            int64_t N = sizes[c][0], P = sizes[c][1], n = rep == 0 ? sizes[c][2] : (int64_t)(next() % (sizes[c][2] + 1));
+            int64_t N = sizes[c][0], P = sizes[c][1];
+            int64_t n = rep == 0 ? sizes[c][2] : (int64_t)(next() % (sizes[c][2] + 1));
             int32_t *dst = xmalloc((size_t)N * 4), *cpu = xmalloc((size_t)N * 4), *gpu = xmalloc((size_t)N * 4);
             int32_t *vals = xmalloc((size_t)P * 4), *pos = xmalloc((size_t)N * 4), *sel = xmalloc((size_t)N * 4);
             for (int64_t i = 0; i < N; i++) dst[i] = (int32_t)(next() % 1000000);
