@@ -75,27 +75,41 @@ int mdl_tp_setup(mdl_model *m, int rank, int size) {
     return VC_OK;
 }
 
+int mdl_find_split_host(mdl_model *m, const char *canon, int ndim, const int64_t *shape, int split_dim,
+                        bool required, rt_tensor *out) {
+    int rc = mdl_find_host(m, canon, ndim, shape, required, out);
+    if (rc < 0 || !out->data || m->tp_size <= 1 || split_dim < 0) return rc;
+    int64_t W = m->tp_size, r = m->tp_rank, kvh = m->cfg.n_kv_heads;
+    if (split_dim == 2 && kvh % W != 0) {
+        /* K/V projection rows of a replicated KV head (W a multiple of kvh). */
+        int64_t per = shape[0] / kvh;
+        *out = rt_tensor_slice0(out, (r * kvh / W) * per, per);
+        return VC_OK;
+    }
+    if (split_dim == 0 || split_dim == 2) {
+        /* Output rows: a contiguous range of the file's rows. */
+        int64_t n = shape[0] / W;
+        *out = rt_tensor_slice0(out, r * n, n);
+        return VC_OK;
+    }
+    return vc_err_set(VC_ERR_RUNTIME, "internal: '%s' split along dim %d is not a view", canon, split_dim);
+}
+
 int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, int split_dim,
                    bool required) {
     memset(t, 0, sizeof *t);
     if (m->tp_size <= 1 || split_dim < 0) return mdl_bind(m, t, canon, ndim, shape, required);
     rt_tensor host;
-    int rc = mdl_find_host(m, canon, ndim, shape, required, &host);
+    int rc;
+    if (split_dim != 1) {
+        rc = mdl_find_split_host(m, canon, ndim, shape, split_dim, required, &host);
+        if (rc < 0 || !host.data) return rc;
+        return mdl_bind_host(m, t, &host, false);
+    }
+    rc = mdl_find_host(m, canon, ndim, shape, required, &host);
     if (rc < 0 || !host.data) return rc;
-    int64_t W = m->tp_size, r = m->tp_rank, kvh = m->cfg.n_kv_heads;
-    if (split_dim == 2 && kvh % W != 0) {
-        /* K/V projection rows of a replicated KV head (W a multiple of kvh). */
-        int64_t per = shape[0] / kvh;
-        rt_tensor v = rt_tensor_slice0(&host, (r * kvh / W) * per, per);
-        return mdl_bind_host(m, t, &v, false);
-    }
-    if (split_dim == 0 || split_dim == 2) {
-        /* Output rows: a contiguous range of the file's rows. */
-        int64_t n = shape[0] / W;
-        rt_tensor v = rt_tensor_slice0(&host, r * n, n);
-        return mdl_bind_host(m, t, &v, false);
-    }
-    if (split_dim != 1 || ndim != 2)
+    int64_t W = m->tp_size, r = m->tp_rank;
+    if (ndim != 2)
         return vc_err_set(VC_ERR_RUNTIME, "internal: bad split of '%s' (dim %d of %d)", canon, split_dim, ndim);
     /* Input columns: copy each row's [r*k, (r+1)*k) slice (whole blocks). */
     int64_t rows = shape[0], cols = shape[1], k = cols / W;

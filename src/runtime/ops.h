@@ -44,6 +44,21 @@
  *              quantized->f32 allowed; strided views allowed.
  *   ARGMAX     dst[r] i32 = argmax over the last dim of src[r,c] f32
  *              (lowest index wins ties).
+ *
+ * Fused ops (a decode layer is ~20 small kernels on a GPU; these cut it).
+ * Each equals the sequence of unfused ops it replaces, and the wrappers fall
+ * back to that sequence when the backend has no kernel for the fused op:
+ *   ADD_RMSNORM  x[r,d] += res[r,d]; dst[r,d] = RMSNORM(x) (w, eps, w_offset).
+ *              src = {x (updated in place), res, w}; dst may be res itself.
+ *   QK_ROPE_STORE  per token t of q[n,h,hd], k[n,kvh,hd], v[n,kvh,hd] (f32,
+ *              head rows contiguous, tokens may be strided views of one
+ *              fused QKV output): q head rows -> RMSNORM(q_norm) (when
+ *              given) -> ROPE -> dst[n,h,hd] (may be q itself); k head rows
+ *              -> RMSNORM(k_norm) -> ROPE -> KV_STORE into k_cache at
+ *              slots[t]; v -> KV_STORE into v_cache. v is not modified;
+ *              k's contents are unspecified afterwards (the fallback works
+ *              in place). src = {q, k, v, pos, inv_freq, slots}; the caches,
+ *              the norm weights and the scalars in p.rope_store.
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -64,6 +79,8 @@ typedef enum {
     RT_OP_ARGMAX,
     RT_OP_KV_STORE,
     RT_OP_PAGED_ATTENTION,
+    RT_OP_ADD_RMSNORM,
+    RT_OP_QK_ROPE_STORE,
     RT_OP_COUNT
 } rt_op;
 
@@ -79,6 +96,13 @@ typedef struct {
         struct { float s; } scale;
         struct { int64_t n_past; float scale, softcap; int32_t window; } attn;
         struct { float scale, softcap; int32_t window; } paged;
+        struct {
+            rt_tensor *k_cache, *v_cache;        /* [..., kvh, hd] f32/f16/bf16, contiguous */
+            const rt_tensor *q_norm, *k_norm;    /* [hd] f32, or NULL: no QK-norm */
+            float eps, w_offset;                 /* of the QK-norm */
+            int rot_dim, neox;
+            float attn_factor;
+        } rope_store;
     } p;
 } rt_op_args;
 
@@ -112,5 +136,21 @@ int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const
                        const rt_tensor *v_cache, const rt_tensor *block_tables,
                        const rt_tensor *qsl, const rt_tensor *seq_lens, float scale,
                        float softcap, int32_t window);
+
+/* Fused ops (see the table above). */
+int rt_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
+                   float eps, float w_offset);
+typedef struct {
+    const rt_tensor *q_norm, *k_norm; /* [hd] f32 or NULL */
+    float eps, w_offset;              /* QK-norm */
+    const rt_tensor *pos, *inv_freq;  /* as ROPE */
+    int rot_dim;
+    bool neox;
+    float attn_factor;
+    rt_tensor *k_cache, *v_cache;     /* as KV_STORE */
+    const rt_tensor *slots;
+} rt_rope_store_params;
+int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                     const rt_rope_store_params *p);
 
 #endif

@@ -366,6 +366,8 @@ void cuda_backend_register(void) {
     fns[RT_OP_ARGMAX] = cuda_op_argmax;
     fns[RT_OP_KV_STORE] = cuda_op_kv_store;
     fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
+    fns[RT_OP_ADD_RMSNORM] = cuda_op_add_rmsnorm;
+    fns[RT_OP_QK_ROPE_STORE] = cuda_op_qk_rope_store;
     const char *prof = getenv("VLLM_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0") != 0) {
         cuda_profile_install(fns);

@@ -14,6 +14,7 @@
  *                      online softmax) and KV_STORE
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
+ *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops)
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
  * ids, which may also be host memory. All work goes to the backend's one
@@ -201,6 +202,8 @@ int cuda_op_copy(rt_backend *be, const rt_op_args *a);
 int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
+int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a);   /* cuda_fused.cu */
+int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a); /* cuda_fused.cu */
 }
 
 /* Flash-decoding PAGED_ATTENTION (cuda_paged_attn.cu) for the shapes it
