@@ -279,6 +279,7 @@ static const rt_backend_vtable g_cuda_vt = {
     /* .graph_end = */ cuda_graph_end,
     /* .graph_launch = */ cuda_graph_launch,
     /* .graph_free = */ cuda_graph_free,
+    /* .host_memory = */ false,
 };
 
 static int cuda_init_ctx(cuda_ctx *c, int device) {
