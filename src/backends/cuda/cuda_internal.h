@@ -82,6 +82,7 @@ typedef struct {
     bool capturing;
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
+    int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
 } cuda_ctx;

@@ -152,6 +152,81 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_ks(const char *w, int6
     gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
 }
 
+/* The same K-split layout with U 16-byte loads in flight per lane (all
+ * issued before any is used), weights read around L1 (streaming: they are
+ * used once; x stays cached) with a 256-byte L2 prefetch hint, bf16 widened
+ * by shifts. Groups are visited in the same order as k_gemv_half_ks, so a
+ * row's sum is the same for the same KS. */
+__device__ __forceinline__ uint4 ld_stream16(const uint4 *p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+template <rt_dtype T> __device__ __forceinline__ void unpack8(const uint4 &p, float *w) {
+    const uint32_t u[4] = {p.x, p.y, p.z, p.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (T == RT_BF16) {
+            w[2 * i] = __uint_as_float(u[i] << 16);
+            w[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+        } else {
+            __half2 h = *(const __half2 *)&u[i];
+            float2 f = __half22float2(h);
+            w[2 * i] = f.x;
+            w[2 * i + 1] = f.y;
+        }
+    }
+}
+
+/* gemv_fma8<true> with x through the read-only path. */
+__device__ __forceinline__ void gemv_fma8_ldg(float *acc, const float *wv, const float *x, int64_t x_ld, int64_t c,
+                                              int n) {
+#pragma unroll
+    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
+        if (t >= n) break;
+        const float4 *xs = (const float4 *)(x + t * x_ld + c * 8);
+        float4 a = __ldg(xs), b = __ldg(xs + 1);
+        acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
+                  wv[7] * b.w;
+    }
+}
+
+template <rt_dtype T, int KS, int U>
+__global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_u(const char *w, int64_t w_stride, const float *x,
+                                                            int64_t x_ld, float *y, int64_t y_ld, const float *bias,
+                                                            int64_t out, int64_t in, int n) {
+    CUDA_PDL_ENTER();
+    constexpr int RPB = GEMV_BLOCK / 32 / KS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * RPB + warp / KS;
+    float acc[CUDA_GEMV_MAX_N] = {0};
+    if (r < out) {
+        const uint4 *wr = (const uint4 *)(w + r * w_stride);
+        const int64_t nc = in / 8, step = 32 * KS;
+        int64_t c = (warp % KS) * 32 + lane;
+        for (; c + (U - 1) * step < nc; c += U * step) {
+            uint4 p[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) p[u] = ld_stream16(wr + c + u * step);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float wv[8];
+                unpack8<T>(p[u], wv);
+                gemv_fma8_ldg(acc, wv, x, x_ld, c + u * step, n);
+            }
+        }
+        for (; c < nc; c += step) {
+            float wv[8];
+            unpack8<T>(ld_stream16(wr + c), wv);
+            gemv_fma8_ldg(acc, wv, x, x_ld, c, n);
+        }
+    }
+    gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
+}
+
 /* Quantized rows: group c = values 8c..8c+7 (a quarter of 32-value unit
  * c/4), decoded with dq_span; x reads as two float4 when VX (x rows 16-byte
  * aligned). */
@@ -184,12 +259,25 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_quant(const char *w, int64_
     gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
 }
 
-/* Warps per row: enough warps in total to cover the GPU (~32 per SM) while
- * each warp keeps at least one group of 8 values per lane. */
-static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in) {
+/* Warps per row: enough warps in total to cover the GPU (`per_sm` per SM)
+ * while each warp keeps at least two groups of 8 values per lane. */
+static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) {
     int ks = 1;
-    while (ks < 8 && out * ks < 32 * (int64_t)c->n_sm && in / 8 >= 64 * ks) ks *= 2;
+    while (ks < 8 && out * ks < per_sm * (int64_t)c->n_sm && in / 8 >= 64 * ks) ks *= 2;
     return ks;
+}
+
+/* The f16/bf16 GEMV variant (VLLM_CUDA_GEMV, read once per backend; for
+ * measurements, see test_cuda_speed): 0 k_gemv_half_ks (2 loads in flight,
+ * 32 warps per SM); 1 (default) k_gemv_half_u, 4 loads in flight, 16 warps
+ * per SM; 2 the same at 32 warps per SM; 3 8 loads in flight, 16 per SM. */
+static int gemv_variant(cuda_ctx *c) {
+    if (!c->gemv_cfg) {
+        const char *e = getenv("VLLM_CUDA_GEMV");
+        int v = e && *e ? atoi(e) : 1;
+        c->gemv_cfg = 1 + (v >= 0 && v <= 3 ? v : 1);
+    }
+    return c->gemv_cfg - 1;
 }
 
 __device__ __forceinline__ void st_h(__half *p, float v) { *p = __float2half_rn(v); }
@@ -262,6 +350,29 @@ static void launch_half(cuda_ctx *c, int ks, unsigned grid, const char *wd, int6
     }
 }
 
+template <rt_dtype T, int U>
+static void launch_half_u(cuda_ctx *c, int ks, unsigned grid, const char *wd, int64_t ws, const float *x,
+                          int64_t x_ld, float *y, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    switch (ks) {
+    case 1: cuda_launch(k_gemv_half_u<T, 1, U>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 2: cuda_launch(k_gemv_half_u<T, 2, U>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    case 4: cuda_launch(k_gemv_half_u<T, 4, U>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    default: cuda_launch(k_gemv_half_u<T, 8, U>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
+    }
+}
+
+/* f16/bf16 rows, 16-byte aligned: the variant's kernel and KS. */
+template <rt_dtype T>
+static void gemv_half(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                      const float *bias, int64_t out, int64_t in, int n) {
+    int v = gemv_variant(c);
+    int ks = gemv_ks(c, out, in, v == 0 || v == 2 ? 32 : 16);
+    unsigned grid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
+    if (v == 0) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else if (v == 3) launch_half_u<T, 8>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else launch_half_u<T, 4>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+}
+
 static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                 const float *bias, int64_t out, int64_t in, int n) {
     const char *wd = (const char *)w->data;
@@ -273,9 +384,9 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     unsigned kgrid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
     unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
     if (v8 && w->dtype == RT_F16)
-        launch_half<RT_F16>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+        gemv_half<RT_F16>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else if (v8)
-        launch_half<RT_BF16>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+        gemv_half<RT_BF16>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else switch (w->dtype) {
 #define X(T) case T: cuda_launch(k_gemv_plain<T>, grid, 32 * GEMV_WARPS, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
         X(RT_F32) X(RT_F16) X(RT_BF16)
