@@ -207,21 +207,18 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_u(const char *w, int64
         const uint4 *wr = (const uint4 *)(w + r * w_stride);
         const int64_t nc = in / 8, step = 32 * KS;
         int64_t c = (warp % KS) * 32 + lane;
-        for (; c + (U - 1) * step < nc; c += U * step) {
+        for (; c < nc; c += U * step) { /* the last round's loads are predicated */
             uint4 p[U];
 #pragma unroll
-            for (int u = 0; u < U; u++) p[u] = ld_stream16(wr + c + u * step);
+            for (int u = 0; u < U; u++)
+                p[u] = c + u * step < nc ? ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
 #pragma unroll
             for (int u = 0; u < U; u++) {
+                if (c + u * step >= nc) break;
                 float wv[8];
                 unpack8<T>(p[u], wv);
                 gemv_fma8_ldg(acc, wv, x, x_ld, c + u * step, n);
             }
-        }
-        for (; c < nc; c += step) {
-            float wv[8];
-            unpack8<T>(ld_stream16(wr + c), wv);
-            gemv_fma8_ldg(acc, wv, x, x_ld, c, n);
         }
     }
     gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);

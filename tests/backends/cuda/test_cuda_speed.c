@@ -35,6 +35,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "model/model.h"
+#include "runtime/ops.h"
 
 static rt_backend *g_gpu;
 
