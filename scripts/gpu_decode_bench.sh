@@ -21,6 +21,18 @@ say() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 source "$SRC/scripts/gpu_deps.sh" || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader || true
 
+M=/tmp/qwen3-0.6b-rand
+# the checkpoint is made while the build runs
+( [ -f $M/config.json ] || python3 - <<'PY' ) >"$OUT/make_model.log" 2>&1 &
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+torch.manual_seed(0)
+c = Qwen3Config(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
+                head_dim=128, intermediate_size=3072, vocab_size=151936, tie_word_embeddings=True,
+                max_position_embeddings=4096, rope_theta=1e6)
+Qwen3ForCausalLM(c).to(torch.bfloat16).save_pretrained("/tmp/qwen3-0.6b-rand", safe_serialization=True)
+PY
+pm=$!
 B_NEW=build-decode-new
 B_OLD=build-decode-base
 say "configure + build (new${BASE:+ and base, in parallel})"
@@ -44,17 +56,8 @@ for t in test_cuda_fused test_cuda_ops test_cuda_model; do
     grep -E "^\[  FAILED|cuda vs cpu: (add_rmsnorm|qk_rope)|Error|error:" "$OUT/$t.log" | head -8
     [ $r -eq 0 ] || rc=1
 done
-say "make model"
-M=/tmp/qwen3-0.6b-rand
-[ -f $M/config.json ] || python3 - <<'PY' >"$OUT/make_model.log" 2>&1 || { tail -20 "$OUT/make_model.log"; exit 1; }
-import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
-torch.manual_seed(0)
-c = Qwen3Config(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
-                head_dim=128, intermediate_size=3072, vocab_size=151936, tie_word_embeddings=True,
-                max_position_embeddings=4096, rope_theta=1e6)
-Qwen3ForCausalLM(c).to(torch.bfloat16).save_pretrained("/tmp/qwen3-0.6b-rand", safe_serialization=True)
-PY
+say "checkpoint"
+wait $pm || { tail -20 "$OUT/make_model.log"; exit 1; }
 say "test_cuda_speed (new)"
 (cd $B_NEW && VLLM_CUDA_BENCH_MODEL=$M VLLM_CUDA_PROFILE=1 timeout 150 ./test_cuda_speed) >"$OUT/speed_new.log" 2>&1
 echo "exit $?"
