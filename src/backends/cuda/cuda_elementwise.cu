@@ -1,4 +1,5 @@
-/* cuda_elementwise — GLU, ADD, SCALE (one thread per element), COPY and
+/* cuda_elementwise — GLU, ADD, SCALE (one thread per element; 2-D views
+ * with contiguous rows by rows, as the halves of a fused gate|up output), COPY and
  * EMBED (dtype conversion and dequantization through cuda_dequant.cuh).
  *
  * Views: every tensor is addressed as rows of its own outer dims (cuda_row),
@@ -9,6 +10,7 @@
 #include "backends/cuda/cuda_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #define EW_THREADS 256
@@ -48,6 +50,38 @@ __global__ void k_ew(cuda_view y, cuda_view a, cuda_view b, int64_t len, int64_t
     }
 }
 
+/* 2-D views with contiguous rows (e.g. the gate and up halves of one fused
+ * gate|up matmul output): row r, column j at data + r * s0 + j * 4, with no
+ * 64-bit divisions per element. blockIdx.y walks rows. */
+template <int K>
+__global__ void k_ew_rows(char *y, int64_t ys, const char *a, int64_t as, const char *b, int64_t bs, int len,
+                          int64_t nrows, float s) {
+    CUDA_PDL_ENTER();
+    for (int64_t r = blockIdx.y; r < nrows; r += gridDim.y) {
+        float *py = (float *)(y + r * ys);
+        const float *pa = (const float *)(a + r * as), *pb = K != EW_SCALE ? (const float *)(b + r * bs) : NULL;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < len; j += gridDim.x * blockDim.x) {
+            float v;
+            if (K == EW_GLU_SILU) v = silu(pa[j]) * pb[j];
+            else if (K == EW_GLU_GELU) v = gelu_tanh(pa[j]) * pb[j];
+            else if (K == EW_ADD) v = pa[j] + pb[j];
+            else v = pa[j] * s;
+            py[j] = v;
+        }
+    }
+}
+
+static bool rows2d(const rt_tensor *t) { return t->ndim == 2 && t->stride[1] == 4; }
+
+template <int K>
+static void launch_rows(cuda_ctx *c, const rt_tensor *y, const rt_tensor *a, const rt_tensor *b, float s) {
+    int64_t nrows = y->shape[0], len = y->shape[1];
+    unsigned gx = (unsigned)((len + EW_THREADS - 1) / EW_THREADS), gy = (unsigned)(nrows < 65535 ? nrows : 65535);
+    cuda_launch(k_ew_rows<K>, dim3(gx, gy), EW_THREADS, 0, c->stream, (char *)y->data, y->stride[0],
+                (const char *)a->data, a->stride[0], b ? (const char *)b->data : (const char *)NULL,
+                b ? b->stride[0] : (int64_t)0, (int)len, nrows, s);
+}
+
 static int ew_run(rt_backend *be, int kind, const rt_op_args *a, const char *name) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *y2 = kind == EW_SCALE ? NULL : a->src[1];
@@ -61,6 +95,16 @@ static int ew_run(rt_backend *be, int kind, const rt_op_args *a, const char *nam
     int64_t len = a->dst->shape[a->dst->ndim - 1];
     float s = kind == EW_SCALE ? a->p.scale.s : 0.0f;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    if (!flat && rows2d(a->dst) && rows2d(x) && (!y2 || rows2d(y2)) && len < INT32_MAX) {
+        switch (kind) {
+        case EW_GLU_SILU: launch_rows<EW_GLU_SILU>(c, a->dst, x, y2, s); break;
+        case EW_GLU_GELU: launch_rows<EW_GLU_GELU>(c, a->dst, x, y2, s); break;
+        case EW_ADD: launch_rows<EW_ADD>(c, a->dst, x, y2, s); break;
+        default: launch_rows<EW_SCALE>(c, a->dst, x, y2, s); break;
+        }
+        CU_LAUNCHED();
+        return VC_OK;
+    }
     unsigned g = cuda_blocks(total, EW_THREADS);
     switch (kind) {
     case EW_GLU_SILU: cuda_launch(k_ew<EW_GLU_SILU>, g, EW_THREADS, 0, c->stream, vy, va, vb, len, total, s, flat); break;

@@ -152,11 +152,14 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_ks(const char *w, int6
     gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
 }
 
-/* The same K-split layout with U 16-byte loads in flight per lane (all
- * issued before any is used), weights read around L1 (streaming: they are
- * used once; x stays cached) with a 256-byte L2 prefetch hint, bf16 widened
- * by shifts. Groups are visited in the same order as k_gemv_half_ks, so a
- * row's sum is the same for the same KS. */
+/* The same K-split layout, software-pipelined: each lane keeps U 16-byte
+ * weight loads in flight while it computes on the previous U, and issues
+ * its first U before waiting for the previous kernel (programmatic
+ * dependent launch): weights do not depend on it, only x does, so a GEMV's
+ * first loads overlap the tail of the kernel before it. Weights are read
+ * around L1 (used once; x stays cached) with a 256-byte L2 prefetch hint;
+ * bf16 is widened by shifts. Groups are visited in the same order as
+ * k_gemv_half_ks, so a row's sum is the same for the same KS. */
 __device__ __forceinline__ uint4 ld_stream16(const uint4 *p) {
     uint4 r;
     asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -194,30 +197,41 @@ __device__ __forceinline__ void gemv_fma8_ldg(float *acc, const float *wv, const
     }
 }
 
+template <rt_dtype T, int U>
+__device__ __forceinline__ void gemv_load_round(uint4 *p, const uint4 *wr, int64_t c, int64_t step, int64_t nc) {
+#pragma unroll
+    for (int u = 0; u < U; u++) p[u] = c + u * step < nc ? ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
+}
+
 template <rt_dtype T, int KS, int U>
 __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_u(const char *w, int64_t w_stride, const float *x,
                                                             int64_t x_ld, float *y, int64_t y_ld, const float *bias,
                                                             int64_t out, int64_t in, int n) {
-    CUDA_PDL_ENTER();
     constexpr int RPB = GEMV_BLOCK / 32 / KS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * RPB + warp / KS;
+    const int64_t nc = in / 8, step = 32 * KS;
+    const uint4 *wr = (const uint4 *)(w + (r < out ? r : 0) * w_stride);
+    int64_t c = (warp % KS) * 32 + lane;
+    uint4 p[U];
+    if (r < out) gemv_load_round<T, U>(p, wr, c, step, nc); /* before the wait: weights only */
+    CUDA_PDL_ENTER();
     float acc[CUDA_GEMV_MAX_N] = {0};
     if (r < out) {
-        const uint4 *wr = (const uint4 *)(w + r * w_stride);
-        const int64_t nc = in / 8, step = 32 * KS;
-        int64_t c = (warp % KS) * 32 + lane;
-        for (; c < nc; c += U * step) { /* the last round's loads are predicated */
-            uint4 p[U];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                p[u] = c + u * step < nc ? ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
+        for (; c < nc; c += U * step) {
+            uint4 q[U];
+            const bool more = c + U * step < nc;
+            if (more) gemv_load_round<T, U>(q, wr, c + U * step, step, nc);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 if (c + u * step >= nc) break;
                 float wv[8];
                 unpack8<T>(p[u], wv);
                 gemv_fma8_ldg(acc, wv, x, x_ld, c + u * step, n);
+            }
+            if (more) {
+#pragma unroll
+                for (int u = 0; u < U; u++) p[u] = q[u];
             }
         }
     }
@@ -266,8 +280,9 @@ static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) 
 
 /* The f16/bf16 GEMV variant (VLLM_CUDA_GEMV, read once per backend; for
  * measurements, see test_cuda_speed): 0 k_gemv_half_ks (2 loads in flight,
- * 32 warps per SM); 1 (default) k_gemv_half_u, 4 loads in flight, 16 warps
- * per SM; 2 the same at 32 warps per SM; 3 8 loads in flight, 16 per SM. */
+ * KS for 32 warps per SM); 1 (default) k_gemv_half_u with 4 loads in
+ * flight, KS for 16 warps per SM; 2 the same with KS for 32 warps per SM;
+ * 3 k_gemv_half_u with 2 loads in flight, KS for 32 warps per SM. */
 static int gemv_variant(cuda_ctx *c) {
     if (!c->gemv_cfg) {
         const char *e = getenv("VLLM_CUDA_GEMV");
@@ -363,10 +378,10 @@ template <rt_dtype T>
 static void gemv_half(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                       const float *bias, int64_t out, int64_t in, int n) {
     int v = gemv_variant(c);
-    int ks = gemv_ks(c, out, in, v == 0 || v == 2 ? 32 : 16);
+    int ks = gemv_ks(c, out, in, v == 1 ? 16 : 32);
     unsigned grid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
     if (v == 0) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
-    else if (v == 3) launch_half_u<T, 8>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else if (v == 3) launch_half_u<T, 2>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else launch_half_u<T, 4>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
 }
 

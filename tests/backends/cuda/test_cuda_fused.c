@@ -5,7 +5,9 @@
  *   QK_ROPE_STORE q/k/v as strided views of one stacked QKV buffer (the
  *                 model's layout), QK-norm on/off, neox/pairwise RoPE,
  *                 partial rot_dim, f32/f16/bf16 caches, a padding slot;
- *                 a slot past the cache is reported by the next sync.
+ *                 a slot past the cache is reported by the next sync;
+ *   GLU / ADD     over the strided halves of one [n, 2f] buffer (the fused
+ *                 gate|up output), the 2-D row path.
  * Error: max |gpu - cpu| / max |cpu| per output; f32 results within 1e-5
  * (reordered sums, CUDA's cosf/sinf), f16/bf16 caches within one rounding
  * of the stored type. Skips when no CUDA device is present.
@@ -223,6 +225,42 @@ static void test_qk_rope_store(void **st) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_rs(&cases[i]);
 }
 
+/* GLU and ADD over the two halves of one [n, 2f] buffer (the fused gate|up
+ * output) into a contiguous [n, f]: the row-wise 2-D path of
+ * cuda_elementwise.cu. */
+static void test_glu_views(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t shapes[][2] = {{1, 3072}, {7, 100}, {300, 1536}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+        for (int kind = 0; kind < 3; kind++) {
+            int64_t n = shapes[c][0], f = shapes[c][1], sb[2] = {n, 2 * f}, so[2] = {n, f};
+            float *buf = xmalloc((size_t)(n * 2 * f) * 4), *oc = xmalloc((size_t)(n * f) * 4),
+                  *og = xmalloc((size_t)(n * f) * 4);
+            fill(buf, n * 2 * f, 4.0f);
+            rt_tensor hg = rt_tensor_2d(buf, RT_F32, RT_DEV_CPU, n, f), hu = rt_tensor_2d(buf + f, RT_F32, RT_DEV_CPU, n, f);
+            hg.stride[0] = hu.stride[0] = 2 * f * 4;
+            rt_tensor ho = rt_tensor_make(oc, RT_F32, RT_DEV_CPU, 2, so);
+            rt_tensor db = up(buf, RT_F32, 2, sb), dout = rt_tensor_alloc(g_gpu, RT_F32, 2, so);
+            rt_tensor dg = rt_tensor_2d(db.data, RT_F32, RT_DEV_CUDA, n, f),
+                      du = rt_tensor_2d((float *)db.data + f, RT_F32, RT_DEV_CUDA, n, f);
+            dg.stride[0] = du.stride[0] = 2 * f * 4;
+            if (kind < 2) {
+                rt_act act = kind ? RT_ACT_GELU_TANH : RT_ACT_SILU;
+                assert_int_equal(rt_glu(g_cpu, &ho, &hg, &hu, act), VC_OK);
+                assert_int_equal(rt_glu(g_gpu, &dout, &dg, &du, act), VC_OK);
+            } else {
+                assert_int_equal(rt_add(g_cpu, &ho, &hg, &hu), VC_OK);
+                assert_int_equal(rt_add(g_gpu, &dout, &dg, &du), VC_OK);
+            }
+            down(og, &dout);
+            double e = nerr(og, oc, n * f);
+            assert_true(kind == 2 ? e == 0.0 : e <= 1e-5);
+            drop(&db), drop(&dout);
+            free(buf), free(oc), free(og);
+        }
+}
+
 static void test_report(void **st) {
     (void)st;
     NEED_GPU();
@@ -250,6 +288,6 @@ static int teardown(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_add_rmsnorm), cmocka_unit_test(test_qk_rope_store),
-                                       cmocka_unit_test(test_report)};
+                                       cmocka_unit_test(test_glu_views), cmocka_unit_test(test_report)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
