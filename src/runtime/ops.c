@@ -12,6 +12,7 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
     "argmax", "kv_store", "paged_attention", "add_rmsnorm", "qk_rope_store",
+    "matmul_glu",
 };
 
 const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
@@ -299,4 +300,31 @@ int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const r
     if (rc == 0) rc = rt_kv_store(be, p->k_cache, &kk, p->slots);
     if (rc == 0) rc = rt_kv_store(be, p->v_cache, v, p->slots);
     return rc;
+}
+
+int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,
+                  rt_tensor *scratch) {
+    CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32 && scratch->dtype == RT_F32, "matmul_glu: x/dst/scratch f32");
+    CHECK(w->ndim == 2 && w->shape[0] % 2 == 0 && last(x) == last(w) && last(dst) == w->shape[0] / 2 &&
+              rt_tensor_nrows(x) == rt_tensor_nrows(dst) && scratch->ndim == 2 &&
+              scratch->shape[0] == rt_tensor_nrows(x) && scratch->shape[1] == w->shape[0] &&
+              rt_tensor_is_contiguous(scratch),
+          "matmul_glu: shape mismatch (x[..,%lld] w[%lld,%lld] dst[..,%lld], scratch [n, out] contiguous)",
+          (long long)last(x), (long long)w->shape[0], (long long)last(w), (long long)last(dst));
+    CHECK(act == RT_ACT_SILU || act == RT_ACT_GELU_TANH, "matmul_glu: unknown activation %d", (int)act);
+    rt_op_args a = {.dst = dst, .src = {x, w, scratch}};
+    a.p.glu.act = act;
+    if (rt_op_supported(be, RT_OP_MATMUL_GLU, &a)) return rt_op_exec(be, RT_OP_MATMUL_GLU, &a);
+    int rc = rt_matmul(be, scratch, x, w, NULL);
+    if (rc < 0) return rc;
+    int64_t n = scratch->shape[0], f = last(dst);
+    rt_tensor g = rt_tensor_2d(scratch->data, RT_F32, scratch->device, n, f), u = g;
+    u.data = (float *)scratch->data + f;
+    g.stride[0] = u.stride[0] = 2 * f * (int64_t)sizeof(float);
+    rt_tensor d2 = *dst;
+    if (dst->ndim != 2) { /* a [n, f] view of dst's rows (contiguous rows) */
+        if (!rt_tensor_is_contiguous(dst)) return vc_err_set(VC_ERR_UNSUPPORTED, "matmul_glu: dst must be 2-D or contiguous");
+        d2 = rt_tensor_2d(dst->data, RT_F32, dst->device, n, f);
+    }
+    return rt_glu(be, &d2, &g, &u, act);
 }

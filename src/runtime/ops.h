@@ -57,7 +57,13 @@
  *              -> RMSNORM(k_norm) -> ROPE -> KV_STORE into k_cache at
  *              slots[t]; v -> KV_STORE into v_cache. v is not modified;
  *              k's contents are unspecified afterwards (the fallback works
- *              in place). src = {q, k, v, pos, inv_freq, slots}; the caches,
+ *              in place).
+ *   MATMUL_GLU dst[n,f] = act(x[n,d] . Wg^T) * (x . Wu^T) for a stacked
+ *              w[2f,d] = [Wg; Wu] (rows 0..f-1 gate, f..2f-1 up): MATMUL into
+ *              scratch[n,2f] (f32, contiguous; contents unspecified after)
+ *              then GLU of its halves, or one kernel where the backend has
+ *              one (GPU decode: the GLU in the GEMV's epilogue).
+ *              src = {x, w, scratch}; p.glu.act. src = {q, k, v, pos, inv_freq, slots}; the caches,
  *              the norm weights and the scalars in p.rope_store.
  */
 #ifndef RT_OPS_H
@@ -81,6 +87,7 @@ typedef enum {
     RT_OP_PAGED_ATTENTION,
     RT_OP_ADD_RMSNORM,
     RT_OP_QK_ROPE_STORE,
+    RT_OP_MATMUL_GLU,
     RT_OP_COUNT
 } rt_op;
 
@@ -152,5 +159,7 @@ typedef struct {
 } rt_rope_store_params;
 int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                      const rt_rope_store_params *p);
+int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,
+                  rt_tensor *scratch);
 
 #endif

@@ -369,6 +369,7 @@ void cuda_backend_register(void) {
     fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
     fns[RT_OP_ADD_RMSNORM] = cuda_op_add_rmsnorm;
     fns[RT_OP_QK_ROPE_STORE] = cuda_op_qk_rope_store;
+    fns[RT_OP_MATMUL_GLU] = cuda_op_matmul_glu;
     const char *prof = getenv("VLLM_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0") != 0) {
         cuda_profile_install(fns);

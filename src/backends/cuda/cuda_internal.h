@@ -205,6 +205,7 @@ int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
 int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a);   /* cuda_fused.cu */
 int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a); /* cuda_fused.cu */
+int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a);    /* cuda_matmul.cu */
 }
 
 /* Flash-decoding PAGED_ATTENTION (cuda_paged_attn.cu) for the shapes it

@@ -6,6 +6,7 @@
  *                 model's layout), QK-norm on/off, neox/pairwise RoPE,
  *                 partial rot_dim, f32/f16/bf16 caches, a padding slot;
  *                 a slot past the cache is reported by the next sync;
+ *   MATMUL_GLU    fused GEMV + GLU epilogue (n <= 8), MATMUL + GLU above;
  *   GLU / ADD     over the strided halves of one [n, 2f] buffer (the fused
  *                 gate|up output), the 2-D row path.
  * Error: max |gpu - cpu| / max |cpu| per output; f32 results within 1e-5
@@ -27,7 +28,7 @@
 #include <string.h>
 
 static rt_backend *g_cpu, *g_gpu;
-static double g_worst[2];
+static double g_worst[3];
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static float rnd(void) { /* [-1, 1) */
@@ -261,11 +262,51 @@ static void test_glu_views(void **st) {
         }
 }
 
+/* MATMUL_GLU over a stacked [Wg; Wu]: the GEMV with the GLU epilogue at
+ * n <= 8 (f16/bf16), MATMUL + GLU above; against the CPU (MATMUL + GLU). */
+static void test_matmul_glu(void **st) {
+    (void)st;
+    NEED_GPU();
+    const struct { int64_t n, f, d; rt_dtype t; rt_act act; } cs[] = {
+        {1, 3072, 1024, RT_BF16, RT_ACT_SILU}, {3, 100, 64, RT_BF16, RT_ACT_GELU_TANH},
+        {8, 512, 256, RT_F16, RT_ACT_SILU},    {1, 7, 4096, RT_BF16, RT_ACT_SILU},
+        {20, 200, 128, RT_BF16, RT_ACT_SILU},  {5, 64, 72, RT_F32, RT_ACT_SILU},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        int64_t n = cs[k].n, f = cs[k].f, d = cs[k].d, es = cs[k].t == RT_F32 ? 4 : 2;
+        float *x = xmalloc((size_t)(n * d) * 4), *wf = xmalloc((size_t)(2 * f * d) * 4);
+        uint16_t *wh = xmalloc((size_t)(2 * f * d) * 2);
+        float *oc = xmalloc((size_t)(n * f) * 4), *og = xmalloc((size_t)(n * f) * 4), *sc = xmalloc((size_t)(n * 2 * f) * 4);
+        fill(x, n * d, 1.0f);
+        fill(wf, 2 * f * d, 0.1f);
+        for (int64_t i = 0; i < 2 * f * d; i++)
+            wh[i] = cs[k].t == RT_F16 ? rt_f32_to_f16(wf[i]) : rt_f32_to_bf16(wf[i]);
+        const void *wd = cs[k].t == RT_F32 ? (const void *)wf : (const void *)wh;
+        int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
+        rt_tensor hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, sx), hw = rt_tensor_make((void *)wd, cs[k].t, RT_DEV_CPU, 2, sw);
+        rt_tensor ho = rt_tensor_make(oc, RT_F32, RT_DEV_CPU, 2, so), hs = rt_tensor_make(sc, RT_F32, RT_DEV_CPU, 2, ss);
+        assert_int_equal(rt_matmul_glu(g_cpu, &ho, &hx, &hw, cs[k].act, &hs), VC_OK);
+        rt_tensor dx = up(x, RT_F32, 2, sx), dw = up(wd, cs[k].t, 2, sw), dout = rt_tensor_alloc(g_gpu, RT_F32, 2, so);
+        rt_tensor ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+        assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, cs[k].act, &ds), VC_OK);
+        down(og, &dout);
+        double e = nerr(og, oc, n * f), bound = n <= 8 || cs[k].t == RT_F32 ? 5e-5 : 1e-1;
+        print_message("matmul_glu %s n=%lld f=%lld d=%lld: %.2e (bound %.0e)\n", rt_dtype_name(cs[k].t), (long long)n,
+                      (long long)f, (long long)d, e, bound);
+        note(2, e);
+        assert_true(e <= bound);
+        (void)es;
+        drop(&dx), drop(&dw), drop(&dout), drop(&ds);
+        free(x), free(wf), free(wh), free(oc), free(og), free(sc);
+    }
+}
+
 static void test_report(void **st) {
     (void)st;
     NEED_GPU();
     print_message("cuda vs cpu: add_rmsnorm     max normalised error %.3e\n", g_worst[0]);
     print_message("cuda vs cpu: qk_rope_store   max normalised error %.3e\n", g_worst[1]);
+    print_message("cuda vs cpu: matmul_glu      max normalised error %.3e\n", g_worst[2]);
 }
 
 static int setup(void **st) {
@@ -288,6 +329,7 @@ static int teardown(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_add_rmsnorm), cmocka_unit_test(test_qk_rope_store),
-                                       cmocka_unit_test(test_glu_views), cmocka_unit_test(test_report)};
+                                       cmocka_unit_test(test_glu_views), cmocka_unit_test(test_matmul_glu),
+                                       cmocka_unit_test(test_report)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
