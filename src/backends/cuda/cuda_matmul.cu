@@ -316,17 +316,17 @@ static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) 
 
 /* The f16/bf16 GEMV variant (VLLM_CUDA_GEMV, read once per backend;
  * test_cuda_speed measures all four): 0 k_gemv_half_ks (2 loads in flight
- * per lane, KS for 32 warps per SM); 1 k_gemv_half_u with 2 loads per round,
- * KS for 16 warps per SM; 2 k_gemv_half_u with 4 loads per round, KS for 32
- * warps per SM; 3 (default) k_gemv_half_u with 2 loads per round, KS for 32
- * warps per SM. Measured on the H200 (docs/BENCHMARKS.md): 3 is the best or
- * within 5% of it on every 8B / 0.6B decode shape but 4096x4096 (0 by 5%);
- * 4 loads per round lose (registers). */
+ * per lane, KS for 32 warps per SM); 1 (default) k_gemv_half_u with 2 loads
+ * per round, KS for 16 warps per SM; 2 k_gemv_half_u with 4 loads per round,
+ * KS for 32 warps per SM; 3 k_gemv_half_u with 2 loads per round, KS for 32
+ * warps per SM. Measured on the H200 (docs/BENCHMARKS.md): 1 is the best on
+ * every Llama-8B / Qwen3-0.6B decode shape but the largest two (28672x4096
+ * and 128256x4096, where 0 is 2-3% ahead); 4 loads per round lose. */
 static int gemv_variant(cuda_ctx *c) {
     if (!c->gemv_cfg) {
         const char *e = getenv("VLLM_CUDA_GEMV");
-        int v = e && *e ? atoi(e) : 3;
-        c->gemv_cfg = 1 + (v >= 0 && v <= 3 ? v : 3);
+        int v = e && *e ? atoi(e) : 1;
+        c->gemv_cfg = 1 + (v >= 0 && v <= 3 ? v : 1);
     }
     return c->gemv_cfg - 1;
 }
