@@ -42,6 +42,7 @@ typedef struct mdl_tp_group {
     void *arg;
     mdl_kv *kv0;
     int *rcs;           /* [world] statuses of the current job */
+    int n_started;      /* threads of ranks 1..n_started were created (joined by mdl_tp_group_stop) */
     char err[256];      /* first worker error message */
 } mdl_tp_group;
 
@@ -221,7 +222,7 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
             free(a);
             return vc_err_set(VC_ERR_RUNTIME, "tensor parallel: cannot start the thread of rank %d", r);
         }
-        g->rcs[r] = 1; /* marks a started thread for mdl_tp_group_stop */
+        g->n_started = r;
     }
     VC_INFO("tensor parallel: %d ranks (%s collectives), %lld/%lld heads and %lld KV heads per rank", W,
             g->comms[0]->vt->name, (long long)m0->h_l, (long long)m0->cfg.n_heads, (long long)m0->kvh_l);
@@ -237,8 +238,8 @@ void mdl_tp_group_stop(mdl_model *m0) {
         g->stop = true;
         pthread_cond_broadcast(&g->cv_job);
         pthread_mutex_unlock(&g->mu);
-        for (int r = 1; r < g->world; r++)
-            if (g->rcs[r] == 1) pthread_join(g->threads[r], NULL);
+        /* (rcs[] cannot tell: a finished job overwrites it with the status) */
+        for (int r = 1; r <= g->n_started; r++) pthread_join(g->threads[r], NULL);
     }
     if (g->comms && g->comms[0]) rt_comm_group_free(g->comms, g->world);
     for (int r = 1; g->ranks && r < g->world; r++) {
