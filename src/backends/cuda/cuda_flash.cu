@@ -21,10 +21,16 @@
  * p = 0 never meets a NaN) into a double buffer; the next tile loads while
  * this one computes. S = Q K^T with mma.sync m16n8k16 (Q fragments kept in
  * registers, converted from the f32 q once; K via ldmatrix), f32 scores
- * scaled, soft-capped and masked, online softmax per row (the four lanes of
- * a quad share a row), P converted to the cache dtype and reused in
- * registers as the A operand of O += P V (V via ldmatrix.trans). f32
- * accumulation throughout; out = O / l (0 for a row with no keys).
+ * scaled into the log2 domain (p = 2^(s - m) with ex2.approx), soft-capped,
+ * masked only in tiles that cross a row's key range, online softmax per row
+ * (the four lanes of a quad share a row), P converted to the cache dtype and
+ * reused in registers as the A operand of O += P V (V via ldmatrix.trans).
+ * f32 accumulation throughout; out = O / l (0 for a row with no keys).
+ *
+ * Measured on the H200 (test_cuda_flash, 2048-token causal prompt, hd 128,
+ * bf16): 150 us per layer at 16/8 heads (115 TFLOP/s), 238 us at 32/8 (144).
+ * Next steps: 32 rows per warp (BM 128, Q from shared memory) to halve the
+ * ldmatrix traffic per mma, then wgmma/TMA (FA3).
  *
  * Shapes: hd 64 or 128, G <= 64, cache rows 16-byte aligned
  * (cuda_flash_eligible). Precision: q and p rounded to the cache dtype
@@ -52,8 +58,8 @@ typedef struct {
     int64_t k_s0, k_sb, k_s1, v_s0, v_sb, v_s1; /* bytes: block, slot, kv head */
     const int32_t *bt, *qsl, *seq_lens;
     int64_t T;
-    int S, max_blocks, B, num_blocks, G, QT, n_tiles, window;
-    float scale, softcap;
+    int S, max_blocks, B, bshift, num_blocks, G, QT, n_tiles, window; /* bshift: log2 B, or -1 */
+    float scale_log2, softcap; /* scale * log2(e): scores live in the log2 domain */
     int *flags;
 } fl_args;
 
@@ -96,6 +102,12 @@ template <typename KV> __device__ __forceinline__ void fl_mma(float *d, const ui
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ float fl_exp2(float x) { /* 2^x; -inf -> 0 */
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* Two floats -> one register of two 16-bit values (x in the low half). */
 template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, float y) {
     uint16_t lo, hi;
@@ -134,12 +146,13 @@ __device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *bt
         const char *kp = a.k, *vp = a.v;
         int nbytes = 0;
         if (key <= khi) {
-            int32_t blk = btrow[key / a.B];
+            const int bi = a.bshift >= 0 ? key >> a.bshift : key / a.B;
+            int32_t blk = btrow[bi];
             if (blk < 0 || blk >= a.num_blocks) { /* bad table: flag it, read block 0 */
                 atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
                 blk = 0;
             }
-            const int slot = key % a.B;
+            const int slot = key - bi * a.B;
             kp += blk * a.k_s0 + slot * a.k_sb + g * a.k_s1 + c * 16;
             vp += blk * a.v_s0 + slot * a.v_sb + g * a.v_s1 + c * 16;
             nbytes = 16;
@@ -240,18 +253,38 @@ template <typename KV, int HD> __global__ void __launch_bounds__(FL_WARPS * 32) 
                 }
 
             /* Scale, soft-cap, mask; online softmax per row. */
+            if (a.softcap > 0.0f) {
+                const float pre = a.scale_log2 * 0.6931471805599453f / a.softcap, post = a.softcap * 1.4426950408889634f;
+#pragma unroll
+                for (int j = 0; j < FL_N / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) sc[j][e] = post * tanhf(sc[j][e] * pre);
+            } else {
+#pragma unroll
+                for (int j = 0; j < FL_N / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) sc[j][e] *= a.scale_log2;
+            }
+            /* Mask only where the tile crosses a row's range (the diagonal,
+             * the window edge, rows outside the segment). */
             float mx[2] = {m[0], m[1]};
 #pragma unroll
-            for (int j = 0; j < FL_N / 8; j++)
+            for (int h2 = 0; h2 < 2; h2++) {
+                if (kt0 >= rlo[h2] && kt0 + FL_N - 1 <= rhi[h2]) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int h2 = e >> 1, key = kt0 + j * 8 + 2 * tq + (e & 1);
-                    float t = sc[j][e] * a.scale;
-                    if (a.softcap > 0.0f) t = a.softcap * tanhf(t / a.softcap);
-                    t = key >= rlo[h2] && key <= rhi[h2] ? t : -INFINITY;
-                    sc[j][e] = t;
-                    mx[h2] = fmaxf(mx[h2], t);
+                    for (int j = 0; j < FL_N / 8; j++) mx[h2] = fmaxf(mx[h2], fmaxf(sc[j][2 * h2], sc[j][2 * h2 + 1]));
+                } else {
+#pragma unroll
+                    for (int j = 0; j < FL_N / 8; j++)
+#pragma unroll
+                        for (int e = 2 * h2; e < 2 * h2 + 2; e++) {
+                            const int key = kt0 + j * 8 + 2 * tq + (e & 1);
+                            const float t = key >= rlo[h2] && key <= rhi[h2] ? sc[j][e] : -INFINITY;
+                            sc[j][e] = t;
+                            mx[h2] = fmaxf(mx[h2], t);
+                        }
                 }
+            }
             float corr[2], mb[2];
 #pragma unroll
             for (int h2 = 0; h2 < 2; h2++) {
@@ -259,7 +292,7 @@ template <typename KV, int HD> __global__ void __launch_bounds__(FL_WARPS * 32) 
                 mx[h2] = fmaxf(mx[h2], __shfl_xor_sync(0xffffffffu, mx[h2], 2));
                 /* no key seen yet: keep the state (corr 1, p = exp(-inf) = 0) */
                 mb[h2] = mx[h2] == -INFINITY ? 0.0f : mx[h2];
-                corr[h2] = mx[h2] == -INFINITY ? 1.0f : __expf(m[h2] - mx[h2]);
+                corr[h2] = mx[h2] == -INFINITY ? 1.0f : fl_exp2(m[h2] - mx[h2]);
                 m[h2] = mx[h2];
                 l[h2] *= corr[h2];
             }
@@ -275,7 +308,7 @@ template <typename KV, int HD> __global__ void __launch_bounds__(FL_WARPS * 32) 
             for (int j = 0; j < FL_N / 8; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const float p = __expf(sc[j][e] - mb[e >> 1]);
+                    const float p = fl_exp2(sc[j][e] - mb[e >> 1]);
                     sc[j][e] = p;
                     ls[e >> 1] += p;
                 }
@@ -340,6 +373,9 @@ bool cuda_flash_eligible(const rt_tensor *q, const rt_tensor *dst, const rt_tens
            dst->stride[2] == 4 && dst->stride[1] % 8 == 0 && dst->stride[0] % 8 == 0 && (uintptr_t)dst->data % 8 == 0;
 }
 
+/* Register-bound at 2 CTAs (8 warps) per SM for hd 128: capping the
+ * registers for 3 CTAs (launch bounds 128, 3: a few spills) measured the
+ * same on the H200 (151 vs 150 us for a 2048-token layer). */
 template <typename KV, int HD> static int fl_go(cuda_ctx *c, const fl_args &a, dim3 grid) {
     const size_t smem = fl_smem(HD);
     /* The opt-in to > 48 KiB of shared memory is per device: set it at every
@@ -382,7 +418,10 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     a.G = (int)(h / kvh);
     a.QT = FL_M / a.G;
     a.window = window;
-    a.scale = scale;
+    a.bshift = -1;
+    for (int b = 0; b < 31; b++)
+        if (a.B == 1 << b) a.bshift = b;
+    a.scale_log2 = scale * 1.4426950408889634f;
     a.softcap = softcap;
     a.flags = c->d_flags;
     const int64_t tiles = (T + a.QT - 1) / a.QT;
