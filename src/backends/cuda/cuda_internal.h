@@ -11,7 +11,10 @@
  *                      dequantized to bf16 scratch) above that
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
- *                      online softmax) and KV_STORE
+ *                      online softmax) and KV_STORE; prompt-heavy
+ *                      bf16/f16-cache batches go to cuda_flash.cu
+ *   cuda_flash.cu      tensor-core (mma.sync m16n8k16) FlashAttention-2
+ *                      prefill over the paged cache, GQA heads packed per tile
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
  *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
