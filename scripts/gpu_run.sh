@@ -32,7 +32,7 @@ cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.
     { tail -40 "$OUT/configure.log"; exit 1; }
 
 say "build"
-TARGETS=(test_cuda_fused test_cuda_ops test_cuda_model)
+TARGETS=(test_cuda_fused test_cuda_ops test_cuda_model test_cuda_comm test_cuda_sample test_cuda_flash)
 cmake --build $BUILD -j"$(nproc)" --target "${TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
 

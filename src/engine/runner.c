@@ -4,6 +4,7 @@
 
 #include "base/err.h"
 #include "engine/runner_int.h"
+#include "runtime/ops.h"
 #include "sample/batch.h"
 #include "sample/from_request.h"
 
@@ -105,6 +106,22 @@ erun_runner *erun_create(mdl_model *m, const erun_params *p) {
     int32_t stride = smp_batch_output(r->sampler)->stride;
     for (int i = 0; i < ERUN_SLOTS; i++)
         if (slot_alloc(&r->slots[i], T, S, r->max_blocks, stride) < 0) goto fail;
+    /* VLLM_DEVICE_SAMPLING: 0 never, 1 wherever the model can (the CPU
+     * too: its op is the host sampler), auto (default) off the CPU. */
+    const char *ds = getenv("VLLM_DEVICE_SAMPLING");
+    bool ds_on = ds && !strcmp(ds, "1"), ds_off = ds && !strcmp(ds, "0");
+    if (ds && *ds && !ds_on && !ds_off && strcmp(ds, "auto")) {
+        vc_err_set(VC_ERR_INVALID, "VLLM_DEVICE_SAMPLING must be 0, 1 or auto, got '%s'", ds);
+        goto fail;
+    }
+    r->dev_sample = !ds_off && mdl_can_sample(m) && (ds_on || mdl_device(m) != RT_DEV_CPU);
+    r->dfp = malloc((size_t)S * RT_SAMPLE_NF * sizeof *r->dfp);
+    r->dip = malloc((size_t)S * RT_SAMPLE_NI * sizeof *r->dip);
+    r->dus = malloc((size_t)S * sizeof *r->dus);
+    if (!r->dfp || !r->dip || !r->dus) {
+        vc_err_set(VC_ERR_OOM, "runner: out of memory");
+        goto fail;
+    }
     r->logits = malloc((size_t)(S * r->vocab) * sizeof *r->logits);
     r->logits_cap = S;
     r->samp_cap = 64;
@@ -131,6 +148,10 @@ void erun_free(erun_runner *r) {
     mdl_kv_free(r->kv);
     for (int i = 0; i < ERUN_SLOTS; i++) slot_free(&r->slots[i]);
     free(r->logits);
+    free(r->dfp);
+    free(r->dip);
+    free(r->dus);
+    free(r->dhist);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);

@@ -74,6 +74,14 @@ struct erun_runner {
     erun_prompt_lp_fn plp_cb;
     void *plp_ctx;
     smp_batch *sampler; /* the executor's */
+    /* Device sampling (runner_queue.c): on when the model can sample on its
+     * device and VLLM_DEVICE_SAMPLING allows; the executor's scratch. */
+    bool dev_sample;
+    float *dfp;         /* [S, RT_SAMPLE_NF] */
+    int32_t *dip;       /* [S, RT_SAMPLE_NI] */
+    double *dus;        /* [S] */
+    int32_t *dhist;     /* [dhist_cap] penalised rows' histories */
+    int64_t dhist_cap;
     samp_slot *samp;    /* the engine thread's */
     int64_t samp_cap, samp_used;
     erun_slot slots[ERUN_SLOTS];

@@ -5,9 +5,78 @@
 
 #include "base/err.h"
 #include "engine/runner_int.h"
+#include "runtime/ops.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+/* Every row of the step can be sampled on the device (and some row is not
+ * plain greedy, which the argmax path serves). */
+static bool device_step(const erun_runner *r, const erun_slot *sl) {
+    if (!r->dev_sample || sl->n_plp != 0 || sl->n_sample == 0) return false;
+    for (int32_t i = 0; i < sl->n_sample; i++)
+        if (!smp_row_plain_ok(&sl->srows[i])) return false;
+    return true;
+}
+
+/* The step with its rows sampled on the device (mdl_forward_batch_sample):
+ * the uniforms come from the host sampler's streams exactly as a host step
+ * would draw them, and penalised rows send their history (the prompt only
+ * when the repetition penalty reads it). */
+static int exec_device_sample(erun_runner *r, erun_slot *sl, const mdl_batch *b) {
+    int32_t n = sl->n_sample;
+    int64_t nh = 0;
+    for (int32_t i = 0; i < n; i++) {
+        smp_plain p = smp_row_plain(&sl->srows[i]);
+        if (p.penalties) nh += (p.repetition != 1.0f ? sl->srows[i].n_prompt : 0) + sl->srows[i].n_output;
+    }
+    if (nh > r->dhist_cap) {
+        int64_t cap = nh * 2;
+        int32_t *h = realloc(r->dhist, (size_t)cap * sizeof *h);
+        if (!h) return vc_err_set(VC_ERR_OOM, "runner: out of memory");
+        r->dhist = h;
+        r->dhist_cap = cap;
+    }
+    smp_batch_uniforms(r->sampler, sl->srows, n, r->dus);
+    nh = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const smp_row *row = &sl->srows[i];
+        smp_plain p = smp_row_plain(row);
+        float *f = r->dfp + (int64_t)i * RT_SAMPLE_NF;
+        int32_t *q = r->dip + (int64_t)i * RT_SAMPLE_NI;
+        memset(f, 0, RT_SAMPLE_NF * sizeof *f);
+        memset(q, 0, RT_SAMPLE_NI * sizeof *q);
+        f[RT_SAMPLE_TEMP] = p.temperature;
+        f[RT_SAMPLE_TOP_P] = p.top_p;
+        f[RT_SAMPLE_MIN_P] = p.min_p;
+        f[RT_SAMPLE_LOG_MIN_P] = p.min_p > 0.0f ? logf(p.min_p) : -INFINITY;
+        f[RT_SAMPLE_REP] = p.repetition;
+        f[RT_SAMPLE_FREQ] = p.frequency;
+        f[RT_SAMPLE_PRES] = p.presence;
+        q[RT_SAMPLE_TOP_K] = p.top_k;
+        q[RT_SAMPLE_HIST_OFF] = (int32_t)nh;
+        if (p.penalties) {
+            int32_t np = p.repetition != 1.0f ? row->n_prompt : 0;
+            memcpy(r->dhist + nh, row->prompt, (size_t)np * sizeof *r->dhist);
+            memcpy(r->dhist + nh + np, row->output, (size_t)row->n_output * sizeof *r->dhist);
+            q[RT_SAMPLE_N_PROMPT] = np;
+            q[RT_SAMPLE_N_OUTPUT] = row->n_output;
+            nh += np + row->n_output;
+        }
+        uint64_t bits;
+        memcpy(&bits, &r->dus[i], sizeof bits);
+        q[RT_SAMPLE_U_LO] = (int32_t)(uint32_t)bits;
+        q[RT_SAMPLE_U_HI] = (int32_t)(uint32_t)(bits >> 32);
+    }
+    mdl_sample_args sa = {.fparams = r->dfp, .iparams = r->dip, .hist = nh ? r->dhist : NULL, .n_hist = nh};
+    int rc = mdl_forward_batch_sample(r->m, r->kv, b, &sa, sl->tokens);
+    for (int32_t i = 0; i < n; i++) {
+        sl->ranks[i] = 0; /* as the host sampler for rows without logprobs */
+        sl->n_lp[i] = -1;
+    }
+    return rc;
+}
 
 static int exec_slot(erun_runner *r, erun_slot *sl) {
     if (sl->n_fill) { /* the previous step's sampled tokens: ours to read until it is waited for */
@@ -42,6 +111,7 @@ static int exec_slot(erun_runner *r, erun_slot *sl) {
         }
         return rc;
     }
+    if (device_step(r, sl)) return exec_device_sample(r, sl, &b);
     int rc = mdl_forward_batch(r->m, r->kv, &b, r->logits);
     if (rc < 0) return rc;
     for (int32_t j = 0; j < sl->n_plp; j++) {

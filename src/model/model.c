@@ -222,6 +222,8 @@ static int alloc_activations(mdl_model *m) {
         {&m->seq_lens, RT_I32, B, 0},
         {&m->logit_rows, RT_I32, B, 0},
         {&m->argmax, RT_I32, B, 0},
+        {&m->samp_f, RT_F32, B, RT_SAMPLE_NF},
+        {&m->samp_i, RT_I32, B, RT_SAMPLE_NI},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         int64_t s2[2] = {bufs[i].rows, bufs[i].cols};
@@ -315,6 +317,8 @@ void mdl_free(mdl_model *m) {
     free(m->owned);
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
     if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
+    if (m->samp_hist.data) rt_backend_free_mem(m->be, m->samp_hist.data);
+    if (m->samp_cnt.data) rt_backend_free_mem(m->be, m->samp_cnt.data);
     free(m->layers);
     for (void **b = m->host_bufs; b;) { /* host_keep chain */
         void **next = *b;
@@ -451,6 +455,53 @@ int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64
     return rt_tensor_copy_bytes(m->be, &d, &h);
 }
 
+/* Device buffers of the sampling inputs: the history grows to n ids; the
+ * penalty counts to rows [rows, V], zeroed once (the op leaves them zero). */
+static int ensure_sample_bufs(mdl_model *m, int64_t n_hist, int64_t rows) {
+    if (n_hist > m->samp_hist_cap) {
+        if (m->samp_hist.data) rt_backend_free_mem(m->be, m->samp_hist.data);
+        int64_t cap = n_hist < 65536 ? 65536 : n_hist * 2;
+        m->samp_hist = rt_tensor_alloc(m->be, RT_I32, 1, &cap);
+        m->samp_hist_cap = m->samp_hist.data ? cap : 0;
+        if (!m->samp_hist.data) return vc_err_set(VC_ERR_OOM, "out of memory for sampling histories");
+    }
+    if (n_hist > 0 && rows > m->samp_cnt_rows) {
+        if (m->samp_cnt.data) rt_backend_free_mem(m->be, m->samp_cnt.data);
+        int64_t shape[2] = {(rows + 63) / 64 * 64, m->cfg.vocab};
+        m->samp_cnt = rt_tensor_alloc(m->be, RT_I32, 2, shape);
+        m->samp_cnt_rows = 0;
+        if (!m->samp_cnt.data) return vc_err_set(VC_ERR_OOM, "out of memory for sampling counts");
+        void *zeros = calloc((size_t)rt_tensor_nbytes(&m->samp_cnt), 1);
+        if (!zeros) return vc_err_set(VC_ERR_OOM, "out of memory");
+        rt_tensor hz = rt_tensor_make(zeros, RT_I32, RT_DEV_CPU, 2, shape);
+        int rc = rt_tensor_copy_bytes(m->be, &m->samp_cnt, &hz);
+        if (rc == 0) rc = rt_backend_sync(m->be); /* the staging may still read `zeros` */
+        free(zeros);
+        if (rc < 0) return rc;
+        m->samp_cnt_rows = shape[0];
+    }
+    return VC_OK;
+}
+
+/* Sample rows [0, L) of m->logits on the device (m->sample's parameters). */
+static int fetch_sampled(mdl_model *m, int64_t L, rt_tensor *dl, int32_t *ids) {
+    const mdl_sample_args *sa = m->sample;
+    int rc = ensure_sample_bufs(m, sa->n_hist, L);
+    if (rc < 0) return rc;
+    rt_tensor df = rt_tensor_slice0(&m->samp_f, 0, L), di = rt_tensor_slice0(&m->samp_i, 0, L);
+    rt_tensor hf = rt_tensor_2d((void *)sa->fparams, RT_F32, RT_DEV_CPU, L, RT_SAMPLE_NF);
+    rt_tensor hi = rt_tensor_2d((void *)sa->iparams, RT_I32, RT_DEV_CPU, L, RT_SAMPLE_NI);
+    rc = rt_tensor_copy_bytes(m->be, &df, &hf);
+    if (rc == 0) rc = rt_tensor_copy_bytes(m->be, &di, &hi);
+    rt_tensor dh = {0};
+    if (sa->n_hist > 0) dh = rt_tensor_slice0(&m->samp_hist, 0, sa->n_hist);
+    if (rc == 0 && sa->n_hist > 0) rc = mdl_upload_i32(m, &dh, sa->hist, sa->n_hist);
+    rt_tensor dt = rt_tensor_slice0(&m->argmax, 0, L), ht = rt_tensor_1d(ids, RT_I32, RT_DEV_CPU, L);
+    if (rc == 0)
+        rc = rt_sample(m->be, &dt, dl, &df, &di, sa->n_hist > 0 ? &dh : NULL, sa->n_hist > 0 ? &m->samp_cnt : NULL);
+    return rc < 0 ? rc : rt_tensor_copy_bytes(m->be, &ht, &dt);
+}
+
 /* The n_logits rows of m->logits to the host: all of them (logits), or
  * their argmax (ids): computed on the device with one rank; under TP the
  * rows are split over the vocabulary, so they are gathered on the host
@@ -460,6 +511,7 @@ int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids) {
     int64_t V = m->cfg.vocab;
     if (m->tp_size == 1) {
         rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
+        if (ids && m->sample) return fetch_sampled(m, L, &dl, ids);
         if (ids) {
             rt_tensor di = rt_tensor_slice0(&m->argmax, 0, L), hi = rt_tensor_1d(ids, RT_I32, RT_DEV_CPU, L);
             int rc = rt_argmax(m->be, &di, &dl);
@@ -503,6 +555,23 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
 
 int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids) {
     return mdl_forward_batch_ex(m, kv, b, NULL, ids);
+}
+
+bool mdl_can_sample(const mdl_model *m) {
+    rt_op_args a = {0};
+    return m->tp_size == 1 && rt_op_supported(m->be, RT_OP_SAMPLE, &a);
+}
+
+int mdl_device(const mdl_model *m) { return m->be->device; }
+
+int mdl_forward_batch_sample(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sample_args *sa, int32_t *ids) {
+    if (!mdl_can_sample(m)) return vc_err_set(VC_ERR_UNSUPPORTED, "forward: no device sampling on this model");
+    if (!sa || !sa->fparams || !sa->iparams || sa->n_hist < 0 || (sa->n_hist > 0 && !sa->hist))
+        return vc_err_set(VC_ERR_INVALID, "forward: bad sampling arguments");
+    m->sample = sa;
+    int rc = mdl_forward_batch_ex(m, kv, b, NULL, ids);
+    m->sample = NULL;
+    return rc;
 }
 
 int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids) {

@@ -92,6 +92,23 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
  * logprobs or penalties: copies n_logits ints instead of n_logits x V
  * floats. */
 int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids);
+/* The same step, with the n_logits rows sampled on the device (rt_sample,
+ * runtime/ops.h: penalties, temperature, min_p, top_k, top_p, greedy rows
+ * = argmax) and only the ids coming back: ids (host) receives [n_logits].
+ * Row i's parameters are fparams/iparams row i in rt_sample's column
+ * layout; hist holds the histories the penalties read. Needs
+ * mdl_can_sample (VC_ERR_UNSUPPORTED otherwise). */
+typedef struct mdl_sample_args {
+    const float *fparams;   /* [n_logits, RT_SAMPLE_NF] */
+    const int32_t *iparams; /* [n_logits, RT_SAMPLE_NI] */
+    const int32_t *hist;    /* [n_hist] ids in [0, V) (NULL when n_hist == 0) */
+    int64_t n_hist;
+} mdl_sample_args;
+int mdl_forward_batch_sample(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sample_args *sa, int32_t *ids);
+/* The model's backend has the SAMPLE op and the model runs on one rank. */
+bool mdl_can_sample(const mdl_model *m);
+/* The device the model runs on (rt_device). */
+int mdl_device(const mdl_model *m);
 /* Both in one: exactly one of logits / ids is non-NULL. */
 int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids);
 

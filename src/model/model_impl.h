@@ -61,6 +61,13 @@ struct mdl_model {
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
     rt_tensor logit_rows;          /* [B] i32 */
     rt_tensor argmax;              /* [B] i32: greedy ids (mdl_forward_batch_argmax) */
+    /* Device sampling (mdl_forward_batch_sample): rt_sample's inputs. */
+    rt_tensor samp_f, samp_i;      /* [B, RT_SAMPLE_NF] f32, [B, RT_SAMPLE_NI] i32 */
+    rt_tensor samp_hist;           /* [samp_hist_cap] i32, grown on demand */
+    int64_t samp_hist_cap;
+    rt_tensor samp_cnt;            /* [samp_cnt_rows, V] i32 penalty counts, kept all zero */
+    int64_t samp_cnt_rows;
+    const struct mdl_sample_args *sample; /* set for the duration of mdl_forward_batch_sample */
     rt_tensor block_tables;        /* [bt_cap] i32, grown on demand */
     int64_t bt_cap;
     rt_tensor logits;              /* [rows,V], grown on demand ([tp, rows, V/tp] under TP) */
@@ -113,7 +120,8 @@ int mdl_ensure_logits(mdl_model *m, int64_t rows);
 int mdl_ensure_block_tables(mdl_model *m, int64_t n);
 int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n);
 /* Rows [0, L) of m->logits to the host: logits [L, V], or with ids != NULL
- * only their argmax [L] (computed on the device). */
+ * only their argmax [L], or their sampled tokens when m->sample is set
+ * (computed on the device). */
 int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids);
 
 /* Decode steps as graphs (model_graph.c). mdl_graph_step returns true when

@@ -65,9 +65,6 @@ int mdl_tp_setup(mdl_model *m, int rank, int size) {
                               "(%lld), and divide or be a multiple of the KV heads (%lld)",
                               size, (long long)c->n_heads, (long long)c->intermediate, (long long)c->vocab,
                               (long long)c->n_kv_heads);
-        if (strcmp(m->arch->family, "llama") != 0)
-            return vc_err_set(VC_ERR_UNSUPPORTED, "tensor parallelism is not implemented for the %s family",
-                              m->arch->family);
     }
     m->h_l = c->n_heads / size;
     m->kvh_l = c->n_kv_heads % size == 0 ? c->n_kv_heads / size : 1;

@@ -11,7 +11,7 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
-    "argmax", "kv_store", "paged_attention", "add_rmsnorm", "qk_rope_store",
+    "argmax", "kv_store", "paged_attention", "sample", "add_rmsnorm", "qk_rope_store",
     "matmul_glu",
 };
 
@@ -197,6 +197,29 @@ int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
           "argmax: dst i32[rows], src f32[rows, c]");
     rt_op_args a = {.dst = dst, .src = {src}};
     return rt_op_exec(be, RT_OP_ARGMAX, &a);
+}
+
+int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor *fparams, const rt_tensor *iparams,
+              const rt_tensor *hist, const rt_tensor *counts) {
+    CHECK(logits->dtype == RT_F32 && logits->ndim == 2 && rt_tensor_is_contiguous(logits),
+          "sample: logits must be contiguous f32 [rows, V]");
+    int64_t R = logits->shape[0], V = logits->shape[1];
+    CHECK(dst->dtype == RT_I32 && rt_tensor_nelem(dst) == R && rt_tensor_is_contiguous(dst),
+          "sample: dst must be i32 [rows]");
+    CHECK(fparams->dtype == RT_F32 && fparams->ndim == 2 && fparams->shape[0] == R &&
+              fparams->shape[1] == RT_SAMPLE_NF && rt_tensor_is_contiguous(fparams),
+          "sample: fparams must be f32 [rows, RT_SAMPLE_NF]");
+    CHECK(iparams->dtype == RT_I32 && iparams->ndim == 2 && iparams->shape[0] == R &&
+              iparams->shape[1] == RT_SAMPLE_NI && rt_tensor_is_contiguous(iparams),
+          "sample: iparams must be i32 [rows, RT_SAMPLE_NI]");
+    CHECK(!hist || (hist->dtype == RT_I32 && hist->ndim == 1 && rt_tensor_is_contiguous(hist)),
+          "sample: hist must be i32 [n]");
+    CHECK(!hist || (counts && counts->dtype == RT_I32 && rt_tensor_nelem(counts) >= R * V &&
+                    rt_tensor_is_contiguous(counts)),
+          "sample: counts must be i32 [rows, V] when hist is given");
+    CHECK(V > 0 && V < INT32_MAX, "sample: vocab out of range");
+    rt_op_args a = {.dst = dst, .src = {logits, fparams, iparams, hist, counts}};
+    return rt_op_exec(be, RT_OP_SAMPLE, &a);
 }
 
 int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots) {

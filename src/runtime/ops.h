@@ -44,6 +44,20 @@
  *              quantized->f32 allowed; strided views allowed.
  *   ARGMAX     dst[r] i32 = argmax over the last dim of src[r,c] f32
  *              (lowest index wins ties).
+ *   SAMPLE     dst[r] i32 = one token per row of logits src[0] f32 [r,V]
+ *              (contiguous; overwritten: used as scratch), drawn as the
+ *              host sampler (sample/batch.h) does for a row that needs only
+ *              penalties, temperature, min_p, top_k, top_p: NaN -> -inf,
+ *              penalties over the row's history, then argmax (temperature
+ *              0, lowest id on ties) or temperature -> min_p -> top_k ->
+ *              top_p -> inverse-CDF draw in id order with the row's uniform.
+ *              src[1] f32 [r, RT_SAMPLE_NF] and src[2] i32 [r, RT_SAMPLE_NI]:
+ *              per-row parameters (columns below); src[3] i32 [n_hist]: the
+ *              histories, row i's prompt ids at [hist_off, +n_prompt) then
+ *              its output ids (+n_output); NULL when every history is empty.
+ *              src[4] i32 [r,V]: counting scratch for the penalties, all
+ *              zero on entry and left zero (backends that need it; required
+ *              with src[3]). Ids in histories must be in [0, V).
  *
  * Fused ops (a decode layer is ~20 small kernels on a GPU; these cut it).
  * Each equals the sequence of unfused ops it replaces, and the wrappers fall
@@ -57,14 +71,14 @@
  *              -> RMSNORM(k_norm) -> ROPE -> KV_STORE into k_cache at
  *              slots[t]; v -> KV_STORE into v_cache. v is not modified;
  *              k's contents are unspecified afterwards (the fallback works
- *              in place).
+ *              in place). src = {q, k, v, pos, inv_freq, slots}; the caches,
+ *              the norm weights and the scalars in p.rope_store.
  *   MATMUL_GLU dst[n,f] = act(x[n,d] . Wg^T) * (x . Wu^T) for a stacked
  *              w[2f,d] = [Wg; Wu] (rows 0..f-1 gate, f..2f-1 up): MATMUL into
  *              scratch[n,2f] (f32, contiguous; contents unspecified after)
  *              then GLU of its halves, or one kernel where the backend has
  *              one (GPU decode: the GLU in the GEMV's epilogue).
- *              src = {x, w, scratch}; p.glu.act. src = {q, k, v, pos, inv_freq, slots}; the caches,
- *              the norm weights and the scalars in p.rope_store.
+ *              src = {x, w, scratch}; p.glu.act.
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -85,11 +99,24 @@ typedef enum {
     RT_OP_ARGMAX,
     RT_OP_KV_STORE,
     RT_OP_PAGED_ATTENTION,
+    RT_OP_SAMPLE,
     RT_OP_ADD_RMSNORM,
     RT_OP_QK_ROPE_STORE,
     RT_OP_MATMUL_GLU,
     RT_OP_COUNT
 } rt_op;
+
+/* SAMPLE parameter columns. f32: temperature (0: greedy; else the
+ * effective one, >= 1e-2), top_p (1: off), min_p (0: off), logf(min_p)
+ * (-inf when off: backends whose logf may differ from the host's use it),
+ * repetition (1: off), frequency and presence penalties (0: off). i32:
+ * top_k (0: off, else 1..V-1), history offset, prompt ids used (0 unless
+ * repetition is on), output ids, and the row's uniform in [0, 1) as the
+ * low and high 32 bits of an IEEE double. */
+enum { RT_SAMPLE_TEMP, RT_SAMPLE_TOP_P, RT_SAMPLE_MIN_P, RT_SAMPLE_LOG_MIN_P, RT_SAMPLE_REP, RT_SAMPLE_FREQ,
+       RT_SAMPLE_PRES, RT_SAMPLE_NF = 8 };
+enum { RT_SAMPLE_TOP_K, RT_SAMPLE_HIST_OFF, RT_SAMPLE_N_PROMPT, RT_SAMPLE_N_OUTPUT, RT_SAMPLE_U_LO, RT_SAMPLE_U_HI,
+       RT_SAMPLE_NI = 8 };
 
 typedef enum { RT_ACT_SILU = 0, RT_ACT_GELU_TANH = 1 } rt_act;
 
@@ -137,6 +164,9 @@ int rt_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_te
                  int32_t window);
 int rt_copy(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
+/* src: logits, fparams, iparams, hist (may be NULL), counts (NULL unless hist) */
+int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor *fparams, const rt_tensor *iparams,
+              const rt_tensor *hist, const rt_tensor *counts);
 int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots);
 /* src[0..5] = q, k_cache, v_cache, block_tables, qsl, seq_lens */
 int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k_cache,

@@ -133,6 +133,7 @@ void cpu_backend_register(void) {
     rt_op_register(RT_OP_ARGMAX, RT_DEV_CPU, cpu_op_argmax);
     rt_op_register(RT_OP_KV_STORE, RT_DEV_CPU, cpu_op_kv_store);
     rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CPU, cpu_op_paged_attention);
+    rt_op_register(RT_OP_SAMPLE, RT_DEV_CPU, cpu_op_sample);
     rt_op_register(RT_OP_ADD_RMSNORM, RT_DEV_CPU, cpu_op_add_rmsnorm);
     rt_op_register(RT_OP_QK_ROPE_STORE, RT_DEV_CPU, cpu_op_qk_rope_store);
 }

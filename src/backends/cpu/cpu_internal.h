@@ -16,6 +16,7 @@
  *   cpu_embed.c, cpu_copy.c   the other ops (driver + scalar row kernels)
  *   cpu_paged.c          KV_STORE and PAGED_ATTENTION (attention row kernel
  *                        with block-table addressing)
+ *   cpu_sample.c         SAMPLE (the host sampler, sample/batch.h)
  *   cpu_fused.c          ADD_RMSNORM, QK_ROPE_STORE: the unfused ops' row
  *                        kernels and arithmetic, one pass
  *
@@ -223,6 +224,7 @@ int cpu_op_softmax(rt_backend *be, const rt_op_args *a);
 int cpu_op_attention(rt_backend *be, const rt_op_args *a);
 int cpu_op_copy(rt_backend *be, const rt_op_args *a);
 int cpu_op_argmax(rt_backend *be, const rt_op_args *a);
+int cpu_op_sample(rt_backend *be, const rt_op_args *a); /* cpu_sample.c */
 int cpu_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a);
 int cpu_op_add_rmsnorm(rt_backend *be, const rt_op_args *a);   /* cpu_fused.c */

@@ -367,6 +367,7 @@ void cuda_backend_register(void) {
     fns[RT_OP_ARGMAX] = cuda_op_argmax;
     fns[RT_OP_KV_STORE] = cuda_op_kv_store;
     fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
+    fns[RT_OP_SAMPLE] = cuda_op_sample;
     fns[RT_OP_ADD_RMSNORM] = cuda_op_add_rmsnorm;
     fns[RT_OP_QK_ROPE_STORE] = cuda_op_qk_rope_store;
     fns[RT_OP_MATMUL_GLU] = cuda_op_matmul_glu;

@@ -11,9 +11,14 @@
  *                      dequantized to bf16 scratch) above that
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
- *                      online softmax) and KV_STORE
+ *                      online softmax) and KV_STORE; prompt-heavy
+ *                      bf16/f16-cache batches go to cuda_flash.cu
+ *   cuda_flash.cu      tensor-core (mma.sync m16n8k16) FlashAttention-2
+ *                      prefill over the paged cache, GQA heads packed per tile
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
+ *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
+ *                      the draw: one block per row, radix selects)
  *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops)
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
@@ -200,6 +205,7 @@ int cuda_op_scale(rt_backend *be, const rt_op_args *a);
 int cuda_op_softmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_attention(rt_backend *be, const rt_op_args *a);
 int cuda_op_copy(rt_backend *be, const rt_op_args *a);
+int cuda_op_sample(rt_backend *be, const rt_op_args *a); /* cuda_sample.cu */
 int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
