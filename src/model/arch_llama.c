@@ -23,15 +23,10 @@ static int llama_load(mdl_model *m) {
     const mdl_config *c = &m->cfg;
     int64_t d = c->hidden, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     bool r0 = m->tp_rank == 0;
-    int64_t ff = c->intermediate, V = c->vocab;
-    int64_t s_vd[2] = {V, d}, s_d[1] = {d};
-    if (mdl_bind(m, &m->tok_embd, "token_embd.weight", 2, s_vd, true) < 0) return -1;
+    int64_t ff = c->intermediate;
+    int64_t s_d[1] = {d};
+    if (mdl_bind_embedding(m) < 0) return -1;
     if (mdl_bind(m, &m->out_norm, "output_norm.weight", 1, s_d, true) < 0) return -1;
-    if (!c->tie_embeddings) {
-        if (mdl_bind_split(m, &m->output, "output.weight", 2, s_vd, 0, false) < 0) return -1;
-    }
-    /* Tied (or GGUF without output.weight): this rank's vocab rows. */
-    if (!m->output.data) m->output = rt_tensor_slice0(&m->tok_embd, m->tp_rank * m->vocab_l, m->vocab_l);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return vc_err_set(VC_ERR_OOM, "out of memory");
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -128,7 +123,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     rt_tensor qkv = m->qkv.data ? rt_tensor_slice0(&m->qkv, 0, n) : sv.q;
     rt_tensor gu = m->gu.data ? rt_tensor_slice0(&m->gu, 0, n) : sv.gate;
 
-    MDL_TRY(rt_embed(be, &sv.x, &m->tok_embd, &sv.ids));
+    MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
         if (l == 0) MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.x, &L->attn_norm, c->rms_eps, 0.0f));

@@ -81,8 +81,9 @@ struct mdl_model {
 
     /* Tensor parallelism (tp.c). Rank tp_rank of tp_size holds heads
      * [r*h_l, (r+1)*h_l) (and likewise KV heads), FFN columns
-     * [r*ff_l, ...) and vocab rows [r*vocab_l, ...) of the LM head; the
-     * embedding table is replicated. tp_size 1: the *_l equal the config's. */
+     * [r*ff_l, ...) and vocab rows [r*vocab_l, ...) of the LM head and of
+     * the embedding table (vocab-parallel, model_embed.c). tp_size 1: the
+     * *_l equal the config's. */
     int tp_rank, tp_size;
     int64_t h_l, kvh_l, ff_l, vocab_l;
     rt_comm *comm;                 /* NULL when tp_size == 1 */
@@ -206,6 +207,11 @@ void mdl_tp_group_stop(mdl_model *m0);
  * thread) and wait; the first failure's status is returned. */
 typedef int (*mdl_tp_fn)(mdl_model *m, mdl_kv *kv, void *arg);
 int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg);
+/* model_embed.c: bind token_embd (this rank's vocab rows under TP) and
+ * output.weight (the tied LM head = tok_embd); x[n, d] = the rows of ids
+ * (vocab-parallel lookup + all-reduce under TP). */
+int mdl_bind_embedding(mdl_model *m);
+int mdl_embed(mdl_model *m, rt_tensor *x, const rt_tensor *ids);
 /* Under TP: all-reduce a partial sum (row-parallel output) in place. */
 int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t);
 /* Under TP: the LM head's local logits [L, vocab_l] -> m->logits

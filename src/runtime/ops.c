@@ -97,6 +97,16 @@ int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_te
     return rt_op_exec(be, RT_OP_EMBED, &a);
 }
 
+int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids, int64_t base) {
+    CHECK(ids->dtype == RT_I32 && dst->dtype == RT_F32, "embed: ids must be i32, dst f32");
+    CHECK(table->ndim == 2 && last(dst) == last(table) && rt_tensor_nrows(dst) == rt_tensor_nelem(ids) && base >= 0,
+          "embed: shape mismatch");
+    rt_op_args a = {.dst = dst, .src = {table, ids}};
+    a.p.embed.shard = 1;
+    a.p.embed.base = base;
+    return rt_op_exec(be, RT_OP_EMBED, &a);
+}
+
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias) {
     CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32, "matmul: x and dst must be f32");

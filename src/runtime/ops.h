@@ -128,6 +128,10 @@ typedef struct {
         struct { int rot_dim; int neox; float attn_factor; } rope;
         struct { int act; } glu;
         struct { float s; } scale;
+        /* shard: the table holds vocab rows [base, base + rows) of a
+         * vocab-parallel embedding; other ids give zero rows (summed over
+         * the ranks by an all-reduce). 0: every id must be a row. */
+        struct { int shard; int64_t base; } embed;
         struct { int64_t n_past; float scale, softcap; int32_t window; } attn;
         struct { float scale, softcap; int32_t window; } paged;
         struct {
@@ -149,6 +153,9 @@ bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a);
 int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a);
 
 int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids);
+/* Vocab-parallel EMBED: table = rows [base, base + rows) of the vocabulary;
+ * ids outside them give zero rows (ids < 0 are still an error). */
+int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids, int64_t base);
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias);
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,

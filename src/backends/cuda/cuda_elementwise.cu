@@ -234,13 +234,14 @@ extern "C" int cuda_op_copy(rt_backend *be, const rt_op_args *a) {
 /* grid.y = token; plain tables: one thread per element; quantized: per unit. */
 template <rt_dtype T>
 __global__ void k_embed(cuda_view dst, const char *table, int64_t tstride, const int32_t *ids, int64_t V,
-                        int64_t dim, int *flags) {
+                        int64_t dim, int *flags, int shard, int64_t base) {
     CUDA_PDL_ENTER();
     int64_t t = blockIdx.y;
-    int32_t id = ids[t];
+    int64_t id = (int64_t)ids[t] - base;
     float *out = (float *)cuda_row(dst, t);
+    /* a shard's foreign ids give zero rows; negative ids are always bad */
     bool bad = id < 0 || id >= V;
-    if (bad && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(flags, CUDA_FLAG_BAD_TOKEN);
+    if (bad && (!shard || ids[t] < 0) && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(flags, CUDA_FLAG_BAD_TOKEN);
     const char *row = table + (int64_t)(bad ? 0 : id) * tstride;
     if constexpr (T == RT_F32 || T == RT_F16 || T == RT_BF16) {
         const int es = T == RT_F32 ? 4 : 2;
@@ -272,13 +273,15 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     int64_t n = rt_tensor_nelem(ids), V = table->shape[0], dim = table->shape[1];
     if (n == 0) return VC_OK;
     if (n > 65535) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda embed: more than 65535 tokens in one call");
+    int shard = a->p.embed.shard;
+    int64_t base = shard ? a->p.embed.base : 0;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     const int32_t *d_ids = (const int32_t *)ids->data;
     void *tmp = NULL;
     if (ids->device == RT_DEV_CPU) { /* host ids: check here, then upload */
         const int32_t *h = (const int32_t *)ids->data;
         for (int64_t i = 0; i < n; i++)
-            if (h[i] < 0 || h[i] >= V)
+            if (h[i] < 0 || (!shard && h[i] >= V))
                 return vc_err_set(VC_ERR_INVALID, "embed: token id %d out of range [0, %lld)", h[i],
                                   (long long)V);
         tmp = cuda_tmp_alloc(c, (size_t)n * 4);
@@ -298,10 +301,10 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     const char *tb = (const char *)table->data;
     int64_t ts = table->stride[0];
     switch (table->dtype) {
-    case RT_F32: cuda_launch(k_embed<RT_F32>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-    case RT_F16: cuda_launch(k_embed<RT_F16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-    case RT_BF16: cuda_launch(k_embed<RT_BF16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-#define X(T) case T: cuda_launch(k_embed<T>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
+    case RT_F32: cuda_launch(k_embed<RT_F32>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+    case RT_F16: cuda_launch(k_embed<RT_F16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+    case RT_BF16: cuda_launch(k_embed<RT_BF16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+#define X(T) case T: cuda_launch(k_embed<T>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
         CUDA_FOR_QUANT(X)
 #undef X
     default: break;
