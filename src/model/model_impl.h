@@ -19,6 +19,12 @@ typedef struct {
     rt_tensor post_attn_norm;      /* optional [d] f32 (Gemma sandwich norm on the attn output) */
     rt_tensor post_ffn_norm;       /* optional [d] f32 (Gemma sandwich norm on the FFN output) */
     rt_tensor w_gate, w_up, w_down; /* [ff,d] [ff,d] [d,ff] */
+    /* Stacked copies (weights_fuse.c), data NULL when not built: on a
+     * backend that holds weight copies anyway, wq/wk/wv (and w_gate/w_up)
+     * are row views of one allocation, so one matmul computes all three. */
+    rt_tensor wqkv;                /* [h*hd + 2*kvh*hd, d] */
+    rt_tensor bqkv;                /* [h*hd + 2*kvh*hd] f32 when bq, bk, bv all exist */
+    rt_tensor w_gu;                /* [2*ff, d] gate rows then up rows */
 } mdl_layer;
 
 typedef struct mdl_arch_impl mdl_arch_impl;
@@ -66,6 +72,8 @@ struct mdl_model {
     rt_tensor x, xb;               /* [B,d] */
     rt_tensor q, k, v, att;        /* [B,h*hd] [B,kvh*hd] [B,kvh*hd] [B,h*hd] */
     rt_tensor gate, up;            /* [B,ff] */
+    rt_tensor qkv, gu;             /* [B,h*hd+2*kvh*hd] [B,2*ff]: outputs of the stacked
+                                      matmuls (weights_fuse.c; data NULL when unused) */
     /* Batch metadata on the device (mdl_batch copied in). */
     rt_tensor ids, pos, slots;     /* [B] i32 */
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
@@ -96,8 +104,9 @@ struct mdl_model {
 
     /* Tensor parallelism (tp.c). Rank tp_rank of tp_size holds heads
      * [r*h_l, (r+1)*h_l) (and likewise KV heads), FFN columns
-     * [r*ff_l, ...) and vocab rows [r*vocab_l, ...) of the LM head; the
-     * embedding table is replicated. tp_size 1: the *_l equal the config's. */
+     * [r*ff_l, ...) and vocab rows [r*vocab_l, ...) of the LM head and of
+     * the embedding table (vocab-parallel, model_embed.c). tp_size 1: the
+     * *_l equal the config's. */
     int tp_rank, tp_size;
     int64_t h_l, kvh_l, ff_l, vocab_l;
     rt_comm *comm;                 /* NULL when tp_size == 1 */
@@ -211,6 +220,25 @@ int mdl_tp_setup(mdl_model *m, int rank, int size);
  * rows of this rank's replicated KV head), -1 = replicated. */
 int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape,
                    int split_dim, bool required);
+/* mdl_bind_split's host half for split_dim -1, 0 and 2: this rank's shard
+ * as a view of the mapped file (data NULL when absent and not required). */
+int mdl_find_split_host(mdl_model *m, const char *canon, int ndim, const int64_t *shape, int split_dim,
+                        bool required, rt_tensor *out);
+
+/* weights_fuse.c — stacked weights for fewer, larger matmuls. Built only
+ * when the backend holds its own weight copies (!rt_backend_is_host): on the
+ * CPU the weights stay in the mmap and a stacked copy would be extra RSS.
+ * mdl_bind_stacked binds the n 2-D weights canon[i] (shard split[i] of full
+ * shape shapes[i]) as row views parts[i] of one tensor `whole`; returns 1
+ * when built, 0 when not applicable (host backend, upcast weights, a
+ * missing tensor, dtypes or widths that differ: nothing bound, bind them one
+ * by one), < 0 on error. mdl_stack_bound stacks already bound 1-D f32
+ * tensors (biases) the same way (0 when one is absent). mdl_own_buffer
+ * allocates a device buffer freed by mdl_free. */
+int mdl_bind_stacked(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *parts, const char *const *canon,
+                     const int64_t (*shapes)[2], const int *split);
+int mdl_stack_bound(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *parts);
+int mdl_own_buffer(mdl_model *m, rt_tensor *t, rt_dtype dt, int64_t rows, int64_t cols);
 /* Rank 0: load ranks 1..size-1 on their backends and start their threads. */
 int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p);
 void mdl_tp_group_stop(mdl_model *m0);
@@ -218,6 +246,11 @@ void mdl_tp_group_stop(mdl_model *m0);
  * thread) and wait; the first failure's status is returned. */
 typedef int (*mdl_tp_fn)(mdl_model *m, mdl_kv *kv, void *arg);
 int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg);
+/* model_embed.c: bind token_embd (this rank's vocab rows under TP) and
+ * output.weight (the tied LM head = tok_embd); x[n, d] = the rows of ids
+ * (vocab-parallel lookup + all-reduce under TP). */
+int mdl_bind_embedding(mdl_model *m);
+int mdl_embed(mdl_model *m, rt_tensor *x, const rt_tensor *ids);
 /* Under TP: all-reduce a partial sum (row-parallel output) in place. */
 int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t);
 /* Under TP: the LM head's local logits [L, vocab_l] -> m->logits

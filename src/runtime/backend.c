@@ -123,6 +123,8 @@ void rt_backend_graph_free(rt_backend *be, void *graph) {
     if (graph && be->vt->graph_free) be->vt->graph_free(be, graph);
 }
 
+bool rt_backend_is_host(const rt_backend *be) { return be->vt->host_memory; }
+
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
     size_t n = rt_tensor_nbytes(src);
     if (n != rt_tensor_nbytes(dst))

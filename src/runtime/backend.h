@@ -56,6 +56,11 @@ typedef struct {
     int (*graph_end)(rt_backend *be, void **graph);
     int (*graph_launch)(rt_backend *be, void *graph);
     void (*graph_free)(rt_backend *be, void *graph);
+    /* The device computes on host memory: weights in the model file's mmap
+     * are used in place, so anything the model builds from them (e.g. fused
+     * QKV copies) would be extra resident memory. false: the backend holds
+     * its own copies of the weights anyway. */
+    bool host_memory;
     /* Optional (all six NULL, or all set): device->host copies queued behind
      * the work before them and awaited later (async scheduling: a step's
      * sampled ids travel to the host while the next step is queued).
@@ -102,6 +107,8 @@ int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes)
  * support. rt_backend_graph_end always ends the recording; on failure
  * *graph is NULL. */
 bool rt_backend_has_graphs(const rt_backend *be);
+/* See rt_backend_vtable.host_memory. */
+bool rt_backend_is_host(const rt_backend *be);
 int rt_backend_graph_begin(rt_backend *be);
 int rt_backend_graph_end(rt_backend *be, void **graph);
 int rt_backend_graph_launch(rt_backend *be, void *graph);

@@ -67,6 +67,27 @@
  *              range is not written and fails the op: at once on the CPU
  *              (which then writes no entry), at the next sync / event wait
  *              on accelerators (the indices are device data).
+ *
+ * Fused ops (a decode layer is ~20 small kernels on a GPU; these cut it).
+ * Each equals the sequence of unfused ops it replaces, and the wrappers fall
+ * back to that sequence when the backend has no kernel for the fused op:
+ *   ADD_RMSNORM  x[r,d] += res[r,d]; dst[r,d] = RMSNORM(x) (w, eps, w_offset).
+ *              src = {x (updated in place), res, w}; dst may be res itself.
+ *   QK_ROPE_STORE  per token t of q[n,h,hd], k[n,kvh,hd], v[n,kvh,hd] (f32,
+ *              head rows contiguous, tokens may be strided views of one
+ *              fused QKV output): q head rows -> RMSNORM(q_norm) (when
+ *              given) -> ROPE -> dst[n,h,hd] (may be q itself); k head rows
+ *              -> RMSNORM(k_norm) -> ROPE -> KV_STORE into k_cache at
+ *              slots[t]; v -> KV_STORE into v_cache. v is not modified;
+ *              k's contents are unspecified afterwards (the fallback works
+ *              in place). src = {q, k, v, pos, inv_freq, slots}; the caches,
+ *              the norm weights and the scalars in p.rope_store.
+ *   MATMUL_GLU dst[n,f] = act(x[n,d] . Wg^T) * (x . Wu^T) for a stacked
+ *              w[2f,d] = [Wg; Wu] (rows 0..f-1 gate, f..2f-1 up): MATMUL into
+ *              scratch[n,2f] (f32, contiguous; contents unspecified after)
+ *              then GLU of its halves, or one kernel where the backend has
+ *              one (GPU decode: the GLU in the GEMV's epilogue).
+ *              src = {x, w, scratch}; p.glu.act.
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -88,6 +109,9 @@ typedef enum {
     RT_OP_KV_STORE,
     RT_OP_PAGED_ATTENTION,
     RT_OP_SAMPLE,
+    RT_OP_ADD_RMSNORM,
+    RT_OP_QK_ROPE_STORE,
+    RT_OP_MATMUL_GLU,
     RT_OP_COMBINE,
     RT_OP_COUNT
 } rt_op;
@@ -114,8 +138,19 @@ typedef struct {
         struct { int rot_dim; int neox; float attn_factor; } rope;
         struct { int act; } glu;
         struct { float s; } scale;
+        /* shard: the table holds vocab rows [base, base + rows) of a
+         * vocab-parallel embedding; other ids give zero rows (summed over
+         * the ranks by an all-reduce). 0: every id must be a row. */
+        struct { int shard; int64_t base; } embed;
         struct { int64_t n_past; float scale, softcap; int32_t window; } attn;
         struct { float scale, softcap; int32_t window; } paged;
+        struct {
+            rt_tensor *k_cache, *v_cache;        /* [..., kvh, hd] f32/f16/bf16, contiguous */
+            const rt_tensor *q_norm, *k_norm;    /* [hd] f32, or NULL: no QK-norm */
+            float eps, w_offset;                 /* of the QK-norm */
+            int rot_dim, neox;
+            float attn_factor;
+        } rope_store;
     } p;
 } rt_op_args;
 
@@ -128,6 +163,9 @@ bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a);
 int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a);
 
 int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids);
+/* Vocab-parallel EMBED: table = rows [base, base + rows) of the vocabulary;
+ * ids outside them give zero rows (ids < 0 are still an error). */
+int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids, int64_t base);
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias);
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
@@ -154,5 +192,23 @@ int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const
                        const rt_tensor *v_cache, const rt_tensor *block_tables,
                        const rt_tensor *qsl, const rt_tensor *seq_lens, float scale,
                        float softcap, int32_t window);
+
+/* Fused ops (see the table above). */
+int rt_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
+                   float eps, float w_offset);
+typedef struct {
+    const rt_tensor *q_norm, *k_norm; /* [hd] f32 or NULL */
+    float eps, w_offset;              /* QK-norm */
+    const rt_tensor *pos, *inv_freq;  /* as ROPE */
+    int rot_dim;
+    bool neox;
+    float attn_factor;
+    rt_tensor *k_cache, *v_cache;     /* as KV_STORE */
+    const rt_tensor *slots;
+} rt_rope_store_params;
+int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                     const rt_rope_store_params *p);
+int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,
+                  rt_tensor *scratch);
 
 #endif

@@ -363,6 +363,7 @@ static const rt_backend_vtable g_cuda_vt = {
     /* .graph_end = */ cuda_graph_end,
     /* .graph_launch = */ cuda_graph_launch,
     /* .graph_free = */ cuda_graph_free,
+    /* .host_memory = */ false,
     /* .host_alloc = */ cuda_host_alloc,
     /* .host_free = */ cuda_host_free,
     /* .event_create = */ cuda_event_create,
@@ -457,6 +458,9 @@ void cuda_backend_register(void) {
     fns[RT_OP_KV_STORE] = cuda_op_kv_store;
     fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
     fns[RT_OP_SAMPLE] = cuda_op_sample;
+    fns[RT_OP_ADD_RMSNORM] = cuda_op_add_rmsnorm;
+    fns[RT_OP_QK_ROPE_STORE] = cuda_op_qk_rope_store;
+    fns[RT_OP_MATMUL_GLU] = cuda_op_matmul_glu;
     fns[RT_OP_COMBINE] = cuda_op_combine;
     const char *prof = getenv("VLLM_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0") != 0) {

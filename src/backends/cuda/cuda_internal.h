@@ -11,11 +11,15 @@
  *                      dequantized to bf16 scratch) above that
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
- *                      online softmax) and KV_STORE
+ *                      online softmax) and KV_STORE; prompt-heavy
+ *                      bf16/f16-cache batches go to cuda_flash.cu
+ *   cuda_flash.cu      tensor-core (mma.sync m16n8k16) FlashAttention-2
+ *                      prefill over the paged cache, GQA heads packed per tile
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
  *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
  *                      the draw: one block per row, radix selects)
+ *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops)
  *   cuda_combine.cu    COMBINE (async scheduling's splice of sampled ids)
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
@@ -85,6 +89,7 @@ typedef struct {
     bool capturing;
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
+    int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
 } cuda_ctx;
@@ -206,6 +211,9 @@ int cuda_op_sample(rt_backend *be, const rt_op_args *a); /* cuda_sample.cu */
 int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
+int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a);   /* cuda_fused.cu */
+int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a); /* cuda_fused.cu */
+int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a);    /* cuda_matmul.cu */
 int cuda_op_combine(rt_backend *be, const rt_op_args *a); /* cuda_combine.cu */
 }
 

@@ -1,4 +1,4 @@
-/* NCCL collectives of the CUDA backend (runtime/comm.h): all_reduce_sum
+/* Tensor-parallel pieces of the CUDA backend. NCCL collectives (runtime/comm.h): all_reduce_sum
  * (f32, bf16) and all_gather against a serial reference, many back-to-back
  * calls of changing sizes, one thread per rank.
  *
@@ -8,7 +8,9 @@
  *  - world 2 .. min(4, GPUs) when the machine has several GPUs (skipped
  *    otherwise: NCCL refuses two ranks on one GPU).
  * Values are small multiples of 0.25, so every sum is exact in f32 and bf16
- * whatever order NCCL adds them in. Skipped without a GPU. */
+ * whatever order NCCL adds them in. And the vocab-parallel EMBED
+ * (rt_embed_shard) against the CPU op, bit for bit, with ids on the host
+ * and on the device. Skipped without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,8 @@
 #include "base/err.h"
 #include "runtime/comm.h"
 #include "runtime/dtype.h"
+#include "runtime/ops.h"
+#include "runtime/quant.h"
 
 #define MAX_W 4
 #define ROUNDS 24
@@ -159,6 +163,60 @@ static void test_bad_groups(void **st) {
     assert_true(rt_comm_group_create_native(g_be, 0, c) < 0);
 }
 
+static void test_embed_shard(void **st) {
+    (void)st;
+    if (!g_ngpu) skip();
+    rt_backend *cpu = rt_backend_create(RT_DEV_CPU, NULL), *gpu = g_be[0];
+    assert_non_null(cpu);
+    enum { V = 96, D = 128, N = 50, W = 4 };
+    const rt_dtype dts[] = {RT_F32, RT_BF16, RT_Q8_0, RT_Q4_K};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        rt_dtype dt = dts[k];
+        int64_t dd = dt == RT_Q4_K ? 256 : D;
+        size_t rb = rt_dtype_row_bytes(dt, dd);
+        float *tf = malloc(sizeof(float) * V * dd), *want = malloc(sizeof(float) * N * dd),
+              *got = malloc(sizeof(float) * N * dd);
+        char *tab = malloc(rb * V);
+        for (int64_t i = 0; i < V * dd; i++) tf[i] = (float)((i * 37) % 101 - 50) * 0.03125f;
+        for (int r = 0; r < V; r++) assert_int_equal(rt_quant_row(dt, tf + r * dd, tab + rb * r, dd), 0);
+        int32_t ids[N];
+        for (int i = 0; i < N; i++) ids[i] = (i * 11 + 5) % V;
+        rt_tensor ht = rt_tensor_2d(tab, dt, RT_DEV_CPU, V, dd);
+        ht.stride[0] = (int64_t)rb;
+        int64_t ts[2] = {V, dd}, is[1] = {N}, os[2] = {N, dd};
+        rt_tensor dtab = rt_tensor_alloc(gpu, dt, 2, ts), dids = rt_tensor_alloc(gpu, RT_I32, 1, is),
+                  dout = rt_tensor_alloc(gpu, RT_F32, 2, os);
+        assert_non_null(dtab.data);
+        assert_int_equal(rt_tensor_copy_bytes(gpu, &dtab, &ht), VC_OK);
+        rt_tensor hid = rt_tensor_1d(ids, RT_I32, RT_DEV_CPU, N);
+        assert_int_equal(rt_tensor_copy_bytes(gpu, &dids, &hid), VC_OK);
+        for (int r = 0; r < W; r++) {
+            int64_t Vl = V / W;
+            rt_tensor hs = rt_tensor_slice0(&ht, r * Vl, Vl), ds = rt_tensor_slice0(&dtab, r * Vl, Vl);
+            rt_tensor hw = rt_tensor_2d(want, RT_F32, RT_DEV_CPU, N, dd), hg = rt_tensor_2d(got, RT_F32, RT_DEV_CPU, N, dd);
+            assert_int_equal(rt_embed_shard(cpu, &hw, &hs, &hid, r * Vl), VC_OK);
+            for (int host_ids = 0; host_ids < 2; host_ids++) {
+                memset(got, 0xff, sizeof(float) * N * dd);
+                assert_int_equal(rt_embed_shard(gpu, &dout, &ds, host_ids ? &hid : &dids, r * Vl), VC_OK);
+                assert_int_equal(rt_tensor_copy_bytes(gpu, &hg, &dout), VC_OK);
+                assert_int_equal(rt_backend_sync(gpu), VC_OK);
+                if (memcmp(got, want, sizeof(float) * N * dd))
+                    fail_msg("embed shard %s rank %d (%s ids): cuda != cpu", rt_dtype_name(dt), r,
+                             host_ids ? "host" : "device");
+            }
+        }
+        rt_backend_free_mem(gpu, dtab.data);
+        rt_backend_free_mem(gpu, dids.data);
+        rt_backend_free_mem(gpu, dout.data);
+        free(tf);
+        free(want);
+        free(got);
+        free(tab);
+    }
+    rt_backend_free(cpu);
+    print_message("vocab-parallel embed: cuda == cpu (f32, bf16, q8_0, q4_k; 4 shards; host and device ids)\n");
+}
+
 static int setup(void **st) {
     (void)st;
     for (int d = 0; d < MAX_W; d++) {
@@ -183,6 +241,7 @@ int main(void) {
         cmocka_unit_test(test_nccl_world1),
         cmocka_unit_test(test_nccl_multi_gpu),
         cmocka_unit_test(test_bad_groups),
+        cmocka_unit_test(test_embed_shard),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
