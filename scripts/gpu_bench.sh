@@ -15,7 +15,9 @@
 #     teacher-forced on our sequence (equal to HF's top token, or within
 #     0.5 nat of it);
 #   - the async engine == the sync engine over 64 requests at concurrency
-#     16 on this model (tests/engine/test_engine_async_64.c).
+#     16 on this model (tests/engine/test_engine_async_64.c);
+#   - for VLLM_BENCH_ASYNC_SHAPES (default qwen3-0.6b): `vllm bench
+#     --async-scheduling` at concurrency 64 with the device mirror on / off.
 # Logs and JSON into $OUT; a summary table at the end. Environment:
 # VLLM_BENCH_SHAPES, VLLM_BENCH_CONC (default "1 16 64 256"), VLLM_BENCH_HF=0
 # skips the HF side, VLLM_BENCH_BUILD (default build-gpu).
@@ -88,6 +90,16 @@ for shape in $SHAPES; do
             "$OUT/bench_${shape}_c$c.log" | sed 's/  */ /g' | tr '\n' ';')"
     done
 
+    case " ${VLLM_BENCH_ASYNC_SHAPES:-qwen3-0.6b} " in *" $shape "*)
+        say "$shape: async scheduling at concurrency 64 (device mirror on / off)"
+        for mir in 1 0; do
+            VLLM_ASYNC_DEVICE_IDS=$mir $V bench --device $DEV --model "$M" --num-prompts 128 --input-len 1024 \
+                --output-len 128 --concurrency 64 --max-num-seqs 64 --max-num-batched-tokens 8192 --async-scheduling \
+                --gpu-memory-utilization 0.9 >"$OUT/bench_${shape}_async_m$mir.log" 2>&1
+            echo "async, VLLM_ASYNC_DEVICE_IDS=$mir: $(grep -E 'Request throughput|Output token throughput|Mean TTFT|Mean TPOT' \
+                "$OUT/bench_${shape}_async_m$mir.log" | sed 's/  */ /g' | tr '\n' ';')"
+        done ;;
+    esac
     if [ "${VLLM_BENCH_HF:-1}" = 1 ]; then
         say "$shape: HF transformers (bf16, sdpa) on the same checkpoint + oracle check of our greedy ids"
         head -c 100000 "$OUT/ours_$shape.ids" | tr ' ' '\n' | head -128 | tr '\n' ' ' >"$OUT/ours128_$shape.ids"
