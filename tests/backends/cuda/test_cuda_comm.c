@@ -197,7 +197,9 @@ static void test_embed_shard(void **st) {
             assert_int_equal(rt_embed_shard(cpu, &hw, &hs, &hid, r * Vl), VC_OK);
             for (int host_ids = 0; host_ids < 2; host_ids++) {
                 memset(got, 0xff, sizeof(float) * N * dd);
-                assert_int_equal(rt_embed_shard(gpu, &dout, &ds, host_ids ? &hid : &dids, r * Vl), VC_OK);
+                if (rt_embed_shard(gpu, &dout, &ds, host_ids ? &hid : &dids, r * Vl) != VC_OK)
+                    fail_msg("embed shard %s rank %d (%s ids): %s", rt_dtype_name(dt), r, host_ids ? "host" : "device",
+                             vc_err_msg());
                 assert_int_equal(rt_tensor_copy_bytes(gpu, &hg, &dout), VC_OK);
                 assert_int_equal(rt_backend_sync(gpu), VC_OK);
                 if (memcmp(got, want, sizeof(float) * N * dd))
