@@ -56,17 +56,9 @@ AI __m256i bcast_u32(const uint8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* GEMV: the 8 rows are read one after the other in runs of GV_K elements
- * (576 bytes of Q4_0 / Q4_K), block partials parked in L1, so each row is
- * a sequential stream for the hardware prefetcher; reading the 8 rows
- * block by block side by side left decode waiting on memory. */
+/* K-quant GEMV: the 8 rows are read one after the other in runs of GV_K
+ * elements (576 bytes of Q4_K), block partials parked in L1. */
 #define GV_K 1024
-
-/* ... and each row's next run is requested while this one is computed
- * (8 runs later it is in cache: decode waits on memory latency otherwise) */
-AI void prefetch_span(const char *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-}
 
 /* tile result acc[r] (lanes = tokens) -> y[t*ys + r] */
 AI void store_tile(const __m256 *acc, int R, float *y, size_t ys) {
@@ -221,16 +213,39 @@ AI void q4k_unpack16(const uint8_t *q, uint32_t *out) {
     out[3] = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
 }
 
+/* shuffle masks: int16 word j of each 128-bit half in all 8 words of it */
+AI __m256i word_bcast_mask(int lo, int hi) {
+    return _mm256_setr_epi8((char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1));
+}
+
+/* prefetch `bytes` from p (one line per 48 bytes: no line skipped) */
+AI const char *prefetch_step(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 48) _mm_prefetch(p + o, _MM_HINT_T0);
+    return p + bytes;
+}
+
+/* The K-quant GEMVs read each of the 8 rows in runs of GV_K elements and,
+ * as they go, prefetch the next 8 rows (one contiguous stretch) linearly:
+ * ws/nb bytes per row-block step, so it is all requested by the end. */
 static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {
     enum { KC = GV_K / RT_QK_K };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK_K;
+    const size_t pstep = (ws + (size_t)nb - 1) / (size_t)nb;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i P[KC][8];
     __m128i MP[KC][8];
     for (int j = 0; j < m; j++) {
         const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as);
+        const char *pf = w + 8 * ws;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b0 = 0; b0 < nb; b0 += KC) {
             int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
@@ -242,13 +257,13 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
             }
             for (int r = 0; r < 8; r++) {
                 const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b0;
-                if (b0 + KC < nb) prefetch_span((const char *)(wb + KC), sizeof(*wb) * KC);
                 for (int i = 0; i < kc; i++) {
+                    if (j == 0) pf = prefetch_step(pf, pstep);
                     uint32_t sm[4];
                     q4k_unpack16(wb[i].scales, sm);
-                    const uint8_t *sc = (const uint8_t *)sm;
-                    __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 2)));
-                    MP[i][r] = _mm_madd_epi16(mn16, as16[i]);
+                    __m128i s8 = _mm_loadu_si128((const __m128i *)sm); /* sc[0..7], mn[0..7] */
+                    __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s8));
+                    MP[i][r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(s8, 8)), as16[i]);
                     const int8_t *aq0 = a[b0 + i].qs;
                     __m256i s = _mm256_setzero_si256();
                     UNROLL
@@ -259,10 +274,10 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
                         const int8_t *aq = aq0 + 64 * c;
                         __m256i p0 = _mm256_madd_epi16(
                             _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)),
-                            _mm256_set1_epi16(sc[2 * c]));
+                            _mm256_shuffle_epi8(sc16, word_bcast_mask(2 * c, 2 * c)));
                         __m256i p1 = _mm256_madd_epi16(
                             _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))),
-                            _mm256_set1_epi16(sc[2 * c + 1]));
+                            _mm256_shuffle_epi8(sc16, word_bcast_mask(2 * c + 1, 2 * c + 1)));
                         s = _mm256_add_epi32(s, _mm256_add_epi32(p0, p1));
                     }
                     P[i][r] = s;
@@ -389,31 +404,37 @@ static void gv_q6_K(int64_t k, const void *wp, size_t ws, const void *actp, size
     enum { KC = GV_K / RT_QK_K };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK_K;
+    const size_t pstep = (ws + (size_t)nb - 1) / (size_t)nb;
     _Alignas(32) uint8_t u[RT_QK_K];
     __m256i P[KC][8];
     for (int j = 0; j < m; j++) {
         const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as);
+        const char *pf = w + 8 * ws;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b0 = 0; b0 < nb; b0 += KC) {
             int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
             for (int r = 0; r < 8; r++) {
                 const rt_block_q6_K *wr = (const rt_block_q6_K *)(w + r * ws) + b0;
-                if (b0 + KC < nb) prefetch_span((const char *)(wr + KC), sizeof(*wr) * KC);
                 for (int i = 0; i < kc; i++) {
+                    if (j == 0) pf = prefetch_step(pf, pstep);
                     const rt_block_q6_K *wb = wr + i;
                     const rt_block_q8_K *ab = a + b0 + i;
                     q6k_unpack(wb, u);
-                    const int8_t *scs = wb->scales;
+                    /* the 16 group scales as int16: groups 0..7 / 8..15 in
+                     * both halves; 32 elements c = groups 2c (low half of
+                     * the products), 2c+1 (high half) */
+                    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+                    __m256i slo = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+                    __m256i shi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
                     __m256i s = _mm256_setzero_si256();
                     UNROLL
-                    for (int c = 0; c < 8; c++) { /* 32 elements = groups 2c, 2c+1 */
+                    for (int c = 0; c < 8; c++) {
                         __m256i q = _mm256_load_si256((const __m256i *)(u + 32 * c));
                         __m256i av = _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * c));
-                        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scs[2 * c + 1]),
-                                                       _mm_set1_epi16(scs[2 * c]));
+                        __m256i scv = _mm256_shuffle_epi8(c < 4 ? slo : shi,
+                                                          word_bcast_mask(2 * (c & 3), 2 * (c & 3) + 1));
                         s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), scv));
                     }
-                    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
                     __m256i bsum = _mm256_loadu_si256((const __m256i *)ab->bsums);
                     P[i][r] = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsum), 5));
                 }
