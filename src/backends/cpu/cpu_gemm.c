@@ -22,7 +22,6 @@
 
 #include "base/err.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #define PANEL_BUDGET (256 * 1024) /* unpacked weight panels of one prefill task (L2) */
@@ -88,14 +87,9 @@ static void gemm_task(void *ctxp, int64_t task, int thread) {
     }
 }
 
-/* ---- decode: per-thread ranges with stealing ---------------------------- */
+/* ---- decode: per-thread ranges of 8-row tiles ------------------------- */
 
-#define GV_MAX_THREADS 64
-#define GV_CLAIM 4 /* tiles taken per claim (own range: from the front) */
-
-typedef struct {
-    _Alignas(64) _Atomic uint64_t fb; /* front | back << 32, in tiles */
-} gv_range;
+#define GV_CLAIM 2 /* tiles per claim */
 
 typedef struct {
     const cpu_kernels *k;
@@ -108,12 +102,11 @@ typedef struct {
     float *y;
     size_t ys;
     const float *bias;
-    int n_ranges;
-    gv_range *ranges;
 } gv_job;
 
 /* tiles [t0, t1): rows 8*t0 .. min(8*t1, out) */
-static void gv_tiles(const gv_job *j, int64_t t0, int64_t t1) {
+static void gv_tiles(void *ctxp, int64_t t0, int64_t t1) {
+    const gv_job *j = ctxp;
     int64_t r0 = 8 * t0, r1 = 8 * t1 < j->out ? 8 * t1 : j->out;
     cpu_gv_fn gv = j->k->gv[j->wt];
     cpu_mm_fn mm = j->k->mm[j->wt];
@@ -128,49 +121,6 @@ static void gv_tiles(const gv_job *j, int64_t t0, int64_t t1) {
     if (j->bias)
         for (int64_t t = 0; t < j->n; t++)
             for (int64_t r = r0; r < r1; r++) j->y[t * j->ys + r] += j->bias[r];
-}
-
-/* Claims up to GV_CLAIM tiles of range g, from the front (own range) or the
- * back (stealing); 0 when it is empty. */
-static int gv_claim(gv_range *g, int front, int64_t *t0, int64_t *t1) {
-    uint64_t v = atomic_load_explicit(&g->fb, memory_order_relaxed);
-    for (;;) {
-        uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
-        if (f >= b) return 0;
-        uint32_t c = b - f < GV_CLAIM ? b - f : GV_CLAIM;
-        uint64_t nv = front ? (uint64_t)(f + c) | (uint64_t)b << 32 : (uint64_t)f | (uint64_t)(b - c) << 32;
-        if (atomic_compare_exchange_weak_explicit(&g->fb, &v, nv, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-            *t0 = front ? f : b - c;
-            *t1 = front ? f + c : b;
-            return 1;
-        }
-    }
-}
-
-static void gv_task(void *ctxp, int64_t task, int thread) {
-    (void)thread;
-    const gv_job *j = ctxp;
-    int64_t t0, t1;
-    while (gv_claim(&j->ranges[task], 1, &t0, &t1)) gv_tiles(j, t0, t1);
-    for (int i = 1; i < j->n_ranges; i++) {
-        gv_range *g = &j->ranges[(task + i) % j->n_ranges];
-        while (gv_claim(g, 0, &t0, &t1)) gv_tiles(j, t0, t1);
-    }
-}
-
-static void gv_run(cpu_ctx *c, gv_job *j) {
-    gv_range ranges[GV_MAX_THREADS];
-    int64_t nt = (j->out + 7) / 8;
-    int nr = c->n_threads < GV_MAX_THREADS ? c->n_threads : GV_MAX_THREADS;
-    if (nr > nt) nr = (int)nt;
-    for (int i = 0; i < nr; i++) {
-        uint64_t f = (uint64_t)(nt * i / nr), b = (uint64_t)(nt * (i + 1) / nr);
-        atomic_init(&ranges[i].fb, f | b << 32);
-    }
-    j->n_ranges = nr;
-    j->ranges = ranges;
-    cpu_parallel(c, nr, gv_task, j, j->n * j->in * j->out);
 }
 
 typedef struct {
@@ -245,7 +195,7 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
     if (!ng) { /* decode */
         gv_job g = {.k = c->k, .wt = w->dtype, .w = w->data, .ws = (size_t)w->stride[0], .in = in,
                     .out = out, .n = n, .act = act, .as = arow, .y = y, .ys = ys, .bias = bias};
-        gv_run(c, &g);
+        cpu_parallel_ranges(c, (out + 7) / 8, GV_CLAIM, gv_tiles, &g, n * in * out);
         return VC_OK;
     }
     gemm_job j = {.k = c->k, .wt = w->dtype, .w = w->data, .ws = (size_t)w->stride[0], .in = in,
