@@ -200,19 +200,6 @@ AI void q4k_scales(const uint8_t *scales, int16_t *sc, int32_t *mpair) {
     for (int p = 0; p < 4; p++) mpair[p] = (int32_t)((uint32_t)m[2 * p] | (uint32_t)m[2 * p + 1] << 16);
 }
 
-/* Q4_K scales and mins from the 12 packed bytes (rt_q4k_scale_min for all
- * 8 sub-blocks at once): sc[0..7] then mn[0..7] as bytes of 4 words */
-AI void q4k_unpack16(const uint8_t *q, uint32_t *out) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, q, 4);
-    memcpy(&u1, q + 4, 4);
-    memcpy(&u2, q + 8, 4);
-    out[0] = u0 & 0x3f3f3f3fu;
-    out[1] = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
-    out[2] = u1 & 0x3f3f3f3fu;
-    out[3] = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
-}
-
 /* shuffle masks: int16 word j of each 128-bit half in all 8 words of it */
 AI __m256i word_bcast_mask(int lo, int hi) {
     return _mm256_setr_epi8((char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
@@ -234,6 +221,19 @@ AI const char *prefetch_step(const char *p, size_t bytes) {
 /* The K-quant GEMVs read each of the 8 rows in runs of GV_K elements and,
  * as they go, prefetch the next 8 rows (one contiguous stretch) linearly:
  * ws/nb bytes per row-block step, so it is all requested by the end. */
+/* Q4_K scales and mins of the 8 sub-blocks (rt_q4k_scale_min for all at
+ * once) in a register: bytes 0..7 scales, 8..15 mins. The 12 packed bytes
+ * are at q; the 4 after them (inside the block) are read and ignored. */
+AI __m128i q4k_unpack16_v(const uint8_t *q) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);                 /* u0 u1 u2 . */
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));       /* u0 u2 u1 u2 */
+    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));       /* u0 u0 u1 u1 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                               _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(lo, hi);
+}
+
 static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {
     enum { KC = GV_K / RT_QK_K };
@@ -259,9 +259,7 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
                 const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b0;
                 for (int i = 0; i < kc; i++) {
                     if (j == 0) pf = prefetch_step(pf, pstep);
-                    uint32_t sm[4];
-                    q4k_unpack16(wb[i].scales, sm);
-                    __m128i s8 = _mm_loadu_si128((const __m128i *)sm); /* sc[0..7], mn[0..7] */
+                    __m128i s8 = q4k_unpack16_v(wb[i].scales); /* sc[0..7], mn[0..7] */
                     __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s8));
                     MP[i][r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(s8, 8)), as16[i]);
                     const int8_t *aq0 = a[b0 + i].qs;
