@@ -114,9 +114,10 @@ else
     echo "nsys: not installed"
 fi
 say "engine gates on the GPU (VLLM_TEST_DEVICE=cuda): batch invariance, seeds, async == sync"
-cmake --build build-gpu -j"$(nproc)" --target test_engine test_engine_async test_async_engine >"$OUT/build_engine.log" 2>&1 ||
+GATES=(test_engine test_engine_async test_async_engine test_engine_devsample test_engine_async_64 ${VLLM_E2E_EXTRA_GATES:-})
+cmake --build build-gpu -j"$(nproc)" --target "${GATES[@]}" >"$OUT/build_engine.log" 2>&1 ||
     grep -E "error" "$OUT/build_engine.log" | head
-for t in test_engine test_engine_async test_async_engine; do
+for t in "${GATES[@]}"; do
     (cd build-gpu && VLLM_TEST_DEVICE=cuda timeout 120 ./$t) >"$OUT/$t.log" 2>&1
     echo "$t on cuda: exit $? $(grep -cE '^\[       OK \]' "$OUT/$t.log") ok, $(grep -cE '^\[  FAILED  \] test' "$OUT/$t.log") failed"
     grep -E "^\[  (FAILED|ERROR|SKIPPED) |error:" "$OUT/$t.log" | head -5
@@ -131,7 +132,7 @@ $V bench --device cuda --model $M --num-prompts 64 --input-len 256 --output-len 
 grep -iE "throughput|Mean TTFT|Mean TPOT" "$OUT/bench_async.log" | head -6
 if [ "${VLLM_E2E_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     # last, with whatever time is left (VLLM_E2E_BUDGET seconds from the start)
-    for t in test_cuda_ops test_cuda_model; do
+    for t in ${VLLM_E2E_MEMCHECK_TESTS:-test_cuda_fused test_cuda_sample test_cuda_flash test_cuda_ops test_cuda_model}; do
         left=$(( ${VLLM_E2E_BUDGET:-280} - ($(date +%s) - t0) ))
         [ $left -gt 20 ] || { echo "memcheck $t: no time left"; continue; }
         say "compute-sanitizer memcheck $t (limit ${left}s)"

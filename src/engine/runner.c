@@ -4,6 +4,7 @@
 
 #include "base/err.h"
 #include "engine/runner_int.h"
+#include "runtime/ops.h"
 #include "sample/batch.h"
 #include "sample/from_request.h"
 
@@ -31,6 +32,7 @@ static void slot_free(erun_slot *sl) {
     free(sl->fill_ids);
     free(sl->fill_src);
     free(sl->fill_hist);
+    free(sl->fill_row);
     free(sl->tokens);
     free(sl->ranks);
     free(sl->n_lp);
@@ -58,6 +60,7 @@ static int slot_alloc(erun_slot *sl, int64_t T, int64_t S, int64_t M, int32_t st
     sl->fill_ids = malloc((size_t)S * sizeof *sl->fill_ids);
     sl->fill_src = malloc((size_t)S * sizeof *sl->fill_src);
     sl->fill_hist = malloc((size_t)S * sizeof *sl->fill_hist);
+    sl->fill_row = malloc((size_t)S * sizeof *sl->fill_row);
     sl->tokens = malloc((size_t)S * sizeof *sl->tokens);
     sl->ranks = malloc((size_t)S * sizeof *sl->ranks);
     sl->n_lp = malloc((size_t)S * sizeof *sl->n_lp);
@@ -65,8 +68,8 @@ static int slot_alloc(erun_slot *sl, int64_t T, int64_t S, int64_t M, int32_t st
     sl->lp_vals = malloc((size_t)(S * stride) * sizeof *sl->lp_vals);
     if (!sl->ids || !sl->pos || !sl->slots || !sl->rows || !sl->slots64 || !sl->qsl || !sl->seq_lens || !sl->bt ||
         !sl->plp_req || !sl->plp_pos || !sl->plp_next || !sl->plp_k || !sl->srows || !sl->hist_off ||
-        !sl->hist_len || !sl->fill_ids || !sl->fill_src || !sl->fill_hist || !sl->tokens || !sl->ranks ||
-        !sl->n_lp || !sl->lp_ids || !sl->lp_vals)
+        !sl->hist_len || !sl->fill_ids || !sl->fill_src || !sl->fill_hist || !sl->fill_row || !sl->tokens ||
+        !sl->ranks || !sl->n_lp || !sl->lp_ids || !sl->lp_vals)
         return vc_err_set(VC_ERR_OOM, "runner: out of memory");
     sl->out = (smp_batch_out){.tokens = sl->tokens, .stride = stride, .lp_ids = sl->lp_ids,
                               .lp_vals = sl->lp_vals, .ranks = sl->ranks, .n_logprobs = sl->n_lp};
@@ -105,6 +108,33 @@ erun_runner *erun_create(mdl_model *m, const erun_params *p) {
     int32_t stride = smp_batch_output(r->sampler)->stride;
     for (int i = 0; i < ERUN_SLOTS; i++)
         if (slot_alloc(&r->slots[i], T, S, r->max_blocks, stride) < 0) goto fail;
+    /* VLLM_DEVICE_SAMPLING: 0 never, 1 wherever the model can (the CPU
+     * too: its op is the host sampler), auto (default) off the CPU. */
+    const char *ds = getenv("VLLM_DEVICE_SAMPLING");
+    bool ds_on = ds && !strcmp(ds, "1"), ds_off = ds && !strcmp(ds, "0");
+    if (ds && *ds && !ds_on && !ds_off && strcmp(ds, "auto")) {
+        vc_err_set(VC_ERR_INVALID, "VLLM_DEVICE_SAMPLING must be 0, 1 or auto, got '%s'", ds);
+        goto fail;
+    }
+    r->dev_sample = !ds_off && mdl_can_sample(m) && (ds_on || mdl_device(m) != RT_DEV_CPU);
+    /* VLLM_ASYNC_DEVICE_IDS: 1 (default) the device mirror wherever the
+     * model can splice (the CPU too, same code path), 0 the host fill. */
+    const char *ad = getenv("VLLM_ASYNC_DEVICE_IDS");
+    if (ad && *ad && strcmp(ad, "0") && strcmp(ad, "1")) {
+        vc_err_set(VC_ERR_INVALID, "VLLM_ASYNC_DEVICE_IDS must be 0 or 1, got '%s'", ad);
+        goto fail;
+    }
+    r->mirror = !(ad && !strcmp(ad, "0")) && mdl_can_mirror(m);
+    r->dfp = malloc((size_t)S * RT_SAMPLE_NF * sizeof *r->dfp);
+    r->dip = malloc((size_t)S * RT_SAMPLE_NI * sizeof *r->dip);
+    r->dus = malloc((size_t)S * sizeof *r->dus);
+    r->prev_ids = malloc((size_t)S * sizeof *r->prev_ids);
+    r->drow_last = malloc((size_t)S * sizeof *r->drow_last);
+    r->dsp_hist = malloc((size_t)S * sizeof *r->dsp_hist);
+    if (!r->dfp || !r->dip || !r->dus || !r->prev_ids || !r->drow_last || !r->dsp_hist) {
+        vc_err_set(VC_ERR_OOM, "runner: out of memory");
+        goto fail;
+    }
     r->logits = malloc((size_t)(S * r->vocab) * sizeof *r->logits);
     r->logits_cap = S;
     r->samp_cap = 64;
@@ -131,6 +161,13 @@ void erun_free(erun_runner *r) {
     mdl_kv_free(r->kv);
     for (int i = 0; i < ERUN_SLOTS; i++) slot_free(&r->slots[i]);
     free(r->logits);
+    free(r->dfp);
+    free(r->dip);
+    free(r->dus);
+    free(r->dhist);
+    free(r->prev_ids);
+    free(r->drow_last);
+    free(r->dsp_hist);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
@@ -259,6 +296,7 @@ int erun_stage(erun_runner *r, const esched_output *so, erun_slot **out) {
             return vc_err_set(VC_ERR_INVALID, "runner: inconsistent schedule for request %lld", (long long)q->id);
         int32_t known = it->num_tokens - ph;
         memcpy(sl->ids + T, q->tokens + it->start, (size_t)known * sizeof(int32_t));
+        if (ph) sl->ids[T + known] = 0; /* placeholder (a valid id until filled) */
         kv_slot_mapping(blocks, nb, B, it->start, it->num_tokens, sl->slots64 + T);
         for (int32_t j = 0; j < it->num_tokens; j++) {
             sl->pos[T + j] = it->start + j;
@@ -283,6 +321,8 @@ int erun_stage(erun_runner *r, const esched_output *so, erun_slot **out) {
                                       (long long)q->id);
                 sl->fill_ids[n_fill] = T + it->num_tokens - 1;
                 sl->fill_hist[n_fill] = hist + q->num_tokens;
+                sl->hist[hist + q->num_tokens] = 0;
+                sl->fill_row[n_fill] = k;
                 sl->fill_src[n_fill++] = ss->last_row;
             }
             ss->last_ticket = t;
@@ -323,6 +363,8 @@ int erun_stage(erun_runner *r, const esched_output *so, erun_slot **out) {
     sl->S = S;
     sl->T = T;
     sl->n_fill = n_fill;
+    sl->mt = 0;
+    sl->pending = false;
     sl->rc = 0;
     sl->err[0] = 0;
     r->staged = t;
@@ -339,6 +381,8 @@ int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled) {
     erun_exec_slot(r, sl);
     r->waited = r->done = r->submitted = sl->ticket;
     if (sl->rc < 0) return vc_err_set(sl->rc, "%s", sl->err);
+    rc = erun_collect_slot(r, sl);
+    if (rc < 0) return rc;
     memcpy(sampled, sl->tokens, (size_t)sl->n_sample * sizeof *sampled);
     r->last_out = &sl->out;
     return VC_OK;

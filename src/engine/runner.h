@@ -21,9 +21,15 @@
  * positions, slots, block tables, sampler history), so the engine may
  * change requests while the step runs. An input that is a placeholder
  * (esched_item.num_placeholder_inputs, at most one per request) is the
- * token the previous step sampled for that request: the worker copies it
- * from that step's result buffer when it starts the step; nothing on the
- * engine thread reads that buffer before erun_wait returns it. At most two
+ * token the previous step sampled for that request. With the device mirror
+ * (default where the model can splice; VLLM_ASYNC_DEVICE_IDS=0 turns it
+ * off) it never visits the host: the worker enqueues the step with the
+ * placeholders spliced in on the device from the previous step's sampled
+ * ids, and a step's ids are copied to the host behind it and awaited by
+ * erun_wait, so step n+1 is queued before step n's ids reach the host.
+ * Without it, the worker copies the token from the previous step's result
+ * buffer when it starts the step. Either way nothing on the engine thread
+ * reads a step's results before erun_wait returns them. At most two
  * steps are unwaited at once (submit refuses a third), waits go in order.
  * A request's sampler state must outlive the steps that use it: call
  * erun_release only after waiting for every step that named the request.

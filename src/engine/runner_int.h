@@ -8,10 +8,21 @@
  * arrays grow, block tables change, requests finish). The only inputs not
  * on the host at staging time are the tokens sampled by the previous step
  * (async scheduling placeholders): the slot lists where they go (fill_*),
- * and the executor copies them from the previous slot's results when it
- * starts the step. Three slots suffice because the engine stages step t
- * only after it has waited for step t - 2: step t - 3's slot is then
- * consumed, and its tokens were read by step t - 2 when that started.
+ * staged as 0. Three slots suffice because the engine stages step t only
+ * after it has waited for step t - 2: step t - 3's slot is then consumed,
+ * and its tokens were read by step t - 2 when that started.
+ *
+ * Placeholders, two ways:
+ *  - the device mirror (r->mirror, the default where the model can splice;
+ *    VLLM_ASYNC_DEVICE_IDS=0 turns it off): a step's sampled ids stay on
+ *    the device under a model ticket (sl->mt); the next step is enqueued
+ *    with its placeholders spliced in on the device (mdl_splice) before
+ *    those ids reach the host. The worker only enqueues; the engine thread
+ *    collects the ids in erun_wait (sl->pending). A step sampled on the
+ *    host reads the previous ids through mdl_collect and puts its own on
+ *    the device (mdl_mirror_put).
+ *  - host fill: the executor copies them from the previous slot's results
+ *    when it starts the step (every forward returns its ids synchronously).
  */
 #ifndef ERUN_RUNNER_INT_H
 #define ERUN_RUNNER_INT_H
@@ -46,6 +57,11 @@ typedef struct {
     int32_t n_fill;
     int32_t *fill_ids, *fill_src;      /* [S] */
     int64_t *fill_hist;                /* [S] */
+    int32_t *fill_row;                 /* [S] this step's sampling row the token feeds */
+    /* device mirror: the model ticket of the sampled ids (0: none) and
+     * whether they still have to be collected into `tokens` */
+    mdl_ticket mt;
+    bool pending;
     /* results (valid once the step completed) */
     smp_batch_out out;                 /* points at the arrays below */
     int32_t *tokens, *ranks, *n_lp;    /* [S] */
@@ -74,6 +90,19 @@ struct erun_runner {
     erun_prompt_lp_fn plp_cb;
     void *plp_ctx;
     smp_batch *sampler; /* the executor's */
+    /* Device sampling (runner_queue.c): on when the model can sample on its
+     * device and VLLM_DEVICE_SAMPLING allows; the executor's scratch. */
+    bool dev_sample;
+    float *dfp;         /* [S, RT_SAMPLE_NF] */
+    int32_t *dip;       /* [S, RT_SAMPLE_NI] */
+    double *dus;        /* [S] */
+    int32_t *dhist;     /* [dhist_cap] penalised rows' histories */
+    int64_t dhist_cap;
+    /* Device mirror (see the top): on, and the executor's scratch. */
+    bool mirror;
+    int32_t *prev_ids;  /* [S] the previous step's ids, for a host-sampled step's history */
+    int32_t *drow_last; /* [S] per sampling row: its in-flight token's index in dhist, or -1 */
+    int32_t *dsp_hist;  /* [S] per fill: the same, handed to the splice */
     samp_slot *samp;    /* the engine thread's */
     int64_t samp_cap, samp_used;
     erun_slot slots[ERUN_SLOTS];
@@ -94,5 +123,8 @@ int erun_stage(erun_runner *r, const esched_output *so, erun_slot **out);
 /* Run a staged slot: fill in-flight tokens, forward, prompt logprobs,
  * sample, copy the results into the slot. Sets sl->rc (and sl->err). */
 void erun_exec_slot(erun_runner *r, erun_slot *sl);
+/* After the step ran (or was enqueued): its device-mirror ids into the
+ * slot's tokens (waits for their copy). Engine thread. */
+int erun_collect_slot(erun_runner *r, erun_slot *sl);
 
 #endif

@@ -93,7 +93,9 @@ esched *esched_create(const esched_params *p) {
     }
     s->B = kv_mgr_block_size(s->kv);
     s->usable_blocks = kv_pool_num_blocks(kv_mgr_pool(s->kv)) - 1;
-    s->running = malloc((size_t)p->max_num_seqs * sizeof *s->running);
+    /* 2x: with async scheduling, requests whose last token is in flight keep
+     * their entry until it arrives but no longer hold a seat (below). */
+    s->running = malloc((size_t)p->max_num_seqs * 2 * sizeof *s->running);
     if (!s->running) goto oom;
     return s;
 oom:
@@ -332,6 +334,23 @@ static void remove_item_of(esched_output *out, const ereq *r, int32_t *budget) {
         }
 }
 
+/* Async: the step in flight already samples the request's last allowed
+ * token (max_tokens), so it is not scheduled again and gives up its seat
+ * at once. Sync scheduling would have finished it before planning this
+ * step, so the step then holds the same requests in both modes: with a
+ * device whose kernels depend on the batch shape, async output equals sync
+ * output (vLLM keeps the seat until the token arrives). */
+static bool last_token_in_flight(const ereq *r) {
+    return r->num_output_placeholders > 0 &&
+           (int64_t)r->num_computed + 2 - r->num_output_placeholders >= (int64_t)r->num_prompt + r->sp.max_tokens;
+}
+
+static int32_t count_last_in_flight(const esched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_running; i++) n += last_token_in_flight(s->running[i]);
+    return n;
+}
+
 /* Running requests in order; returns a negative status only on a KV
  * manager error. */
 static int schedule_running(esched *s, esched_output *out, int32_t *budget) {
@@ -339,9 +358,7 @@ static int schedule_running(esched *s, esched_output *out, int32_t *budget) {
     int32_t i = 0;
     while (i < s->n_running && *budget > 0) {
         ereq *r = s->running[i];
-        /* Async: the step in flight already samples the last allowed token. */
-        if (r->num_output_placeholders > 0 &&
-            (int64_t)r->num_computed + 2 - r->num_output_placeholders >= (int64_t)r->num_prompt + r->sp.max_tokens) {
+        if (last_token_in_flight(r)) {
             i++;
             continue;
         }
@@ -382,7 +399,8 @@ static int schedule_running(esched *s, esched_output *out, int32_t *budget) {
 
 static int schedule_waiting(esched *s, esched_output *out, int32_t *budget) {
     const esched_params *p = &s->p;
-    while (s->waiting.n > 0 && *budget > 0 && s->n_running < p->max_num_seqs) {
+    int32_t leaving = count_last_in_flight(s);
+    while (s->waiting.n > 0 && *budget > 0 && s->n_running - leaving < p->max_num_seqs) {
         ereq *r = esched_queue_at(&s->waiting, 0);
         kv_hit hit;
         kv_mgr_get_computed_blocks(s->kv, r->seq, &hit);
@@ -411,7 +429,7 @@ int esched_schedule(esched *s, esched_output *out) {
     out->total_tokens = 0;
     int32_t most = s->p.max_num_seqs;
     int rc = grow((void **)&out->items, &out->cap_items, most, sizeof *out->items);
-    if (!rc) rc = grow((void **)&out->preempted, &out->cap_preempted, most, sizeof *out->preempted);
+    if (!rc) rc = grow((void **)&out->preempted, &out->cap_preempted, 2 * most, sizeof *out->preempted);
     if (!rc) rc = grow((void **)&out->finished_ids, &out->cap_finished, s->n_finished, sizeof *out->finished_ids);
     if (rc) return rc;
     if (s->n_finished) memcpy(out->finished_ids, s->finished_ids, (size_t)s->n_finished * sizeof *out->finished_ids);
@@ -515,7 +533,7 @@ int esched_update(esched *s, const esched_output *out, const int32_t *sampled, i
 
 void esched_get_stats(const esched *s, esched_stats *out) {
     memset(out, 0, sizeof *out);
-    out->num_running = s->n_running;
+    out->num_running = s->n_running - count_last_in_flight(s); /* seats held */
     out->num_waiting = s->waiting.n;
     out->kv_usage = kv_mgr_usage(s->kv);
     out->num_preemptions_total = s->num_preemptions;

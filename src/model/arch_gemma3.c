@@ -33,14 +33,11 @@
 static int gemma3_load(mdl_model *m) {
     const mdl_config *c = &m->cfg;
     int64_t d = c->hidden, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    int64_t ff = c->intermediate, V = c->vocab, hd = c->head_dim;
-    int64_t s_vd[2] = {V, d}, s_d[1] = {d};
+    int64_t ff = c->intermediate, hd = c->head_dim;
+    int64_t s_d[1] = {d};
     if (c->rot_dim != hd) return vc_err_set(VC_ERR_FORMAT, "%s: Gemma 3 rotates the whole head", mdl_get_path(m));
-    if (mdl_bind(m, &m->tok_embd, "token_embd.weight", 2, s_vd, true) < 0) return -1;
+    if (mdl_bind_embedding(m) < 0) return -1;
     if (mdl_bind(m, &m->out_norm, "output_norm.weight", 1, s_d, true) < 0) return -1;
-    if (!c->tie_embeddings && mdl_bind_split(m, &m->output, "output.weight", 2, s_vd, 0, false) < 0) return -1;
-    /* Tied (or GGUF without output.weight): this rank's vocab rows. */
-    if (!m->output.data) m->output = rt_tensor_slice0(&m->tok_embd, m->tp_rank * m->vocab_l, m->vocab_l);
     m->embed_scale = sqrtf((float)d);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) return vc_err_set(VC_ERR_OOM, "out of memory");
@@ -84,7 +81,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
     mdl_step_views sv;
     mdl_step_views_make(m, n, S, max_blocks, &sv);
 
-    MDL_TRY(rt_embed(be, &sv.x, &m->tok_embd, &sv.ids));
+    MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
     MDL_TRY(rt_scale(be, &sv.x, &sv.x, m->embed_scale));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];

@@ -221,7 +221,8 @@ static int alloc_activations(mdl_model *m) {
         {&m->qsl, RT_I32, B + 1, 0},
         {&m->seq_lens, RT_I32, B, 0},
         {&m->logit_rows, RT_I32, B, 0},
-        {&m->argmax, RT_I32, B, 0},
+        {&m->samp_f, RT_F32, B, RT_SAMPLE_NF},
+        {&m->samp_i, RT_I32, B, RT_SAMPLE_NI},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         int64_t s2[2] = {bufs[i].rows, bufs[i].cols};
@@ -295,7 +296,7 @@ mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, 
     (void)g_archs;
     if (mdl_tp_setup(m, rank, size) < 0) goto fail;
     if (m->arch->load(m) < 0 || resolve_kv_dtype(m, p->kv_dtype) < 0 || make_inv_freq(m) < 0 ||
-        alloc_activations(m) < 0)
+        alloc_activations(m) < 0 || (rank == 0 && mdl_mirror_init(m) < 0))
         goto fail;
     VC_INFO("loaded %s: %s, %lld layers, hidden %lld, heads %lld/%lld, vocab %lld, kv cache %s", path,
             m->cfg.arch, (long long)m->cfg.n_layers, (long long)m->cfg.hidden, (long long)m->cfg.n_heads,
@@ -308,6 +309,7 @@ fail:
 
 void mdl_free(mdl_model *m) {
     if (!m) return;
+    mdl_mirror_free(m);
     mdl_graph_free_all(m);
     if (m->tp) mdl_tp_group_stop(m);
     if (m->logits_l.data) rt_backend_free_mem(m->be, m->logits_l.data);
@@ -315,6 +317,8 @@ void mdl_free(mdl_model *m) {
     free(m->owned);
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
     if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
+    if (m->samp_hist.data) rt_backend_free_mem(m->be, m->samp_hist.data);
+    if (m->samp_cnt.data) rt_backend_free_mem(m->be, m->samp_cnt.data);
     free(m->layers);
     for (void **b = m->host_bufs; b;) { /* host_keep chain */
         void **next = *b;
@@ -451,20 +455,61 @@ int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64
     return rt_tensor_copy_bytes(m->be, &d, &h);
 }
 
-/* The n_logits rows of m->logits to the host: all of them (logits), or
- * their argmax (ids): computed on the device with one rank; under TP the
- * rows are split over the vocabulary, so they are gathered on the host
+/* Device buffers of the sampling inputs: the history grows to n ids; the
+ * penalty counts to rows [rows, V], zeroed once (the op leaves them zero). */
+static int ensure_sample_bufs(mdl_model *m, int64_t n_hist, int64_t rows) {
+    if (n_hist > m->samp_hist_cap) {
+        if (m->samp_hist.data) rt_backend_free_mem(m->be, m->samp_hist.data);
+        int64_t cap = n_hist < 65536 ? 65536 : n_hist * 2;
+        m->samp_hist = rt_tensor_alloc(m->be, RT_I32, 1, &cap);
+        m->samp_hist_cap = m->samp_hist.data ? cap : 0;
+        if (!m->samp_hist.data) return vc_err_set(VC_ERR_OOM, "out of memory for sampling histories");
+    }
+    if (n_hist > 0 && rows > m->samp_cnt_rows) {
+        if (m->samp_cnt.data) rt_backend_free_mem(m->be, m->samp_cnt.data);
+        int64_t shape[2] = {(rows + 63) / 64 * 64, m->cfg.vocab};
+        m->samp_cnt = rt_tensor_alloc(m->be, RT_I32, 2, shape);
+        m->samp_cnt_rows = 0;
+        if (!m->samp_cnt.data) return vc_err_set(VC_ERR_OOM, "out of memory for sampling counts");
+        void *zeros = calloc((size_t)rt_tensor_nbytes(&m->samp_cnt), 1);
+        if (!zeros) return vc_err_set(VC_ERR_OOM, "out of memory");
+        rt_tensor hz = rt_tensor_make(zeros, RT_I32, RT_DEV_CPU, 2, shape);
+        int rc = rt_tensor_copy_bytes(m->be, &m->samp_cnt, &hz);
+        if (rc == 0) rc = rt_backend_sync(m->be); /* the staging may still read `zeros` */
+        free(zeros);
+        if (rc < 0) return rc;
+        m->samp_cnt_rows = shape[0];
+    }
+    return VC_OK;
+}
+
+int mdl_sample_rows(mdl_model *m, int64_t L, rt_tensor *dst, const mdl_sample_args *sa) {
+    int rc = ensure_sample_bufs(m, sa->n_hist, L);
+    if (rc < 0) return rc;
+    rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
+    rt_tensor df = rt_tensor_slice0(&m->samp_f, 0, L), di = rt_tensor_slice0(&m->samp_i, 0, L);
+    rt_tensor hf = rt_tensor_2d((void *)sa->fparams, RT_F32, RT_DEV_CPU, L, RT_SAMPLE_NF);
+    rt_tensor hi = rt_tensor_2d((void *)sa->iparams, RT_I32, RT_DEV_CPU, L, RT_SAMPLE_NI);
+    rc = rt_tensor_copy_bytes(m->be, &df, &hf);
+    if (rc == 0) rc = rt_tensor_copy_bytes(m->be, &di, &hi);
+    rt_tensor dh = {0};
+    if (sa->n_hist > 0) dh = rt_tensor_slice0(&m->samp_hist, 0, sa->n_hist);
+    if (rc == 0 && sa->n_hist > 0) rc = mdl_upload_i32(m, &dh, sa->hist, sa->n_hist);
+    if (rc == 0 && sa->n_hist > 0) rc = mdl_splice_hist(m, &dh); /* in-flight ids of the previous step */
+    if (rc == 0)
+        rc = rt_sample(m->be, dst, &dl, &df, &di, sa->n_hist > 0 ? &dh : NULL, sa->n_hist > 0 ? &m->samp_cnt : NULL);
+    return rc;
+}
+
+/* The n_logits rows of m->logits to the host (see model_impl.h); under TP
+ * the rows are split over the vocabulary, so they are gathered on the host
  * ([tp, L, V/tp] -> [L, V]) and reduced there. */
 int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids) {
     if (L <= 0) return VC_OK;
     int64_t V = m->cfg.vocab;
     if (m->tp_size == 1) {
+        if (!logits) return vc_err_set(VC_ERR_INVALID, "forward: no logits buffer");
         rt_tensor dl = rt_tensor_slice0(&m->logits, 0, L);
-        if (ids) {
-            rt_tensor di = rt_tensor_slice0(&m->argmax, 0, L), hi = rt_tensor_1d(ids, RT_I32, RT_DEV_CPU, L);
-            int rc = rt_argmax(m->be, &di, &dl);
-            return rc < 0 ? rc : rt_tensor_copy_bytes(m->be, &hi, &di);
-        }
         rt_tensor hl = rt_tensor_2d(logits, RT_F32, RT_DEV_CPU, L, V);
         return rt_tensor_copy_bytes(m->be, &hl, &dl);
     }
@@ -497,15 +542,36 @@ int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids) {
 static int rank_prepare(mdl_model *m, mdl_kv *kv, void *arg);
 static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg);
 
+/* The synchronous entry points: enqueue + collect (model_mirror.c). */
 int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits) {
-    return mdl_forward_batch_ex(m, kv, b, logits, NULL);
+    return mdl_forward_batch_splice(m, kv, b, NULL, logits);
 }
 
 int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids) {
-    return mdl_forward_batch_ex(m, kv, b, NULL, ids);
+    mdl_ticket t;
+    int rc = mdl_forward_batch_argmax_async(m, kv, b, NULL, &t);
+    return rc < 0 ? rc : mdl_collect(m, t, ids);
+}
+
+bool mdl_can_sample(const mdl_model *m) {
+    rt_op_args a = {0};
+    return m->tp_size == 1 && rt_op_supported(m->be, RT_OP_SAMPLE, &a);
+}
+
+int mdl_device(const mdl_model *m) { return m->be->device; }
+
+int mdl_forward_batch_sample(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sample_args *sa, int32_t *ids) {
+    mdl_ticket t;
+    int rc = mdl_forward_batch_sample_async(m, kv, b, sa, NULL, &t);
+    return rc < 0 ? rc : mdl_collect(m, t, ids);
 }
 
 int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids) {
+    if (b->n_logits > 0 && !logits == !ids) return vc_err_set(VC_ERR_INVALID, "forward: give logits or ids, not both");
+    return ids ? mdl_forward_batch_argmax(m, kv, b, ids) : mdl_forward_batch(m, kv, b, logits);
+}
+
+int mdl_forward_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b) {
     int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, V = m->cfg.vocab;
     if (T <= 0 || T > m->max_batch)
         return vc_err_set(VC_ERR_INVALID, "batch of %lld tokens (max %lld)", (long long)T, (long long)m->max_batch);
@@ -520,13 +586,11 @@ int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *lo
     }
     for (int64_t i = 0; i < L; i++)
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= T) return vc_err_set(VC_ERR_INVALID, "bad logit row");
-    if (L > 0 && !logits == !ids) return vc_err_set(VC_ERR_INVALID, "forward: give logits or ids, not both");
     int rc = VC_OK;
-    if (!m->tp && mdl_graph_step(m, kv, b, logits, ids, &rc)) return rc; /* a decode step replayed as a graph */
+    if (!m->tp && mdl_graph_step(m, kv, b, &rc)) return rc; /* a decode step replayed as a graph */
     /* Buffers first on every rank, so no rank fails between collectives. */
     rc = m->tp ? mdl_tp_run(m, kv, rank_prepare, (void *)b) : rank_prepare(m, kv, (void *)b);
     if (rc == 0) rc = m->tp ? mdl_tp_run(m, kv, rank_forward, (void *)b) : rank_forward(m, kv, (void *)b);
-    if (rc == 0) rc = mdl_fetch_logits(m, L, logits, ids);
     return rc;
 }
 
@@ -542,6 +606,7 @@ static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg) {
     const mdl_batch *b = arg;
     int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits;
     int rc = mdl_upload_i32(m, &m->ids, b->ids, T);
+    if (rc == 0) rc = mdl_splice_ids(m, T); /* placeholders: the previous step's ids, on the device */
     if (rc == 0) rc = mdl_upload_i32(m, &m->pos, b->positions, T);
     if (rc == 0) rc = mdl_upload_i32(m, &m->slots, b->slots, T);
     if (rc == 0) rc = mdl_upload_i32(m, &m->qsl, b->qsl, S + 1);

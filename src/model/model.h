@@ -92,8 +92,73 @@ int mdl_forward_batch(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logit
  * logprobs or penalties: copies n_logits ints instead of n_logits x V
  * floats. */
 int mdl_forward_batch_argmax(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int32_t *ids);
+/* The same step, with the n_logits rows sampled on the device (rt_sample,
+ * runtime/ops.h: penalties, temperature, min_p, top_k, top_p, greedy rows
+ * = argmax) and only the ids coming back: ids (host) receives [n_logits].
+ * Row i's parameters are fparams/iparams row i in rt_sample's column
+ * layout; hist holds the histories the penalties read. Needs
+ * mdl_can_sample (VC_ERR_UNSUPPORTED otherwise). */
+typedef struct mdl_sample_args {
+    const float *fparams;   /* [n_logits, RT_SAMPLE_NF] */
+    const int32_t *iparams; /* [n_logits, RT_SAMPLE_NI] */
+    const int32_t *hist;    /* [n_hist] ids in [0, V) (NULL when n_hist == 0) */
+    int64_t n_hist;
+} mdl_sample_args;
+int mdl_forward_batch_sample(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sample_args *sa, int32_t *ids);
+/* The model's backend has the SAMPLE op and the model runs on one rank. */
+bool mdl_can_sample(const mdl_model *m);
+/* The device the model runs on (rt_device). */
+int mdl_device(const mdl_model *m);
 /* Both in one: exactly one of logits / ids is non-NULL. */
 int mdl_forward_batch_ex(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids);
+
+/* Async scheduling's device mirror (model_mirror.c; vLLM's async output +
+ * "combine sampled tokens"): a step is enqueued and its sampled ids are
+ * collected later; the next step may be enqueued in between, its
+ * placeholder ids taken on the device from the step before:
+ *
+ *   mdl_ticket t0, t1;
+ *   mdl_forward_batch_argmax_async(m, kv, &b0, NULL, &t0);   // step 0 queued
+ *   mdl_splice sp = {.prev = t0, .n = 1, .rows = &r, .src = &k};
+ *   mdl_forward_batch_argmax_async(m, kv, &b1, &sp, &t1);    // b1.ids[r] := step 0's id k
+ *   mdl_collect(m, t0, ids0);                                // waits for step 0's ids
+ *   mdl_collect(m, t1, ids1);
+ *
+ * A ticket's ids stay on the device until ticket + 2 is enqueued; their
+ * host copy is queued behind the step and awaited only by mdl_collect.
+ * Ticket t reuses t - 2's buffers and is refused (VC_ERR_INVALID) unless
+ * t - 2 was collected: no buffer is reused before its last copy was seen
+ * to complete. mdl_collect may run on another thread than the enqueues,
+ * concurrently with them and with other collects of the same ticket (the
+ * runner's engine and worker threads). The synchronous entry points above
+ * are enqueue + collect. Needs mdl_can_mirror for a splice. */
+typedef int64_t mdl_ticket; /* 1, 2, ...; 0: none */
+typedef struct {
+    mdl_ticket prev;     /* the last ticket enqueued: its ids are the sources */
+    int32_t n;           /* entries */
+    const int32_t *rows; /* [n] distinct rows of b->ids to overwrite (their host values are placeholders
+                            in [0, V), e.g. 0) */
+    const int32_t *src;  /* [n] rows of prev's ids (its logit-row order) */
+    const int32_t *hist; /* [n] entries of sa->hist to overwrite too, or -1; NULL: none (sample only) */
+} mdl_splice;
+/* One rank, and the backend splices (COMBINE). */
+bool mdl_can_mirror(const mdl_model *m);
+/* Enqueue a step whose n_logits rows reduce to their argmax / device
+ * sample (as mdl_forward_batch_argmax / _sample); sp may be NULL. */
+int mdl_forward_batch_argmax_async(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_splice *sp,
+                                   mdl_ticket *t);
+int mdl_forward_batch_sample_async(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sample_args *sa,
+                                   const mdl_splice *sp, mdl_ticket *t);
+/* A step whose logits go to the host (mdl_forward_batch, synchronous),
+ * with its placeholders spliced (sp may be NULL; no hist entries). */
+int mdl_forward_batch_splice(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_splice *sp, float *logits);
+/* Ids sampled on the host become ticket *t's: queued to the device so the
+ * next step can splice them; already collected. n <= max_batch, ids in
+ * [0, V). */
+int mdl_mirror_put(mdl_model *m, const int32_t *ids, int32_t n, mdl_ticket *t);
+/* Wait until ticket t's ids reached the host; ids (may be NULL) receives
+ * them [n_logits]. Reports the step's device-side errors. Idempotent. */
+int mdl_collect(mdl_model *m, mdl_ticket t, int32_t *ids);
 
 /* A single sequence with a private KV cache for up to max_ctx positions
  * (the simple path used by `vllm run` and tests). */

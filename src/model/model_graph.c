@@ -19,6 +19,10 @@
  * (recording queues nothing), and later steps replay it. A key whose
  * recording fails (an op that cannot be recorded) stays eager.
  *
+ * The graph covers the forward pass only: the splice of in-flight ids
+ * (async scheduling's COMBINE) runs eagerly before the launch, and the
+ * argmax / sampling of the logits rows eagerly after it.
+ *
  * Disabled with VLLM_CUDA_GRAPHS=0 (or a backend without graphs).
  */
 #include "model/model_impl.h"
@@ -164,13 +168,14 @@ static void record(mdl_model *m, mdl_kv *kv, mg_entry *e) {
     e->state = 1;
 }
 
-bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids, int *rc) {
+bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int *rc) {
     if (!graphs_enabled(m) || !is_decode(b) || b->n_tokens > MG_MAX_T) return false;
     int32_t T = b->n_tokens, tb = bucket(T);
     if (tb > m->max_batch) return false;
     *rc = mdl_ensure_block_tables(m, (int64_t)tb * b->max_blocks);
     if (*rc == 0) *rc = mdl_ensure_logits(m, tb);
     if (*rc == 0) *rc = upload_padded(m, b, tb);
+    if (*rc == 0) *rc = mdl_splice_ids(m, tb); /* eager, before the graph reads the ids */
     if (*rc < 0) return true;
     mg_entry *e = find_entry(m, kv, tb, b->max_blocks);
     if (e->state == 1 && (e->bt_data != m->block_tables.data || e->logits_data != m->logits.data)) {
@@ -188,6 +193,5 @@ bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits,
             record(m, kv, e);
         }
     }
-    if (*rc == 0) *rc = mdl_fetch_logits(m, T, logits, ids);
     return true;
 }

@@ -8,6 +8,8 @@
 #include "runtime/comm.h"
 #include "runtime/ops.h"
 
+#include <stdatomic.h>
+
 typedef struct {
     rt_tensor attn_norm;           /* [d] f32 */
     rt_tensor wq, wk, wv, wo;      /* [h*hd,d] [kvh*hd,d] [kvh*hd,d] [d,h*hd] any dtype */
@@ -17,9 +19,31 @@ typedef struct {
     rt_tensor post_attn_norm;      /* optional [d] f32 (Gemma sandwich norm on the attn output) */
     rt_tensor post_ffn_norm;       /* optional [d] f32 (Gemma sandwich norm on the FFN output) */
     rt_tensor w_gate, w_up, w_down; /* [ff,d] [ff,d] [d,ff] */
+    /* Stacked copies (weights_fuse.c), data NULL when not built: on a
+     * backend that holds weight copies anyway, wq/wk/wv (and w_gate/w_up)
+     * are row views of one allocation, so one matmul computes all three. */
+    rt_tensor wqkv;                /* [h*hd + 2*kvh*hd, d] */
+    rt_tensor bqkv;                /* [h*hd + 2*kvh*hd] f32 when bq, bk, bv all exist */
+    rt_tensor w_gu;                /* [2*ff, d] gate rows then up rows */
 } mdl_layer;
 
 typedef struct mdl_arch_impl mdl_arch_impl;
+
+/* One resident ticket of the device mirror (model_mirror.c). The enqueuing
+ * thread writes a slot only when claiming it for a new ticket, which needs
+ * the slot's previous ticket collected; mdl_collect (any thread) reads it
+ * and sets `collected` last. */
+#define MDL_MIRROR 2
+typedef struct {
+    rt_tensor ids;          /* [B] i32 on the device: the step's sampled ids */
+    int32_t *host;          /* [B] their host copy (rt_backend_host_alloc: pinned) */
+    void *ev;               /* recorded behind the host copy */
+    mdl_ticket ticket;      /* 0: free */
+    int32_t n;              /* ids of the step */
+    bool on_device;         /* `ids` holds them (false: computed on the host, TP) */
+    bool queued;            /* the host copy was queued: collect waits for ev */
+    atomic_bool collected;  /* a wait observed the copy (or there was none) */
+} mdl_mirror;
 
 struct mdl_model {
     mdl_config cfg;
@@ -48,11 +72,25 @@ struct mdl_model {
     rt_tensor x, xb;               /* [B,d] */
     rt_tensor q, k, v, att;        /* [B,h*hd] [B,kvh*hd] [B,kvh*hd] [B,h*hd] */
     rt_tensor gate, up;            /* [B,ff] */
+    rt_tensor qkv, gu;             /* [B,h*hd+2*kvh*hd] [B,2*ff]: outputs of the stacked
+                                      matmuls (weights_fuse.c; data NULL when unused) */
     /* Batch metadata on the device (mdl_batch copied in). */
     rt_tensor ids, pos, slots;     /* [B] i32 */
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
     rt_tensor logit_rows;          /* [B] i32 */
-    rt_tensor argmax;              /* [B] i32: greedy ids (mdl_forward_batch_argmax) */
+    /* The device mirror of sampled ids (model_mirror.c): ticket t's ids
+     * live in mirror[t % MDL_MIRROR] (rank 0 only). */
+    mdl_mirror mirror[MDL_MIRROR];
+    mdl_ticket mirror_next;        /* the last ticket handed out (0: none) */
+    const mdl_splice *splice;      /* the step's splice, set while it is enqueued */
+    rt_tensor splice_dev;          /* [4, B] i32: ids rows, their sources, hist rows, their sources */
+    int32_t *splice_host;          /* [2, B]: the hist entries, compacted */
+    /* Device sampling (mdl_forward_batch_sample): rt_sample's inputs. */
+    rt_tensor samp_f, samp_i;      /* [B, RT_SAMPLE_NF] f32, [B, RT_SAMPLE_NI] i32 */
+    rt_tensor samp_hist;           /* [samp_hist_cap] i32, grown on demand */
+    int64_t samp_hist_cap;
+    rt_tensor samp_cnt;            /* [samp_cnt_rows, V] i32 penalty counts, kept all zero */
+    int64_t samp_cnt_rows;
     rt_tensor block_tables;        /* [bt_cap] i32, grown on demand */
     int64_t bt_cap;
     rt_tensor logits;              /* [rows,V], grown on demand ([tp, rows, V/tp] under TP) */
@@ -66,8 +104,9 @@ struct mdl_model {
 
     /* Tensor parallelism (tp.c). Rank tp_rank of tp_size holds heads
      * [r*h_l, (r+1)*h_l) (and likewise KV heads), FFN columns
-     * [r*ff_l, ...) and vocab rows [r*vocab_l, ...) of the LM head; the
-     * embedding table is replicated. tp_size 1: the *_l equal the config's. */
+     * [r*ff_l, ...) and vocab rows [r*vocab_l, ...) of the LM head and of
+     * the embedding table (vocab-parallel, model_embed.c). tp_size 1: the
+     * *_l equal the config's. */
     int tp_rank, tp_size;
     int64_t h_l, kvh_l, ff_l, vocab_l;
     rt_comm *comm;                 /* NULL when tp_size == 1 */
@@ -104,14 +143,31 @@ struct mdl_arch_impl {
 int mdl_ensure_logits(mdl_model *m, int64_t rows);
 int mdl_ensure_block_tables(mdl_model *m, int64_t n);
 int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n);
-/* Rows [0, L) of m->logits to the host: logits [L, V], or with ids != NULL
- * only their argmax [L] (computed on the device). */
+/* Rows [0, L) of m->logits to the host: logits [L, V] (may be NULL when
+ * only ids are wanted), and under TP with ids != NULL their argmax [L]
+ * computed on the host (one rank reduces on the device: mdl_reduce_ids). */
 int mdl_fetch_logits(mdl_model *m, int64_t L, float *logits, int32_t *ids);
+/* Validate the batch, then run its forward pass (a decode graph when it
+ * can), splicing m->splice into the ids: logits of the n_logits rows are
+ * left in m->logits on the device. */
+int mdl_forward_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b);
+/* Sample rows [0, L) of m->logits on the device into dst [L] (sa's
+ * parameters; the history patched by m->splice's hist entries). */
+int mdl_sample_rows(mdl_model *m, int64_t L, rt_tensor *dst, const mdl_sample_args *sa);
+
+/* model_mirror.c: the mirror's buffers (rank 0), and the splice of the
+ * previous ticket's device ids into this step's ids [T] / sampler history
+ * (no-ops without m->splice). */
+int mdl_mirror_init(mdl_model *m);
+void mdl_mirror_free(mdl_model *m);
+int mdl_splice_ids(mdl_model *m, int64_t T);
+int mdl_splice_hist(mdl_model *m, rt_tensor *hist);
 
 /* Decode steps as graphs (model_graph.c). mdl_graph_step returns true when
- * it ran the (validated) batch itself, with the status in *rc; false: run
- * it eagerly. */
-bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, float *logits, int32_t *ids, int *rc);
+ * it ran the (validated) batch's forward pass itself (logits left in
+ * m->logits, m->splice applied), with the status in *rc; false: run it
+ * eagerly. */
+bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int *rc);
 void mdl_graph_drop_kv(mdl_model *m, const mdl_kv *kv);
 void mdl_graph_free_all(mdl_model *m);
 
@@ -164,6 +220,25 @@ int mdl_tp_setup(mdl_model *m, int rank, int size);
  * rows of this rank's replicated KV head), -1 = replicated. */
 int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape,
                    int split_dim, bool required);
+/* mdl_bind_split's host half for split_dim -1, 0 and 2: this rank's shard
+ * as a view of the mapped file (data NULL when absent and not required). */
+int mdl_find_split_host(mdl_model *m, const char *canon, int ndim, const int64_t *shape, int split_dim,
+                        bool required, rt_tensor *out);
+
+/* weights_fuse.c — stacked weights for fewer, larger matmuls. Built only
+ * when the backend holds its own weight copies (!rt_backend_is_host): on the
+ * CPU the weights stay in the mmap and a stacked copy would be extra RSS.
+ * mdl_bind_stacked binds the n 2-D weights canon[i] (shard split[i] of full
+ * shape shapes[i]) as row views parts[i] of one tensor `whole`; returns 1
+ * when built, 0 when not applicable (host backend, upcast weights, a
+ * missing tensor, dtypes or widths that differ: nothing bound, bind them one
+ * by one), < 0 on error. mdl_stack_bound stacks already bound 1-D f32
+ * tensors (biases) the same way (0 when one is absent). mdl_own_buffer
+ * allocates a device buffer freed by mdl_free. */
+int mdl_bind_stacked(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *parts, const char *const *canon,
+                     const int64_t (*shapes)[2], const int *split);
+int mdl_stack_bound(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *parts);
+int mdl_own_buffer(mdl_model *m, rt_tensor *t, rt_dtype dt, int64_t rows, int64_t cols);
 /* Rank 0: load ranks 1..size-1 on their backends and start their threads. */
 int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p);
 void mdl_tp_group_stop(mdl_model *m0);
@@ -171,6 +246,11 @@ void mdl_tp_group_stop(mdl_model *m0);
  * thread) and wait; the first failure's status is returned. */
 typedef int (*mdl_tp_fn)(mdl_model *m, mdl_kv *kv, void *arg);
 int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg);
+/* model_embed.c: bind token_embd (this rank's vocab rows under TP) and
+ * output.weight (the tied LM head = tok_embd); x[n, d] = the rows of ids
+ * (vocab-parallel lookup + all-reduce under TP). */
+int mdl_bind_embedding(mdl_model *m);
+int mdl_embed(mdl_model *m, rt_tensor *x, const rt_tensor *ids);
 /* Under TP: all-reduce a partial sum (row-parallel output) in place. */
 int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t);
 /* Under TP: the LM head's local logits [L, vocab_l] -> m->logits

@@ -42,6 +42,7 @@ typedef struct mdl_tp_group {
     void *arg;
     mdl_kv *kv0;
     int *rcs;           /* [world] statuses of the current job */
+    int n_started;      /* threads of ranks 1..n_started were created (joined by mdl_tp_group_stop) */
     char err[256];      /* first worker error message */
 } mdl_tp_group;
 
@@ -64,9 +65,6 @@ int mdl_tp_setup(mdl_model *m, int rank, int size) {
                               "(%lld), and divide or be a multiple of the KV heads (%lld)",
                               size, (long long)c->n_heads, (long long)c->intermediate, (long long)c->vocab,
                               (long long)c->n_kv_heads);
-        if (strcmp(m->arch->family, "llama") != 0)
-            return vc_err_set(VC_ERR_UNSUPPORTED, "tensor parallelism is not implemented for the %s family",
-                              m->arch->family);
     }
     m->h_l = c->n_heads / size;
     m->kvh_l = c->n_kv_heads % size == 0 ? c->n_kv_heads / size : 1;
@@ -75,27 +73,41 @@ int mdl_tp_setup(mdl_model *m, int rank, int size) {
     return VC_OK;
 }
 
+int mdl_find_split_host(mdl_model *m, const char *canon, int ndim, const int64_t *shape, int split_dim,
+                        bool required, rt_tensor *out) {
+    int rc = mdl_find_host(m, canon, ndim, shape, required, out);
+    if (rc < 0 || !out->data || m->tp_size <= 1 || split_dim < 0) return rc;
+    int64_t W = m->tp_size, r = m->tp_rank, kvh = m->cfg.n_kv_heads;
+    if (split_dim == 2 && kvh % W != 0) {
+        /* K/V projection rows of a replicated KV head (W a multiple of kvh). */
+        int64_t per = shape[0] / kvh;
+        *out = rt_tensor_slice0(out, (r * kvh / W) * per, per);
+        return VC_OK;
+    }
+    if (split_dim == 0 || split_dim == 2) {
+        /* Output rows: a contiguous range of the file's rows. */
+        int64_t n = shape[0] / W;
+        *out = rt_tensor_slice0(out, r * n, n);
+        return VC_OK;
+    }
+    return vc_err_set(VC_ERR_RUNTIME, "internal: '%s' split along dim %d is not a view", canon, split_dim);
+}
+
 int mdl_bind_split(mdl_model *m, rt_tensor *t, const char *canon, int ndim, const int64_t *shape, int split_dim,
                    bool required) {
     memset(t, 0, sizeof *t);
     if (m->tp_size <= 1 || split_dim < 0) return mdl_bind(m, t, canon, ndim, shape, required);
     rt_tensor host;
-    int rc = mdl_find_host(m, canon, ndim, shape, required, &host);
+    int rc;
+    if (split_dim != 1) {
+        rc = mdl_find_split_host(m, canon, ndim, shape, split_dim, required, &host);
+        if (rc < 0 || !host.data) return rc;
+        return mdl_bind_host(m, t, &host, false);
+    }
+    rc = mdl_find_host(m, canon, ndim, shape, required, &host);
     if (rc < 0 || !host.data) return rc;
-    int64_t W = m->tp_size, r = m->tp_rank, kvh = m->cfg.n_kv_heads;
-    if (split_dim == 2 && kvh % W != 0) {
-        /* K/V projection rows of a replicated KV head (W a multiple of kvh). */
-        int64_t per = shape[0] / kvh;
-        rt_tensor v = rt_tensor_slice0(&host, (r * kvh / W) * per, per);
-        return mdl_bind_host(m, t, &v, false);
-    }
-    if (split_dim == 0 || split_dim == 2) {
-        /* Output rows: a contiguous range of the file's rows. */
-        int64_t n = shape[0] / W;
-        rt_tensor v = rt_tensor_slice0(&host, r * n, n);
-        return mdl_bind_host(m, t, &v, false);
-    }
-    if (split_dim != 1 || ndim != 2)
+    int64_t W = m->tp_size, r = m->tp_rank;
+    if (ndim != 2)
         return vc_err_set(VC_ERR_RUNTIME, "internal: bad split of '%s' (dim %d of %d)", canon, split_dim, ndim);
     /* Input columns: copy each row's [r*k, (r+1)*k) slice (whole blocks). */
     int64_t rows = shape[0], cols = shape[1], k = cols / W;
@@ -207,7 +219,7 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
             free(a);
             return vc_err_set(VC_ERR_RUNTIME, "tensor parallel: cannot start the thread of rank %d", r);
         }
-        g->rcs[r] = 1; /* marks a started thread for mdl_tp_group_stop */
+        g->n_started = r;
     }
     VC_INFO("tensor parallel: %d ranks (%s collectives), %lld/%lld heads and %lld KV heads per rank", W,
             g->comms[0]->vt->name, (long long)m0->h_l, (long long)m0->cfg.n_heads, (long long)m0->kvh_l);
@@ -223,8 +235,8 @@ void mdl_tp_group_stop(mdl_model *m0) {
         g->stop = true;
         pthread_cond_broadcast(&g->cv_job);
         pthread_mutex_unlock(&g->mu);
-        for (int r = 1; r < g->world; r++)
-            if (g->rcs[r] == 1) pthread_join(g->threads[r], NULL);
+        /* (rcs[] cannot tell: a finished job overwrites it with the status) */
+        for (int r = 1; r <= g->n_started; r++) pthread_join(g->threads[r], NULL);
     }
     if (g->comms && g->comms[0]) rt_comm_group_free(g->comms, g->world);
     for (int r = 1; g->ranks && r < g->world; r++) {

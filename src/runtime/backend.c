@@ -3,6 +3,7 @@
 #include "base/err.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 /* Each backend's registration hook, called once from rt_backends_init(). */
 void cpu_backend_register(void);
@@ -66,6 +67,40 @@ int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes)
     return be->vt->mem_info(be, free_bytes, total_bytes);
 }
 
+/* Fallbacks for backends whose work is done when queued (the CPU). */
+static char g_done_event; /* a non-NULL event that is always complete */
+
+void *rt_backend_host_alloc(rt_backend *be, size_t bytes) {
+    if (be->vt->host_alloc) return be->vt->host_alloc(be, bytes);
+    size_t n = (bytes + 63) & ~(size_t)63;
+    void *p = n >= bytes ? aligned_alloc(64, n ? n : 64) : NULL;
+    if (!p) vc_err_set(VC_ERR_OOM, "cannot allocate %zu bytes of host memory", bytes);
+    return p;
+}
+
+void rt_backend_host_free(rt_backend *be, void *p) {
+    if (!p) return;
+    if (be->vt->host_free) be->vt->host_free(be, p);
+    else free(p);
+}
+
+void *rt_backend_event_create(rt_backend *be) {
+    return be->vt->event_create ? be->vt->event_create(be) : &g_done_event;
+}
+
+void rt_backend_event_free(rt_backend *be, void *ev) {
+    if (ev && be->vt->event_free) be->vt->event_free(be, ev);
+}
+
+int rt_backend_copy_to_host_async(rt_backend *be, void *dst, const void *src, size_t n, void *ev) {
+    if (be->vt->copy_to_host_async) return be->vt->copy_to_host_async(be, dst, src, n, ev);
+    return be->vt->copy(be, dst, RT_DEV_CPU, src, be->device, n);
+}
+
+int rt_backend_event_wait(rt_backend *be, void *ev) {
+    return be->vt->event_wait ? be->vt->event_wait(be, ev) : VC_OK;
+}
+
 bool rt_backend_has_graphs(const rt_backend *be) { return be->vt->graph_begin != NULL; }
 
 int rt_backend_graph_begin(rt_backend *be) {
@@ -87,6 +122,8 @@ int rt_backend_graph_launch(rt_backend *be, void *graph) {
 void rt_backend_graph_free(rt_backend *be, void *graph) {
     if (graph && be->vt->graph_free) be->vt->graph_free(be, graph);
 }
+
+bool rt_backend_is_host(const rt_backend *be) { return be->vt->host_memory; }
 
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
     size_t n = rt_tensor_nbytes(src);

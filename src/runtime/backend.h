@@ -56,6 +56,28 @@ typedef struct {
     int (*graph_end)(rt_backend *be, void **graph);
     int (*graph_launch)(rt_backend *be, void *graph);
     void (*graph_free)(rt_backend *be, void *graph);
+    /* The device computes on host memory: weights in the model file's mmap
+     * are used in place, so anything the model builds from them (e.g. fused
+     * QKV copies) would be extra resident memory. false: the backend holds
+     * its own copies of the weights anyway. */
+    bool host_memory;
+    /* Optional (all six NULL, or all set): device->host copies queued behind
+     * the work before them and awaited later (async scheduling: a step's
+     * sampled ids travel to the host while the next step is queued).
+     * host_alloc: host memory such copies can target directly (pinned).
+     * copy_to_host_async: queue a copy of n bytes from device memory src to
+     * host_alloc memory dst, then record ev behind it; returns at once.
+     * event_wait: block until the work queued before ev's last record is
+     * done, and report device-side errors flagged by that work (as sync
+     * does); may be called from another thread than the one queueing work.
+     * Without them (the CPU: work is done when queued) copies are plain
+     * copies and waits return at once. */
+    void *(*host_alloc)(rt_backend *be, size_t bytes);
+    void (*host_free)(rt_backend *be, void *p);
+    void *(*event_create)(rt_backend *be);
+    void (*event_free)(rt_backend *be, void *ev);
+    int (*copy_to_host_async)(rt_backend *be, void *dst, const void *src, size_t n, void *ev);
+    int (*event_wait)(rt_backend *be, void *ev);
 } rt_backend_vtable;
 
 struct rt_backend {
@@ -85,10 +107,22 @@ int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes)
  * support. rt_backend_graph_end always ends the recording; on failure
  * *graph is NULL. */
 bool rt_backend_has_graphs(const rt_backend *be);
+/* See rt_backend_vtable.host_memory. */
+bool rt_backend_is_host(const rt_backend *be);
 int rt_backend_graph_begin(rt_backend *be);
 int rt_backend_graph_end(rt_backend *be, void **graph);
 int rt_backend_graph_launch(rt_backend *be, void *graph);
 void rt_backend_graph_free(rt_backend *be, void *graph);
+/* Queued device->host copies (see rt_backend_vtable). host_alloc/
+ * event_create return NULL on failure (message in vc_err_msg()). Host
+ * memory from host_alloc, and ev, are freed only after a wait observed the
+ * last copy / record that used them. */
+void *rt_backend_host_alloc(rt_backend *be, size_t bytes);
+void rt_backend_host_free(rt_backend *be, void *p);
+void *rt_backend_event_create(rt_backend *be);
+void rt_backend_event_free(rt_backend *be, void *ev);
+int rt_backend_copy_to_host_async(rt_backend *be, void *dst, const void *src, size_t n, void *ev);
+int rt_backend_event_wait(rt_backend *be, void *ev);
 /* Copy a contiguous tensor's bytes: src and dst must have equal nbytes. */
 int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 /* Allocate a contiguous tensor on the backend's device (data NULL on failure). */

@@ -36,7 +36,7 @@ static const rt_comm_vtable g_single = {
     .group_free = single_group_free,
 };
 
-int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms) {
+static int check_group(rt_backend **bes, int world, rt_comm **comms) {
     rt_backends_init();
     if (world < 1) return vc_err_set(VC_ERR_INVALID, "tensor-parallel size must be >= 1 (got %d)", world);
     for (int r = 0; r < world; r++) {
@@ -46,6 +46,25 @@ int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms) {
             return vc_err_set(VC_ERR_INVALID, "comm: ranks on different device kinds (%s vs %s)", bes[r]->vt->name,
                               bes[0]->vt->name);
     }
+    return 0;
+}
+
+static int native_group(rt_backend **bes, int world, rt_comm **comms) {
+    rt_comm_group_factory f = g_comm_factories[bes[0]->device];
+    if (!f)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no collective communication for %d ranks",
+                          bes[0]->vt->name, world);
+    return f(bes, world, comms);
+}
+
+int rt_comm_group_create_native(rt_backend **bes, int world, rt_comm **comms) {
+    int rc = check_group(bes, world, comms);
+    return rc < 0 ? rc : native_group(bes, world, comms);
+}
+
+int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms) {
+    int rc = check_group(bes, world, comms);
+    if (rc < 0) return rc;
     if (world == 1) {
         rt_comm *c = calloc(1, sizeof *c);
         if (!c) return vc_err_set(VC_ERR_OOM, "out of memory");
@@ -53,11 +72,7 @@ int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms) {
         comms[0] = c;
         return 0;
     }
-    rt_comm_group_factory f = g_comm_factories[bes[0]->device];
-    if (!f)
-        return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no collective communication for %d ranks",
-                          bes[0]->vt->name, world);
-    return f(bes, world, comms);
+    return native_group(bes, world, comms);
 }
 
 void rt_comm_group_free(rt_comm **comms, int world) {

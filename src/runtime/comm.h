@@ -50,6 +50,9 @@ typedef int (*rt_comm_group_factory)(rt_backend **bes, int world, rt_comm **comm
 void rt_comm_register(rt_device dev, rt_comm_group_factory f);
 int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms);
 void rt_comm_group_free(rt_comm **comms, int world);
+/* As rt_comm_group_create, but always the device's own implementation,
+ * world 1 included (no no-op shortcut): tests run NCCL on one GPU so. */
+int rt_comm_group_create_native(rt_backend **bes, int world, rt_comm **comms);
 
 /* The backends of a TP group of `tp` ranks on one device kind: accelerator
  * ordinals p->device_id + r; on the CPU the threads p->n_threads (<= 0:

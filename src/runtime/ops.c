@@ -11,7 +11,8 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
-    "argmax", "kv_store", "paged_attention",
+    "argmax", "kv_store", "paged_attention", "sample", "add_rmsnorm", "qk_rope_store",
+    "matmul_glu", "combine",
 };
 
 const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
@@ -93,6 +94,16 @@ int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_te
               rt_tensor_nrows(dst) == rt_tensor_nelem(ids),
           "embed: shape mismatch");
     rt_op_args a = {.dst = dst, .src = {table, ids}};
+    return rt_op_exec(be, RT_OP_EMBED, &a);
+}
+
+int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids, int64_t base) {
+    CHECK(ids->dtype == RT_I32 && dst->dtype == RT_F32, "embed: ids must be i32, dst f32");
+    CHECK(table->ndim == 2 && last(dst) == last(table) && rt_tensor_nrows(dst) == rt_tensor_nelem(ids) && base >= 0,
+          "embed: shape mismatch");
+    rt_op_args a = {.dst = dst, .src = {table, ids}};
+    a.p.embed.shard = 1;
+    a.p.embed.base = base;
     return rt_op_exec(be, RT_OP_EMBED, &a);
 }
 
@@ -198,6 +209,41 @@ int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
     return rt_op_exec(be, RT_OP_ARGMAX, &a);
 }
 
+int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor *fparams, const rt_tensor *iparams,
+              const rt_tensor *hist, const rt_tensor *counts) {
+    CHECK(logits->dtype == RT_F32 && logits->ndim == 2 && rt_tensor_is_contiguous(logits),
+          "sample: logits must be contiguous f32 [rows, V]");
+    int64_t R = logits->shape[0], V = logits->shape[1];
+    CHECK(dst->dtype == RT_I32 && rt_tensor_nelem(dst) == R && rt_tensor_is_contiguous(dst),
+          "sample: dst must be i32 [rows]");
+    CHECK(fparams->dtype == RT_F32 && fparams->ndim == 2 && fparams->shape[0] == R &&
+              fparams->shape[1] == RT_SAMPLE_NF && rt_tensor_is_contiguous(fparams),
+          "sample: fparams must be f32 [rows, RT_SAMPLE_NF]");
+    CHECK(iparams->dtype == RT_I32 && iparams->ndim == 2 && iparams->shape[0] == R &&
+              iparams->shape[1] == RT_SAMPLE_NI && rt_tensor_is_contiguous(iparams),
+          "sample: iparams must be i32 [rows, RT_SAMPLE_NI]");
+    CHECK(!hist || (hist->dtype == RT_I32 && hist->ndim == 1 && rt_tensor_is_contiguous(hist)),
+          "sample: hist must be i32 [n]");
+    CHECK(!hist || (counts && counts->dtype == RT_I32 && rt_tensor_nelem(counts) >= R * V &&
+                    rt_tensor_is_contiguous(counts)),
+          "sample: counts must be i32 [rows, V] when hist is given");
+    CHECK(V > 0 && V < INT32_MAX, "sample: vocab out of range");
+    rt_op_args a = {.dst = dst, .src = {logits, fparams, iparams, hist, counts}};
+    return rt_op_exec(be, RT_OP_SAMPLE, &a);
+}
+
+int rt_combine(rt_backend *be, rt_tensor *dst, const rt_tensor *vals, const rt_tensor *pos, const rt_tensor *sel) {
+    CHECK(dst->dtype == RT_I32 && vals->dtype == RT_I32 && pos->dtype == RT_I32 && sel->dtype == RT_I32,
+          "combine: i32 tensors required");
+    CHECK(dst->ndim == 1 && vals->ndim == 1 && pos->ndim == 1 && sel->ndim == 1 && rt_tensor_is_contiguous(dst) &&
+              rt_tensor_is_contiguous(vals) && rt_tensor_is_contiguous(pos) && rt_tensor_is_contiguous(sel),
+          "combine: contiguous 1-D tensors required");
+    CHECK(pos->shape[0] == sel->shape[0], "combine: pos and sel differ in length");
+    if (pos->shape[0] == 0) return VC_OK;
+    rt_op_args a = {.dst = dst, .src = {vals, pos, sel}};
+    return rt_op_exec(be, RT_OP_COMBINE, &a);
+}
+
 int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots) {
     CHECK(src->dtype == RT_F32 && src->ndim == 3 && slots->dtype == RT_I32 &&
               rt_tensor_nelem(slots) == src->shape[0],
@@ -233,4 +279,97 @@ int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const
     a.p.paged.softcap = softcap;
     a.p.paged.window = window;
     return rt_op_exec(be, RT_OP_PAGED_ATTENTION, &a);
+}
+
+/* The fused ops check what their unfused sequence would, then run the fused
+ * kernel, or that sequence where the backend has none. */
+int rt_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
+                   float eps, float w_offset) {
+    CHECK(dst->dtype == RT_F32 && x->dtype == RT_F32 && res->dtype == RT_F32 && w->dtype == RT_F32,
+          "add_rmsnorm: f32 tensors required");
+    CHECK(rt_tensor_same_shape(dst, x) && rt_tensor_same_shape(res, x) && rt_tensor_nelem(w) == last(x),
+          "add_rmsnorm: shape mismatch");
+    CHECK(dst->data != x->data, "add_rmsnorm: dst must not be x");
+    rt_op_args a = {.dst = dst, .src = {x, res, w}};
+    a.p.rmsnorm.eps = eps;
+    a.p.rmsnorm.w_offset = w_offset;
+    if (!rt_op_supported(be, RT_OP_ADD_RMSNORM, &a)) {
+        int rc = rt_add(be, x, x, res);
+        return rc < 0 ? rc : rt_rmsnorm(be, dst, x, w, eps, w_offset);
+    }
+    return rt_op_exec(be, RT_OP_ADD_RMSNORM, &a);
+}
+
+static bool is_norm_w(const rt_tensor *t, int64_t hd) {
+    return !t || (t->dtype == RT_F32 && rt_tensor_nelem(t) == hd);
+}
+
+int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                     const rt_rope_store_params *p) {
+    CHECK(q->dtype == RT_F32 && k->dtype == RT_F32 && v->dtype == RT_F32 && dst->dtype == RT_F32 &&
+              q->ndim == 3 && k->ndim == 3 && rt_tensor_same_shape(dst, q) && rt_tensor_same_shape(k, v),
+          "qk_rope_store: q/dst f32 [n,h,hd], k/v f32 [n,kvh,hd]");
+    int64_t n = q->shape[0], hd = q->shape[2];
+    CHECK(k->shape[0] == n && k->shape[2] == hd, "qk_rope_store: q and k disagree on tokens/head_dim");
+    CHECK(is_norm_w(p->q_norm, hd) && is_norm_w(p->k_norm, hd), "qk_rope_store: QK-norm weights f32 [hd]");
+    CHECK(p->pos->dtype == RT_I32 && rt_tensor_nelem(p->pos) == n && p->slots->dtype == RT_I32 &&
+              rt_tensor_nelem(p->slots) == n,
+          "qk_rope_store: pos and slots must be i32[n]");
+    CHECK(p->rot_dim > 0 && p->rot_dim % 2 == 0 && p->rot_dim <= hd && p->inv_freq->dtype == RT_F32 &&
+              rt_tensor_nelem(p->inv_freq) == p->rot_dim / 2,
+          "qk_rope_store: bad rot_dim/inv_freq");
+    const rt_tensor *cs[2] = {p->k_cache, p->v_cache};
+    for (int i = 0; i < 2; i++)
+        CHECK((cs[i]->dtype == RT_F32 || cs[i]->dtype == RT_F16 || cs[i]->dtype == RT_BF16) && cs[i]->ndim >= 3 &&
+                  cs[i]->shape[cs[i]->ndim - 1] == hd && cs[i]->shape[cs[i]->ndim - 2] == k->shape[1] &&
+                  rt_tensor_is_contiguous(cs[i]),
+              "qk_rope_store: caches must be contiguous f32/f16/bf16 [..., kvh, hd] matching k");
+    rt_op_args a = {.dst = dst, .src = {q, k, v, p->pos, p->inv_freq, p->slots}};
+    a.p.rope_store.k_cache = p->k_cache;
+    a.p.rope_store.v_cache = p->v_cache;
+    a.p.rope_store.q_norm = p->q_norm;
+    a.p.rope_store.k_norm = p->k_norm;
+    a.p.rope_store.eps = p->eps;
+    a.p.rope_store.w_offset = p->w_offset;
+    a.p.rope_store.rot_dim = p->rot_dim;
+    a.p.rope_store.neox = p->neox;
+    a.p.rope_store.attn_factor = p->attn_factor;
+    if (rt_op_supported(be, RT_OP_QK_ROPE_STORE, &a)) return rt_op_exec(be, RT_OP_QK_ROPE_STORE, &a);
+    /* Unfused, in place on dst and on k (so this path modifies k). */
+    rt_tensor kk = *k;
+    int rc = dst->data != q->data ? rt_copy(be, dst, q) : VC_OK;
+    if (rc == 0 && p->q_norm) rc = rt_rmsnorm(be, dst, dst, p->q_norm, p->eps, p->w_offset);
+    if (rc == 0 && p->k_norm) rc = rt_rmsnorm(be, &kk, &kk, p->k_norm, p->eps, p->w_offset);
+    if (rc == 0) rc = rt_rope(be, dst, p->pos, p->inv_freq, p->rot_dim, p->neox, p->attn_factor);
+    if (rc == 0) rc = rt_rope(be, &kk, p->pos, p->inv_freq, p->rot_dim, p->neox, p->attn_factor);
+    if (rc == 0) rc = rt_kv_store(be, p->k_cache, &kk, p->slots);
+    if (rc == 0) rc = rt_kv_store(be, p->v_cache, v, p->slots);
+    return rc;
+}
+
+int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,
+                  rt_tensor *scratch) {
+    CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32 && scratch->dtype == RT_F32, "matmul_glu: x/dst/scratch f32");
+    CHECK(w->ndim == 2 && w->shape[0] % 2 == 0 && last(x) == last(w) && last(dst) == w->shape[0] / 2 &&
+              rt_tensor_nrows(x) == rt_tensor_nrows(dst) && scratch->ndim == 2 &&
+              scratch->shape[0] == rt_tensor_nrows(x) && scratch->shape[1] == w->shape[0] &&
+              rt_tensor_is_contiguous(scratch),
+          "matmul_glu: shape mismatch (x[..,%lld] w[%lld,%lld] dst[..,%lld], scratch [n, out] contiguous)",
+          (long long)last(x), (long long)w->shape[0], (long long)last(w), (long long)last(dst));
+    CHECK(act == RT_ACT_SILU || act == RT_ACT_GELU_TANH, "matmul_glu: unknown activation %d", (int)act);
+    rt_op_args a = {.dst = dst, .src = {x, w, scratch}};
+    a.p.glu.act = act;
+    if (rt_op_supported(be, RT_OP_MATMUL_GLU, &a)) return rt_op_exec(be, RT_OP_MATMUL_GLU, &a);
+    int rc = rt_matmul(be, scratch, x, w, NULL);
+    if (rc < 0) return rc;
+    int64_t n = scratch->shape[0], f = last(dst);
+    rt_tensor g = rt_tensor_2d(scratch->data, RT_F32, scratch->device, n, f), u = g;
+    u.data = (float *)scratch->data + f;
+    g.stride[0] = u.stride[0] = 2 * f * (int64_t)sizeof(float);
+    rt_tensor d2 = *dst;
+    if (dst->ndim != 2) { /* a [n, f] view of dst's rows (contiguous rows) */
+        if (!rt_tensor_is_contiguous(dst)) return vc_err_set(VC_ERR_UNSUPPORTED, "matmul_glu: dst must be 2-D or contiguous");
+        d2 = rt_tensor_2d(dst->data, RT_F32, dst->device, n, f);
+    }
+    return rt_glu(be, &d2, &g, &u, act);
 }

@@ -44,6 +44,50 @@
  *              quantized->f32 allowed; strided views allowed.
  *   ARGMAX     dst[r] i32 = argmax over the last dim of src[r,c] f32
  *              (lowest index wins ties).
+ *   SAMPLE     dst[r] i32 = one token per row of logits src[0] f32 [r,V]
+ *              (contiguous; overwritten: used as scratch), drawn as the
+ *              host sampler (sample/batch.h) does for a row that needs only
+ *              penalties, temperature, min_p, top_k, top_p: NaN -> -inf,
+ *              penalties over the row's history, then argmax (temperature
+ *              0, lowest id on ties) or temperature -> min_p -> top_k ->
+ *              top_p -> inverse-CDF draw in id order with the row's uniform.
+ *              src[1] f32 [r, RT_SAMPLE_NF] and src[2] i32 [r, RT_SAMPLE_NI]:
+ *              per-row parameters (columns below); src[3] i32 [n_hist]: the
+ *              histories, row i's prompt ids at [hist_off, +n_prompt) then
+ *              its output ids (+n_output); NULL when every history is empty.
+ *              src[4] i32 [r,V]: counting scratch for the penalties, all
+ *              zero on entry and left zero (backends that need it; required
+ *              with src[3]). Ids in histories must be in [0, V).
+ *   COMBINE    dst[pos[j]] = vals[sel[j]] for j < n: dst i32 [N] (contiguous,
+ *              written in place), src[0] vals i32 [P], src[1] pos i32 [n],
+ *              src[2] sel i32 [n] (all contiguous, on the device). Async
+ *              scheduling splices the ids the previous step sampled (kept on
+ *              the device) into the next step's input ids and sampler
+ *              history. pos must not repeat. An entry with an index out of
+ *              range is not written and fails the op: at once on the CPU
+ *              (which then writes no entry), at the next sync / event wait
+ *              on accelerators (the indices are device data).
+ *
+ * Fused ops (a decode layer is ~20 small kernels on a GPU; these cut it).
+ * Each equals the sequence of unfused ops it replaces, and the wrappers fall
+ * back to that sequence when the backend has no kernel for the fused op:
+ *   ADD_RMSNORM  x[r,d] += res[r,d]; dst[r,d] = RMSNORM(x) (w, eps, w_offset).
+ *              src = {x (updated in place), res, w}; dst may be res itself.
+ *   QK_ROPE_STORE  per token t of q[n,h,hd], k[n,kvh,hd], v[n,kvh,hd] (f32,
+ *              head rows contiguous, tokens may be strided views of one
+ *              fused QKV output): q head rows -> RMSNORM(q_norm) (when
+ *              given) -> ROPE -> dst[n,h,hd] (may be q itself); k head rows
+ *              -> RMSNORM(k_norm) -> ROPE -> KV_STORE into k_cache at
+ *              slots[t]; v -> KV_STORE into v_cache. v is not modified;
+ *              k's contents are unspecified afterwards (the fallback works
+ *              in place). src = {q, k, v, pos, inv_freq, slots}; the caches,
+ *              the norm weights and the scalars in p.rope_store.
+ *   MATMUL_GLU dst[n,f] = act(x[n,d] . Wg^T) * (x . Wu^T) for a stacked
+ *              w[2f,d] = [Wg; Wu] (rows 0..f-1 gate, f..2f-1 up): MATMUL into
+ *              scratch[n,2f] (f32, contiguous; contents unspecified after)
+ *              then GLU of its halves, or one kernel where the backend has
+ *              one (GPU decode: the GLU in the GEMV's epilogue).
+ *              src = {x, w, scratch}; p.glu.act.
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -64,8 +108,25 @@ typedef enum {
     RT_OP_ARGMAX,
     RT_OP_KV_STORE,
     RT_OP_PAGED_ATTENTION,
+    RT_OP_SAMPLE,
+    RT_OP_ADD_RMSNORM,
+    RT_OP_QK_ROPE_STORE,
+    RT_OP_MATMUL_GLU,
+    RT_OP_COMBINE,
     RT_OP_COUNT
 } rt_op;
+
+/* SAMPLE parameter columns. f32: temperature (0: greedy; else the
+ * effective one, >= 1e-2), top_p (1: off), min_p (0: off), logf(min_p)
+ * (-inf when off: backends whose logf may differ from the host's use it),
+ * repetition (1: off), frequency and presence penalties (0: off). i32:
+ * top_k (0: off, else 1..V-1), history offset, prompt ids used (0 unless
+ * repetition is on), output ids, and the row's uniform in [0, 1) as the
+ * low and high 32 bits of an IEEE double. */
+enum { RT_SAMPLE_TEMP, RT_SAMPLE_TOP_P, RT_SAMPLE_MIN_P, RT_SAMPLE_LOG_MIN_P, RT_SAMPLE_REP, RT_SAMPLE_FREQ,
+       RT_SAMPLE_PRES, RT_SAMPLE_NF = 8 };
+enum { RT_SAMPLE_TOP_K, RT_SAMPLE_HIST_OFF, RT_SAMPLE_N_PROMPT, RT_SAMPLE_N_OUTPUT, RT_SAMPLE_U_LO, RT_SAMPLE_U_HI,
+       RT_SAMPLE_NI = 8 };
 
 typedef enum { RT_ACT_SILU = 0, RT_ACT_GELU_TANH = 1 } rt_act;
 
@@ -77,8 +138,19 @@ typedef struct {
         struct { int rot_dim; int neox; float attn_factor; } rope;
         struct { int act; } glu;
         struct { float s; } scale;
+        /* shard: the table holds vocab rows [base, base + rows) of a
+         * vocab-parallel embedding; other ids give zero rows (summed over
+         * the ranks by an all-reduce). 0: every id must be a row. */
+        struct { int shard; int64_t base; } embed;
         struct { int64_t n_past; float scale, softcap; int32_t window; } attn;
         struct { float scale, softcap; int32_t window; } paged;
+        struct {
+            rt_tensor *k_cache, *v_cache;        /* [..., kvh, hd] f32/f16/bf16, contiguous */
+            const rt_tensor *q_norm, *k_norm;    /* [hd] f32, or NULL: no QK-norm */
+            float eps, w_offset;                 /* of the QK-norm */
+            int rot_dim, neox;
+            float attn_factor;
+        } rope_store;
     } p;
 } rt_op_args;
 
@@ -91,6 +163,9 @@ bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a);
 int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a);
 
 int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids);
+/* Vocab-parallel EMBED: table = rows [base, base + rows) of the vocabulary;
+ * ids outside them give zero rows (ids < 0 are still an error). */
+int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids, int64_t base);
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias);
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
@@ -106,11 +181,34 @@ int rt_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_te
                  int32_t window);
 int rt_copy(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
+/* src: logits, fparams, iparams, hist (may be NULL), counts (NULL unless hist) */
+int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor *fparams, const rt_tensor *iparams,
+              const rt_tensor *hist, const rt_tensor *counts);
+/* dst[pos[j]] = vals[sel[j]], j < n (COMBINE) */
+int rt_combine(rt_backend *be, rt_tensor *dst, const rt_tensor *vals, const rt_tensor *pos, const rt_tensor *sel);
 int rt_kv_store(rt_backend *be, rt_tensor *cache, const rt_tensor *src, const rt_tensor *slots);
 /* src[0..5] = q, k_cache, v_cache, block_tables, qsl, seq_lens */
 int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k_cache,
                        const rt_tensor *v_cache, const rt_tensor *block_tables,
                        const rt_tensor *qsl, const rt_tensor *seq_lens, float scale,
                        float softcap, int32_t window);
+
+/* Fused ops (see the table above). */
+int rt_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
+                   float eps, float w_offset);
+typedef struct {
+    const rt_tensor *q_norm, *k_norm; /* [hd] f32 or NULL */
+    float eps, w_offset;              /* QK-norm */
+    const rt_tensor *pos, *inv_freq;  /* as ROPE */
+    int rot_dim;
+    bool neox;
+    float attn_factor;
+    rt_tensor *k_cache, *v_cache;     /* as KV_STORE */
+    const rt_tensor *slots;
+} rt_rope_store_params;
+int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                     const rt_rope_store_params *p);
+int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,
+                  rt_tensor *scratch);
 
 #endif

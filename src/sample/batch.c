@@ -155,7 +155,7 @@ int smp_sample_row(smp_batch *b, float *x, const smp_row *row, int32_t i, double
     return VC_OK;
 }
 
-int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n) {
+static int check_rows(const smp_batch *b, const float *logits, const smp_row *rows, int32_t n) {
     if (n < 0 || n > b->p.max_batch)
         return vc_err_set(VC_ERR_INVALID, "sampler: %d rows, at most %d", n, b->p.max_batch);
     if (n > 0 && (!logits || !rows)) return vc_err_set(VC_ERR_INVALID, "sampler: NULL logits or rows");
@@ -165,6 +165,20 @@ int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n
             (row->n_output > 0 && !row->output))
             return vc_err_set(VC_ERR_INVALID, "sampler row %d: missing request or history", i);
     }
+    return VC_OK;
+}
+
+static int sample_rows(smp_batch *b, float *logits, const smp_row *rows, int32_t n, const double *us) {
+    if (b->pool && n > 1) return smp_pool_run(b, logits, rows, n, us);
+    int rc = VC_OK;
+    for (int32_t i = 0; i < n && rc == VC_OK; i++)
+        rc = smp_sample_row(b, logits + (int64_t)i * b->p.vocab, &rows[i], i, us[i]);
+    return rc;
+}
+
+int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n) {
+    int rc = check_rows(b, logits, rows, n);
+    if (rc < 0) return rc;
     /* Unseeded sampled rows take the batch generator's draws in row order,
      * whichever thread then samples the row. */
     double us_small[64], *us = n <= 64 ? us_small : malloc((size_t)n * sizeof *us);
@@ -173,15 +187,53 @@ int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n
         const smp_req *r = rows[i].req;
         us[i] = !r->greedy && !r->p.has_seed ? smp_rng_uniform(&b->rng) : 0.0;
     }
-    int rc = VC_OK;
-    if (b->pool && n > 1) {
-        rc = smp_pool_run(b, logits, rows, n, us);
-    } else {
-        for (int32_t i = 0; i < n && rc == VC_OK; i++)
-            rc = smp_sample_row(b, logits + (int64_t)i * b->p.vocab, &rows[i], i, us[i]);
-    }
+    rc = sample_rows(b, logits, rows, n, us);
     if (us != us_small) free(us);
     return rc;
+}
+
+int smp_batch_sample_us(smp_batch *b, float *logits, const smp_row *rows, int32_t n, const double *us) {
+    int rc = check_rows(b, logits, rows, n);
+    if (rc < 0) return rc;
+    for (int32_t i = 0; i < n; i++)
+        if (rows[i].req->p.has_seed)
+            return vc_err_set(VC_ERR_INVALID, "sampler row %d: given uniforms need unseeded requests", i);
+    return sample_rows(b, logits, rows, n, us);
+}
+
+void smp_batch_uniforms(smp_batch *b, const smp_row *rows, int32_t n, double *us) {
+    for (int32_t i = 0; i < n; i++) {
+        const smp_req *r = rows[i].req;
+        if (r->greedy) us[i] = 0.0;
+        else if (r->p.has_seed) us[i] = smp_seeded_uniform(r->p.seed, rows[i].n_output);
+        else us[i] = smp_rng_uniform(&b->rng);
+    }
+}
+
+bool smp_row_plain_ok(const smp_row *row) {
+    const smp_req *r = row->req;
+    return r->p.logprobs < 0 && r->p.n_allowed == 0 && r->p.n_bad_words == 0 && r->p.n_logit_bias == 0 &&
+           !(r->p.min_tokens > 0 && r->p.n_stop_ids > 0 && row->n_output < r->p.min_tokens);
+}
+
+smp_plain smp_row_plain(const smp_row *row) {
+    const smp_req *r = row->req;
+    smp_plain p = {.temperature = r->greedy ? 0.0f : r->p.temperature, .top_p = r->p.top_p, .min_p = r->p.min_p,
+                   .repetition = r->p.repetition_penalty, .frequency = r->p.frequency_penalty,
+                   .presence = r->p.presence_penalty, .top_k = (int32_t)r->top_k, .penalties = r->penalties};
+    return p;
+}
+
+int smp_req_create_plain(const smp_batch *b, const smp_plain *p, smp_req **out) {
+    smp_req_params rp = smp_req_params_default();
+    rp.temperature = p->temperature;
+    rp.top_p = p->top_p;
+    rp.min_p = p->min_p;
+    rp.top_k = p->top_k;
+    rp.repetition_penalty = p->repetition;
+    rp.frequency_penalty = p->frequency;
+    rp.presence_penalty = p->presence;
+    return smp_req_create(b, &rp, out);
 }
 
 bool smp_row_plain_greedy(const smp_row *row) {

@@ -156,6 +156,34 @@ int smp_batch_sample(smp_batch *b, float *logits, const smp_row *rows, int32_t n
  * and skip copying the logits (same token: lowest id among maxima). */
 bool smp_row_plain_greedy(const smp_row *row);
 const smp_batch_out *smp_batch_output(const smp_batch *b);
+
+/* Sampling elsewhere (on the device: rt_sample in runtime/ops.h).
+ *
+ * A row qualifies (smp_row_plain_ok) when it needs only penalties,
+ * temperature, min_p, top_k and top_p: no logprobs, allowed ids, bad words,
+ * logit bias, nor an active min_tokens ban. smp_row_plain gives its
+ * effective parameters. smp_batch_uniforms hands out the step's uniforms
+ * exactly as smp_batch_sample would draw them (seeded rows: their
+ * (seed, step) draw; unseeded sampled rows: the batch generator's next
+ * draws in row order; greedy rows: 0), so a step sampled elsewhere consumes
+ * the generator as a host-sampled step does. smp_batch_sample_us is
+ * smp_batch_sample with those uniforms given (each row's seed is then not
+ * consulted): the oracle of the device op. */
+typedef struct {
+    float temperature;   /* 0: greedy; else the effective one (>= 1e-2) */
+    float top_p, min_p;  /* 1 / 0: off */
+    float repetition, frequency, presence;
+    int32_t top_k;       /* 0: off, else 1 .. V-1 */
+    bool penalties;      /* any penalty is not a no-op */
+} smp_plain;
+
+bool smp_row_plain_ok(const smp_row *row);
+smp_plain smp_row_plain(const smp_row *row);
+void smp_batch_uniforms(smp_batch *b, const smp_row *rows, int32_t n, double *us);
+int smp_batch_sample_us(smp_batch *b, float *logits, const smp_row *rows, int32_t n, const double *us);
+/* A request for smp_batch_sample_us from plain parameters (no seed). */
+int smp_req_create_plain(const smp_batch *b, const smp_plain *p, smp_req **out);
+
 int32_t smp_batch_max_logprobs(const smp_batch *b);
 
 /* Prompt logprobs (raw): row p of logits [P, V] is the prediction for

@@ -31,6 +31,7 @@
 
 #define SIM_MAX_REQS 256
 #define SIM_VOCAB 1000
+#define SIM_MAX_STEPS 8192
 
 typedef struct {
     esched *s;
@@ -52,6 +53,8 @@ typedef struct {
     const int32_t *script[SIM_MAX_REQS];
     int32_t script_len[SIM_MAX_REQS];
     int32_t max_items_seen;
+    /* comp[k]: a hash of step k's items (request, start, tokens) in order */
+    uint64_t comp[SIM_MAX_STEPS];
 } sim;
 
 static inline sim *sim_new(const esched_params *p, bool async) {
@@ -110,6 +113,13 @@ static inline void sim_execute(sim *m, const esched_output *o, int32_t *sampled,
     assert_true(o->total_tokens <= m->p.max_num_batched_tokens);
     assert_true(o->n_items <= m->p.max_num_seqs);
     if (o->n_items > m->max_items_seen) m->max_items_seen = o->n_items;
+    if (m->steps - 1 < SIM_MAX_STEPS) {
+        uint64_t c = 7;
+        for (int32_t k = 0; k < o->n_items; k++)
+            c = sim_mix(sim_mix(sim_mix(c, (uint64_t)o->items[k].req->id), (uint64_t)o->items[k].start),
+                        (uint64_t)o->items[k].num_tokens);
+        m->comp[m->steps - 1] = c;
+    }
     for (int32_t k = 0; k < o->n_items; k++) {
         const esched_item *it = &o->items[k];
         ereq *r = it->req;

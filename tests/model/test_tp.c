@@ -146,6 +146,7 @@ static void test_tiny_fixtures_tp2(void **st) {
     fixture("tiny-qwen3", 2);  /* bf16 weights, QK-norm */
     fixture("tiny-mistral", 2); /* 1 KV head, replicated on both ranks */
     fixture("tiny-mistral", 4); /* one query head per rank, all on the replicated KV head */
+    fixture("tiny-gemma3", 2);  /* sandwich norms after the all-reduce, sliding window, 1 KV head replicated */
 }
 
 static void test_indivisible(void **st) {
@@ -177,11 +178,29 @@ static void test_smollm2_tp3(void **st) {
     json_decref(prompts);
 }
 
+/* Gemma 3 270M (scripts/fetch_model.sh --gemma models): 4 query heads, 1 KV
+ * head (replicated), vocab 262144, at TP 2 with the weights upcast to f32
+ * (only the all-reduce order differs). Skipped when not fetched. */
+static void test_gemma3_tp2(void **st) {
+    (void)st;
+    const char *path = VLLM_SOURCE_DIR "/models/gemma-3-270m-q4_k_m.gguf";
+    if (access(path, R_OK) != 0) skip();
+    json_t *prompts = json_array();
+    json_t *p = json_array();
+    for (int i = 0; i < 16; i++) json_array_append_new(p, json_integer(2 + (i * 7919) % 200000));
+    json_array_append_new(prompts, p);
+    g_upcast = true;
+    compare(path, 2, prompts, NULL, 8, 1e-3, 1e-4);
+    g_upcast = false;
+    json_decref(prompts);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_fixtures_tp2),
         cmocka_unit_test(test_indivisible),
         cmocka_unit_test(test_smollm2_tp3),
+        cmocka_unit_test(test_gemma3_tp2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

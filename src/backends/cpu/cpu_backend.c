@@ -69,6 +69,7 @@ static const rt_backend_vtable g_cpu_vt = {
     .copy = cpu_copy,
     .sync = cpu_sync,
     .supports_op = cpu_supports,
+    .host_memory = true,
 };
 
 void *cpu_scratch(cpu_ctx *c, size_t bytes) {
@@ -191,4 +192,8 @@ void cpu_backend_register(void) {
     rt_op_register(RT_OP_ARGMAX, RT_DEV_CPU, cpu_op_argmax);
     rt_op_register(RT_OP_KV_STORE, RT_DEV_CPU, cpu_op_kv_store);
     rt_op_register(RT_OP_PAGED_ATTENTION, RT_DEV_CPU, cpu_op_paged_attention);
+    rt_op_register(RT_OP_SAMPLE, RT_DEV_CPU, cpu_op_sample);
+    rt_op_register(RT_OP_ADD_RMSNORM, RT_DEV_CPU, cpu_op_add_rmsnorm);
+    rt_op_register(RT_OP_QK_ROPE_STORE, RT_DEV_CPU, cpu_op_qk_rope_store);
+    rt_op_register(RT_OP_COMBINE, RT_DEV_CPU, cpu_op_combine);
 }

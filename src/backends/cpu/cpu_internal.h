@@ -16,6 +16,10 @@
  *   cpu_embed.c, cpu_copy.c   the other ops (driver + scalar row kernels)
  *   cpu_paged.c          KV_STORE and PAGED_ATTENTION (attention row kernel
  *                        with block-table addressing)
+ *   cpu_sample.c         SAMPLE (the host sampler, sample/batch.h)
+ *   cpu_fused.c          ADD_RMSNORM, QK_ROPE_STORE: the unfused ops' row
+ *                        kernels and arithmetic, one pass
+ *   cpu_combine.c        COMBINE (async scheduling's splice of sampled ids)
  *
  * Each op driver splits work into tasks for the pool (cpu_parallel: tiny
  * ops run on the caller) and calls row kernels through a cpu_kernels table
@@ -230,8 +234,12 @@ int cpu_op_softmax(rt_backend *be, const rt_op_args *a);
 int cpu_op_attention(rt_backend *be, const rt_op_args *a);
 int cpu_op_copy(rt_backend *be, const rt_op_args *a);
 int cpu_op_argmax(rt_backend *be, const rt_op_args *a);
+int cpu_op_sample(rt_backend *be, const rt_op_args *a); /* cpu_sample.c */
 int cpu_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cpu_op_paged_attention(rt_backend *be, const rt_op_args *a);
+int cpu_op_add_rmsnorm(rt_backend *be, const rt_op_args *a);   /* cpu_fused.c */
+int cpu_op_qk_rope_store(rt_backend *be, const rt_op_args *a); /* cpu_fused.c */
+int cpu_op_combine(rt_backend *be, const rt_op_args *a); /* cpu_combine.c */
 
 /* Scalar kernels (cpu_matmul_ref.c, cpu_norm.c, cpu_elementwise.c, cpu_attention.c). */
 void cpu_mm_f32_ref(int64_t, const void *, const void *, size_t, int, float *, size_t);

@@ -18,6 +18,7 @@
  * straightforward correct kernel; paged flash-decoding (split-KV) replaces
  * it with the engine's block tables.
  */
+#include "backends/cuda/cuda_flash.h"
 #include "backends/cuda/cuda_internal.h"
 
 #include <cuda_bf16.h>
@@ -218,6 +219,13 @@ extern "C" int cuda_op_attention(rt_backend *be, const rt_op_args *a) {
     return attn_launch(c, &aa, kc->dtype, false, h, n);
 }
 
+/* VLLM_CUDA_FLASH=0 keeps prompt-heavy batches on the SIMT kernels (A/B
+ * measurements); read at each prefill-sized call, which is rare. */
+static bool flash_enabled(void) {
+    const char *e = getenv("VLLM_CUDA_FLASH");
+    return !(e && !strcmp(e, "0"));
+}
+
 /* PAGED_ATTENTION: caches [num_blocks, B, kvh, hd]; metadata on the device is
  * validated by the kernel (bad tables or lengths: CUDA_FLAG_BAD_PAGED, the
  * rows become 0 and the next sync reports VC_ERR_INVALID). */
@@ -237,6 +245,10 @@ extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: head rows and metadata must be contiguous");
     if (T == 0 || h == 0 || hd == 0) return VC_OK;
     if (bt->shape[0] <= 0) return vc_err_set(VC_ERR_INVALID, "cuda paged attention: no sequences");
+    /* Mostly prompt rows (>= 4 per sequence on average) over a bf16/f16
+     * cache: the tensor-core flash kernel (cuda_flash.cu). */
+    if (T >= 4 * bt->shape[0] && T >= 64 && flash_enabled() && cuda_flash_eligible(q, dst, kc, vc))
+        return cuda_flash_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
     if (cuda_fd_eligible(q, kc, vc))
         return cuda_fd_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
     att_args aa = args_common(dst, q, kc, vc, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);

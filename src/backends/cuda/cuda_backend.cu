@@ -14,6 +14,8 @@
  * copies of up to CUDA_STAGE_CHUNK_BYTES are staged through pinned memory
  * and queued without a sync (the host buffer may be reused at once); larger
  * ones wait for the copy. device->device copies are queued.
+ * copy_to_host_async queues a device->host copy into pinned memory and an
+ * event behind it (with the error flags), for async scheduling.
  */
 #include "backends/cuda/cuda_internal.h"
 
@@ -104,6 +106,16 @@ static void cuda_free(rt_backend *be, void *p) {
     cuda_tmp_free(c, p);
 }
 
+/* The error behind device-side flags f (0: none). */
+static int flags_error(int f) {
+    if (f & CUDA_FLAG_BAD_TOKEN) return vc_err_set(VC_ERR_INVALID, "cuda embed: a token id was out of range");
+    if (f & CUDA_FLAG_BAD_SLOT) return vc_err_set(VC_ERR_INVALID, "cuda kv_store: a slot was out of range");
+    if (f & CUDA_FLAG_BAD_PAGED)
+        return vc_err_set(VC_ERR_INVALID, "cuda paged attention: bad block table or sequence lengths");
+    if (f & CUDA_FLAG_BAD_COMBINE) return vc_err_set(VC_ERR_INVALID, "cuda combine: an index was out of range");
+    return VC_OK;
+}
+
 /* Wait for the stream, then report device-side error flags. */
 static int cuda_drain(cuda_ctx *c) {
     CU_TRY(cudaMemcpyAsync(c->h_flags, c->d_flags, sizeof(int), cudaMemcpyDeviceToHost, c->stream));
@@ -112,13 +124,8 @@ static int cuda_drain(cuda_ctx *c) {
     if (f) {
         CU_TRY(cudaMemsetAsync(c->d_flags, 0, sizeof(int), c->stream));
         CU_TRY(cudaStreamSynchronize(c->stream));
-        if (f & CUDA_FLAG_BAD_TOKEN)
-            return vc_err_set(VC_ERR_INVALID, "cuda embed: a token id was out of range");
-        if (f & CUDA_FLAG_BAD_SLOT) return vc_err_set(VC_ERR_INVALID, "cuda kv_store: a slot was out of range");
-        if (f & CUDA_FLAG_BAD_PAGED)
-            return vc_err_set(VC_ERR_INVALID, "cuda paged attention: bad block table or sequence lengths");
     }
-    return VC_OK;
+    return flags_error(f);
 }
 
 /* Queue a host->device copy of n <= CUDA_STAGE_CHUNK_BYTES bytes through
@@ -167,6 +174,83 @@ static int cuda_sync(rt_backend *be) {
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     if (c->capturing) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda: sync while recording a graph");
     return cuda_drain(c);
+}
+
+/* ---- queued device->host copies guarded by events ------------------------ */
+
+/* An event, and the device error flags copied behind the work it guards
+ * (so a wait reports them without touching the stream: waits may come from
+ * another thread). */
+typedef struct {
+    cudaEvent_t ev;
+    int *h_flags; /* [1] pinned */
+} cuda_event;
+
+static void *cuda_host_alloc(rt_backend *be, size_t bytes) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (cuda_enter(c) < 0) return NULL;
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        vc_err_set(VC_ERR_OOM, "cuda: cannot allocate %zu bytes of pinned memory: %s", bytes, cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(rt_backend *be, void *p) {
+    (void)be;
+    if (p) cudaFreeHost(p);
+}
+
+static void cuda_event_free(rt_backend *be, void *p) {
+    (void)be;
+    cuda_event *ev = (cuda_event *)p;
+    if (!ev) return;
+    if (ev->ev) cudaEventDestroy(ev->ev);
+    if (ev->h_flags) cudaFreeHost(ev->h_flags);
+    free(ev);
+}
+
+static void *cuda_event_create(rt_backend *be) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (cuda_enter(c) < 0) return NULL;
+    cuda_event *ev = (cuda_event *)calloc(1, sizeof *ev);
+    if (!ev) {
+        vc_err_set(VC_ERR_OOM, "cuda: out of memory");
+        return NULL;
+    }
+    cudaError_t e = cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaMallocHost((void **)&ev->h_flags, sizeof(int));
+    if (e != cudaSuccess) {
+        cuda_fail(e, "cuda_event_create", __FILE__, __LINE__);
+        cuda_event_free(be, ev);
+        return NULL;
+    }
+    *ev->h_flags = 0;
+    return ev;
+}
+
+static int cuda_copy_to_host_async(rt_backend *be, void *dst, const void *src, size_t n, void *p) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    cuda_event *ev = (cuda_event *)p;
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    if (c->capturing) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda copy: host copies cannot be recorded in a graph");
+    if (n) CU_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream));
+    /* The flags raised by the work so far travel with the copy; the work
+     * after it starts from clear flags. */
+    CU_TRY(cudaMemcpyAsync(ev->h_flags, c->d_flags, sizeof(int), cudaMemcpyDeviceToHost, c->stream));
+    CU_TRY(cudaMemsetAsync(c->d_flags, 0, sizeof(int), c->stream));
+    CU_TRY(cudaEventRecord(ev->ev, c->stream));
+    return VC_OK;
+}
+
+static int cuda_event_wait(rt_backend *be, void *p) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    cuda_event *ev = (cuda_event *)p;
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    CU_TRY(cudaEventSynchronize(ev->ev));
+    return flags_error(*ev->h_flags);
 }
 
 /* ---- graphs: stream capture of the backend's stream ----------------------- */
@@ -279,6 +363,13 @@ static const rt_backend_vtable g_cuda_vt = {
     /* .graph_end = */ cuda_graph_end,
     /* .graph_launch = */ cuda_graph_launch,
     /* .graph_free = */ cuda_graph_free,
+    /* .host_memory = */ false,
+    /* .host_alloc = */ cuda_host_alloc,
+    /* .host_free = */ cuda_host_free,
+    /* .event_create = */ cuda_event_create,
+    /* .event_free = */ cuda_event_free,
+    /* .copy_to_host_async = */ cuda_copy_to_host_async,
+    /* .event_wait = */ cuda_event_wait,
 };
 
 static int cuda_init_ctx(cuda_ctx *c, int device) {
@@ -366,6 +457,11 @@ void cuda_backend_register(void) {
     fns[RT_OP_ARGMAX] = cuda_op_argmax;
     fns[RT_OP_KV_STORE] = cuda_op_kv_store;
     fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
+    fns[RT_OP_SAMPLE] = cuda_op_sample;
+    fns[RT_OP_ADD_RMSNORM] = cuda_op_add_rmsnorm;
+    fns[RT_OP_QK_ROPE_STORE] = cuda_op_qk_rope_store;
+    fns[RT_OP_MATMUL_GLU] = cuda_op_matmul_glu;
+    fns[RT_OP_COMBINE] = cuda_op_combine;
     const char *prof = getenv("VLLM_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0") != 0) {
         cuda_profile_install(fns);

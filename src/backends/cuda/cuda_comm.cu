@@ -21,6 +21,11 @@ typedef struct {
     ncclComm_t nccl;
 } cuda_comm_rank;
 
+/* NCCL may leave a benign error in the thread's last-error slot (e.g. from
+ * probing peer access or pointer attributes); the backend's launch checks
+ * read that slot, so it is cleared after every NCCL call of this thread. */
+static void nccl_clear_last_error(void) { (void)cudaGetLastError(); }
+
 static int nccl_fail(ncclResult_t r, const char *expr, const char *file, int line) {
     return vc_err_set(VC_ERR_RUNTIME, "%s:%d: %s: %s", file, line, expr, ncclGetErrorString(r));
 }
@@ -47,6 +52,7 @@ static int nccl_all_reduce(rt_comm *c, rt_tensor *t) {
     if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
     CU_TRY(cudaSetDevice(cx->device));
     NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, cx->stream));
+    nccl_clear_last_error();
     return 0;
 }
 
@@ -57,6 +63,7 @@ static int nccl_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
     CU_TRY(cudaSetDevice(cx->device));
     NCCL_TRY(ncclAllGather(src->data, dst->data, (size_t)rt_tensor_nelem(src), dt, rk->nccl, cx->stream));
+    nccl_clear_last_error();
     return 0;
 }
 
@@ -69,6 +76,7 @@ static void nccl_group_free(rt_comm **comms, int world) {
         }
         free(comms[r]);
     }
+    nccl_clear_last_error();
 }
 
 static const rt_comm_vtable g_nccl_vt = {
@@ -90,6 +98,7 @@ static int nccl_group_create(rt_backend **bes, int world, rt_comm **comms) {
     for (int r = 0; r < world; r++) devs[r] = ((cuda_ctx *)bes[r]->ctx)->device;
     ncclResult_t res = ncclCommInitAll(nc, world, devs);
     free(devs);
+    nccl_clear_last_error();
     if (res != ncclSuccess) {
         free(nc);
         return vc_err_set(VC_ERR_RUNTIME, "nccl: cannot create a group of %d GPUs: %s", world,

@@ -1,4 +1,5 @@
-/* cuda_elementwise — GLU, ADD, SCALE (one thread per element), COPY and
+/* cuda_elementwise — GLU, ADD, SCALE (one thread per element; 2-D views
+ * with contiguous rows by rows, as the halves of a fused gate|up output), COPY and
  * EMBED (dtype conversion and dequantization through cuda_dequant.cuh).
  *
  * Views: every tensor is addressed as rows of its own outer dims (cuda_row),
@@ -9,6 +10,7 @@
 #include "backends/cuda/cuda_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #define EW_THREADS 256
@@ -48,6 +50,38 @@ __global__ void k_ew(cuda_view y, cuda_view a, cuda_view b, int64_t len, int64_t
     }
 }
 
+/* 2-D views with contiguous rows (e.g. the gate and up halves of one fused
+ * gate|up matmul output): row r, column j at data + r * s0 + j * 4, with no
+ * 64-bit divisions per element. blockIdx.y walks rows. */
+template <int K>
+__global__ void k_ew_rows(char *y, int64_t ys, const char *a, int64_t as, const char *b, int64_t bs, int len,
+                          int64_t nrows, float s) {
+    CUDA_PDL_ENTER();
+    for (int64_t r = blockIdx.y; r < nrows; r += gridDim.y) {
+        float *py = (float *)(y + r * ys);
+        const float *pa = (const float *)(a + r * as), *pb = K != EW_SCALE ? (const float *)(b + r * bs) : NULL;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < len; j += gridDim.x * blockDim.x) {
+            float v;
+            if (K == EW_GLU_SILU) v = silu(pa[j]) * pb[j];
+            else if (K == EW_GLU_GELU) v = gelu_tanh(pa[j]) * pb[j];
+            else if (K == EW_ADD) v = pa[j] + pb[j];
+            else v = pa[j] * s;
+            py[j] = v;
+        }
+    }
+}
+
+static bool rows2d(const rt_tensor *t) { return t->ndim == 2 && t->stride[1] == 4; }
+
+template <int K>
+static void launch_rows(cuda_ctx *c, const rt_tensor *y, const rt_tensor *a, const rt_tensor *b, float s) {
+    int64_t nrows = y->shape[0], len = y->shape[1];
+    unsigned gx = (unsigned)((len + EW_THREADS - 1) / EW_THREADS), gy = (unsigned)(nrows < 65535 ? nrows : 65535);
+    cuda_launch(k_ew_rows<K>, dim3(gx, gy), EW_THREADS, 0, c->stream, (char *)y->data, y->stride[0],
+                (const char *)a->data, a->stride[0], b ? (const char *)b->data : (const char *)NULL,
+                b ? b->stride[0] : (int64_t)0, (int)len, nrows, s);
+}
+
 static int ew_run(rt_backend *be, int kind, const rt_op_args *a, const char *name) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *y2 = kind == EW_SCALE ? NULL : a->src[1];
@@ -61,6 +95,16 @@ static int ew_run(rt_backend *be, int kind, const rt_op_args *a, const char *nam
     int64_t len = a->dst->shape[a->dst->ndim - 1];
     float s = kind == EW_SCALE ? a->p.scale.s : 0.0f;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    if (!flat && rows2d(a->dst) && rows2d(x) && (!y2 || rows2d(y2)) && len < INT32_MAX) {
+        switch (kind) {
+        case EW_GLU_SILU: launch_rows<EW_GLU_SILU>(c, a->dst, x, y2, s); break;
+        case EW_GLU_GELU: launch_rows<EW_GLU_GELU>(c, a->dst, x, y2, s); break;
+        case EW_ADD: launch_rows<EW_ADD>(c, a->dst, x, y2, s); break;
+        default: launch_rows<EW_SCALE>(c, a->dst, x, y2, s); break;
+        }
+        CU_LAUNCHED();
+        return VC_OK;
+    }
     unsigned g = cuda_blocks(total, EW_THREADS);
     switch (kind) {
     case EW_GLU_SILU: cuda_launch(k_ew<EW_GLU_SILU>, g, EW_THREADS, 0, c->stream, vy, va, vb, len, total, s, flat); break;
@@ -190,13 +234,14 @@ extern "C" int cuda_op_copy(rt_backend *be, const rt_op_args *a) {
 /* grid.y = token; plain tables: one thread per element; quantized: per unit. */
 template <rt_dtype T>
 __global__ void k_embed(cuda_view dst, const char *table, int64_t tstride, const int32_t *ids, int64_t V,
-                        int64_t dim, int *flags) {
+                        int64_t dim, int *flags, int shard, int64_t base) {
     CUDA_PDL_ENTER();
     int64_t t = blockIdx.y;
-    int32_t id = ids[t];
+    int64_t id = (int64_t)ids[t] - base;
     float *out = (float *)cuda_row(dst, t);
+    /* a shard's foreign ids give zero rows; negative ids are always bad */
     bool bad = id < 0 || id >= V;
-    if (bad && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(flags, CUDA_FLAG_BAD_TOKEN);
+    if (bad && (!shard || ids[t] < 0) && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(flags, CUDA_FLAG_BAD_TOKEN);
     const char *row = table + (int64_t)(bad ? 0 : id) * tstride;
     if constexpr (T == RT_F32 || T == RT_F16 || T == RT_BF16) {
         const int es = T == RT_F32 ? 4 : 2;
@@ -228,13 +273,15 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     int64_t n = rt_tensor_nelem(ids), V = table->shape[0], dim = table->shape[1];
     if (n == 0) return VC_OK;
     if (n > 65535) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda embed: more than 65535 tokens in one call");
+    int shard = a->p.embed.shard;
+    int64_t base = shard ? a->p.embed.base : 0;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     const int32_t *d_ids = (const int32_t *)ids->data;
     void *tmp = NULL;
     if (ids->device == RT_DEV_CPU) { /* host ids: check here, then upload */
         const int32_t *h = (const int32_t *)ids->data;
         for (int64_t i = 0; i < n; i++)
-            if (h[i] < 0 || h[i] >= V)
+            if (h[i] < 0 || (!shard && h[i] >= V))
                 return vc_err_set(VC_ERR_INVALID, "embed: token id %d out of range [0, %lld)", h[i],
                                   (long long)V);
         tmp = cuda_tmp_alloc(c, (size_t)n * 4);
@@ -254,10 +301,10 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     const char *tb = (const char *)table->data;
     int64_t ts = table->stride[0];
     switch (table->dtype) {
-    case RT_F32: cuda_launch(k_embed<RT_F32>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-    case RT_F16: cuda_launch(k_embed<RT_F16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-    case RT_BF16: cuda_launch(k_embed<RT_BF16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
-#define X(T) case T: cuda_launch(k_embed<T>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags); break;
+    case RT_F32: cuda_launch(k_embed<RT_F32>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+    case RT_F16: cuda_launch(k_embed<RT_F16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+    case RT_BF16: cuda_launch(k_embed<RT_BF16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+#define X(T) case T: cuda_launch(k_embed<T>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
         CUDA_FOR_QUANT(X)
 #undef X
     default: break;

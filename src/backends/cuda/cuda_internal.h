@@ -11,9 +11,16 @@
  *                      dequantized to bf16 scratch) above that
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
- *                      online softmax) and KV_STORE
+ *                      online softmax) and KV_STORE; prompt-heavy
+ *                      bf16/f16-cache batches go to cuda_flash.cu
+ *   cuda_flash.cu      tensor-core (mma.sync m16n8k16) FlashAttention-2
+ *                      prefill over the paged cache, GQA heads packed per tile
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
+ *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
+ *                      the draw: one block per row, radix selects)
+ *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops)
+ *   cuda_combine.cu    COMBINE (async scheduling's splice of sampled ids)
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
  * ids, which may also be host memory. All work goes to the backend's one
@@ -51,6 +58,7 @@ extern "C" {
 #define CUDA_FLAG_BAD_TOKEN 1 /* EMBED: id out of range */
 #define CUDA_FLAG_BAD_SLOT 2  /* KV_STORE: slot out of range */
 #define CUDA_FLAG_BAD_PAGED 4 /* PAGED_ATTENTION: bad block table / lengths */
+#define CUDA_FLAG_BAD_COMBINE 8 /* COMBINE: index out of range */
 
 /* Max tokens of the GEMV path; larger batches go to cuBLAS. */
 #define CUDA_GEMV_MAX_N 8
@@ -81,6 +89,7 @@ typedef struct {
     bool capturing;
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
+    int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
 } cuda_ctx;
@@ -198,9 +207,14 @@ int cuda_op_scale(rt_backend *be, const rt_op_args *a);
 int cuda_op_softmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_attention(rt_backend *be, const rt_op_args *a);
 int cuda_op_copy(rt_backend *be, const rt_op_args *a);
+int cuda_op_sample(rt_backend *be, const rt_op_args *a); /* cuda_sample.cu */
 int cuda_op_argmax(rt_backend *be, const rt_op_args *a);
 int cuda_op_kv_store(rt_backend *be, const rt_op_args *a);
 int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a);
+int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a);   /* cuda_fused.cu */
+int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a); /* cuda_fused.cu */
+int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a);    /* cuda_matmul.cu */
+int cuda_op_combine(rt_backend *be, const rt_op_args *a); /* cuda_combine.cu */
 }
 
 /* Flash-decoding PAGED_ATTENTION (cuda_paged_attn.cu) for the shapes it

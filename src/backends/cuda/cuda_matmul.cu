@@ -8,6 +8,8 @@
  *    cuda_dequant.cuh) and dots it with up to CUDA_GEMV_MAX_N (8) f32 activation rows in f32 (at 16 rows the
  *    x reads made it slower than cuBLAS: measured on the H200).
  *    W is read from memory once per call.
+ *    The f16/bf16 path (k_gemv_half_u) also serves MATMUL_GLU with the GLU
+ *    in its epilogue (gate and up rows of one stacked matrix in one block).
  *  - larger n (prefill): cuBLAS. f32 W: SGEMM in plain fp32 (default math
  *    mode, so no TF32). f16 / bf16 W: x is converted to W's type and
  *    cublasGemmEx runs with fp32 accumulation and an f32 result. Quantized
@@ -152,6 +154,126 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_ks(const char *w, int6
     gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
 }
 
+/* The same K-split layout, software-pipelined: each lane keeps U 16-byte
+ * weight loads in flight while it computes on the previous U, and issues
+ * its first U before waiting for the previous kernel (programmatic
+ * dependent launch): weights do not depend on it, only x does, so a GEMV's
+ * first loads overlap the tail of the kernel before it. Weights are read
+ * around L1 (used once; x stays cached) with a 256-byte L2 prefetch hint;
+ * bf16 is widened by shifts. Groups are visited in the same order as
+ * k_gemv_half_ks, so a row's sum is the same for the same KS. */
+__device__ __forceinline__ uint4 ld_stream16(const uint4 *p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+template <rt_dtype T> __device__ __forceinline__ void unpack8(const uint4 &p, float *w) {
+    const uint32_t u[4] = {p.x, p.y, p.z, p.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (T == RT_BF16) {
+            w[2 * i] = __uint_as_float(u[i] << 16);
+            w[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+        } else {
+            __half2 h = *(const __half2 *)&u[i];
+            float2 f = __half22float2(h);
+            w[2 * i] = f.x;
+            w[2 * i + 1] = f.y;
+        }
+    }
+}
+
+/* gemv_fma8<true> with x through the read-only path. */
+__device__ __forceinline__ void gemv_fma8_ldg(float *acc, const float *wv, const float *x, int64_t x_ld, int64_t c,
+                                              int n) {
+#pragma unroll
+    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
+        if (t >= n) break;
+        const float4 *xs = (const float4 *)(x + t * x_ld + c * 8);
+        float4 a = __ldg(xs), b = __ldg(xs + 1);
+        acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
+                  wv[7] * b.w;
+    }
+}
+
+template <rt_dtype T, int U>
+__device__ __forceinline__ void gemv_load_round(uint4 *p, const uint4 *wr, int64_t c, int64_t step, int64_t nc) {
+#pragma unroll
+    for (int u = 0; u < U; u++) p[u] = c + u * step < nc ? ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
+}
+
+/* GLU epilogue (MATMUL_GLU): w = [Wg; Wu] with `out` = 2f rows; the KS-warp
+ * slots of a block go in pairs, slot 2i on gate row p and 2i+1 on up row
+ * f + p, and the pair's first warp writes y[t, p] = act(gate) * up. */
+__device__ __forceinline__ float glu_act(float g, int act) {
+    if (act == RT_ACT_SILU) return g / (1.0f + expf(-g));
+    const float k0 = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
+}
+
+template <int KS>
+__device__ __forceinline__ void gemv_finish_glu(float *acc, int n, int64_t p, int64_t f, float *y, int64_t y_ld,
+                                                int act) {
+    __shared__ float part[GEMV_BLOCK / 32][CUDA_GEMV_MAX_N];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
+        if (t >= n) break;
+        float s = warp_sum(acc[t]);
+        if (lane == 0) part[warp][t] = s;
+    }
+    __syncthreads();
+    if (warp % (2 * KS) == 0 && lane < n && p < f) {
+        float g = 0.0f, u = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k++) {
+            g += part[warp + k][lane];
+            u += part[warp + KS + k][lane];
+        }
+        y[lane * y_ld + p] = glu_act(g, act) * u;
+    }
+}
+
+template <rt_dtype T, int KS, int U, bool GLU>
+__global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_u(const char *w, int64_t w_stride, const float *x,
+                                                            int64_t x_ld, float *y, int64_t y_ld, const float *bias,
+                                                            int64_t out, int64_t in, int n, int act) {
+    constexpr int RPB = GEMV_BLOCK / 32 / KS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slot = warp / KS;
+    const int64_t f = out / 2, p = (int64_t)blockIdx.x * (RPB / 2) + slot / 2;
+    const int64_t r = GLU ? (p < f ? p + (slot & 1) * f : out) : (int64_t)blockIdx.x * RPB + slot;
+    const int64_t nc = in / 8, step = 32 * KS;
+    const uint4 *wr = (const uint4 *)(w + (r < out ? r : 0) * w_stride);
+    int64_t c = (warp % KS) * 32 + lane;
+    uint4 q0[U];
+    if (r < out) gemv_load_round<T, U>(q0, wr, c, step, nc); /* before the wait: weights only */
+    CUDA_PDL_ENTER();
+    float acc[CUDA_GEMV_MAX_N] = {0};
+    if (r < out) {
+        for (; c < nc; c += U * step) {
+            uint4 q[U];
+            const bool more = c + U * step < nc;
+            if (more) gemv_load_round<T, U>(q, wr, c + U * step, step, nc);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                if (c + u * step >= nc) break;
+                float wv[8];
+                unpack8<T>(q0[u], wv);
+                gemv_fma8_ldg(acc, wv, x, x_ld, c + u * step, n);
+            }
+            if (more) {
+#pragma unroll
+                for (int u = 0; u < U; u++) q0[u] = q[u];
+            }
+        }
+    }
+    if (GLU) gemv_finish_glu<KS>(acc, n, p, f, y, y_ld, act);
+    else gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
+}
+
 /* Quantized rows: group c = values 8c..8c+7 (a quarter of 32-value unit
  * c/4), decoded with dq_span; x reads as two float4 when VX (x rows 16-byte
  * aligned). */
@@ -184,12 +306,29 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_quant(const char *w, int64_
     gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
 }
 
-/* Warps per row: enough warps in total to cover the GPU (~32 per SM) while
- * each warp keeps at least one group of 8 values per lane. */
-static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in) {
+/* Warps per row: enough warps in total to cover the GPU (`per_sm` per SM)
+ * while each warp keeps at least two groups of 8 values per lane. */
+static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) {
     int ks = 1;
-    while (ks < 8 && out * ks < 32 * (int64_t)c->n_sm && in / 8 >= 64 * ks) ks *= 2;
+    while (ks < 8 && out * ks < per_sm * (int64_t)c->n_sm && in / 8 >= 64 * ks) ks *= 2;
     return ks;
+}
+
+/* The f16/bf16 GEMV variant (VLLM_CUDA_GEMV, read once per backend;
+ * test_cuda_speed measures all four): 0 k_gemv_half_ks (2 loads in flight
+ * per lane, KS for 32 warps per SM); 1 (default) k_gemv_half_u with 2 loads
+ * per round, KS for 16 warps per SM; 2 k_gemv_half_u with 4 loads per round,
+ * KS for 32 warps per SM; 3 k_gemv_half_u with 2 loads per round, KS for 32
+ * warps per SM. Measured on the H200 (docs/BENCHMARKS.md): 1 is the best on
+ * every Llama-8B / Qwen3-0.6B decode shape but the largest two (28672x4096
+ * and 128256x4096, where 0 is 2-3% ahead); 4 loads per round lose. */
+static int gemv_variant(cuda_ctx *c) {
+    if (!c->gemv_cfg) {
+        const char *e = getenv("VLLM_CUDA_GEMV");
+        int v = e && *e ? atoi(e) : 1;
+        c->gemv_cfg = 1 + (v >= 0 && v <= 3 ? v : 1);
+    }
+    return c->gemv_cfg - 1;
 }
 
 __device__ __forceinline__ void st_h(__half *p, float v) { *p = __float2half_rn(v); }
@@ -203,6 +342,24 @@ __global__ void k_to_half(const float *x, int64_t x_ld, H *dst, int64_t in, int6
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / in, k = i % in;
         st_h(dst + i, x[t * x_ld + k]);
+    }
+}
+
+/* The same, 4 values per thread (16-byte loads, 8-byte stores), for in and
+ * x_ld multiples of 4 and a 16-byte aligned x (prefill activations); one
+ * block row per x row, so no division per element. */
+template <typename H> __global__ void k_to_half4(const float *x, int64_t x_ld, H *dst, int in4) {
+    CUDA_PDL_ENTER();
+    const int64_t t = blockIdx.y;
+    const float4 *xr = (const float4 *)(x + t * x_ld);
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < in4; k += gridDim.x * blockDim.x) {
+        float4 v = xr[k];
+        __align__(8) H o[4];
+        st_h(o, v.x);
+        st_h(o + 1, v.y);
+        st_h(o + 2, v.z);
+        st_h(o + 3, v.w);
+        *(uint2 *)(dst + (t * in4 + k) * 4) = *(const uint2 *)o;
     }
 }
 
@@ -262,6 +419,32 @@ static void launch_half(cuda_ctx *c, int ks, unsigned grid, const char *wd, int6
     }
 }
 
+template <rt_dtype T, int U, bool GLU>
+static void launch_half_u(cuda_ctx *c, int ks, unsigned grid, const char *wd, int64_t ws, const float *x,
+                          int64_t x_ld, float *y, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n,
+                          int act) {
+    switch (ks) {
+    case 1: cuda_launch(k_gemv_half_u<T, 1, U, GLU>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act); break;
+    case 2: cuda_launch(k_gemv_half_u<T, 2, U, GLU>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act); break;
+    case 4: cuda_launch(k_gemv_half_u<T, 4, U, GLU>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act); break;
+    default:
+        if (!GLU) cuda_launch(k_gemv_half_u<T, 8, U, false>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);
+        break;
+    }
+}
+
+/* f16/bf16 rows, 16-byte aligned: the variant's kernel and KS. */
+template <rt_dtype T>
+static void gemv_half(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                      const float *bias, int64_t out, int64_t in, int n) {
+    int v = gemv_variant(c);
+    int ks = gemv_ks(c, out, in, v == 1 ? 16 : 32);
+    unsigned grid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
+    if (v == 0) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    else if (v == 2) launch_half_u<T, 4, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
+    else launch_half_u<T, 2, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
+}
+
 static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                 const float *bias, int64_t out, int64_t in, int n) {
     const char *wd = (const char *)w->data;
@@ -273,9 +456,9 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     unsigned kgrid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
     unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
     if (v8 && w->dtype == RT_F16)
-        launch_half<RT_F16>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+        gemv_half<RT_F16>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else if (v8)
-        launch_half<RT_BF16>(c, ks, kgrid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+        gemv_half<RT_BF16>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else switch (w->dtype) {
 #define X(T) case T: cuda_launch(k_gemv_plain<T>, grid, 32 * GEMV_WARPS, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, in, n); break;
         X(RT_F32) X(RT_F16) X(RT_BF16)
@@ -313,7 +496,11 @@ static int gemm_half(cuda_ctx *c, const void *w16, cudaDataType wt, int64_t ld_w
     void *xh = xh_workspace(c, (size_t)(n * in) * 2);
     if (!xh) return VC_ERR_OOM;
     unsigned g = cuda_blocks(n * in, 256);
-    if (wt == CUDA_R_16F)
+    if (in % 4 == 0 && x_ld % 4 == 0 && (uintptr_t)x % 16 == 0 && n <= 65535) {
+        dim3 g4((unsigned)((in / 4 + 255) / 256), (unsigned)n);
+        if (wt == CUDA_R_16F) cuda_launch(k_to_half4<__half>, g4, 256, 0, c->stream, x, x_ld, (__half *)xh, (int)(in / 4));
+        else cuda_launch(k_to_half4<__nv_bfloat16>, g4, 256, 0, c->stream, x, x_ld, (__nv_bfloat16 *)xh, (int)(in / 4));
+    } else if (wt == CUDA_R_16F)
         cuda_launch(k_to_half<__half>, g, 256, 0, c->stream, x, x_ld, (__half *)xh, in, n * in);
     else
         cuda_launch(k_to_half<__nv_bfloat16>, g, 256, 0, c->stream, x, x_ld, (__nv_bfloat16 *)xh, in, n * in);
@@ -392,4 +579,62 @@ extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
     int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
     if (n <= CUDA_GEMV_MAX_N) return gemv(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n);
     return gemm(c, w, xd, x_ld, yd, y_ld, bd, out, in, n);
+}
+
+/* MATMUL_GLU: decode (n <= CUDA_GEMV_MAX_N, aligned f16/bf16 rows, GEMV
+ * variant > 0) in one GEMV with the GLU in its epilogue (KS <= 4 so a block
+ * holds a gate/up pair of row slots); otherwise MATMUL into the scratch and
+ * GLU of its halves. */
+extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    const rt_tensor *x = a->src[0], *w = a->src[1], *scratch = a->src[2];
+    rt_tensor *dst = a->dst;
+    if (cuda_check_dev(dst, "matmul_glu") || cuda_check_dev(x, "matmul_glu") || cuda_check_dev(w, "matmul_glu") ||
+        cuda_check_dev(scratch, "matmul_glu"))
+        return VC_ERR_INVALID;
+    int64_t in = w->shape[1], out = w->shape[0], n = rt_tensor_nrows(x), f = out / 2;
+    size_t xs = row_stride(x), ys = row_stride(dst);
+    const char *wd = (const char *)w->data;
+    bool vx = xs && ys && xs % 16 == 0 && ys % 4 == 0 && ((uintptr_t)x->data & 15) == 0 &&
+              x->stride[x->ndim - 1] == 4 && dst->stride[dst->ndim - 1] == 4;
+    bool fused = vx && n >= 1 && n <= CUDA_GEMV_MAX_N && (w->dtype == RT_F16 || w->dtype == RT_BF16) &&
+                 in % 8 == 0 && w->stride[1] == 2 && w->stride[0] % 16 == 0 && ((uintptr_t)wd & 15) == 0 &&
+                 out <= INT_MAX && in <= INT_MAX && cuda_enter(c) == 0 && gemv_variant(c) != 0;
+    if (fused) {
+        int ks = gemv_ks(c, out, in, gemv_variant(c) == 1 ? 16 : 32);
+        if (ks > 4) ks = 4;
+        int64_t pairs = GEMV_BLOCK / 32 / ks / 2;
+        unsigned grid = (unsigned)((f + pairs - 1) / pairs);
+        const float *xd = (const float *)x->data;
+        float *yd = (float *)dst->data;
+        int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
+        int act = a->p.glu.act;
+        if (w->dtype == RT_F16)
+            launch_half_u<RT_F16, 2, true>(c, ks, grid, wd, w->stride[0], xd, x_ld, yd, y_ld, NULL, out, in, (int)n, act);
+        else
+            launch_half_u<RT_BF16, 2, true>(c, ks, grid, wd, w->stride[0], xd, x_ld, yd, y_ld, NULL, out, in, (int)n, act);
+        CU_LAUNCHED();
+        return VC_OK;
+    }
+    rt_op_args m;
+    memset(&m, 0, sizeof m);
+    m.dst = (rt_tensor *)scratch;
+    m.src[0] = x;
+    m.src[1] = w;
+    int rc = cuda_op_matmul(be, &m);
+    if (rc < 0) return rc;
+    rt_tensor g = rt_tensor_2d(scratch->data, RT_F32, RT_DEV_CUDA, n, f), u = g;
+    u.data = (float *)scratch->data + f;
+    g.stride[0] = u.stride[0] = 2 * f * (int64_t)sizeof(float);
+    rt_tensor d2 = rt_tensor_2d(dst->data, RT_F32, RT_DEV_CUDA, n, f);
+    if (dst->ndim == 2) d2 = *dst;
+    else if (!rt_tensor_is_contiguous(dst))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_glu: dst must be 2-D or contiguous");
+    rt_op_args gl;
+    memset(&gl, 0, sizeof gl);
+    gl.dst = &d2;
+    gl.src[0] = &g;
+    gl.src[1] = &u;
+    gl.p.glu.act = a->p.glu.act;
+    return cuda_op_glu(be, &gl);
 }

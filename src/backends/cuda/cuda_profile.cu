@@ -14,6 +14,8 @@
  */
 #include "backends/cuda/cuda_internal.h"
 
+#include <utility>
+
 #include <string.h>
 
 #define PROF_PAIRS 4096
@@ -85,16 +87,15 @@ template <int OP> static int prof_tramp(rt_backend *be, const rt_op_args *a) {
 
 /* Wrap the registered CUDA kernels (called by cuda_backend_register after
  * registering them, only when VLLM_CUDA_PROFILE is set). */
-void cuda_profile_install(const rt_op_fn *real) {
-    static const rt_op_fn tr[] = {prof_tramp<0>, prof_tramp<1>, prof_tramp<2>,  prof_tramp<3>, prof_tramp<4>,
-                                  prof_tramp<5>, prof_tramp<6>, prof_tramp<7>,  prof_tramp<8>, prof_tramp<9>,
-                                  prof_tramp<10>, prof_tramp<11>, prof_tramp<12>};
-    static_assert(sizeof tr / sizeof tr[0] == RT_OP_COUNT, "one trampoline per op");
+template <size_t... I> static void install_tramps(const rt_op_fn *real, std::index_sequence<I...>) {
+    static const rt_op_fn tr[] = {prof_tramp<(int)I>...}; /* one trampoline per op */
     for (int o = 0; o < RT_OP_COUNT; o++) {
         g_real[o] = real[o];
         rt_op_register((rt_op)o, RT_DEV_CUDA, tr[o]);
     }
 }
+
+void cuda_profile_install(const rt_op_fn *real) { install_tramps(real, std::make_index_sequence<RT_OP_COUNT>{}); }
 
 /* Events are created lazily by the first backend (they need a context). */
 int cuda_profile_init(void) {

@@ -12,6 +12,14 @@
  *
  * The KV cache holds whatever memory it got: the speed of a step does not
  * depend on the values. Checks only that the steps succeed.
+ *
+ * Without a checkpoint: the decode GEMV (n = 1, bf16) on Llama-3-8B and
+ * Qwen3-0.6B matrix shapes for every GEMV variant (VLLM_CUDA_GEMV 0..3, a
+ * fresh backend each), in GB/s of weights and as a fraction of the
+ * device-to-device copy bandwidth. Each timing replays a recorded graph of
+ * GEMVs over distinct copies of the matrix (>= 256 MB in all), so the L2
+ * (50 MB) does not serve the weights and no launch gap is timed; the
+ * variants' outputs must agree within 1e-5 (normalised).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +35,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "model/model.h"
+#include "runtime/ops.h"
 
 static rt_backend *g_gpu;
 
@@ -134,6 +144,111 @@ static void test_speed(void **st) {
     mdl_free(m);
 }
 
+static double gbps_of(rt_backend *be, const rt_tensor *buf, const rt_tensor *x, rt_tensor *y, int64_t out,
+                      int64_t in, double *us) {
+    size_t mb = (size_t)(out * in) * 2, total = rt_tensor_nbytes(buf);
+    int64_t copies = (int64_t)(total / mb);
+    int K = copies < 48 ? (int)copies : 48;
+    if (K < 1) return 0;
+    int64_t stride = copies / K; /* spread the K matrices over the whole buffer */
+    int64_t sw[2] = {out, in};
+    rt_tensor yv = rt_tensor_2d(y->data, RT_F32, y->device, 1, out), xv = rt_tensor_2d(x->data, RT_F32, x->device, 1, in);
+    void *g = NULL;
+    assert_int_equal(rt_backend_graph_begin(be), VC_OK);
+    for (int k = 0; k < K; k++) {
+        rt_tensor w = rt_tensor_make((char *)buf->data + (size_t)(k * stride) * mb, RT_BF16, buf->device, 2, sw);
+        assert_int_equal(rt_matmul(be, &yv, &xv, &w, NULL), VC_OK);
+    }
+    assert_int_equal(rt_backend_graph_end(be, &g), VC_OK);
+    assert_int_equal(rt_backend_graph_launch(be, g), VC_OK);
+    assert_int_equal(rt_backend_sync(be), VC_OK);
+    int R = 8;
+    double t0 = vc_now_s();
+    for (int r = 0; r < R; r++) assert_int_equal(rt_backend_graph_launch(be, g), VC_OK);
+    assert_int_equal(rt_backend_sync(be), VC_OK);
+    double dt = (vc_now_s() - t0) / (R * K);
+    rt_backend_graph_free(be, g);
+    *us = dt * 1e6;
+    return (double)mb / dt;
+}
+
+static void test_gemv_bandwidth(void **st) {
+    (void)st;
+    if (!g_gpu) skip();
+    const char *e = getenv("VLLM_CUDA_SPEED");
+    if (e && !strcmp(e, "0")) skip();
+    static const int64_t shapes[][2] = {
+        {4096, 4096}, {1024, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}, /* Llama-3-8B: q/o, k/v, gate|up, down, head */
+        {4096, 1024}, {6144, 1024}, {1024, 3072}, {1024, 2048},                  /* Qwen3-0.6B: qkv, gate|up, down, o */
+    };
+    enum { NS = sizeof shapes / sizeof shapes[0], NV = 4 };
+    const int64_t maxin = 14336, cap = (int64_t)128256 * 4096 * 2; /* bytes: the largest matrix, 1.05 GB */
+    uint32_t *host = malloc((size_t)cap);
+    float *x = malloc((size_t)maxin * 4), *ys[NV];
+    assert_true(host && x);
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < cap / 4; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        host[i] = (uint32_t)r & 0xBF7FBF7Fu; /* finite bf16 pairs, |v| < 2 */
+    }
+    for (int64_t i = 0; i < maxin; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
+    for (int v = 0; v < NV; v++) ys[v] = malloc((size_t)128256 * 4);
+    double gb[NV][NS], us[NV][NS], bw = 0;
+    for (int v = 0; v < NV; v++) {
+        char val[8];
+        snprintf(val, sizeof val, "%d", v);
+        setenv("VLLM_CUDA_GEMV", val, 1);
+        rt_backend *be = rt_backend_create(RT_DEV_CUDA, NULL);
+        assert_non_null(be);
+        int64_t sb[1] = {cap / 2}, sx[1] = {maxin}, sy[1] = {128256};
+        rt_tensor buf = rt_tensor_alloc(be, RT_BF16, 1, sb), dx = rt_tensor_alloc(be, RT_F32, 1, sx),
+                  dy = rt_tensor_alloc(be, RT_F32, 1, sy);
+        assert_true(buf.data && dx.data && dy.data);
+        rt_tensor hb = rt_tensor_make(host, RT_BF16, RT_DEV_CPU, 1, sb), hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 1, sx);
+        assert_int_equal(rt_tensor_copy_bytes(be, &buf, &hb), VC_OK);
+        assert_int_equal(rt_tensor_copy_bytes(be, &dx, &hx), VC_OK);
+        if (v == 0) {
+            rt_backend *keep = g_gpu;
+            g_gpu = be;
+            bw = d2d_bandwidth();
+            g_gpu = keep;
+        }
+        for (int k = 0; k < NS; k++) gb[v][k] = gbps_of(be, &buf, &dx, &dy, shapes[k][0], shapes[k][1], &us[v][k]);
+        /* agreement: 1024 x 4096 (first matrix of the buffer) against variant 0 */
+        rt_tensor yv = rt_tensor_2d(dy.data, RT_F32, RT_DEV_CUDA, 1, 1024), xv = rt_tensor_2d(dx.data, RT_F32, RT_DEV_CUDA, 1, 4096);
+        int64_t sw[2] = {1024, 4096};
+        rt_tensor w = rt_tensor_make(buf.data, RT_BF16, RT_DEV_CUDA, 2, sw), hy = rt_tensor_1d(ys[v], RT_F32, RT_DEV_CPU, 1024);
+        assert_int_equal(rt_matmul(be, &yv, &xv, &w, NULL), VC_OK);
+        rt_tensor dyv = rt_tensor_1d(dy.data, RT_F32, RT_DEV_CUDA, 1024);
+        assert_int_equal(rt_tensor_copy_bytes(be, &hy, &dyv), VC_OK);
+        rt_backend_free_mem(be, buf.data);
+        rt_backend_free_mem(be, dx.data);
+        rt_backend_free_mem(be, dy.data);
+        rt_backend_free(be);
+        if (v > 0) {
+            double em = 0, m = 1e-30;
+            for (int i = 0; i < 1024; i++) {
+                double d = fabs((double)ys[v][i] - ys[0][i]);
+                if (!(d <= em)) em = d;
+                if (fabs(ys[0][i]) > m) m = fabs(ys[0][i]);
+            }
+            print_message("speed: gemv variant %d vs 0: max normalised difference %.2e\n", v, em / m);
+            assert_true(em / m <= 1e-5);
+        }
+    }
+    unsetenv("VLLM_CUDA_GEMV");
+    print_message("speed: gemv bf16 n=1, GB/s of weights (fraction of the %.0f GB/s d2d copy), us per call:\n", bw * 1e-9);
+    for (int k = 0; k < NS; k++) {
+        print_message("speed: gemv %6lldx%-5lld", (long long)shapes[k][0], (long long)shapes[k][1]);
+        for (int v = 0; v < NV; v++)
+            print_message("  v%d %5.0f (%.2f) %7.1f us", v, gb[v][k] * 1e-9, bw > 0 ? gb[v][k] / bw : 0, us[v][k]);
+        print_message("\n");
+    }
+    for (int v = 0; v < NV; v++) free(ys[v]);
+    free(host);
+    free(x);
+}
+
 static int setup(void **st) {
     (void)st;
     g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
@@ -148,6 +263,6 @@ static int teardown(void **st) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_speed)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_gemv_bandwidth), cmocka_unit_test(test_speed)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# gpu_tp.sh — issue 8's run on a machine with several GPUs (one device call):
+#   - test_cuda_comm: NCCL all_reduce / all_gather at world 1 .. min(4, GPUs);
+#   - a random-weight Llama-3.1-8B-shaped bf16 checkpoint (gpu_hf.py make);
+#   - `vllm run --device cuda -tp N` for N = 1, 2, 4 (as many as the GPUs
+#     allow): 128 greedy tokens after a 512-token prompt, compared with
+#     TP=1; where they differ, the near-tie rule decides (HF transformers
+#     teacher-forced on each sequence, gpu_hf.py hf: every token HF's top or
+#     within 0.5 nat of it);
+#   - speed per N: prefill of an 8,000-token prompt and batch-1 decode,
+#     and the scaling vs TP=1 (target: prefill >= 1.8x at TP=2).
+# Logs into $OUT. VLLM_TP_SIZES overrides the list ("1 2 4").
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+t0=$(date +%s)
+say() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
+PY=${PYTHON:-python3}
+BUILD=build-gpu
+source scripts/gpu_deps.sh || exit 1
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+say "$ngpu GPU(s)"
+cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/tp_configure.log" 2>&1 ||
+    { tail -30 "$OUT/tp_configure.log"; exit 1; }
+cmake --build $BUILD -j"$(nproc)" --target vllm test_cuda_comm >"$OUT/tp_build.log" 2>&1 ||
+    { grep -E "error" "$OUT/tp_build.log" | head -30; exit 1; }
+V=./$BUILD/vllm
+say "NCCL collectives (test_cuda_comm)"
+(cd $BUILD && timeout 300 ./test_cuda_comm) >"$OUT/test_cuda_comm.log" 2>&1
+echo "test_cuda_comm exit $?: $(grep -E 'nccl world|GPU\(s\)|FAILED|ERROR' "$OUT/test_cuda_comm.log" | tr '\n' ';')"
+
+M=/tmp/rand-llama-8b
+say "checkpoint"
+[ -f $M/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out $M >"$OUT/tp_make.log" 2>&1 ||
+    { tail -20 "$OUT/tp_make.log"; exit 1; }
+ids() { $PY -c "import random; random.seed($2); print(','.join(str(random.randrange(1000, 100000)) for _ in range($1)))"; }
+ids 512 0 >"$OUT/tp_p512.ids"
+ids 8000 2 >"$OUT/tp_p8k.ids"
+sizes=${VLLM_TP_SIZES:-"1 2 4"}
+declare -A PF DEC
+for n in $sizes; do
+    if [ "$n" -gt "$ngpu" ]; then echo "TP=$n: only $ngpu GPU(s), skipped"; continue; fi
+    say "TP=$n: greedy 512 + 128, decode speed"
+    $V run --device cuda -tp $n --model $M --prompt-ids "$(cat "$OUT/tp_p512.ids")" --max-tokens 128 --ignore-eos \
+        --temperature 0 --print-ids >"$OUT/tp$n.ids" 2>"$OUT/tp$n.err" || { tail -3 "$OUT/tp$n.err"; continue; }
+    grep "prompt:" "$OUT/tp$n.err"
+    DEC[$n]=$(sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$OUT/tp$n.err")
+    say "TP=$n: prefill of 8,000 tokens"
+    $V run --device cuda -tp $n --model $M --prompt-ids "$(cat "$OUT/tp_p8k.ids")" --max-tokens 1 --ignore-eos \
+        --temperature 0 --print-ids >/dev/null 2>"$OUT/tp${n}_pf.err" || tail -3 "$OUT/tp${n}_pf.err"
+    PF[$n]=$(sed -n 's/.*prompt: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$OUT/tp${n}_pf.err")
+    echo "prefill 8000: ${PF[$n]:-?} tok/s"
+    if [ "$n" != 1 ] && [ -f "$OUT/tp1.ids" ]; then
+        if cmp -s "$OUT/tp1.ids" "$OUT/tp$n.ids"; then echo "TP=$n greedy ids == TP=1"
+        else
+            echo "TP=$n greedy ids differ from TP=1: near-tie check of both against HF"
+            for k in 1 $n; do
+                $PY scripts/gpu_hf.py hf --model $M --prompt-ids "$OUT/tp_p512.ids" --ours "$OUT/tp$k.ids" \
+                    --max-tokens 128 >"$OUT/tp${k}_hf.json" 2>/dev/null
+                echo "  TP=$k vs HF: exit $? $(cut -c1-300 "$OUT/tp${k}_hf.json" | grep -o '"check": "[A-Za-z]*"')"
+            done
+        fi
+    fi
+done
+for n in $sizes; do
+    [ -n "${PF[$n]:-}" ] && [ -n "${PF[1]:-}" ] &&
+        echo "TP=$n: prefill 8000 ${PF[$n]} tok/s ($(python3 -c "print(round(${PF[$n]}/${PF[1]},2))")x TP=1), decode ${DEC[$n]:-?} tok/s ($(python3 -c "print(round(${DEC[$n]:-0}/${DEC[1]:-1},2))")x)"
+done
+say "done"

@@ -1,0 +1,17 @@
+/* cuda_flash — tensor-core (mma.sync) prefill attention for PAGED_ATTENTION
+ * over bf16/f16 caches (cuda_flash.cu). cuda_paged_attn.cu sends prompt-heavy
+ * batches here when cuda_flash_eligible() holds; f32 caches, head_dim other
+ * than 64/128 and decode-heavy batches keep the SIMT kernels there.
+ * Arguments as cuda_fd_run (see ops.h PAGED_ATTENTION); CUDA C++ only.
+ */
+#ifndef CUDA_FLASH_H
+#define CUDA_FLASH_H
+
+#include "backends/cuda/cuda_internal.h"
+
+bool cuda_flash_eligible(const rt_tensor *q, const rt_tensor *dst, const rt_tensor *kc, const rt_tensor *vc);
+int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
+                   const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
+                   int32_t window);
+
+#endif

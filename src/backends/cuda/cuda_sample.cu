@@ -1,0 +1,400 @@
+/* cuda_sample — SAMPLE (runtime/ops.h): one token per row of logits on the
+ * device, so a step copies [r] ids instead of [r, V] floats to the host.
+ *
+ * One block of 1024 threads per row, the row processed in place in global
+ * memory (the logits are scratch). In the host sampler's order (the CPU op,
+ * sample/batch.c, is the oracle):
+ *   NaN -> -inf; penalties (counts of the row's history in the zeroed
+ *   scratch src[4], one claimer per distinct token applies them, then the
+ *   counts are zeroed again); greedy: argmax, lowest id on ties; else
+ *   x / T and its max; min_p cut = max + logf(min_p) (the host's logf,
+ *   given); top_k: the k-th largest x among those >= the cut by a radix
+ *   select over order-preserving keys (3 levels of 11/11/10 bits, a shared
+ *   histogram per level, no sort); ev = exp(x - max) with the host's
+ *   polynomial in round-to-nearest float ops (no FMA contraction), so ev is
+ *   bit-identical to the CPU's; top_p: the same radix select over the bits
+ *   of ev weighted by mass finds the value tau at which the descending
+ *   cumulative mass reaches top_p * S, ties at tau kept lowest id first;
+ *   the draw: the first token in id order whose inclusive cumulative mass
+ *   exceeds u * S_kept.
+ *
+ * Masses are fixed point (round(ev * 2^40) in 64-bit integers), so every
+ * sum is exact and independent of the order threads add in: the kernel is
+ * deterministic, and tokens differ from the CPU's (float/double sums) only
+ * where u or the top_p target falls within rounding of a boundary. Tokens
+ * with ev < 2^-41 (more than 28 nats under the max) carry no mass here.
+ */
+#include "cuda_internal.h"
+
+#include <math.h>
+
+typedef unsigned long long u64;
+
+#define ST 1024      /* threads per row */
+#define NWARP (ST / 32)
+#define RB 2048      /* radix bins of the widest level */
+#define PROMPT_BIT 0x40000000
+#define CLAIM_BIT ((int)0x80000000u)
+#define COUNT_MASK 0x3FFFFFFF
+
+struct samp_smem {
+    u64 mass[RB];
+    u64 wsum[NWARP];
+    float fred[NWARP];
+    int ired[NWARP];
+    u64 u0, u1, u2;
+    float f0;
+    int i0, sel;
+};
+
+__device__ static inline u64 fx(float e) { return __double2ull_rn((double)e * 1099511627776.0); /* 2^40 */ }
+
+/* Float bits made monotonic as unsigned (larger float -> larger key). */
+__device__ static inline unsigned okey(float v) {
+    unsigned u = __float_as_uint(v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ static inline float from_okey(unsigned k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
+}
+
+/* vecf_exp_neg (sample/vecf.h) operation for operation. */
+__device__ static inline float exp_neg(float x) {
+    if (!(x >= -87.3f)) return 0.0f;
+    float n = __fadd_rn(__fmul_rn(x, 1.44269504088896341f), 12582912.0f);
+    n = __fsub_rn(n, 12582912.0f);
+    float r = __fsub_rn(x, __fmul_rn(n, 0.693359375f));
+    r = __fsub_rn(r, __fmul_rn(n, -2.12194440e-4f));
+    float p = 1.9875691500e-4f;
+    p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
+    p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
+    p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
+    p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
+    p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
+    p = __fadd_rn(__fadd_rn(__fmul_rn(__fmul_rn(p, r), r), r), 1.0f);
+    return __fmul_rn(p, __int_as_float(((int)n + 127) << 23));
+}
+
+/* (max value, lowest index among maxima) over the block. */
+__device__ static void block_max_idx(float &v, int &idx, samp_smem &s) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+    }
+    if (lane == 0) s.fred[w] = v, s.ired[w] = idx;
+    __syncthreads();
+    if (w == 0) {
+        v = s.fred[lane];
+        idx = s.ired[lane];
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+        }
+        if (lane == 0) s.f0 = v, s.i0 = idx;
+    }
+    __syncthreads();
+    v = s.f0;
+    idx = s.i0;
+    __syncthreads();
+}
+
+__device__ static u64 warp_incl_scan(u64 v) {
+    int lane = threadIdx.x & 31;
+    for (int o = 1; o < 32; o <<= 1) {
+        u64 n = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += n;
+    }
+    return v;
+}
+
+/* Exclusive prefix sum over the block in thread order; *total: the sum. */
+__device__ static u64 block_excl_scan(u64 v, u64 *total, samp_smem &s) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    u64 inc = warp_incl_scan(v);
+    if (lane == 31) s.wsum[w] = inc;
+    __syncthreads();
+    if (w == 0) {
+        u64 ws = s.wsum[lane], wi = warp_incl_scan(ws);
+        s.wsum[lane] = wi - ws;
+        if (lane == 31) s.u0 = wi;
+    }
+    __syncthreads();
+    u64 ex = s.wsum[w] + inc - v;
+    *total = s.u0;
+    __syncthreads();
+    return ex;
+}
+
+__device__ static u64 block_sum(u64 v, samp_smem &s) {
+    u64 total;
+    (void)block_excl_scan(v, &total, s);
+    return total;
+}
+
+/* Radix select from the top: the key tau with weight(keys > tau) < N <=
+ * weight(keys >= tau), over the elements get(i, &key, &w) accepts. Returns
+ * false when the total weight is below N. *above: weight of keys > tau;
+ * *at: weight of keys == tau. */
+template <class F>
+__device__ static bool radix_select(int V, F get, u64 N, unsigned *key, u64 *above, u64 *at, samp_smem &s) {
+    const int shifts[3] = {21, 10, 0};
+    const int nbins[3] = {2048, 2048, 1024};
+    unsigned prefix = 0;
+    u64 acc = 0; /* weight above the current prefix */
+    for (int l = 0; l < 3; l++) {
+        const int sh = shifts[l], nb = nbins[l], hs = l ? shifts[l - 1] : 32;
+        for (int b = threadIdx.x; b < nb; b += ST) s.mass[b] = 0;
+        __syncthreads();
+        /* Warp-aggregated: lanes with the same bin add their weights first
+         * (rows often put most keys in a few bins; same-address shared
+         * atomics would serialise). Every lane runs every iteration. */
+        for (int base = 0; base < V; base += ST) {
+            int i = base + (int)threadIdx.x;
+            unsigned k = 0, bin = 0xFFFFFFFFu;
+            u64 w = 0;
+            if (i < V && get(i, &k, &w) && w != 0 && (hs >= 32 || (k >> hs) == (prefix >> hs)))
+                bin = (k >> sh) & (unsigned)(nb - 1);
+            else
+                w = 0;
+            unsigned grp = __match_any_sync(0xffffffffu, bin);
+            /* w <= 2^40: two 20-bit halves, each summed over <= 32 lanes in 32 bits */
+            unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
+            if (bin != 0xFFFFFFFFu && (int)(threadIdx.x & 31) == __ffs(grp) - 1)
+                atomicAdd(&s.mass[bin], ((u64)hi << 20) + lo);
+        }
+        __syncthreads();
+        /* bins in descending order, two per thread */
+        int b0 = nb - 1 - 2 * (int)threadIdx.x, b1 = b0 - 1;
+        u64 m0 = b0 >= 0 ? s.mass[b0] : 0, m1 = b1 >= 0 ? s.mass[b1] : 0, tot;
+        if (threadIdx.x == 0) s.sel = -1;
+        __syncthreads();
+        u64 ex = block_excl_scan(m0 + m1, &tot, s) + acc;
+        if (ex < N && N <= ex + m0) s.sel = b0, s.u1 = ex, s.u2 = m0;
+        else if (ex + m0 < N && N <= ex + m0 + m1) s.sel = b1, s.u1 = ex + m0, s.u2 = m1;
+        __syncthreads();
+        int sel = s.sel;
+        if (sel < 0) return false; /* block-uniform */
+        acc = s.u1;
+        *at = s.u2;
+        prefix |= (unsigned)sel << sh;
+        __syncthreads();
+    }
+    *key = prefix;
+    *above = acc;
+    return true;
+}
+
+/* The first i in [0, V) whose inclusive prefix of w(i) exceeds tgt (w in id
+ * order), or -1. Warp w scans a contiguous segment, lanes coalesced. */
+template <class F>
+__device__ static int block_find(int V, F wf, u64 tgt, samp_smem &s) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int seg = (V + NWARP - 1) / NWARP, lo = w * seg, hi = lo + seg < V ? lo + seg : V;
+    u64 sum = 0;
+    for (int i = lo + lane; i < hi; i += 32) sum += wf(i);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) s.wsum[w] = sum;
+    if (threadIdx.x == 0) s.i0 = -1;
+    __syncthreads();
+    if (w == 0) {
+        u64 ws = s.wsum[lane];
+        s.wsum[lane] = warp_incl_scan(ws) - ws;
+    }
+    __syncthreads();
+    u64 acc = s.wsum[w];
+    if (acc <= tgt && tgt < acc + sum) { /* warp-uniform */
+        for (int base = lo; base < hi; base += 32) {
+            int i = base + lane;
+            u64 v = i < hi ? wf(i) : 0, inc = warp_incl_scan(v);
+            unsigned m = __ballot_sync(0xffffffffu, acc + inc > tgt);
+            if (m) {
+                if (lane == __ffs(m) - 1) s.i0 = i;
+                break;
+            }
+            acc += __shfl_sync(0xffffffffu, inc, 31);
+        }
+    }
+    __syncthreads();
+    int r = s.i0;
+    __syncthreads();
+    return r;
+}
+
+/* Penalties of one row (sample/processors.c smp_apply_penalties). */
+__device__ static void apply_penalties(float *x, int V, const float *f, const int32_t *h, int np, int no, int32_t *cnt) {
+    const float rep = f[RT_SAMPLE_REP], freq = f[RT_SAMPLE_FREQ], pres = f[RT_SAMPLE_PRES];
+    for (int i = threadIdx.x; i < no; i += ST) {
+        int t = h[np + i];
+        if (t >= 0 && t < V) atomicAdd(&cnt[t], 1);
+    }
+    for (int i = threadIdx.x; i < np; i += ST) {
+        int t = h[i];
+        if (t >= 0 && t < V) atomicOr(&cnt[t], PROMPT_BIT);
+    }
+    __syncthreads();
+    const float inv_rep = __fdiv_rn(1.0f, rep);
+    for (int i = threadIdx.x; i < np + no; i += ST) {
+        int t = h[i];
+        if (t < 0 || t >= V) continue;
+        int old = atomicOr(&cnt[t], CLAIM_BIT);
+        if (old & CLAIM_BIT) continue; /* another thread has this token */
+        int c = old & COUNT_MASK;
+        float v = x[t];
+        if (rep != 1.0f) v = __fmul_rn(v, v > 0.0f ? inv_rep : rep);
+        if (c > 0) {
+            v = __fsub_rn(v, __fmul_rn(freq, (float)c));
+            v = __fsub_rn(v, pres);
+        }
+        x[t] = v;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < np + no; i += ST) {
+        int t = h[i];
+        if (t >= 0 && t < V) cnt[t] = 0;
+    }
+}
+
+__global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float *fp, const int32_t *ip,
+                                               const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out) {
+    CUDA_PDL_ENTER();
+    __shared__ samp_smem s;
+    const int64_t row = blockIdx.x;
+    float *x = logits + row * (int64_t)V;
+    const float *f = fp + row * RT_SAMPLE_NF;
+    const int32_t *q = ip + row * RT_SAMPLE_NI;
+    const float T = f[RT_SAMPLE_TEMP];
+    const bool greedy = !(T > 0.0f);
+    for (int i = threadIdx.x; i < V; i += ST) {
+        float v = x[i];
+        if (v != v) x[i] = -INFINITY;
+    }
+    const int np = q[RT_SAMPLE_N_PROMPT], no = q[RT_SAMPLE_N_OUTPUT];
+    const int64_t off = q[RT_SAMPLE_HIST_OFF];
+    if (hist && cnt && np >= 0 && no >= 0 && np + no > 0 && off >= 0 && off + np + no <= n_hist) {
+        __syncthreads();
+        apply_penalties(x, V, f, hist + off, np, no, cnt + row * (int64_t)V);
+    }
+    __syncthreads();
+    /* temperature and the max (lowest index among maxima) */
+    const bool div = !greedy && T != 1.0f;
+    float mx = -INFINITY;
+    int amx = 0x7fffffff;
+    for (int i = threadIdx.x; i < V; i += ST) {
+        float v = x[i];
+        if (div) x[i] = v = __fdiv_rn(v, T);
+        if (v > mx || (v == mx && i < amx)) mx = v, amx = i;
+    }
+    block_max_idx(mx, amx, s);
+    if (greedy || mx == -INFINITY) { /* nothing to draw from: token 0 (amx is 0 then) */
+        if (threadIdx.x == 0) out[row] = greedy ? amx : 0;
+        return;
+    }
+    uint64_t ubits = (uint64_t)(uint32_t)q[RT_SAMPLE_U_LO] | (uint64_t)(uint32_t)q[RT_SAMPLE_U_HI] << 32;
+    const double u = __longlong_as_double((long long)ubits);
+    if (mx == INFINITY) { /* +inf logits share all the mass equally */
+        u64 n = 0;
+        for (int i = threadIdx.x; i < V; i += ST) n += x[i] == INFINITY;
+        n = block_sum(n, s);
+        u64 j = (u64)(u * (double)n);
+        if (j >= n) j = n - 1;
+        int tok = block_find(V, [&](int i) -> u64 { return x[i] == INFINITY; }, j, s);
+        if (threadIdx.x == 0) out[row] = tok >= 0 ? tok : amx;
+        return;
+    }
+    float cut = -INFINITY;
+    if (f[RT_SAMPLE_MIN_P] > 0.0f) cut = __fadd_rn(mx, f[RT_SAMPLE_LOG_MIN_P]);
+    const int k = q[RT_SAMPLE_TOP_K];
+    if (k > 0) {
+        unsigned key;
+        u64 above, at;
+        const float c0 = cut;
+        bool found = radix_select(
+            V,
+            [&](int i, unsigned *kk, u64 *w) {
+                float v = x[i];
+                if (!(v >= c0) || v == -INFINITY) return false;
+                *kk = okey(v);
+                *w = 1;
+                return true;
+            },
+            (u64)k, &key, &above, &at, s);
+        if (found) {
+            float kth = from_okey(key);
+            cut = kth > cut ? kth : cut;
+        }
+    }
+    u64 S = 0;
+    for (int i = threadIdx.x; i < V; i += ST) {
+        float v = x[i], e = v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f;
+        x[i] = e; /* from here on the row holds ev */
+        S += fx(e);
+    }
+    S = block_sum(S, s);
+    bool topp = false;
+    float tau = 0.0f;
+    int idcut = V;
+    u64 Sk = S;
+    if (f[RT_SAMPLE_TOP_P] < 1.0f) {
+        /* keep while the mass before a token is < top_p * S: for integer
+         * masses, < ceil(top_p * S) */
+        double need = ceil((double)f[RT_SAMPLE_TOP_P] * (double)S);
+        u64 N = need < 1.0 ? 1 : (u64)need;
+        unsigned key;
+        u64 above, at;
+        bool found = radix_select(
+            V,
+            [&](int i, unsigned *kk, u64 *w) {
+                float e = x[i];
+                *kk = __float_as_uint(e);
+                *w = fx(e);
+                return true;
+            },
+            N, &key, &above, &at, s);
+        if (found) {
+            topp = true;
+            tau = __uint_as_float(key);
+            u64 m = fx(tau), n_eq = at / m, j = (N - above + m - 1) / m;
+            if (j > n_eq) j = n_eq;
+            if (j < 1) j = 1;
+            if (j < n_eq) { /* ties at tau: the lowest ids stay */
+                const float tv = tau;
+                idcut = block_find(V, [&](int i) -> u64 { return x[i] == tv; }, j - 1, s);
+            }
+            Sk = above + j * m;
+        }
+    }
+    u64 tgt = (u64)(u * (double)Sk);
+    if (tgt >= Sk) tgt = Sk - 1;
+    const float tv = tau;
+    const int ic = idcut;
+    int tok = block_find(
+        V,
+        [&](int i) -> u64 {
+            float e = x[i];
+            if (topp && (e < tv || (e == tv && i > ic))) return 0;
+            return fx(e);
+        },
+        tgt, s);
+    if (threadIdx.x == 0) out[row] = tok >= 0 ? tok : amx;
+}
+
+extern "C" int cuda_op_sample(rt_backend *be, const rt_op_args *a) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    const rt_tensor *lg = a->src[0], *fp = a->src[1], *ip = a->src[2], *h = a->src[3], *cn = a->src[4];
+    if (cuda_check_dev(a->dst, "sample") || cuda_check_dev(lg, "sample") || cuda_check_dev(fp, "sample") ||
+        cuda_check_dev(ip, "sample") || (h && cuda_check_dev(h, "sample")) || (cn && cuda_check_dev(cn, "sample")))
+        return VC_ERR_INVALID;
+    int64_t R = lg->shape[0], V = lg->shape[1];
+    if (R == 0) return VC_OK;
+    if (R > 2147483647) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda sample: too many rows");
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    cuda_launch(k_sample, dim3((unsigned)R), dim3(ST), 0, c->stream, (float *)lg->data, (int)V,
+                (const float *)fp->data, (const int32_t *)ip->data, h ? (const int32_t *)h->data : (const int32_t *)NULL,
+                h ? rt_tensor_nelem(h) : (int64_t)0, cn ? (int32_t *)cn->data : (int32_t *)NULL,
+                (int32_t *)a->dst->data);
+    CU_LAUNCHED();
+    return VC_OK;
+}

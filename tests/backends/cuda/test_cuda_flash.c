@@ -1,0 +1,336 @@
+/* The tensor-core prefill attention (cuda_flash.cu, reached through
+ * PAGED_ATTENTION on prompt-heavy batches over bf16/f16 caches) against the
+ * CPU op on random inputs: GQA ratios 1/2/3/4/8, head_dim 64/128, block sizes
+ * 16/32, whole prompts and chunks after a cached prefix (q_len 1..2048), several
+ * sequences of different lengths in one batch (tiles spanning sequences),
+ * sliding windows, soft-capping; a bad block table is reported at the next
+ * sync. Ends with the time of one 2048-token causal prefill at the
+ * Qwen3-0.6B (16/8 heads) and Llama-3.1-8B (32/8 heads) shapes, hd 128.
+ *
+ * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i|. Bounds: q and the
+ * softmax weights are rounded to the cache dtype before the tensor-core
+ * products (8 bits of mantissa for bf16, 11 for f16), so 1.5e-2 (bf16) and
+ * 3e-3 (f16); a wrong mask or a wrong key moves outputs by O(1).
+ * Skips (cmocka skip) when no CUDA device is present.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "runtime/ops.h"
+#include "runtime/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rt_backend *g_cpu, *g_gpu;
+static double g_worst[2]; /* bf16, f16 */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float rnd(void) { /* [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+static rt_tensor up(const void *host, rt_dtype dt, int ndim, const int64_t *shape) {
+    rt_tensor d = rt_tensor_alloc(g_gpu, dt, ndim, shape);
+    assert_non_null(d.data);
+    rt_tensor h = rt_tensor_make((void *)host, dt, RT_DEV_CPU, ndim, shape);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &d, &h), VC_OK);
+    return d;
+}
+
+static void drop(rt_tensor *d) {
+    rt_backend_free_mem(g_gpu, d->data);
+    d->data = NULL;
+}
+
+static double nerr(const float *a, const float *b, int64_t n) {
+    double e = 0, m = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= e)) e = d; /* NaN propagates */
+        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
+    }
+    return e / m;
+}
+
+/* rows x n random values of dtype t, amplitude amp */
+static void *rand_rows(rt_dtype t, int64_t rows, int64_t n, float amp) {
+    size_t rb = rt_dtype_row_bytes(t, n);
+    char *buf = xmalloc(rb * (size_t)rows);
+    float *tmp = xmalloc((size_t)n * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < n; i++) tmp[i] = amp * rnd();
+        assert_int_equal(rt_quant_row(t, tmp, buf + r * rb, n), VC_OK);
+    }
+    free(tmp);
+    return buf;
+}
+
+/* One varlen batch: sequence s has q_lens[s] query rows over seq_lens[s]
+ * cached tokens (its rows sit at the last q_lens[s] positions), blocks of B
+ * slots drawn from a shuffled pool. The batch must be prompt-heavy (T >= 64
+ * and >= 4 rows per sequence) so that the GPU takes the flash path. */
+typedef struct {
+    int64_t h, kvh, hd, B;
+    rt_dtype kvt;
+    int32_t window;
+    float softcap;
+    int S;
+    const int32_t *seq_lens, *q_lens;
+    bool bad_table; /* also check that a bad block id is reported */
+} flash_case;
+
+static void run_case(const flash_case *c) {
+    int64_t maxlen = 0, T = 0;
+    for (int i = 0; i < c->S; i++) {
+        maxlen = c->seq_lens[i] > maxlen ? c->seq_lens[i] : maxlen;
+        T += c->q_lens[i];
+    }
+    assert_true(T >= 64 && T >= 4 * (int64_t)c->S);
+    const int64_t MB = maxlen / c->B + 2, NB = c->S * MB;
+    int32_t *qsl = xmalloc((size_t)(c->S + 1) * 4), *bt = xmalloc((size_t)(c->S * MB) * 4),
+            *perm = xmalloc((size_t)NB * 4);
+    qsl[0] = 0;
+    for (int i = 0; i < c->S; i++) qsl[i + 1] = qsl[i] + c->q_lens[i];
+    for (int64_t i = 0; i < NB; i++) perm[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int64_t used = 0;
+    for (int s = 0; s < c->S; s++)
+        for (int64_t b = 0; b < MB; b++) bt[s * MB + b] = b * c->B < c->seq_lens[s] ? perm[used++] : -1;
+    const int64_t h = c->h, hd = c->hd, kvh = c->kvh;
+    int64_t sq[3] = {T, h, hd}, sc[4] = {NB, c->B, kvh, hd}, sbt[2] = {c->S, MB}, ssl[1] = {c->S},
+            sqsl[1] = {c->S + 1};
+    float *q = rand_rows(RT_F32, T * h, hd, 1.0f), *ref = xmalloc((size_t)(T * h * hd) * 4),
+          *got = xmalloc((size_t)(T * h * hd) * 4);
+    void *k = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f), *v = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f);
+    const float scale = 2.5f / sqrtf((float)hd);
+    rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+    rt_tensor hk = rt_tensor_make(k, c->kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, c->kvt, RT_DEV_CPU, 4, sc);
+    rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt);
+    rt_tensor hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl);
+    rt_tensor hsl = rt_tensor_make((void *)c->seq_lens, RT_I32, RT_DEV_CPU, 1, ssl);
+    assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, c->softcap, c->window),
+                     VC_OK);
+    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, c->kvt, 4, sc), dv = up(v, c->kvt, 4, sc);
+    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(c->seq_lens, RT_I32, 1, ssl);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    assert_non_null(dout.data);
+    assert_int_equal(
+        rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
+    rt_tensor hg = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &hg, &dout), VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    const double e = nerr(got, ref, T * h * hd), bound = c->kvt == RT_BF16 ? 1.5e-2 : 3e-3;
+    double *worst = &g_worst[c->kvt == RT_BF16 ? 0 : 1];
+    if (!(e <= *worst)) *worst = e;
+    print_message("flash: T=%-5lld S=%d h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s: normalised error %.3e\n",
+                  (long long)T, c->S, (long long)h, (long long)kvh, (long long)hd, (long long)c->B, c->window,
+                  c->softcap, rt_dtype_name(c->kvt), e);
+    if (!(e <= bound)) fail_msg("normalised error %.3e > %.1e", e, bound);
+    if (c->bad_table) { /* the block of sequence 0's last key: every row of it reads it */
+        bt[(c->seq_lens[0] - 1) / c->B] = (int32_t)NB;
+        rt_tensor dbad = up(bt, RT_I32, 2, sbt);
+        assert_int_equal(
+            rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbad, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        drop(&dbad);
+    }
+    drop(&dq);
+    drop(&dk);
+    drop(&dv);
+    drop(&dbt);
+    drop(&dqsl);
+    drop(&dsl);
+    drop(&dout);
+    free(q);
+    free(ref);
+    free(got);
+    free(k);
+    free(v);
+    free(bt);
+    free(perm);
+    free(qsl);
+}
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) skip();                                                    \
+    } while (0)
+
+/* A mixed batch: a chunk after a cached prefix, a whole prompt, decode
+ * rows, a long chunk, a short prompt (tiles span sequence boundaries). */
+static const int32_t mix_sl[5] = {300, 45, 1, 700, 130}, mix_ql[5] = {100, 45, 1, 650, 130};
+
+static void test_flash_gqa(void **st) {
+    (void)st;
+    NEED_GPU();
+    for (int i = 0; i < 4; i++) { /* G = 1, 2, 4, 8 */
+        static const int64_t hs[4][2] = {{8, 8}, {16, 8}, {16, 4}, {32, 4}};
+        flash_case c = {.h = hs[i][0], .kvh = hs[i][1], .hd = 128, .B = i & 1 ? 32 : 16,
+                        .kvt = i < 2 ? RT_BF16 : RT_F16, .S = 5, .seq_lens = mix_sl, .q_lens = mix_ql};
+        run_case(&c);
+        c.hd = 64;
+        c.kvt = i < 2 ? RT_F16 : RT_BF16;
+        c.B = i & 1 ? 16 : 32;
+        run_case(&c);
+    }
+    /* G = 3: packed tiles of 21 tokens x 3 heads, one idle row per warp group */
+    flash_case c = {.h = 6, .kvh = 2, .hd = 64, .B = 16, .kvt = RT_BF16, .S = 5, .seq_lens = mix_sl,
+                    .q_lens = mix_ql};
+    run_case(&c);
+}
+
+static void test_flash_window_softcap(void **st) {
+    (void)st;
+    NEED_GPU();
+    flash_case c = {.h = 16, .kvh = 8, .hd = 128, .B = 16, .kvt = RT_BF16, .window = 100, .S = 5,
+                    .seq_lens = mix_sl, .q_lens = mix_ql};
+    run_case(&c);
+    c.window = 37;
+    c.hd = 64;
+    c.kvt = RT_F16;
+    c.B = 32;
+    c.h = 32;
+    run_case(&c);
+    c.window = 0;
+    c.softcap = 30.0f;
+    c.kvt = RT_BF16;
+    run_case(&c);
+    c.window = 64; /* window = one key tile */
+    c.softcap = 0.0f;
+    c.hd = 128;
+    c.h = 8;
+    c.kvh = 8;
+    run_case(&c);
+}
+
+static void test_flash_long(void **st) {
+    (void)st;
+    NEED_GPU();
+    /* a whole 2048-token prompt (Qwen3-0.6B heads) */
+    static const int32_t sl1[1] = {2048}, ql1[1] = {2048};
+    flash_case c = {.h = 16, .kvh = 8, .hd = 128, .B = 16, .kvt = RT_BF16, .S = 1, .seq_lens = sl1,
+                    .q_lens = ql1, .bad_table = true};
+    run_case(&c);
+    /* chunked prefill: 1024- and 64-token chunks after cached prefixes, a
+     * decode row, a 7-token chunk */
+    static const int32_t sl2[4] = {2000, 900, 513, 7}, ql2[4] = {1024, 64, 1, 7};
+    flash_case d = {.h = 16, .kvh = 4, .hd = 128, .B = 32, .kvt = RT_F16, .S = 4, .seq_lens = sl2, .q_lens = ql2};
+    run_case(&d);
+    d.hd = 64;
+    d.kvt = RT_BF16;
+    d.B = 16;
+    d.window = 512;
+    run_case(&d);
+}
+
+/* hd 256 (Gemma) and f32 caches take the SIMT kernels: still right. */
+static void test_flash_fallbacks(void **st) {
+    (void)st;
+    NEED_GPU();
+    flash_case c = {.h = 8, .kvh = 4, .hd = 256, .B = 16, .kvt = RT_BF16, .S = 5, .seq_lens = mix_sl,
+                    .q_lens = mix_ql, .softcap = 50.0f};
+    run_case(&c);
+}
+
+/* One 2048-token causal prefill per kv-head layout, hd 128, bf16 cache:
+ * GPU time per call and TFLOP/s of attention work (4 hd per query head and
+ * key seen: QK^T and PV). */
+static void test_flash_speed(void **st) {
+    (void)st;
+    NEED_GPU();
+    static const int64_t hs[2][2] = {{16, 8}, {32, 8}};
+    for (int i = 0; i < 2; i++) {
+        const int64_t T = 2048, h = hs[i][0], kvh = hs[i][1], hd = 128, B = 16, NB = T / B;
+        int64_t sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {1, NB}, s1[1] = {1}, s2[1] = {2};
+        int32_t *bt = xmalloc((size_t)NB * 4), qsl[2] = {0, (int32_t)T}, sl[1] = {(int32_t)T};
+        for (int64_t b = 0; b < NB; b++) bt[b] = (int32_t)b;
+        rt_tensor dq = rt_tensor_alloc(g_gpu, RT_F32, 3, sq), dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+        rt_tensor dk = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc), dv = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc);
+        assert_true(dq.data && dout.data && dk.data && dv.data);
+        /* zero caches and q: the speed does not depend on the values */
+        float *zero = xmalloc((size_t)(T * h * hd) * 4);
+        rt_tensor hz = rt_tensor_make(zero, RT_F32, RT_DEV_CPU, 3, sq);
+        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dq, &hz), VC_OK);
+        rt_tensor hzk = rt_tensor_make(zero, RT_BF16, RT_DEV_CPU, 4, sc);
+        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dk, &hzk), VC_OK);
+        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dv, &hzk), VC_OK);
+        rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, s2), dsl = up(sl, RT_I32, 1, s1);
+        const float scale = 1.0f / sqrtf((float)hd);
+        for (int w = 0; w < 2; w++)
+            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        enum { ITERS = 20 };
+        double t0 = vc_now_s();
+        for (int it = 0; it < ITERS; it++)
+            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        const double dt = (vc_now_s() - t0) / ITERS, flop = 4.0 * (double)hd * (double)h * (double)T * (T + 1) / 2;
+        print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16: %.1f us/layer, %.0f TFLOP/s\n",
+                      (long long)T, (long long)h, (long long)kvh, (long long)hd, dt * 1e6, flop / dt * 1e-12);
+        drop(&dq);
+        drop(&dout);
+        drop(&dk);
+        drop(&dv);
+        drop(&dbt);
+        drop(&dqsl);
+        drop(&dsl);
+        free(zero);
+        free(bt);
+    }
+}
+
+static void test_report(void **st) {
+    (void)st;
+    NEED_GPU();
+    print_message("flash vs cpu: max normalised error bf16 %.3e, f16 %.3e\n", g_worst[0], g_worst[1]);
+}
+
+static int setup(void **st) {
+    (void)st;
+    rt_backend_params p = rt_backend_params_default();
+    p.n_threads = 8;
+    g_cpu = rt_backend_create(RT_DEV_CPU, &p);
+    if (!g_cpu) return -1;
+    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
+    return 0;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    rt_backend_free(g_gpu);
+    rt_backend_free(g_cpu);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flash_gqa),       cmocka_unit_test(test_flash_window_softcap),
+        cmocka_unit_test(test_flash_long),      cmocka_unit_test(test_flash_fallbacks),
+        cmocka_unit_test(test_flash_speed),     cmocka_unit_test(test_report),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,430 @@
+/* SAMPLE on the CUDA backend against the CPU op (the host sampler itself,
+ * sample/batch.c) on random logits and random per-row parameters.
+ *
+ *  - greedy rows (with and without penalties), rows with nothing finite and
+ *    rows with +inf logits: identical tokens;
+ *  - sampled rows (temperature, min_p, top_k, top_p, penalties): identical
+ *    tokens, except where the two sums disagree by rounding. The GPU sums
+ *    exact fixed-point masses, the CPU float lanes into doubles, and both
+ *    compute bit-identical exp(x - max) (same polynomial, same rounding), so
+ *    a differing row must be explained by one of (checked per row, in
+ *    double, from the CPU's processed rows):
+ *      (a) the GPU token g is kept by the CPU and u lies within 1e-5 of g's
+ *          CDF interval [C(g-), C(g)) over the CPU's kept tokens in id
+ *          order: u sits on a boundary up to float rounding;
+ *      (b) top_p < 1 and the cumulative mass at the CPU's last kept token
+ *          (before or after adding it) is within 1e-5 of top_p * S (S: the
+ *          mass after min_p/top_k, from a second CPU run with top_p = 1):
+ *          the top_p cut is ambiguous up to rounding.
+ *    At most 1% of sampled rows may differ even so;
+ *  - the penalty counting scratch is left all zero;
+ *  - distribution: 40,000 draws of one 48-token row (T 0.7, top_k 30,
+ *    top_p 0.9) with fresh uniforms; chi-square against the CPU's processed
+ *    probabilities below dof + 8 sqrt(2 dof), no draw outside the kept set;
+ *  - speed at V = 151936 (B = 64, 256) printed for the record.
+ * Skips when no CUDA device is present.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "runtime/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static rt_backend *g_cpu, *g_gpu;
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static double unif(void) { return (double)(next() >> 11) * 0x1.0p-53; }
+static float rnd(void) { return (float)(2.0 * unif() - 1.0); }
+
+static void *xmalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) skip();                                                    \
+    } while (0)
+
+static rt_tensor up(const void *host, rt_dtype dt, int ndim, const int64_t *shape) {
+    rt_tensor d = rt_tensor_alloc(g_gpu, dt, ndim, shape);
+    assert_non_null(d.data);
+    rt_tensor h = rt_tensor_make((void *)host, dt, RT_DEV_CPU, ndim, shape);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &d, &h), VC_OK);
+    return d;
+}
+
+static void down(void *host, const rt_tensor *d) {
+    rt_tensor h = rt_tensor_make(host, d->dtype, RT_DEV_CPU, d->ndim, d->shape);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &h, d), VC_OK);
+}
+
+static void drop(rt_tensor *d) {
+    rt_backend_free_mem(g_gpu, d->data);
+    d->data = NULL;
+}
+
+static void set_u(int32_t *q, double u) {
+    uint64_t b;
+    memcpy(&b, &u, sizeof b);
+    q[RT_SAMPLE_U_LO] = (int32_t)(uint32_t)b;
+    q[RT_SAMPLE_U_HI] = (int32_t)(uint32_t)(b >> 32);
+}
+static double get_u(const int32_t *q) {
+    uint64_t b = (uint64_t)(uint32_t)q[RT_SAMPLE_U_LO] | (uint64_t)(uint32_t)q[RT_SAMPLE_U_HI] << 32;
+    double u;
+    memcpy(&u, &b, sizeof u);
+    return u;
+}
+
+/* One step's inputs on the host. */
+typedef struct {
+    int64_t R, V, n_hist;
+    float *logits; /* [R, V] */
+    float *fp;     /* [R, NF] */
+    int32_t *ip;   /* [R, NI] */
+    int32_t *hist; /* [n_hist] */
+} step;
+
+static void step_free(step *s) {
+    free(s->logits);
+    free(s->fp);
+    free(s->ip);
+    free(s->hist);
+}
+
+/* Run the op on a backend over copies of the inputs: tokens [R] and the
+ * processed rows [R, V] (CPU only). */
+static void run_cpu(const step *s, int32_t *tok, float *rows_out) {
+    float *lg = xmalloc((size_t)(s->R * s->V) * sizeof *lg);
+    memcpy(lg, s->logits, (size_t)(s->R * s->V) * sizeof *lg);
+    int32_t *cnt = s->n_hist ? xmalloc((size_t)(s->R * s->V) * sizeof *cnt) : NULL;
+    rt_tensor l = rt_tensor_2d(lg, RT_F32, RT_DEV_CPU, s->R, s->V), d = rt_tensor_1d(tok, RT_I32, RT_DEV_CPU, s->R);
+    rt_tensor f = rt_tensor_2d(s->fp, RT_F32, RT_DEV_CPU, s->R, RT_SAMPLE_NF);
+    rt_tensor i = rt_tensor_2d(s->ip, RT_I32, RT_DEV_CPU, s->R, RT_SAMPLE_NI);
+    rt_tensor h = rt_tensor_1d(s->hist, RT_I32, RT_DEV_CPU, s->n_hist ? s->n_hist : 1);
+    rt_tensor c = rt_tensor_2d(cnt, RT_I32, RT_DEV_CPU, s->R, s->V);
+    int rc = rt_sample(g_cpu, &d, &l, &f, &i, s->n_hist ? &h : NULL, s->n_hist ? &c : NULL);
+    if (rc < 0) fail_msg("cpu sample: %s", vc_err_msg());
+    if (rows_out) memcpy(rows_out, lg, (size_t)(s->R * s->V) * sizeof *lg);
+    free(lg);
+    free(cnt);
+}
+
+static double g_gpu_us;
+
+static void run_gpu(const step *s, int32_t *tok, int reps) {
+    int64_t sl[2] = {s->R, s->V}, sf[2] = {s->R, RT_SAMPLE_NF}, si[2] = {s->R, RT_SAMPLE_NI}, sh = s->n_hist ? s->n_hist : 1;
+    rt_tensor l = up(s->logits, RT_F32, 2, sl), f = up(s->fp, RT_F32, 2, sf), i = up(s->ip, RT_I32, 2, si);
+    rt_tensor h = up(s->hist ? (void *)s->hist : (void *)&sh, RT_I32, 1, &sh);
+    int32_t *zeros = xmalloc((size_t)(s->R * s->V) * sizeof *zeros);
+    rt_tensor c = up(zeros, RT_I32, 2, sl);
+    rt_tensor d = rt_tensor_alloc(g_gpu, RT_I32, 1, &s->R);
+    assert_non_null(d.data);
+    g_gpu_us = 0;
+    for (int r = 0; r < reps; r++) {
+        if (r > 0) { /* fresh logits: the op overwrites them */
+            rt_tensor hl = rt_tensor_2d(s->logits, RT_F32, RT_DEV_CPU, s->R, s->V);
+            assert_int_equal(rt_tensor_copy_bytes(g_gpu, &l, &hl), VC_OK);
+        }
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int rc = rt_sample(g_gpu, &d, &l, &f, &i, s->n_hist ? &h : NULL, s->n_hist ? &c : NULL);
+        if (rc < 0) fail_msg("cuda sample: %s", vc_err_msg());
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3;
+        if (r == 0 || us < g_gpu_us) g_gpu_us = us;
+    }
+    down(tok, &d);
+    if (s->n_hist) { /* the scratch is left zero */
+        down(zeros, &c);
+        for (int64_t k = 0; k < s->R * s->V; k++)
+            if (zeros[k]) fail_msg("penalty counts not zero at %lld: %d", (long long)k, zeros[k]);
+    }
+    free(zeros);
+    drop(&l);
+    drop(&f);
+    drop(&i);
+    drop(&h);
+    drop(&c);
+    drop(&d);
+}
+
+/* Row kinds of a random step. */
+enum { K_GREEDY, K_GREEDY_PEN, K_TEMP, K_TOPK, K_TOPP, K_MINP, K_ALL, K_PEN, K_NKINDS };
+
+static step make_step(int64_t R, int64_t V, float amp, int special) {
+    step s = {.R = R, .V = V};
+    s.logits = xmalloc((size_t)(R * V) * sizeof *s.logits);
+    s.fp = xmalloc((size_t)R * RT_SAMPLE_NF * sizeof *s.fp);
+    s.ip = xmalloc((size_t)R * RT_SAMPLE_NI * sizeof *s.ip);
+    int64_t cap = R * 300;
+    s.hist = xmalloc((size_t)cap * sizeof *s.hist);
+    for (int64_t r = 0; r < R; r++) {
+        float *x = s.logits + r * V, *f = s.fp + r * RT_SAMPLE_NF;
+        int32_t *q = s.ip + r * RT_SAMPLE_NI;
+        for (int64_t j = 0; j < V; j++) x[j] = amp * rnd();
+        /* ties: copy a few values, and a row of a few distinct values */
+        for (int k = 0; k < 8; k++) x[next() % V] = x[next() % V];
+        if (r % 17 == 5)
+            for (int64_t j = 0; j < V; j++) x[j] = (float)(next() % 4);
+        if (special) {
+            if (r % 11 == 3) x[next() % V] = NAN;
+            if (r % 13 == 4) x[next() % V] = -INFINITY;
+            if (r % 29 == 7) x[next() % V] = INFINITY, x[next() % V] = INFINITY;
+            if (r % 31 == 8)
+                for (int64_t j = 0; j < V; j++) x[j] = -INFINITY;
+        }
+        int kind = (int)(r % K_NKINDS);
+        f[RT_SAMPLE_TEMP] = kind <= K_GREEDY_PEN ? 0.0f : (float)(0.3 + 1.2 * unif());
+        f[RT_SAMPLE_TOP_P] = (kind == K_TOPP || kind == K_ALL) ? (float)(0.5 + 0.49 * unif()) : 1.0f;
+        f[RT_SAMPLE_MIN_P] = (kind == K_MINP || kind == K_ALL) ? (float)(0.01 + 0.2 * unif()) : 0.0f;
+        f[RT_SAMPLE_LOG_MIN_P] = f[RT_SAMPLE_MIN_P] > 0 ? logf(f[RT_SAMPLE_MIN_P]) : -INFINITY;
+        bool pen = kind == K_GREEDY_PEN || kind == K_PEN || (kind == K_ALL && r % 2);
+        f[RT_SAMPLE_REP] = pen ? (float)(0.8 + 0.6 * unif()) : 1.0f;
+        f[RT_SAMPLE_FREQ] = pen ? (float)(2 * unif() - 1) : 0.0f;
+        f[RT_SAMPLE_PRES] = pen ? (float)(2 * unif() - 1) : 0.0f;
+        static const int ks[] = {1, 2, 5, 40, 1000, 5000};
+        int k = (kind == K_TOPK || kind == K_ALL) ? ks[next() % 6] : 0;
+        q[RT_SAMPLE_TOP_K] = k < V ? k : 0;
+        q[RT_SAMPLE_HIST_OFF] = (int32_t)s.n_hist;
+        if (pen) {
+            int np = f[RT_SAMPLE_REP] != 1.0f ? (int)(next() % 200) : 0, no = (int)(next() % 90);
+            for (int j = 0; j < np + no; j++) /* repeats: draw from a small range often */
+                s.hist[s.n_hist + j] = (int32_t)(j % 3 ? next() % (V < 64 ? V : 64) : next() % V);
+            q[RT_SAMPLE_N_PROMPT] = np;
+            q[RT_SAMPLE_N_OUTPUT] = no;
+            s.n_hist += np + no;
+        }
+        set_u(q, f[RT_SAMPLE_TEMP] > 0 ? unif() : 0.0);
+    }
+    return s;
+}
+
+/* Explain a differing sampled row (see the file comment); returns the case
+ * (1 or 2) or 0 when unexplained. p1: the CPU's processed row; p0: the same
+ * with top_p = 1. */
+static int explain(const float *p1, const float *p0, int64_t V, float top_p, double u, int32_t g) {
+    const double tol = 1e-5;
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < V; j++) mx = p0[j] > mx ? p0[j] : mx;
+    if (!(mx > -INFINITY) || mx == INFINITY) return 0;
+    double S0 = 0, S1 = 0, last = INFINITY;
+    for (int64_t j = 0; j < V; j++) {
+        if (p0[j] > -INFINITY) S0 += exp((double)p0[j] - mx);
+        if (p1[j] > -INFINITY) {
+            double e = exp((double)p1[j] - mx);
+            S1 += e;
+            last = e < last ? e : last;
+        }
+    }
+    if (top_p < 1.0f) {
+        double need = (double)top_p * S0;
+        if (fabs(S1 - need) <= tol * S0 || fabs(S1 - last - need) <= tol * S0) return 2;
+    }
+    if (g < 0 || g >= V || !(p1[g] > -INFINITY)) return 0;
+    double c = 0;
+    for (int64_t j = 0; j < g; j++)
+        if (p1[j] > -INFINITY) c += exp((double)p1[j] - mx);
+    double lo = c / S1, hi = (c + exp((double)p1[g] - mx)) / S1;
+    return u >= lo - tol && u <= hi + tol ? 1 : 0;
+}
+
+static void compare(const step *s, const char *what) {
+    int32_t *tc = xmalloc((size_t)s->R * sizeof *tc), *tg = xmalloc((size_t)s->R * sizeof *tg);
+    float *p1 = xmalloc((size_t)(s->R * s->V) * sizeof *p1);
+    run_cpu(s, tc, p1);
+    run_gpu(s, tg, 1);
+    int n_sampled = 0, n_diff = 0, n_a = 0, n_b = 0;
+    for (int64_t r = 0; r < s->R; r++) {
+        const float *f = s->fp + r * RT_SAMPLE_NF;
+        bool sampled = f[RT_SAMPLE_TEMP] > 0;
+        n_sampled += sampled;
+        if (tc[r] == tg[r]) continue;
+        if (!sampled) fail_msg("%s: greedy row %lld: cpu %d gpu %d", what, (long long)r, tc[r], tg[r]);
+        /* the row alone again on the CPU with top_p = 1: the mass before top_p */
+        step one = {.R = 1, .V = s->V, .n_hist = s->n_hist, .logits = s->logits + r * s->V, .hist = s->hist};
+        float f1[RT_SAMPLE_NF];
+        int32_t i1[RT_SAMPLE_NI], t0;
+        memcpy(f1, f, sizeof f1);
+        memcpy(i1, s->ip + r * RT_SAMPLE_NI, sizeof i1);
+        f1[RT_SAMPLE_TOP_P] = 1.0f;
+        one.fp = f1;
+        one.ip = i1;
+        float *p0 = xmalloc((size_t)s->V * sizeof *p0);
+        run_cpu(&one, &t0, p0);
+        int why = explain(p1 + r * s->V, p0, s->V, f[RT_SAMPLE_TOP_P], get_u(s->ip + r * RT_SAMPLE_NI), tg[r]);
+        free(p0);
+        if (!why)
+            fail_msg("%s: row %lld: cpu %d gpu %d, not explained by rounding (T %g top_k %d top_p %g min_p %g u %.17g)",
+                     what, (long long)r, tc[r], tg[r], (double)f[RT_SAMPLE_TEMP], s->ip[r * RT_SAMPLE_NI + RT_SAMPLE_TOP_K],
+                     (double)f[RT_SAMPLE_TOP_P], (double)f[RT_SAMPLE_MIN_P], get_u(s->ip + r * RT_SAMPLE_NI));
+        n_diff++;
+        n_a += why == 1;
+        n_b += why == 2;
+    }
+    print_message("%s: %lld rows (%d sampled): %d differ (%d on a CDF boundary, %d on the top_p cut), rest identical\n",
+                  what, (long long)s->R, n_sampled, n_diff, n_a, n_b);
+    assert_true(n_diff * 100 <= n_sampled || n_diff <= 1);
+    free(tc);
+    free(tg);
+    free(p1);
+}
+
+static void test_small_vocab(void **st) {
+    (void)st;
+    NEED_GPU();
+    for (int64_t V = 1; V <= 300; V = V * 3 + 1) {
+        step s = make_step(97, V, 4.0f, 1);
+        char what[64];
+        snprintf(what, sizeof what, "V=%lld", (long long)V);
+        compare(&s, what);
+        step_free(&s);
+    }
+}
+
+static void test_large_vocab(void **st) {
+    (void)st;
+    NEED_GPU();
+    step s = make_step(200, 151936, 6.0f, 1);
+    compare(&s, "V=151936 mixed");
+    step_free(&s);
+    s = make_step(64, 32000, 1.0f, 0);
+    compare(&s, "V=32000 flat logits");
+    step_free(&s);
+}
+
+static void test_distribution(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t V = 48, R = 40000;
+    step s = {.R = R, .V = V};
+    s.logits = xmalloc((size_t)(R * V) * sizeof *s.logits);
+    s.fp = xmalloc((size_t)R * RT_SAMPLE_NF * sizeof *s.fp);
+    s.ip = xmalloc((size_t)R * RT_SAMPLE_NI * sizeof *s.ip);
+    float row[48];
+    for (int64_t j = 0; j < V; j++) row[j] = 2.0f * rnd();
+    for (int64_t r = 0; r < R; r++) {
+        memcpy(s.logits + r * V, row, sizeof row);
+        float *f = s.fp + r * RT_SAMPLE_NF;
+        int32_t *q = s.ip + r * RT_SAMPLE_NI;
+        f[RT_SAMPLE_TEMP] = 0.7f;
+        f[RT_SAMPLE_TOP_P] = 0.9f;
+        f[RT_SAMPLE_LOG_MIN_P] = -INFINITY;
+        f[RT_SAMPLE_REP] = 1.0f;
+        q[RT_SAMPLE_TOP_K] = 30;
+        set_u(q, unif());
+    }
+    int32_t *tg = xmalloc((size_t)R * sizeof *tg), t1;
+    run_gpu(&s, tg, 1);
+    step one = s;
+    one.R = 1;
+    float p[48];
+    run_cpu(&one, &t1, p);
+    double mx = -INFINITY, S = 0, e[48];
+    for (int64_t j = 0; j < V; j++) mx = p[j] > mx ? p[j] : mx;
+    for (int64_t j = 0; j < V; j++) S += e[j] = p[j] > -INFINITY ? exp((double)p[j] - mx) : 0.0;
+    int64_t obs[48] = {0};
+    for (int64_t r = 0; r < R; r++) {
+        assert_true(tg[r] >= 0 && tg[r] < V);
+        obs[tg[r]]++;
+    }
+    double chi2 = 0;
+    int kept = 0;
+    for (int64_t j = 0; j < V; j++) {
+        if (e[j] == 0) {
+            if (obs[j]) fail_msg("token %lld drawn %lld times but filtered", (long long)j, (long long)obs[j]);
+            continue;
+        }
+        double ex = (double)R * e[j] / S;
+        chi2 += ((double)obs[j] - ex) * ((double)obs[j] - ex) / ex;
+        kept++;
+    }
+    double dof = kept - 1, lim = dof + 8 * sqrt(2 * dof);
+    print_message("distribution: %d kept tokens, chi2 %.1f (dof %.0f, limit %.1f) over %lld draws\n", kept, chi2, dof,
+                  lim, (long long)R);
+    assert_true(kept > 3 && chi2 < lim);
+    free(tg);
+    step_free(&s);
+}
+
+static void test_speed(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t V = 151936;
+    int64_t Rs[] = {1, 64, 256};
+    for (int ri = 0; ri < 3; ri++) {
+        int64_t R = Rs[ri];
+        step s = make_step(R, V, 4.0f, 0);
+        int32_t *tg = xmalloc((size_t)R * sizeof *tg);
+        const char *names[] = {"T=1", "T=0.8 top_k=50 top_p=0.9", "greedy"};
+        for (int cfg = 0; cfg < 3; cfg++) {
+            for (int64_t r = 0; r < R; r++) {
+                float *f = s.fp + r * RT_SAMPLE_NF;
+                int32_t *q = s.ip + r * RT_SAMPLE_NI;
+                f[RT_SAMPLE_TEMP] = cfg == 0 ? 1.0f : cfg == 1 ? 0.8f : 0.0f;
+                f[RT_SAMPLE_TOP_P] = cfg == 1 ? 0.9f : 1.0f;
+                f[RT_SAMPLE_MIN_P] = 0.0f;
+                f[RT_SAMPLE_LOG_MIN_P] = -INFINITY;
+                f[RT_SAMPLE_REP] = 1.0f;
+                f[RT_SAMPLE_FREQ] = f[RT_SAMPLE_PRES] = 0.0f;
+                q[RT_SAMPLE_TOP_K] = cfg == 1 ? 50 : 0;
+                q[RT_SAMPLE_N_PROMPT] = q[RT_SAMPLE_N_OUTPUT] = 0;
+            }
+            int64_t nh = s.n_hist;
+            s.n_hist = 0;
+            run_gpu(&s, tg, 3);
+            s.n_hist = nh;
+            print_message("speed: sample B=%-3lld V=%lld %-26s %8.1f us (incl. sync)\n", (long long)R, (long long)V,
+                          names[cfg], g_gpu_us);
+        }
+        free(tg);
+        step_free(&s);
+    }
+}
+
+static int setup(void **st) {
+    (void)st;
+    rt_backend_params p = rt_backend_params_default();
+    p.n_threads = 2;
+    g_cpu = rt_backend_create(RT_DEV_CPU, &p);
+    if (!g_cpu) return -1;
+    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
+    return 0;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    rt_backend_free(g_gpu);
+    rt_backend_free(g_cpu);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_vocab),
+        cmocka_unit_test(test_large_vocab),
+        cmocka_unit_test(test_distribution),
+        cmocka_unit_test(test_speed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
