@@ -3,8 +3,11 @@
  * Times rt_matmul on the CPU backend for one weight dtype and shape:
  *   decode (n=1):   GB/s of weight bytes streamed
  *   prefill (n>1):  GFLOP/s (2*n*in*out per call)
- * Usage: bench_matmul DTYPE OUT IN N THREADS [REPS]
+ * Usage: bench_matmul DTYPE OUT IN N THREADS [REPS] [COPIES]
  *   e.g. VLLM_CPU_ISA=avx2 ./bench_matmul q4_0 2048 8192 1 2
+ * COPIES > 1: the calls rotate over that many copies of W, so with enough
+ * copies (their total past the last-level cache) every call streams W from
+ * DRAM as decode does (one matrix alone stays in L3 after the first call).
  * Build: see bench/kernels/Makefile (links the vllmcore static library).
  */
 #include "base/err.h"
@@ -36,6 +39,8 @@ int main(int argc, char **argv) {
     int dt = parse_dtype(argv[1]);
     int64_t out = atoll(argv[2]), in = atoll(argv[3]), n = atoll(argv[4]);
     int threads = atoi(argv[5]), reps = argc > 6 ? atoi(argv[6]) : 0;
+    int copies = argc > 7 ? atoi(argv[7]) : 1;
+    if (copies < 1) copies = 1;
     if (dt < 0 || out <= 0 || in <= 0 || n <= 0) {
         fprintf(stderr, "bad arguments\n");
         return 2;
@@ -47,7 +52,7 @@ int main(int argc, char **argv) {
     }
     float *x = malloc((size_t)(n * in) * 4), *y = malloc((size_t)(n * out) * 4);
     float *row = malloc((size_t)in * 4);
-    char *w = malloc(rb * (size_t)out);
+    char *w = malloc(rb * (size_t)out * (size_t)copies);
     if (!x || !y || !row || !w) return 1;
     unsigned s = 1;
     for (int64_t i = 0; i < n * in; i++) x[i] = (float)((s = s * 1103515245u + 12345u) >> 16 & 0x7fff) / 16384.0f - 1.0f;
@@ -55,6 +60,7 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < in; i++) row[i] = (float)((s = s * 1103515245u + 12345u) >> 16 & 0x7fff) / 300000.0f - 0.05f;
         rt_quant_row((rt_dtype)dt, row, w + rb * (size_t)r, in);
     }
+    for (int c = 1; c < copies; c++) memcpy(w + rb * (size_t)out * (size_t)c, w, rb * (size_t)out);
     rt_backend_params p = rt_backend_params_default();
     p.n_threads = threads;
     rt_backend *be = rt_backend_create(RT_DEV_CPU, &p);
@@ -81,6 +87,7 @@ int main(int argc, char **argv) {
     }
     double best = 1e30, total = 0;
     for (int i = 0; i < reps; i++) {
+        tw.data = w + rb * (size_t)out * (size_t)(i % copies);
         double t0 = now_s();
         rt_matmul(be, &ty, &tx, &tw, NULL);
         double d = now_s() - t0;
@@ -89,10 +96,11 @@ int main(int argc, char **argv) {
     }
     double wbytes = (double)rb * (double)out;
     const char *isa = getenv("VLLM_CPU_ISA");
-    printf("%-6s isa=%-6s W[%lld,%lld] n=%-4lld thr=%d  best %8.3f ms  mean %8.3f ms  "
-           "%6.2f GB/s(weights)  %7.2f GFLOP/s\n",
-           argv[1], isa ? isa : "auto", (long long)out, (long long)in, (long long)n, threads,
-           best * 1e3, total / reps * 1e3, wbytes / best / 1e9, flop / best / 1e9);
+    printf("%-6s isa=%-6s W[%lld,%lld]x%d n=%-4lld thr=%d  best %8.3f ms  mean %8.3f ms  "
+           "%6.2f GB/s(weights, mean %.2f)  %7.2f GFLOP/s\n",
+           argv[1], isa ? isa : "auto", (long long)out, (long long)in, copies, (long long)n, threads,
+           best * 1e3, total / reps * 1e3, wbytes / best / 1e9, wbytes * reps / total / 1e9,
+           flop / best / 1e9);
     rt_backend_free(be);
     free(x);
     free(y);

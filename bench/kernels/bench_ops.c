@@ -93,12 +93,16 @@ int main(int argc, char **argv) {
     rt_quant_row(RT_F16, vf, v16, ctx * 8 * 128);
     rt_tensor tk = rt_tensor_3d(k16, RT_F16, RT_DEV_CPU, ctx, 8, 128), tv = rt_tensor_3d(v16, RT_F16, RT_DEV_CPU, ctx, 8, 128);
     rt_tensor to1 = rt_tensor_3d(o, RT_F32, RT_DEV_CPU, 1, 32, 128);
+    rt_tensor tkf = rt_tensor_3d(kf, RT_F32, RT_DEV_CPU, ctx, 8, 128), tvf = rt_tensor_3d(vf, RT_F32, RT_DEV_CPU, ctx, 8, 128);
     char label[64];
     snprintf(label, sizeof label, "attn decode ctx=%lld f16", (long long)ctx);
     TIME(label, 200, rt_attention(be, &to1, &tq1, &tk, &tv, ctx - 1, 0.088f, 0.0f, 0));
+    /* f32 cache (the CPU default): past ~4K positions it no longer fits the
+     * last-level cache and the call streams it from DRAM, as decode does */
+    snprintf(label, sizeof label, "attn decode ctx=%lld f32", (long long)ctx);
+    TIME(label, 50, rt_attention(be, &to1, &tq1, &tkf, &tvf, ctx - 1, 0.088f, 0.0f, 0));
     int64_t np = ctx < 256 ? ctx : 256;
     rt_tensor tqp = rt_tensor_3d(q, RT_F32, RT_DEV_CPU, np, 32, 128), top = rt_tensor_3d(o, RT_F32, RT_DEV_CPU, np, 32, 128);
-    rt_tensor tkf = rt_tensor_3d(kf, RT_F32, RT_DEV_CPU, ctx, 8, 128), tvf = rt_tensor_3d(vf, RT_F32, RT_DEV_CPU, ctx, 8, 128);
     snprintf(label, sizeof label, "attn prefill %lld f32", (long long)np);
     TIME(label, 5, rt_attention(be, &top, &tqp, &tkf, &tvf, 0, 0.088f, 0.0f, 0));
     rt_backend_free(be);

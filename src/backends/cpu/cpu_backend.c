@@ -5,6 +5,7 @@
 #include "base/err.h"
 #include "base/log.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,64 @@ void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_
         return;
     }
     cpu_pool_run(c->pool, n_tasks, fn, ctx);
+}
+
+/* ---- contiguous ranges with stealing (cpu_parallel_ranges) ---- */
+
+#define RANGES_MAX 64
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t fb; /* front | back << 32, in units */
+} range_slot;
+
+typedef struct {
+    cpu_range_fn fn;
+    void *ctx;
+    int64_t claim;
+    int n;
+    range_slot *r;
+} ranges_job;
+
+/* Claims up to `claim` units of slot g, from the front (its owner) or the
+ * back (a thief); 0 when it is empty. */
+static int range_claim(range_slot *g, int front, int64_t claim, int64_t *u0, int64_t *u1) {
+    uint64_t v = atomic_load_explicit(&g->fb, memory_order_relaxed);
+    for (;;) {
+        uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
+        if (f >= b) return 0;
+        uint32_t c = (int64_t)(b - f) < claim ? b - f : (uint32_t)claim;
+        uint64_t nv = front ? (uint64_t)(f + c) | (uint64_t)b << 32 : (uint64_t)f | (uint64_t)(b - c) << 32;
+        if (atomic_compare_exchange_weak_explicit(&g->fb, &v, nv, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *u0 = front ? f : b - c;
+            *u1 = front ? f + c : b;
+            return 1;
+        }
+    }
+}
+
+static void ranges_task(void *ctxp, int64_t task, int thread) {
+    (void)thread;
+    const ranges_job *j = ctxp;
+    int64_t u0, u1;
+    while (range_claim(&j->r[task], 1, j->claim, &u0, &u1)) j->fn(j->ctx, u0, u1);
+    for (int i = 1; i < j->n; i++) {
+        range_slot *g = &j->r[(task + i) % j->n];
+        while (range_claim(g, 0, j->claim, &u0, &u1)) j->fn(j->ctx, u0, u1);
+    }
+}
+
+void cpu_parallel_ranges(cpu_ctx *c, int64_t n_units, int64_t claim, cpu_range_fn fn, void *ctx,
+                         int64_t work) {
+    if (n_units <= 0) return;
+    VC_ASSERT(n_units < ((int64_t)1 << 32) && claim > 0);
+    range_slot r[RANGES_MAX];
+    int n = c->n_threads < RANGES_MAX ? c->n_threads : RANGES_MAX;
+    if (n > n_units) n = (int)n_units;
+    for (int i = 0; i < n; i++)
+        atomic_init(&r[i].fb, (uint64_t)(n_units * i / n) | (uint64_t)(n_units * (i + 1) / n) << 32);
+    ranges_job j = {.fn = fn, .ctx = ctx, .claim = claim, .n = n, .r = r};
+    cpu_parallel(c, n, ranges_task, &j, work);
 }
 
 static rt_backend *cpu_create(const rt_backend_params *p) {

@@ -9,6 +9,11 @@
  *    groups, so both threads have work even when a layer has few rows; a
  *    task walks its token groups, and per group its rows in tiles of 4
  *    (weights of the chunk stay in L2).
+ * Decode (n < 8) instead gives each thread one contiguous range of 8-row
+ * tiles that it walks front to back (one sequential stream that the GEMV
+ * prefetches ahead of itself); a thread that finishes its range takes
+ * tiles from the back of another's, so a late or preempted thread does not
+ * hold up the step.
  * Every kernel follows the chain arithmetic over the full k, so a token's
  * row is bit-identical whatever n is, which tile or task it lands in, and
  * how many threads run.
@@ -82,6 +87,42 @@ static void gemm_task(void *ctxp, int64_t task, int thread) {
     }
 }
 
+/* ---- decode: per-thread ranges of 8-row tiles ------------------------- */
+
+#define GV_CLAIM 2 /* tiles per claim */
+
+typedef struct {
+    const cpu_kernels *k;
+    rt_dtype wt;
+    const char *w;
+    size_t ws;
+    int64_t in, out, n;
+    const char *act;
+    size_t as;
+    float *y;
+    size_t ys;
+    const float *bias;
+} gv_job;
+
+/* tiles [t0, t1): rows 8*t0 .. min(8*t1, out) */
+static void gv_tiles(void *ctxp, int64_t t0, int64_t t1) {
+    const gv_job *j = ctxp;
+    int64_t r0 = 8 * t0, r1 = 8 * t1 < j->out ? 8 * t1 : j->out;
+    cpu_gv_fn gv = j->k->gv[j->wt];
+    cpu_mm_fn mm = j->k->mm[j->wt];
+    for (int64_t t = 0; t < j->n; t += CPU_MM_M) {
+        int m = (int)(j->n - t < CPU_MM_M ? j->n - t : CPU_MM_M);
+        const char *a = j->act + t * j->as;
+        float *y = j->y + t * j->ys;
+        int64_t r = r0;
+        for (; r + 8 <= r1; r += 8) gv(j->in, j->w + r * j->ws, j->ws, a, j->as, m, y + r, j->ys);
+        for (; r < r1; r++) mm(j->in, j->w + r * j->ws, a, j->as, m, y + r, j->ys);
+    }
+    if (j->bias)
+        for (int64_t t = 0; t < j->n; t++)
+            for (int64_t r = r0; r < r1; r++) j->y[t * j->ys + r] += j->bias[r];
+}
+
 typedef struct {
     int kquant;
     const char *act;
@@ -151,19 +192,18 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
                       .nb = nb};
         cpu_parallel(c, ng, ilv_task, &il, ng * 8 * in);
     }
+    if (!ng) { /* decode */
+        gv_job g = {.k = c->k, .wt = w->dtype, .w = w->data, .ws = (size_t)w->stride[0], .in = in,
+                    .out = out, .n = n, .act = act, .as = arow, .y = y, .ys = ys, .bias = bias};
+        cpu_parallel_ranges(c, (out + 7) / 8, GV_CLAIM, gv_tiles, &g, n * in * out);
+        return VC_OK;
+    }
     gemm_job j = {.k = c->k, .wt = w->dtype, .w = w->data, .ws = (size_t)w->stride[0], .in = in,
                   .out = out, .n = n, .act = act, .as = arow, .act8 = act + abytes, .a8s = a8s,
                   .ng = ng, .y = y, .ys = ys, .bias = bias, .n_units = (n + 7) / 8,
                   .panels = act + abytes + a8bytes, .tile_bytes = tile_bytes};
-    /* rows per task: decode ~16 tasks per thread (8..64 rows: a short tail
-     * when the threads finish unevenly); prefill
-     * as above, and token ranges split until there are ~8 tasks per thread */
-    if (!ng) {
-        rc = out / ((int64_t)c->n_threads * 16);
-        rc = rc < 8 ? 8 : rc > 64 ? 64 : (rc + 7) & ~(int64_t)7;
-        int64_t min_rows = (CPU_MIN_PAR_WORK / 4) / (n * in) + 1;
-        if (rc < min_rows) rc = (min_rows + 7) & ~(int64_t)7;
-    }
+    /* prefill: rows per task as above, and token ranges split until there
+     * are ~8 tasks per thread */
     j.rc = rc;
     int64_t n_rc = (out + rc - 1) / rc;
     int64_t n_tc = ((int64_t)c->n_threads * 8 + n_rc - 1) / n_rc;

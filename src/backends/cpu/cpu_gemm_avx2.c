@@ -56,17 +56,9 @@ AI __m256i bcast_u32(const uint8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* GEMV: the 8 rows are read one after the other in runs of GV_K elements
- * (576 bytes of Q4_0 / Q4_K), block partials parked in L1, so each row is
- * a sequential stream for the hardware prefetcher; reading the 8 rows
- * block by block side by side left decode waiting on memory. */
+/* K-quant GEMV: the 8 rows are read one after the other in runs of GV_K
+ * elements (576 bytes of Q4_K), block partials parked in L1. */
 #define GV_K 1024
-
-/* ... and each row's next run is requested while this one is computed
- * (8 runs later it is in cache: decode waits on memory latency otherwise) */
-AI void prefetch_span(const char *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-}
 
 /* tile result acc[r] (lanes = tokens) -> y[t*ys + r] */
 AI void store_tile(const __m256 *acc, int R, float *y, size_t ys) {
@@ -87,24 +79,47 @@ AI __m256i q4_unpack(const uint8_t *qs) { /* elements 0..31 as bytes 0..15 */
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+/* lanes r of the low / high 128 bits = sum of int16 elements 0..7 / 8..15
+ * of v[r]: a 3-level hadd tree, exact while every sum fits int16 (Q4 x Q8:
+ * 8 maddubs outputs of |x| <= 3840 give |sum| <= 30720) */
+AI __m256i reduce8_16(const __m256i *v) {
+    __m256i t0 = _mm256_hadd_epi16(v[0], v[1]), t1 = _mm256_hadd_epi16(v[2], v[3]);
+    __m256i t2 = _mm256_hadd_epi16(v[4], v[5]), t3 = _mm256_hadd_epi16(v[6], v[7]);
+    __m256i u = _mm256_hadd_epi16(_mm256_hadd_epi16(t0, t1), _mm256_hadd_epi16(t2, t3));
+    return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(u)),
+                            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(u, 1)));
+}
+
 /* Q4_0 rows are read side by side, block by block (18-byte blocks: the
- * runs above measured ~15% slower here) */
+ * per-row runs below measured ~15% slower here). The 8 rows span one
+ * contiguous stretch of 8*ws bytes; rows of 1-2 KiB are too short for the
+ * hardware prefetcher (and it stops at every 4 KiB page), so the next 8
+ * rows are prefetched linearly, 144 bytes per block step, while these are
+ * computed. */
 static void gv_q4_0(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK;
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), sh = _mm256_setr_epi64x(0, 0, 4, 4);
+    const size_t pstep = (8 * ws + (size_t)nb - 1) / (size_t)nb; /* next tile bytes per block */
     for (int j = 0; j < m; j++) {
         const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as);
+        const char *pf = w + 8 * ws;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
+            if (j == 0) {
+                for (size_t o = 0; o < pstep; o += 48) _mm_prefetch(pf + o, _MM_HINT_T0);
+                pf += pstep;
+            }
             __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs), p[8];
             UNROLL
             for (int r = 0; r < 8; r++) {
                 const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b;
-                p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(wb->qs), av), ones);
+                __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)wb->qs));
+                q = _mm256_and_si256(_mm256_srlv_epi64(q, sh), m4); /* elements 0..31 */
+                p[r] = _mm256_maddubs_epi16(q, av);
             }
-            __m256i isum = _mm256_sub_epi32(reduce8(p), _mm256_set1_epi32(8 * a[b].sum));
+            __m256i isum = _mm256_sub_epi32(reduce8_16(p), _mm256_set1_epi32(8 * a[b].sum));
             __m256 d = _mm256_mul_ps(gather_f16(w, ws, (size_t)b * sizeof(rt_block_q4_0)),
                                      _mm256_set1_ps(a[b].d));
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
@@ -185,17 +200,38 @@ AI void q4k_scales(const uint8_t *scales, int16_t *sc, int32_t *mpair) {
     for (int p = 0; p < 4; p++) mpair[p] = (int32_t)((uint32_t)m[2 * p] | (uint32_t)m[2 * p + 1] << 16);
 }
 
-/* Q4_K scales and mins from the 12 packed bytes (rt_q4k_scale_min for all
- * 8 sub-blocks at once): sc[0..7] then mn[0..7] as bytes of 4 words */
-AI void q4k_unpack16(const uint8_t *q, uint32_t *out) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, q, 4);
-    memcpy(&u1, q + 4, 4);
-    memcpy(&u2, q + 8, 4);
-    out[0] = u0 & 0x3f3f3f3fu;
-    out[1] = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
-    out[2] = u1 & 0x3f3f3f3fu;
-    out[3] = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+/* shuffle masks: int16 word j of each 128-bit half in all 8 words of it */
+AI __m256i word_bcast_mask(int lo, int hi) {
+    return _mm256_setr_epi8((char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1));
+}
+
+/* prefetch `bytes` from p (one line per 48 bytes: no line skipped) */
+AI const char *prefetch_step(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 48) _mm_prefetch(p + o, _MM_HINT_T0);
+    return p + bytes;
+}
+
+/* The K-quant GEMVs read each of the 8 rows in runs of GV_K elements and,
+ * as they go, prefetch the next 8 rows (one contiguous stretch) linearly:
+ * ws/nb bytes per row-block step, so it is all requested by the end. */
+/* Q4_K scales and mins of the 8 sub-blocks (rt_q4k_scale_min for all at
+ * once) in a register: bytes 0..7 scales, 8..15 mins. The 12 packed bytes
+ * are at q; the 4 after them (inside the block) are read and ignored. */
+AI __m128i q4k_unpack16_v(const uint8_t *q) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);                 /* u0 u1 u2 . */
+    __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));       /* u0 u2 u1 u2 */
+    __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));       /* u0 u0 u1 u1 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                               _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(lo, hi);
 }
 
 static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
@@ -203,11 +239,13 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
     enum { KC = GV_K / RT_QK_K };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK_K;
+    const size_t pstep = (ws + (size_t)nb - 1) / (size_t)nb;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i P[KC][8];
     __m128i MP[KC][8];
     for (int j = 0; j < m; j++) {
         const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as);
+        const char *pf = w + 8 * ws;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b0 = 0; b0 < nb; b0 += KC) {
             int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
@@ -219,13 +257,11 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
             }
             for (int r = 0; r < 8; r++) {
                 const rt_block_q4_K *wb = (const rt_block_q4_K *)(w + r * ws) + b0;
-                if (b0 + KC < nb) prefetch_span((const char *)(wb + KC), sizeof(*wb) * KC);
                 for (int i = 0; i < kc; i++) {
-                    uint32_t sm[4];
-                    q4k_unpack16(wb[i].scales, sm);
-                    const uint8_t *sc = (const uint8_t *)sm;
-                    __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 2)));
-                    MP[i][r] = _mm_madd_epi16(mn16, as16[i]);
+                    if (j == 0) pf = prefetch_step(pf, pstep);
+                    __m128i s8 = q4k_unpack16_v(wb[i].scales); /* sc[0..7], mn[0..7] */
+                    __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s8));
+                    MP[i][r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(s8, 8)), as16[i]);
                     const int8_t *aq0 = a[b0 + i].qs;
                     __m256i s = _mm256_setzero_si256();
                     UNROLL
@@ -236,10 +272,10 @@ static void gv_q4_K(int64_t k, const void *wp, size_t ws, const void *actp, size
                         const int8_t *aq = aq0 + 64 * c;
                         __m256i p0 = _mm256_madd_epi16(
                             _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq)),
-                            _mm256_set1_epi16(sc[2 * c]));
+                            _mm256_shuffle_epi8(sc16, word_bcast_mask(2 * c, 2 * c)));
                         __m256i p1 = _mm256_madd_epi16(
                             _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32))),
-                            _mm256_set1_epi16(sc[2 * c + 1]));
+                            _mm256_shuffle_epi8(sc16, word_bcast_mask(2 * c + 1, 2 * c + 1)));
                         s = _mm256_add_epi32(s, _mm256_add_epi32(p0, p1));
                     }
                     P[i][r] = s;
@@ -366,31 +402,37 @@ static void gv_q6_K(int64_t k, const void *wp, size_t ws, const void *actp, size
     enum { KC = GV_K / RT_QK_K };
     const char *w = wp, *act = actp;
     const int64_t nb = k / RT_QK_K;
+    const size_t pstep = (ws + (size_t)nb - 1) / (size_t)nb;
     _Alignas(32) uint8_t u[RT_QK_K];
     __m256i P[KC][8];
     for (int j = 0; j < m; j++) {
         const rt_block_q8_K *a = (const rt_block_q8_K *)(act + j * as);
+        const char *pf = w + 8 * ws;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b0 = 0; b0 < nb; b0 += KC) {
             int kc = (int)(nb - b0 < KC ? nb - b0 : KC);
             for (int r = 0; r < 8; r++) {
                 const rt_block_q6_K *wr = (const rt_block_q6_K *)(w + r * ws) + b0;
-                if (b0 + KC < nb) prefetch_span((const char *)(wr + KC), sizeof(*wr) * KC);
                 for (int i = 0; i < kc; i++) {
+                    if (j == 0) pf = prefetch_step(pf, pstep);
                     const rt_block_q6_K *wb = wr + i;
                     const rt_block_q8_K *ab = a + b0 + i;
                     q6k_unpack(wb, u);
-                    const int8_t *scs = wb->scales;
+                    /* the 16 group scales as int16: groups 0..7 / 8..15 in
+                     * both halves; 32 elements c = groups 2c (low half of
+                     * the products), 2c+1 (high half) */
+                    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+                    __m256i slo = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+                    __m256i shi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
                     __m256i s = _mm256_setzero_si256();
                     UNROLL
-                    for (int c = 0; c < 8; c++) { /* 32 elements = groups 2c, 2c+1 */
+                    for (int c = 0; c < 8; c++) {
                         __m256i q = _mm256_load_si256((const __m256i *)(u + 32 * c));
                         __m256i av = _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * c));
-                        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scs[2 * c + 1]),
-                                                       _mm_set1_epi16(scs[2 * c]));
+                        __m256i scv = _mm256_shuffle_epi8(c < 4 ? slo : shi,
+                                                          word_bcast_mask(2 * (c & 3), 2 * (c & 3) + 1));
                         s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), scv));
                     }
-                    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scs));
                     __m256i bsum = _mm256_loadu_si256((const __m256i *)ab->bsums);
                     P[i][r] = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsum), 5));
                 }

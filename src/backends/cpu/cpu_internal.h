@@ -204,6 +204,15 @@ void *cpu_scratch(cpu_ctx *c, size_t bytes);
 #define CPU_MIN_PAR_WORK 65536
 void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work);
 
+/* Units 0..n_units-1 split into one contiguous range per thread, each
+ * walked front to back in claims of `claim` units (fn(ctx, u0, u1), a
+ * sequential stream per thread); a thread done with its range takes
+ * claims from the back of the others', so a late or preempted thread does
+ * not hold the op up. Used by decode matmuls. */
+typedef void (*cpu_range_fn)(void *ctx, int64_t u0, int64_t u1);
+void cpu_parallel_ranges(cpu_ctx *c, int64_t n_units, int64_t claim, cpu_range_fn fn, void *ctx,
+                         int64_t work);
+
 /* cpu_matmul.c: quantize n activation rows (x every xs bytes) to Q8_K
  * (kquant) or Q8a rows of arow bytes at act, in parallel. */
 void cpu_quant_rows(cpu_ctx *c, int kquant, const void *x, size_t xs, char *act, size_t arow,

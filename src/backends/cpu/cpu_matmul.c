@@ -6,7 +6,8 @@
  *    weights, else quantized into scratch (Q8a for Q4_0/Q4_1/Q8_0, Q8_K for
  *    K-quants), in parallel over rows when there are many.
  * 2. Output columns are split into chunks of R weight rows (one task each,
- *    claimed dynamically). A task walks k in slices of KB elements; per
+ *    claimed dynamically; decode: one contiguous range per thread, see
+ *    cpu_parallel_ranges, with the weights prefetched PF_BYTES ahead). A task walks k in slices of KB elements; per
  *    slice, each group of CPU_MM_M tokens (in L1) meets each of the task's
  *    R weight-row slices (sized to stay in L2 for prefill), and the slice's
  *    partial dot products are added to y. Weights come from memory once
@@ -24,6 +25,7 @@
 
 #define L2_BUDGET (256 * 1024) /* weight bytes of one k-slice per prefill task */
 #define KB 1024                 /* k-slice: a multiple of every block size */
+#define PF_BYTES 8192           /* decode: weights requested this far ahead */
 
 typedef struct {
     cpu_mm_fn fn;
@@ -42,14 +44,22 @@ typedef struct {
     int64_t n, out, in, rows_per_task, kslice;
 } mm_job;
 
-static void mm_task(void *ctxp, int64_t task, int thread) {
-    (void)thread;
-    const mm_job *j = ctxp;
-    int64_t r0 = task * j->rows_per_task;
-    int64_t r1 = r0 + j->rows_per_task < j->out ? r0 + j->rows_per_task : j->out;
+/* all cache lines of [p, p + bytes) */
+static inline void prefetch_lines(const char *p, size_t bytes) {
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, e = (uintptr_t)p + bytes;
+    for (; a < e; a += 64) __builtin_prefetch((const void *)a, 0, 3);
+}
+
+/* weight rows [r0, r1) against all n tokens */
+static void mm_rows(const mm_job *j, int64_t r0, int64_t r1) {
     for (int64_t k0 = 0; k0 < j->in; k0 += j->kslice) {
         int64_t klen = j->in - k0 < j->kslice ? j->in - k0 : j->kslice;
         size_t woff = rt_dtype_row_bytes(j->wt, k0), aoff = (size_t)(k0 / j->act_blk) * j->act_blk_bytes;
+        /* decode streams each row slice once: the hardware prefetcher does
+         * not follow short strided runs (nor cross 4 KiB pages), so the
+         * slice PF_BYTES ahead is requested before each row is computed */
+        size_t sbytes = rt_dtype_row_bytes(j->wt, klen);
+        int64_t ahead = j->n <= CPU_MM_M ? (int64_t)((PF_BYTES + sbytes - 1) / sbytes) : 0;
         for (int64_t t = 0; t < j->n; t += CPU_MM_M) {
             int m = (int)(j->n - t < CPU_MM_M ? j->n - t : CPU_MM_M);
             const char *act = j->act + t * j->act_stride + aoff;
@@ -57,6 +67,9 @@ static void mm_task(void *ctxp, int64_t task, int thread) {
             for (int64_t r = r0; r < r1;) {
                 float part[CPU_MM_M * CPU_MMP_R];
                 int nr = 1;
+                if (ahead && r + ahead < j->out)
+                    for (int rr = 0; rr < (j->fnp ? j->mmp_rows : 1); rr++)
+                        prefetch_lines(j->w + (r + ahead + rr) * j->w_stride + woff, sbytes);
                 if (j->fnp) {
                     nr = (int)(r1 - r < j->mmp_rows ? r1 - r : j->mmp_rows);
                     j->fnp(klen, j->w + r * j->w_stride + woff, j->w_stride, nr, act,
@@ -79,6 +92,21 @@ static void mm_task(void *ctxp, int64_t task, int thread) {
             float *y = j->y + t * j->y_stride;
             for (int64_t r = r0; r < r1; r++) y[r] += j->bias[r];
         }
+}
+
+/* prefill: row chunks claimed dynamically */
+static void mm_task(void *ctxp, int64_t task, int thread) {
+    (void)thread;
+    const mm_job *j = ctxp;
+    int64_t r0 = task * j->rows_per_task;
+    mm_rows(j, r0, r0 + j->rows_per_task < j->out ? r0 + j->rows_per_task : j->out);
+}
+
+/* decode: units of MM_UNIT rows, one contiguous range per thread */
+#define MM_UNIT 8
+static void mm_units(void *ctxp, int64_t u0, int64_t u1) {
+    const mm_job *j = ctxp;
+    mm_rows(j, u0 * MM_UNIT, u1 * MM_UNIT < j->out ? u1 * MM_UNIT : j->out);
 }
 
 typedef struct {
@@ -175,6 +203,9 @@ int cpu_op_matmul(rt_backend *be, const rt_op_args *a) {
     j.kslice = c->k->chain[w->dtype] ? in : KB; /* chain types: one pass over k */
     j.fnp = c->k->mmp[w->dtype];
     j.mmp_rows = c->k->mmp_rows;
-    cpu_parallel(c, (out + rpt - 1) / rpt, mm_task, &j, n * in * out);
+    if (n <= CPU_MM_M) /* decode: claims of 2 units (results do not depend on the split) */
+        cpu_parallel_ranges(c, (out + MM_UNIT - 1) / MM_UNIT, 2, mm_units, &j, n * in * out);
+    else
+        cpu_parallel(c, (out + rpt - 1) / rpt, mm_task, &j, n * in * out);
     return VC_OK;
 }

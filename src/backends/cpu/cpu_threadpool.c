@@ -16,23 +16,23 @@
  * the engine waits for requests. */
 #define SPIN_ITERS 4000
 
-/* One cache line per worker for its "finished generation g" flag, so
- * completion costs no contended read-modify-write. */
-typedef struct {
-    _Atomic uint32_t gen;
-    char pad[60];
-} fin_flag;
+/* job state word: generation << 32 | CLOSED | number of workers inside */
+#define JOB_CLOSED (1u << 31)
+#define JOB_COUNT 0x7fffffffu
 
 struct cpu_pool {
     int n;                 /* threads incl. the caller */
     pthread_t *threads;    /* [n-1] */
-    fin_flag *fin;         /* [n], index 0 unused */
     pthread_mutex_t run_mu;
     /* the current job */
     cpu_task_fn fn;
     void *ctx;
     int64_t n_tasks;
-    _Alignas(64) _Atomic int64_t next; /* next unclaimed task (dynamic part) */
+    _Alignas(64) _Atomic int64_t next; /* next unclaimed task */
+    /* Workers join a dispatch only while it is open; the caller closes it
+     * once every task is claimed and waits just for the workers inside, so
+     * a worker that is asleep or preempted never delays a step. */
+    _Alignas(64) _Atomic uint64_t job;
     /* dispatch handshake (futex words are 32-bit) */
     _Alignas(64) _Atomic uint32_t gen; /* bumped per dispatch */
     _Atomic int n_sleeping;
@@ -60,11 +60,9 @@ static void futex_wake(_Atomic uint32_t *addr, int n) {
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-/* Thread i first takes task i (no atomics when n_tasks <= threads, the
- * common case for small ops), then claims the rest dynamically. */
+/* Tasks are claimed from one counter by whoever is there (the caller
+ * alone, if need be, runs them all). */
 static void run_tasks(cpu_pool *p, int thread) {
-    if (thread < p->n_tasks) p->fn(p->ctx, thread, thread);
-    if (p->n_tasks <= p->n) return;
     for (;;) {
         int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (t >= p->n_tasks) break;
@@ -93,9 +91,18 @@ static void *worker_main(void *argp) {
         }
         seen = g;
         if (atomic_load(&p->stop)) return NULL;
+        /* join dispatch g unless it is closed (or already superseded) */
+        uint64_t js = atomic_load(&p->job);
+        int joined = 0;
+        while ((uint32_t)(js >> 32) == g && !(js & JOB_CLOSED))
+            if (atomic_compare_exchange_weak(&p->job, &js, js + 1)) {
+                joined = 1;
+                break;
+            }
+        if (!joined) continue;
         run_tasks(p, index);
-        atomic_store(&p->fin[index].gen, g);
-        if (atomic_load(&p->main_waiting)) {
+        js = atomic_fetch_sub(&p->job, 1) - 1;
+        if ((js & JOB_CLOSED) && !(js & JOB_COUNT) && atomic_load(&p->main_waiting)) {
             atomic_fetch_add(&p->done_word, 1);
             futex_wake(&p->done_word, 1);
         }
@@ -116,9 +123,7 @@ cpu_pool *cpu_pool_create(int n_threads) {
     pthread_mutex_init(&p->run_mu, NULL);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
-        p->fin = aligned_alloc(64, (size_t)n_threads * sizeof(fin_flag));
-        if (!p->threads || !p->fin) goto oom;
-        memset(p->fin, 0, (size_t)n_threads * sizeof(fin_flag));
+        if (!p->threads) goto oom;
     }
     for (int i = 1; i < n_threads; i++) {
         worker_arg *a = malloc(sizeof *a);
@@ -140,7 +145,6 @@ cpu_pool *cpu_pool_create(int n_threads) {
 oom:
     if (p) {
         free(p->threads);
-        free(p->fin);
         free(p);
     }
     vc_err_set(VC_ERR_OOM, "cpu pool: out of memory");
@@ -155,7 +159,6 @@ void cpu_pool_free(cpu_pool *p) {
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
     pthread_mutex_destroy(&p->run_mu);
     free(p->threads);
-    free(p->fin);
     free(p);
 }
 
@@ -171,27 +174,30 @@ void cpu_pool_run(cpu_pool *p, int64_t n_tasks, cpu_task_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
-    atomic_store(&p->next, p->n);
-    uint32_t g = atomic_fetch_add(&p->gen, 1) + 1; /* publishes the job (seq_cst) */
+    atomic_store(&p->next, 0);
+    uint32_t g = atomic_load(&p->gen) + 1;
+    atomic_store(&p->job, (uint64_t)g << 32); /* open, nobody inside */
+    atomic_store(&p->gen, g);                 /* publishes the job (seq_cst) */
     if (atomic_load(&p->n_sleeping) > 0) futex_wake(&p->gen, INT_MAX);
     run_tasks(p, 0);
+    /* every task is claimed: close, then wait for the workers inside */
+    uint64_t js = atomic_fetch_or(&p->job, JOB_CLOSED) | JOB_CLOSED;
     int spins = 0;
-    for (int i = 1; i < p->n;) {
-        if (atomic_load(&p->fin[i].gen) == g) {
-            i++;
-            continue;
-        }
+    while (js & JOB_COUNT) {
         if (++spins < SPIN_ITERS) {
             cpu_relax();
+            js = atomic_load(&p->job);
             continue;
         }
-        /* Sleep until a worker finishes: announce, then re-check so a
-         * worker that finished in between is not missed (seq_cst pairs with
-         * the worker's store-then-load). */
+        /* Sleep until the last worker leaves: announce, then re-check so a
+         * worker that left in between is not missed (seq_cst pairs with
+         * the worker's decrement-then-load). */
         uint32_t d = atomic_load(&p->done_word);
         atomic_store(&p->main_waiting, 1);
-        if (atomic_load(&p->fin[i].gen) != g) futex_wait(&p->done_word, d);
+        js = atomic_load(&p->job);
+        if (js & JOB_COUNT) futex_wait(&p->done_word, d);
         atomic_store(&p->main_waiting, 0);
+        js = atomic_load(&p->job);
         spins = 0;
     }
     pthread_mutex_unlock(&p->run_mu);

@@ -3,9 +3,12 @@
  * The calling thread takes part, so a pool of size n has n-1 workers.
  * Tasks 0..n_tasks-1 are claimed dynamically from an atomic counter; a
  * kernel must make each task's result independent of which thread ran it
- * (that keeps outputs identical for every thread count). Idle workers spin
- * briefly for the next dispatch (decode issues ~10 small ops per layer),
- * then sleep on a futex.
+ * (that keeps outputs identical for every thread count). A worker joins a
+ * dispatch only while it is open: once every task is claimed the caller
+ * closes it and waits just for the workers that joined, so a sleeping or
+ * preempted worker never holds up an op (the caller runs its share). Idle
+ * workers spin briefly for the next dispatch (decode issues ~10 small ops
+ * per layer), then sleep on a futex.
  *
  *   cpu_pool *p = cpu_pool_create(4);
  *   cpu_pool_run(p, n_tasks, fn, ctx);   // fn(ctx, task, thread_index)
