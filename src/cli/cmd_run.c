@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void run_usage(FILE *f) {
     fprintf(f,
@@ -136,13 +137,10 @@ int cli_run(int argc, char **argv) {
     bp.n_threads = (int)threads;
     if (rt_backends_create_group((rt_device)device, (int)tp, &bp, bes) < 0) goto fail;
     be = bes[0];
-    mdl_params mp = mdl_params_default();
-    mp.tp_size = (int)tp;
-    mp.tp_backends = bes;
-    mp.kv_dtype = kv_dtype;
-    m = mdl_load(model_path, be, &mp);
-    if (!m) goto fail;
-    const mdl_config *cfg = mdl_get_config(m);
+    if (access(model_path, R_OK) != 0) {
+        vc_err_set(VC_ERR_IO, "cannot open model '%s': %s", model_path, strerror(errno));
+        goto fail;
+    }
     if (prompt) {
         tok = tok_load(model_path);
         if (!tok) goto fail;
@@ -156,6 +154,17 @@ int cli_run(int argc, char **argv) {
         vc_err_set(VC_ERR_INVALID, "the prompt is empty");
         goto fail;
     }
+    mdl_params mp = mdl_params_default();
+    mp.tp_size = (int)tp;
+    mp.tp_backends = bes;
+    mp.kv_dtype = kv_dtype;
+    /* An accelerator prefills the whole prompt in one forward (up to 8192
+     * tokens, as the engine's default budget allows); the CPU keeps
+     * 512-token chunks (same speed, smaller scratch). */
+    if (device != RT_DEV_CPU && (int64_t)n_ids > mp.max_batch) mp.max_batch = n_ids < 8192 ? (int64_t)n_ids : 8192;
+    m = mdl_load(model_path, be, &mp);
+    if (!m) goto fail;
+    const mdl_config *cfg = mdl_get_config(m);
     if ((int64_t)n_ids >= cfg->max_pos) {
         vc_err_set(VC_ERR_INVALID, "prompt of %zu tokens does not fit the model's context (%lld)", n_ids,
                    (long long)cfg->max_pos);
