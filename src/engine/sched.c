@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+const int32_t ESCHED_ITER_LE[ESCHED_ITER_BUCKETS] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+
 struct esched {
     esched_params p;
     kv_manager *kv;
@@ -13,6 +15,7 @@ struct esched {
     int32_t B, usable_blocks;
 
     ereq **running; /* [max_num_seqs], scheduling order */
+    int64_t iter_steps, iter_tokens, iter_counts[ESCHED_ITER_BUCKETS + 1]; /* tokens per step */
     int32_t n_running;
     esched_queue waiting;
 
@@ -453,6 +456,13 @@ int esched_schedule(esched *s, esched_output *out) {
         return rc;
     }
     VC_ASSERT(budget >= 0 && out->total_tokens <= s->p.max_num_batched_tokens);
+    if (out->total_tokens > 0) {
+        int b = 0;
+        while (b < ESCHED_ITER_BUCKETS && out->total_tokens > ESCHED_ITER_LE[b]) b++;
+        s->iter_counts[b]++;
+        s->iter_steps++;
+        s->iter_tokens += out->total_tokens;
+    }
     /* Computed tokens advance now, so the next step can be planned before
      * this one's results arrive. */
     for (int32_t k = 0; k < out->n_items; k++) {
@@ -542,4 +552,7 @@ void esched_get_stats(const esched *s, esched_stats *out) {
     out->preempted_prefix_queries_total = s->ppq;
     out->preempted_prefix_hits_total = s->pph;
     out->num_steps = s->num_steps;
+    out->iter_steps = s->iter_steps;
+    out->iter_tokens = s->iter_tokens;
+    memcpy(out->iter_counts, s->iter_counts, sizeof out->iter_counts);
 }

@@ -135,6 +135,8 @@ int esched_update(esched *s, const esched_output *out, const int32_t *sampled, i
 
 /* ---- metrics */
 
+#define ESCHED_ITER_BUCKETS 13 /* 1, 8, 16, 32, ..., 16384 (vLLM's bounds) */
+
 typedef struct {
     int32_t num_running, num_waiting;
     double kv_usage;                      /* fraction of usable blocks in use */
@@ -143,7 +145,14 @@ typedef struct {
     int64_t prefix_hits_total;            /* tokens found, first admissions */
     int64_t preempted_prefix_queries_total, preempted_prefix_hits_total; /* readmissions */
     int64_t num_steps;                    /* esched_schedule calls */
+    /* Tokens per step (vLLM's vllm:iteration_tokens_total): steps that ran
+     * tokens, counted per bucket bound ESCHED_ITER_LE (non-cumulative; the
+     * last slot holds steps above the largest bound), and the tokens. */
+    int64_t iter_steps, iter_tokens;
+    int64_t iter_counts[ESCHED_ITER_BUCKETS + 1];
 } esched_stats;
+
+extern const int32_t ESCHED_ITER_LE[ESCHED_ITER_BUCKETS];
 
 void esched_get_stats(const esched *s, esched_stats *out);
 

@@ -186,6 +186,16 @@ char *srv_metrics_render(srv_metrics *m, aeng *a, const char *model_name) {
             "tokens.", lbl, (double)(st.prefix_queries_total + st.preempted_prefix_queries_total));
     put_one(&sb, "vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
             lbl, (double)(st.prefix_hits_total + st.preempted_prefix_hits_total));
+    /* Tokens per engine step, from the scheduler's own counts (vLLM's
+     * bounds; a histogram despite the _total in its name). */
+    histo it;
+    double le[ESCHED_ITER_BUCKETS];
+    for (int i = 0; i < ESCHED_ITER_BUCKETS; i++) le[i] = ESCHED_ITER_LE[i];
+    histo_init(&it, le, ESCHED_ITER_BUCKETS);
+    for (int i = 0; i < ESCHED_ITER_BUCKETS; i++) it.counts[i] = (uint64_t)st.iter_counts[i];
+    it.count = (uint64_t)st.iter_steps;
+    it.sum = (double)st.iter_tokens;
+    put_histo(&sb, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", &it, lbl);
     pthread_mutex_lock(&m->mu);
     put_one(&sb, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", lbl,
             (double)m->prompt_tokens);

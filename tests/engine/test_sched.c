@@ -39,6 +39,30 @@ static void test_chunked_prefill_budgets(void **st) {
     }
 }
 
+/* vllm:iteration_tokens_total: tokens per step in vLLM's bounds. A
+ * 20-token prompt at budget 8 runs 8, 8, 4 (three steps in le=8), then 2
+ * decode steps of 1 token (le=1); an empty step is not counted. */
+static void test_iteration_tokens(void **st) {
+    (void)st;
+    esched_params p = sim_params(8, 4, 2048, 200, 16);
+    sim *m = sim_new(&p, false);
+    ereq_sampling sp = ereq_sampling_default();
+    sp.max_tokens = 3;
+    sim_add(m, NULL, 20, &sp, 0, 0);
+    sim_run(m, 20);
+    assert_int_equal(sim_step(m), 0); /* nothing left: not a step with tokens */
+    esched_stats s;
+    esched_get_stats(m->s, &s);
+    assert_int_equal(s.iter_steps, 5);
+    assert_int_equal(s.iter_tokens, 22);
+    assert_int_equal(s.iter_counts[0], 2);
+    assert_int_equal(s.iter_counts[1], 3);
+    for (int b = 2; b <= ESCHED_ITER_BUCKETS; b++) assert_int_equal(s.iter_counts[b], 0);
+    assert_int_equal(ESCHED_ITER_LE[0], 1);
+    assert_int_equal(ESCHED_ITER_LE[ESCHED_ITER_BUCKETS - 1], 16384);
+    sim_free(m);
+}
+
 static void test_long_prefill_threshold(void **st) {
     (void)st;
     esched_params p = sim_params(512, 4, 2048, 200, 16);
@@ -576,6 +600,7 @@ static void test_id_index(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_prefill_budgets),
+        cmocka_unit_test(test_iteration_tokens),
         cmocka_unit_test(test_long_prefill_threshold),
         cmocka_unit_test(test_running_first),
         cmocka_unit_test(test_no_chunked_prefill_waits),

@@ -343,6 +343,11 @@ def test_metrics_names(server):
     assert [k.split('"')[1] for k in m if k.startswith("vllm:request_params_n_bucket")] == \
         ["1", "2", "5", "10", "20", "+Inf"]
     assert m['vllm:request_params_n_bucket{le="1",' + lbl[1:]] < finished  # test_n_choices asked n=3
+    # Tokens per engine step (vLLM's bounds): every generated token needed a scheduled token.
+    assert [k.split('"')[1] for k in m if k.startswith("vllm:iteration_tokens_total_bucket")] == \
+        ["1", "8", "16", "32", "64", "128", "256", "512", "1024", "2048", "4096", "8192", "16384", "+Inf"]
+    assert m["vllm:iteration_tokens_total_count" + lbl] > 0
+    assert m["vllm:iteration_tokens_total_sum" + lbl] >= m["vllm:generation_tokens_total" + lbl]
     tpot = m["vllm:request_time_per_output_token_seconds_count" + lbl]
     assert 0 < tpot <= finished
     # Engine-timeline histograms: every request that was scheduled has a
