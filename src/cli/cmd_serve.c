@@ -41,6 +41,8 @@ static void serve_usage(FILE *f) {
             "  --gpu-memory-utilization F   device backends: KV cache fills the device to F (0.9)\n"
             "  --max-body-bytes N           request body limit (default 4M)\n"
             "  --allowed-origins LIST       CORS origins: JSON list or comma-separated (default [\"*\"])\n"
+            "  --allowed-methods LIST       CORS preflight methods, same forms (default [\"*\"])\n"
+            "  --allowed-headers LIST       CORS preflight headers, same forms (default [\"*\"])\n"
             "  --allow-credentials          CORS: allow credentials (the Origin is echoed)\n"
             "  --ssl-keyfile FILE           HTTPS: PEM private key (with --ssl-certfile)\n"
             "  --ssl-certfile FILE          HTTPS: PEM certificate\n");
@@ -120,6 +122,8 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--kv-cache-dtype")) { int kd; rc = mdl_parse_kv_dtype(val, &kd); ep.kv_cache_dtype = val; }
         else if (!strcmp(a, "--max-body-bytes")) { rc = parse_bytes(a, val, &v); sp.max_body_bytes = (size_t)v; }
         else if (!strcmp(a, "--allowed-origins")) sp.allowed_origins = val;
+        else if (!strcmp(a, "--allowed-methods")) sp.allowed_methods = val;
+        else if (!strcmp(a, "--allowed-headers")) sp.allowed_headers = val;
         else if (!strcmp(a, "--ssl-keyfile")) sp.ssl_keyfile = val;
         else if (!strcmp(a, "--ssl-certfile")) sp.ssl_certfile = val;
         else { fprintf(stderr, "vllm serve: unknown option '%s'\n", a); serve_usage(stderr); return 2; }

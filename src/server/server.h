@@ -41,6 +41,9 @@ typedef struct {
     /* CORS (vLLM's --allowed-origins / --allow-credentials): a JSON list of
      * origins or a comma-separated list; NULL: ["*"] */
     const char *allowed_origins;
+    /* CORS preflight (vLLM's --allowed-methods / --allowed-headers), same
+     * forms; NULL: ["*"] */
+    const char *allowed_methods, *allowed_headers;
     bool allow_credentials;
     /* HTTPS (vLLM's --ssl-keyfile / --ssl-certfile): PEM files, both or neither */
     const char *ssl_keyfile, *ssl_certfile;

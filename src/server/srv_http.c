@@ -67,6 +67,32 @@ static bool origin_allowed(const srv_server *s, const char *origin) {
     return false;
 }
 
+/* Starlette's check of the requested headers: each (trimmed, lowercased)
+ * must be one of the allowed ones, compared case-insensitively. */
+static bool headers_allowed(const srv_server *s, const char *req) {
+    if (s->allow_all_headers || !req) return true;
+    static const char *const safelisted[] = {"accept", "accept-language", "content-language", "content-type"};
+    for (;;) { /* "a," is "a" and "" (Python's split), and "" is no header */
+        size_t k = strcspn(req, ",");
+        const char *b = req, *e = req + k;
+        while (b < e && (*b == ' ' || *b == '\t')) b++;
+        while (e > b && (e[-1] == ' ' || e[-1] == '\t')) e--;
+        size_t len = (size_t)(e - b);
+        bool ok = false;
+        for (int i = 0; i < 4 && !ok; i++) ok = strlen(safelisted[i]) == len && !strncasecmp(safelisted[i], b, len);
+        for (int i = 0; i < s->n_headers && !ok; i++) ok = strlen(s->headers[i]) == len && !strncasecmp(s->headers[i], b, len);
+        if (!ok) return false;
+        if (req[k] != ',') return true;
+        req += k + 1;
+    }
+}
+
+static bool method_allowed(const srv_server *s, const char *m) {
+    for (int i = 0; i < s->n_methods; i++)
+        if (!strcmp(s->methods[i], m)) return true;
+    return false;
+}
+
 static bool any_origin(const srv_server *s) {
     for (int i = 0; i < s->n_origins; i++)
         if (!strcmp(s->origins[i], "*")) return true;
@@ -85,21 +111,31 @@ static void add_cors(const srv_server *s, struct MHD_Connection *c, struct MHD_R
     if (s->allow_credentials) MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
 }
 
-/* OPTIONS with Origin + Access-Control-Request-Method: the preflight answer
- * (200, or 400 "Disallowed CORS origin"), before any API-key check. */
+/* OPTIONS with Origin + Access-Control-Request-Method: the preflight answer,
+ * before any API-key check: 200 "OK", or 400 "Disallowed CORS " + what
+ * failed ("origin", "method", "headers", comma-separated), as Starlette. */
 static enum MHD_Result preflight(srv_server *s, struct MHD_Connection *c, const char *origin) {
-    bool ok = origin_allowed(s, origin);
-    const char *msg = ok ? "OK" : "Disallowed CORS origin";
-    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_PERSISTENT);
+    const char *rm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method");
+    const char *rh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    bool o_ok = origin_allowed(s, origin), m_ok = rm && method_allowed(s, rm), h_ok = headers_allowed(s, rh);
+    char msg[64];
+    if (o_ok && m_ok && h_ok) snprintf(msg, sizeof msg, "OK");
+    else
+        snprintf(msg, sizeof msg, "Disallowed CORS %s%s%s%s%s", o_ok ? "" : "origin", !o_ok && !m_ok ? ", " : "",
+                 m_ok ? "" : "method", (!o_ok || !m_ok) && !h_ok ? ", " : "", h_ok ? "" : "headers");
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", s->methods_joined);
     MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
-    const char *rh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
-    if (rh) MHD_add_response_header(resp, "Access-Control-Allow-Headers", rh);
-    if (ok) add_cors(s, c, resp);
+    if (s->allow_all_headers) {
+        if (rh) MHD_add_response_header(resp, "Access-Control-Allow-Headers", rh);
+    } else if (s->headers_joined) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", s->headers_joined);
+    }
+    if (o_ok) add_cors(s, c, resp);
     else MHD_add_response_header(resp, "Vary", "Origin");
-    enum MHD_Result ret = MHD_queue_response(c, ok ? 200u : 400u, resp);
+    enum MHD_Result ret = MHD_queue_response(c, o_ok && m_ok && h_ok ? 200u : 400u, resp);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -241,36 +277,38 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
-/* --allowed-origins: a JSON list of strings (vLLM's form) or a comma-separated
- * list; NULL or empty: ["*"]. */
-static int parse_origins(srv_server *s, const char *v) {
+/* --allowed-origins / --allowed-methods / --allowed-headers: a JSON list of
+ * strings (vLLM's form) or a comma-separated list; NULL or empty: ["*"]. */
+static int parse_list(const char *flag, const char *v, char ***out, int *n_out) {
     json_t *j = v && *v ? json_loads(v, JSON_DECODE_ANY, NULL) : NULL;
     if (v && *v && !j && (*v == '[' || *v == '"'))
-        return vc_err_set(VC_ERR_INVALID, "--allowed-origins: not a JSON list of strings: %s", v);
+        return vc_err_set(VC_ERR_INVALID, "%s: not a JSON list of strings: %s", flag, v);
     size_t n = j ? json_array_size(j) : 1;
     if (!j && v && *v)
         for (const char *q = v; *q; q++) n += *q == ',';
-    s->origins = calloc(n ? n : 1, sizeof *s->origins);
-    if (!s->origins) {
+    char **l = calloc(n ? n : 1, sizeof *l);
+    *out = l;
+    *n_out = 0;
+    if (!l) {
         json_decref(j);
         return vc_err_set(VC_ERR_OOM, "out of memory");
     }
     int rc = VC_OK;
     if (j) {
-        if (!json_is_array(j)) rc = vc_err_set(VC_ERR_INVALID, "--allowed-origins: expected a JSON list of strings");
+        if (!json_is_array(j)) rc = vc_err_set(VC_ERR_INVALID, "%s: expected a JSON list of strings", flag);
         size_t i;
         json_t *x;
         json_array_foreach(j, i, x) {
             if (rc < 0) break;
-            if (!json_is_string(x)) rc = vc_err_set(VC_ERR_INVALID, "--allowed-origins: expected a JSON list of strings");
-            else if (!(s->origins[s->n_origins++] = strdup(json_string_value(x)))) rc = vc_err_set(VC_ERR_OOM, "out of memory");
+            if (!json_is_string(x)) rc = vc_err_set(VC_ERR_INVALID, "%s: expected a JSON list of strings", flag);
+            else if (!(l[(*n_out)++] = strdup(json_string_value(x)))) rc = vc_err_set(VC_ERR_OOM, "out of memory");
         }
     } else {
         const char *q = v && *v ? v : "*";
         while (rc == 0 && *q) {
             size_t k = strcspn(q, ",");
             while (k && q[k - 1] == ' ') k--;
-            if (k && !(s->origins[s->n_origins++] = strndup(q, k))) rc = vc_err_set(VC_ERR_OOM, "out of memory");
+            if (k && !(l[(*n_out)++] = strndup(q, k))) rc = vc_err_set(VC_ERR_OOM, "out of memory");
             q += strcspn(q, ",");
             while (*q == ',' || *q == ' ') q++;
         }
@@ -278,6 +316,52 @@ static int parse_origins(srv_server *s, const char *v) {
     json_decref(j);
     return rc;
 }
+
+static void free_list(char **l, int n) {
+    for (int i = 0; i < n; i++) free(l[i]);
+    free(l);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Starlette's preflight lists: methods "*" -> all seven; headers = the
+ * CORS-safelisted four plus the given ones, sorted as given (byte order),
+ * joined for Access-Control-Allow-Headers and kept lowercased for the
+ * membership test (NULL list when "*": requested headers are echoed). */
+static int cors_lists(srv_server *s) {
+    static const char *const all_methods[] = {"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"};
+    static const char *const safelisted[] = {"Accept", "Accept-Language", "Content-Language", "Content-Type"};
+    vc_strbuf m = {0}, h = {0};
+    bool any_m = false, any_h = false;
+    for (int i = 0; i < s->n_methods; i++) any_m |= !strcmp(s->methods[i], "*");
+    for (int i = 0; i < s->n_headers; i++) any_h |= !strcmp(s->headers[i], "*");
+    if (any_m) {
+        free_list(s->methods, s->n_methods);
+        s->n_methods = 0;
+        s->methods = calloc(7, sizeof *s->methods);
+        if (!s->methods) return vc_err_set(VC_ERR_OOM, "out of memory");
+        for (int i = 0; i < 7; i++)
+            if (!(s->methods[s->n_methods++] = strdup(all_methods[i]))) return vc_err_set(VC_ERR_OOM, "out of memory");
+    }
+    for (int i = 0; i < s->n_methods; i++) vc_sb_printf(&m, "%s%s", i ? ", " : "", s->methods[i]);
+    s->allow_all_headers = any_h;
+    if (!any_h) { /* union with the safelisted four, sorted, unique */
+        char **u = calloc((size_t)s->n_headers + 4, sizeof *u);
+        if (!u) return vc_err_set(VC_ERR_OOM, "out of memory");
+        int n = 0;
+        for (int i = 0; i < 4; i++) u[n++] = (char *)safelisted[i];
+        for (int i = 0; i < s->n_headers; i++) u[n++] = s->headers[i];
+        qsort(u, (size_t)n, sizeof *u, cmp_str);
+        for (int i = 0; i < n; i++)
+            if (i == 0 || strcmp(u[i], u[i - 1])) vc_sb_printf(&h, "%s%s", h.len ? ", " : "", u[i]);
+        free(u);
+    }
+    s->methods_joined = m.s ? m.s : strdup("");
+    s->headers_joined = h.s; /* NULL when "*" */
+    if (!s->methods_joined) return vc_err_set(VC_ERR_OOM, "out of memory");
+    return VC_OK;
+}
+
 
 srv_server *srv_create(aeng *engine, const srv_params *p) {
     if (!p->model_name || !*p->model_name) {
@@ -340,7 +424,10 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
         VC_WARN("the model has no chat template: /v1/chat/completions answers 400 (use --chat-template)");
     }
 
-    if (parse_origins(s, p->allowed_origins) < 0) goto fail;
+    if (parse_list("--allowed-origins", p->allowed_origins, &s->origins, &s->n_origins) < 0 ||
+        parse_list("--allowed-methods", p->allowed_methods, &s->methods, &s->n_methods) < 0 ||
+        parse_list("--allowed-headers", p->allowed_headers, &s->headers, &s->n_headers) < 0 || cors_lists(s) < 0)
+        goto fail;
     s->allow_credentials = p->allow_credentials;
     if (!p->ssl_keyfile != !p->ssl_certfile) {
         vc_err_set(VC_ERR_INVALID, "HTTPS needs both --ssl-keyfile and --ssl-certfile");
@@ -416,8 +503,11 @@ void srv_free(srv_server *s) {
     if (s->d) MHD_stop_daemon(s->d);
     chat_template_free(s->tmpl);
     srv_metrics_free(s->metrics);
-    for (int i = 0; i < s->n_origins; i++) free(s->origins[i]);
-    free(s->origins);
+    free_list(s->origins, s->n_origins);
+    free_list(s->methods, s->n_methods);
+    free_list(s->headers, s->n_headers);
+    free(s->methods_joined);
+    free(s->headers_joined);
     free(s->tls_key);
     free(s->tls_cert);
     free(s->model_name);

@@ -191,6 +191,11 @@ struct srv_server {
     struct MHD_Daemon *d;
     char **origins;               /* CORS allowed origins; "*" = any */
     int n_origins;
+    char **methods, **headers;    /* CORS preflight: allowed methods ("*" expanded) and headers */
+    int n_methods, n_headers;
+    bool allow_all_headers;       /* headers "*": requested headers are echoed */
+    char *methods_joined;         /* "DELETE, GET, ..." */
+    char *headers_joined;         /* safelisted + allowed, sorted; NULL when "*" */
     bool allow_credentials;
     char *tls_key, *tls_cert;     /* PEM, when serving HTTPS */
     atomic_bool stopping;         /* srv_free began: in-flight answers end now */

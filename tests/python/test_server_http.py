@@ -47,6 +47,45 @@ def test_cors_default_any_origin(vllm_bin):
     assert s.proc.returncode == 0
 
 
+def test_cors_allowed_methods_and_headers(vllm_bin):
+    """--allowed-methods / --allowed-headers (vLLM's flags, Starlette's rules):
+    the preflight lists the methods as given and the headers as the four
+    CORS-safelisted ones plus the given ones, sorted; a method or header
+    outside them (headers compared case-insensitively) gets 400 naming what
+    failed; actual requests are not filtered by method."""
+    s = Server(vllm_bin, ["--allowed-origins", "http://good.example", "--allowed-methods", '["GET", "POST"]',
+                          "--allowed-headers", "X-Custom, Authorization"])
+    try:
+        conn = lambda: http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)  # noqa: E731
+
+        def pre(origin, method, headers=None):
+            h = {"Origin": origin, "Access-Control-Request-Method": method}
+            if headers is not None:
+                h["Access-Control-Request-Headers"] = headers
+            return _raw(conn, "OPTIONS", "/v1/completions", h)
+
+        st, h, body = pre("http://good.example", "POST", "content-type, x-custom,AUTHORIZATION")
+        assert (st, body) == (200, "OK")
+        assert h["access-control-allow-methods"] == "GET, POST"
+        assert h["access-control-allow-headers"] == \
+            "Accept, Accept-Language, Authorization, Content-Language, Content-Type, X-Custom"
+        assert h["access-control-allow-origin"] == "http://good.example"
+        assert (pre("http://good.example", "PUT")[0], pre("http://good.example", "PUT")[2]) == \
+            (400, "Disallowed CORS method")
+        assert pre("http://good.example", "POST", "x-other")[2] == "Disallowed CORS headers"
+        assert pre("http://good.example", "POST", "x-custom,")[2] == "Disallowed CORS headers"  # "" is no header
+        st, h, body = pre("http://evil.example", "DELETE", "x-other")
+        assert (st, body) == (400, "Disallowed CORS origin, method, headers")
+        assert "access-control-allow-origin" not in h
+        st, _, _ = _raw(conn, "GET", "/health", {"Origin": "http://good.example"})
+        assert st == 200
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0
+    with pytest.raises(RuntimeError, match="allowed-methods"):
+        Server(vllm_bin, ["--allowed-methods", '["GET", 3]'])
+
+
 def test_https_and_allowed_origins(vllm_bin, tmp_path):
     if not shutil.which("openssl"):
         pytest.skip("openssl not installed")
