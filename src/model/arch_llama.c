@@ -89,8 +89,9 @@ static int llama_load(mdl_model *m) {
         any_qkv |= m->layers[l].wqkv.data != NULL;
         any_gu |= m->layers[l].w_gu.data != NULL;
     }
-    if (any_qkv && mdl_own_buffer(m, &m->qkv, RT_F32, m->max_batch, wqkv) < 0) return -1;
-    if (any_gu && mdl_own_buffer(m, &m->gu, RT_F32, m->max_batch, 2 * m->ff_l) < 0) return -1;
+    int64_t s_qkv[2] = {m->max_batch, wqkv}, s_gu[2] = {m->max_batch, 2 * m->ff_l};
+    if (any_qkv && mdl_own_tensor(m, &m->qkv, RT_F32, 2, s_qkv) < 0) return -1;
+    if (any_gu && mdl_own_tensor(m, &m->gu, RT_F32, 2, s_gu) < 0) return -1;
     return VC_OK;
 }
 

@@ -43,7 +43,7 @@ static void *own_alloc(mdl_model *m, size_t bytes) {
     return mem;
 }
 
-static int own_tensor(mdl_model *m, rt_tensor *t, rt_dtype dt, int ndim, const int64_t *shape) {
+int mdl_own_tensor(mdl_model *m, rt_tensor *t, rt_dtype dt, int ndim, const int64_t *shape) {
     *t = rt_tensor_make(NULL, dt, m->be->device, ndim, shape);
     t->data = own_alloc(m, rt_tensor_nbytes(t));
     if (!t->data) return vc_err_set(VC_ERR_OOM, "out of memory allocating %zu bytes", rt_tensor_nbytes(t));
@@ -125,7 +125,7 @@ int mdl_bind_host(mdl_model *m, rt_tensor *t, const rt_tensor *hostp, bool temp)
     const int64_t *shape = host.shape;
     if ((ndim == 1 || m->upcast_weights) && host.dtype != RT_F32) {
         /* Norm weights and biases are used as f32 by every op. */
-        if (own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
+        if (mdl_own_tensor(m, t, RT_F32, ndim, shape) < 0) return VC_ERR_OOM;
         if (m->be->device == RT_DEV_CPU) return rt_copy(m->be, t, &host);
         /* Convert on the host with the reference dequantizer, then upload. */
         rt_tensor tmp = rt_tensor_make(malloc(rt_tensor_nbytes(t)), RT_F32, RT_DEV_CPU, ndim, shape);
@@ -141,7 +141,7 @@ int mdl_bind_host(mdl_model *m, rt_tensor *t, const rt_tensor *hostp, bool temp)
         *t = host;
         return VC_OK;
     }
-    if (own_tensor(m, t, host.dtype, ndim, shape) < 0) return VC_ERR_OOM;
+    if (mdl_own_tensor(m, t, host.dtype, ndim, shape) < 0) return VC_ERR_OOM;
     return rt_tensor_copy_bytes(m->be, t, &host);
 }
 
@@ -181,7 +181,7 @@ static int make_inv_freq(mdl_model *m) {
         for (int64_t i = 0; i < half; i++) f[i] /= d[i];
     }
     int64_t shape[1] = {half};
-    int rc = own_tensor(m, &m->inv_freq, RT_F32, 1, shape);
+    int rc = mdl_own_tensor(m, &m->inv_freq, RT_F32, 1, shape);
     if (rc == 0) {
         rt_tensor host = rt_tensor_1d(f, RT_F32, RT_DEV_CPU, half);
         rc = rt_tensor_copy_bytes(m->be, &m->inv_freq, &host);
@@ -189,7 +189,7 @@ static int make_inv_freq(mdl_model *m) {
     /* Sliding layers with their own base (Gemma 3): plain theta^(-2i/rot). */
     if (rc == 0 && c->rope_theta_swa > 0) {
         for (int64_t i = 0; i < half; i++) f[i] = 1.0f / powf(c->rope_theta_swa, (float)(2 * i) / (float)c->rot_dim);
-        rc = own_tensor(m, &m->inv_freq_swa, RT_F32, 1, shape);
+        rc = mdl_own_tensor(m, &m->inv_freq_swa, RT_F32, 1, shape);
         if (rc == 0) {
             rt_tensor host = rt_tensor_1d(f, RT_F32, RT_DEV_CPU, half);
             rc = rt_tensor_copy_bytes(m->be, &m->inv_freq_swa, &host);
@@ -226,7 +226,7 @@ static int alloc_activations(mdl_model *m) {
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         int64_t s2[2] = {bufs[i].rows, bufs[i].cols};
-        int rc = own_tensor(m, bufs[i].t, bufs[i].dt, bufs[i].cols ? 2 : 1, s2);
+        int rc = mdl_own_tensor(m, bufs[i].t, bufs[i].dt, bufs[i].cols ? 2 : 1, s2);
         if (rc < 0) return rc;
     }
     return VC_OK;

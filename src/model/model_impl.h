@@ -233,12 +233,12 @@ int mdl_find_split_host(mdl_model *m, const char *canon, int ndim, const int64_t
  * when built, 0 when not applicable (host backend, upcast weights, a
  * missing tensor, dtypes or widths that differ: nothing bound, bind them one
  * by one), < 0 on error. mdl_stack_bound stacks already bound 1-D f32
- * tensors (biases) the same way (0 when one is absent). mdl_own_buffer
- * allocates a device buffer freed by mdl_free. */
+ * tensors (biases) the same way (0 when one is absent). */
 int mdl_bind_stacked(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *parts, const char *const *canon,
                      const int64_t (*shapes)[2], const int *split);
 int mdl_stack_bound(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *parts);
-int mdl_own_buffer(mdl_model *m, rt_tensor *t, rt_dtype dt, int64_t rows, int64_t cols);
+/* A contiguous tensor on the model's backend, freed by mdl_free (model.c). */
+int mdl_own_tensor(mdl_model *m, rt_tensor *t, rt_dtype dt, int ndim, const int64_t *shape);
 /* Rank 0: load ranks 1..size-1 on their backends and start their threads. */
 int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p);
 void mdl_tp_group_stop(mdl_model *m0);

@@ -15,37 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Track a device allocation in m->owned (freed by mdl_free). */
-static int own_push(mdl_model *m, void *mem) {
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? m->cap_owned * 2 : 64;
-        void **p = realloc(m->owned, (size_t)cap * sizeof *p);
-        if (!p) return vc_err_set(VC_ERR_OOM, "out of memory");
-        m->owned = p;
-        m->cap_owned = cap;
-    }
-    m->owned[m->n_owned++] = mem;
-    return VC_OK;
-}
-
-static int own_tensor(mdl_model *m, rt_tensor *t, rt_dtype dt, int ndim, const int64_t *shape) {
-    *t = rt_tensor_make(NULL, dt, m->be->device, ndim, shape);
-    size_t bytes = rt_tensor_nbytes(t);
-    t->data = rt_backend_alloc(m->be, bytes ? bytes : 1);
-    if (!t->data) return vc_err_set(VC_ERR_OOM, "out of memory allocating %zu bytes", bytes);
-    if (own_push(m, t->data) < 0) {
-        rt_backend_free_mem(m->be, t->data);
-        t->data = NULL;
-        return VC_ERR_OOM;
-    }
-    return VC_OK;
-}
-
-int mdl_own_buffer(mdl_model *m, rt_tensor *t, rt_dtype dt, int64_t rows, int64_t cols) {
-    int64_t s[2] = {rows, cols};
-    return own_tensor(m, t, dt, 2, s);
-}
-
 #define MAX_PARTS 4
 
 int mdl_bind_stacked(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *parts, const char *const *canon,
@@ -63,7 +32,7 @@ int mdl_bind_stacked(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *pa
         rows += host[i].shape[0];
     }
     int64_t s[2] = {rows, host[0].shape[1]};
-    MDL_TRY(own_tensor(m, whole, host[0].dtype, 2, s));
+    MDL_TRY(mdl_own_tensor(m, whole, host[0].dtype, 2, s));
     int64_t r0 = 0;
     for (int i = 0; i < n; i++) {
         *parts[i] = rt_tensor_slice0(whole, r0, host[i].shape[0]);
@@ -80,7 +49,7 @@ int mdl_stack_bound(mdl_model *m, rt_tensor *whole, int n, rt_tensor *const *par
         if (!parts[i]->data || parts[i]->dtype != RT_F32 || !rt_tensor_is_contiguous(parts[i])) return 0;
         len += rt_tensor_nelem(parts[i]);
     }
-    MDL_TRY(own_tensor(m, whole, RT_F32, 1, &len));
+    MDL_TRY(mdl_own_tensor(m, whole, RT_F32, 1, &len));
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         int64_t k = rt_tensor_nelem(parts[i]);
