@@ -9,17 +9,7 @@
  * random Qwen3-0.6B / Llama-8B-shaped checkpoint and sets
  * VLLM_TEST_DEVICE=cuda), else the tiny Llama fixture on the CPU. Pmax is
  * 600 tokens with a model from the environment, 200 with the fixture. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "base/err.h"
-#include "engine/engine.h"
+#include "engine_test_util.h"
 
 #define FIXTURE VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
 #define NREQ 64
@@ -80,8 +70,7 @@ static void run(bool async, results *res) {
     eng_params ep = eng_params_default();
     ep.model = model_path();
     ep.n_threads = 2;
-    const char *dev = getenv("VLLM_TEST_DEVICE");
-    if (dev && !strcmp(dev, "cuda")) ep.device = RT_DEV_CUDA;
+    ep.device = etest_device();
     ep.max_num_seqs = 16;
     ep.max_num_batched_tokens = 2048;
     ep.enable_prefix_caching = true;

@@ -11,39 +11,19 @@
  * at chunked-prefill budgets 512 and 24; a bad VLLM_ASYNC_DEVICE_IDS fails
  * engine creation with a message. VLLM_TEST_DEVICE=cuda runs it on the GPU
  * (device-sampled rows then compare as in test_engine_devsample.c). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include "engine_test_util.h"
 
-#include "base/err.h"
-#include "engine/engine.h"
-
-#define FIXTURE VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
 #define NREQ 13
 #define GEN 16
 
-static char g_model[200];
-
 static int make_model(void **st) {
     (void)st;
-    snprintf(g_model, sizeof g_model, "/tmp/vllm-test-mirror-%d", (int)getpid());
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && cp %s/model.safetensors %s/config.json %s/", g_model,
-             g_model, FIXTURE, FIXTURE, g_model);
-    return system(cmd) == 0 ? 0 : -1;
+    return etest_copy_fixture("mirror");
 }
 
 static int rm_model(void **st) {
     (void)st;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_model);
-    return system(cmd) == 0 ? 0 : -1;
+    return etest_rm_fixture();
 }
 
 typedef struct {
@@ -75,45 +55,14 @@ static ereq_sampling req_params(int i) {
 static void run(bool async, const char *mirror, const char *ds, int32_t budget, results *res) {
     setenv("VLLM_ASYNC_DEVICE_IDS", mirror, 1);
     setenv("VLLM_DEVICE_SAMPLING", ds, 1);
-    eng_params ep = eng_params_default();
-    ep.model = g_model;
-    ep.n_threads = 2;
-    const char *dev = getenv("VLLM_TEST_DEVICE");
-    if (dev && !strcmp(dev, "cuda")) ep.device = RT_DEV_CUDA;
-    ep.max_num_batched_tokens = budget;
-    ep.max_num_seqs = 16;
-    ep.kv_cache_memory = (size_t)64 << 20;
-    ep.max_model_len = 128;
-    ep.async_scheduling = async;
+    eng_params ep = etest_params(budget, async);
     eng_engine *e = eng_create(&ep);
     unsetenv("VLLM_ASYNC_DEVICE_IDS");
     unsetenv("VLLM_DEVICE_SAMPLING");
     if (!e) fail_msg("%s", vc_err_msg());
     memset(res, 0, sizeof *res);
-    uint64_t x = 7;
-    for (int i = 0; i < NREQ; i++) {
-        int32_t prompt[48];
-        int32_t n = 3 + (i * 7) % 41;
-        for (int j = 0; j < n; j++) {
-            x = x * 6364136223846793005ull + 1442695040888963407ull;
-            prompt[j] = (int32_t)((x >> 33) % 300);
-        }
-        ereq_sampling sp = req_params(i);
-        int64_t id;
-        if (eng_add_tokens(e, prompt, n, &sp, (void *)(intptr_t)i, &id) < 0) fail_msg("%s", vc_err_msg());
-    }
-    int guard = 0;
-    while (eng_has_unfinished(e)) {
-        eng_output *o;
-        int32_t n;
-        if (eng_step(e, &o, &n) < 0) fail_msg("step: %s", vc_err_msg());
-        for (int32_t j = 0; j < n; j++) {
-            int i = (int)(intptr_t)o[j].user;
-            for (int32_t t = 0; t < o[j].n_token_ids && res->n[i] < GEN; t++)
-                res->toks[i][res->n[i]++] = o[j].token_ids[t];
-        }
-        assert_true(++guard < 100000);
-    }
+    etest_add_prompts(e, NREQ, 7, 3, 7, 41, req_params);
+    etest_collect(e, &res->toks[0][0], res->n, GEN);
     eng_free(e);
 }
 
@@ -159,7 +108,7 @@ static void test_bad_env(void **st) {
     (void)st;
     setenv("VLLM_ASYNC_DEVICE_IDS", "yes", 1);
     eng_params ep = eng_params_default();
-    ep.model = g_model;
+    ep.model = etest_model;
     ep.n_threads = 1;
     ep.kv_cache_memory = (size_t)8 << 20;
     ep.max_model_len = 64;
