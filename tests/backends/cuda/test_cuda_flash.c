@@ -24,12 +24,13 @@
 #include "runtime/ops.h"
 #include "runtime/quant.h"
 
+#include "cuda_test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static rt_backend *g_cpu, *g_gpu;
 static double g_worst[2]; /* bf16, f16 */
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -38,35 +39,6 @@ static float rnd(void) { /* [-1, 1) */
     g_rng ^= g_rng >> 7;
     g_rng ^= g_rng << 17;
     return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
-
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
-static rt_tensor up(const void *host, rt_dtype dt, int ndim, const int64_t *shape) {
-    rt_tensor d = rt_tensor_alloc(g_gpu, dt, ndim, shape);
-    assert_non_null(d.data);
-    rt_tensor h = rt_tensor_make((void *)host, dt, RT_DEV_CPU, ndim, shape);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &d, &h), VC_OK);
-    return d;
-}
-
-static void drop(rt_tensor *d) {
-    rt_backend_free_mem(g_gpu, d->data);
-    d->data = NULL;
-}
-
-static double nerr(const float *a, const float *b, int64_t n) {
-    double e = 0, m = 1e-30;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= e)) e = d; /* NaN propagates */
-        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
-    }
-    return e / m;
 }
 
 /* rows x n random values of dtype t, amplitude amp */
@@ -173,11 +145,6 @@ static void run_case(const flash_case *c) {
     free(perm);
     free(qsl);
 }
-
-#define NEED_GPU()                                                             \
-    do {                                                                       \
-        if (!g_gpu) skip();                                                    \
-    } while (0)
 
 /* A mixed batch: a chunk after a cached prefix, a whole prompt, decode
  * rows, a long chunk, a short prompt (tiles span sequence boundaries). */
@@ -310,20 +277,12 @@ static void test_report(void **st) {
 
 static int setup(void **st) {
     (void)st;
-    rt_backend_params p = rt_backend_params_default();
-    p.n_threads = 8;
-    g_cpu = rt_backend_create(RT_DEV_CPU, &p);
-    if (!g_cpu) return -1;
-    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
-    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
-    return 0;
+    return cuda_test_setup(8);
 }
 
 static int teardown(void **st) {
     (void)st;
-    rt_backend_free(g_gpu);
-    rt_backend_free(g_cpu);
-    return 0;
+    return cuda_test_teardown();
 }
 
 int main(void) {

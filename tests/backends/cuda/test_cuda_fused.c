@@ -22,12 +22,13 @@
 #include "base/err.h"
 #include "runtime/ops.h"
 
+#include "cuda_test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static rt_backend *g_cpu, *g_gpu;
 static double g_worst[3];
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
@@ -40,45 +41,6 @@ static float rnd(void) { /* [-1, 1) */
 static void fill(float *x, int64_t n, float amp) {
     for (int64_t i = 0; i < n; i++) x[i] = amp * rnd();
 }
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
-#define NEED_GPU()            \
-    do {                      \
-        if (!g_gpu) skip();   \
-    } while (0)
-
-static rt_tensor up(const void *host, rt_dtype dt, int ndim, const int64_t *shape) {
-    rt_tensor d = rt_tensor_alloc(g_gpu, dt, ndim, shape);
-    assert_non_null(d.data);
-    rt_tensor h = rt_tensor_make((void *)host, dt, RT_DEV_CPU, ndim, shape);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &d, &h), VC_OK);
-    return d;
-}
-
-static void down(void *host, const rt_tensor *d) {
-    rt_tensor h = rt_tensor_make(host, d->dtype, RT_DEV_CPU, d->ndim, d->shape);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &h, d), VC_OK);
-}
-
-static void drop(rt_tensor *d) {
-    rt_backend_free_mem(g_gpu, d->data);
-    d->data = NULL;
-}
-
-static double nerr(const float *a, const float *b, int64_t n) {
-    double e = 0, m = 1e-30;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= e)) e = d; /* NaN propagates */
-        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
-    }
-    return e / m;
-}
-
 static void note(int k, double e) {
     if (e > g_worst[k]) g_worst[k] = e;
 }
@@ -311,20 +273,12 @@ static void test_report(void **st) {
 
 static int setup(void **st) {
     (void)st;
-    rt_backend_params p = rt_backend_params_default();
-    p.n_threads = 2;
-    g_cpu = rt_backend_create(RT_DEV_CPU, &p);
-    if (!g_cpu) return -1;
-    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
-    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
-    return 0;
+    return cuda_test_setup(2);
 }
 
 static int teardown(void **st) {
     (void)st;
-    rt_backend_free(g_gpu);
-    rt_backend_free(g_cpu);
-    return 0;
+    return cuda_test_teardown();
 }
 
 int main(void) {

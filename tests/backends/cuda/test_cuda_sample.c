@@ -33,13 +33,14 @@
 #include "base/err.h"
 #include "runtime/ops.h"
 
+#include "cuda_test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static rt_backend *g_cpu, *g_gpu;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 static uint64_t next(void) {
@@ -50,35 +51,6 @@ static uint64_t next(void) {
 }
 static double unif(void) { return (double)(next() >> 11) * 0x1.0p-53; }
 static float rnd(void) { return (float)(2.0 * unif() - 1.0); }
-
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    assert_non_null(p);
-    return p;
-}
-
-#define NEED_GPU()                                                             \
-    do {                                                                       \
-        if (!g_gpu) skip();                                                    \
-    } while (0)
-
-static rt_tensor up(const void *host, rt_dtype dt, int ndim, const int64_t *shape) {
-    rt_tensor d = rt_tensor_alloc(g_gpu, dt, ndim, shape);
-    assert_non_null(d.data);
-    rt_tensor h = rt_tensor_make((void *)host, dt, RT_DEV_CPU, ndim, shape);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &d, &h), VC_OK);
-    return d;
-}
-
-static void down(void *host, const rt_tensor *d) {
-    rt_tensor h = rt_tensor_make(host, d->dtype, RT_DEV_CPU, d->ndim, d->shape);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &h, d), VC_OK);
-}
-
-static void drop(rt_tensor *d) {
-    rt_backend_free_mem(g_gpu, d->data);
-    d->data = NULL;
-}
 
 static void set_u(int32_t *q, double u) {
     uint64_t b;
@@ -403,20 +375,12 @@ static void test_speed(void **st) {
 
 static int setup(void **st) {
     (void)st;
-    rt_backend_params p = rt_backend_params_default();
-    p.n_threads = 2;
-    g_cpu = rt_backend_create(RT_DEV_CPU, &p);
-    if (!g_cpu) return -1;
-    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
-    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
-    return 0;
+    return cuda_test_setup(2);
 }
 
 static int teardown(void **st) {
     (void)st;
-    rt_backend_free(g_gpu);
-    rt_backend_free(g_cpu);
-    return 0;
+    return cuda_test_teardown();
 }
 
 int main(void) {

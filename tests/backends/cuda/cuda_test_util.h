@@ -1,0 +1,79 @@
+/* cuda_test_util — shared pieces of the CUDA op tests (header-only): the
+ * CPU oracle and GPU backends (g_cpu, g_gpu; no GPU: g_gpu NULL and the
+ * tests skip), checked host allocation, device upload / download / free,
+ * and the normalised error max|a - b| / max|b| used against CPU results.
+ * Each test keeps its own random generator (seeds differ per file). */
+#ifndef TEST_CUDA_TEST_UTIL_H
+#define TEST_CUDA_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "runtime/backend.h"
+
+static rt_backend *g_cpu, *g_gpu;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) skip();                                                    \
+    } while (0)
+
+static inline void *xmalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+/* A device copy of host bytes with the given dtype/shape (contiguous). */
+static inline rt_tensor up(const void *host, rt_dtype dt, int ndim, const int64_t *shape) {
+    rt_tensor d = rt_tensor_alloc(g_gpu, dt, ndim, shape);
+    assert_non_null(d.data);
+    rt_tensor h = rt_tensor_make((void *)host, dt, RT_DEV_CPU, ndim, shape);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &d, &h), VC_OK);
+    return d;
+}
+
+static inline void down(void *host, const rt_tensor *d) {
+    rt_tensor h = rt_tensor_make(host, d->dtype, RT_DEV_CPU, d->ndim, d->shape);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &h, d), VC_OK);
+}
+
+static inline void drop(rt_tensor *d) {
+    rt_backend_free_mem(g_gpu, d->data);
+    d->data = NULL;
+}
+
+static inline double nerr(const float *a, const float *b, int64_t n) {
+    double e = 0, m = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= e)) e = d; /* NaN propagates */
+        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
+    }
+    return e / m;
+}
+
+/* Group setup: a CPU backend of cpu_threads threads and the CUDA device. */
+static inline int cuda_test_setup(int cpu_threads) {
+    rt_backend_params p = rt_backend_params_default();
+    p.n_threads = cpu_threads;
+    g_cpu = rt_backend_create(RT_DEV_CPU, &p);
+    if (!g_cpu) return -1;
+    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+    if (!g_gpu) print_message("no CUDA device: %s (tests skipped)\n", vc_err_msg());
+    return 0;
+}
+
+static inline int cuda_test_teardown(void) {
+    rt_backend_free(g_gpu);
+    rt_backend_free(g_cpu);
+    return 0;
+}
+
+#endif
