@@ -5,10 +5,12 @@
  *                      copies, sync, error checking, op registration
  *   cuda_dequant.cuh   device decoders of the GGUF block formats (32 values
  *                      at a time), shared by EMBED, COPY and MATMUL
- *   cuda_matmul.cu     MATMUL: dequantize-in-GEMV for n <= CUDA_GEMV_MAX_N
- *                      tokens, cuBLAS GEMM (f32 SGEMM without TF32, f16/bf16
- *                      GemmEx with fp32 accumulation, quantized weights
- *                      dequantized to bf16 scratch) above that
+ *   cuda_matmul.cu     MATMUL and MATMUL_GLU entry points; dequantize-in-GEMV
+ *                      for n <= CUDA_GEMV_MAX_N tokens
+ *   cuda_gemm.cu       the larger n: cuBLAS GEMM (f32 SGEMM without TF32,
+ *                      f16/bf16 GemmEx with fp32 accumulation, quantized
+ *                      weights dequantized to bf16 scratch), MATMUL_GLU's
+ *                      GEMM + GLU
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
  *                      online softmax) and KV_STORE; prompt-heavy
@@ -223,6 +225,12 @@ bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *
 int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
                 const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                 int32_t window);
+
+/* The cuBLAS half of MATMUL / MATMUL_GLU (cuda_gemm.cu), for n > CUDA_GEMV_MAX_N:
+ * y[n, out] (row stride y_ld floats) = x[n, in] (row stride x_ld) · W^T (+ bias). */
+int cuda_gemm(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+              const float *bias, int64_t out, int64_t in, int64_t n);
+int cuda_gemm_glu(rt_backend *be, const rt_op_args *a);
 
 /* VLLM_CUDA_PROFILE (cuda_profile.cu): per-op GPU time from CUDA events. */
 void cuda_profile_install(const rt_op_fn *real);
