@@ -6,15 +6,19 @@
  *
  * Arithmetic as cuda_rows.cu (RMSNORM: f32 tree sum, s = 1/sqrtf(ss/d+eps);
  * ROPE: theta = pos * inv_freq in f32) and cuda_attention.cu's KV_STORE
- * (round to nearest into f16/bf16).
+ * (round to nearest into f16/bf16). ADD_RMSNORM shares RMSNORM's kernels
+ * (cuda_norm.cuh; f32 or bf16 dst). QK_ROPE_STORE has a vector kernel (one
+ * warp per head row, cos/sin once per token and block) for aligned rows with
+ * head_dim % 4 == 0, and a scalar one (a block per head row) for the rest.
  */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_norm.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 
-#define AN_THREADS 256
+#define RS_WARPS 8 /* warps per QK_ROPE_STORE block (vector kernel) */
 
 __device__ static float fused_block_sum(float v, float *sh) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -27,46 +31,21 @@ __device__ static float fused_block_sum(float v, float *sh) {
     return v;
 }
 
-/* One block per row: x += res (kept in x), y = rmsnorm(x). y may be res:
- * each thread reads res[i] before it writes y[i], for the same i only. */
-__global__ void k_add_rmsnorm(cuda_view x, cuda_view res, cuda_view y, const float *w, int64_t d, int64_t nrows,
-                              float eps, float w_off) {
-    CUDA_PDL_ENTER();
-    __shared__ float sh[32];
-    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
-        float *xr = (float *)cuda_row(x, r);
-        const float *rr = (const float *)cuda_row(res, r);
-        float *yr = (float *)cuda_row(y, r);
-        float ss = 0.0f;
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-            float v = xr[i] + rr[i];
-            xr[i] = v;
-            ss += v * v;
-        }
-        ss = fused_block_sum(ss, sh);
-        float s = 1.0f / sqrtf(ss / (float)d + eps);
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * s * (w_off + w[i]);
-    }
-}
-
 extern "C" int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *res = a->src[1], *w = a->src[2];
     if (cuda_check_dev(a->dst, "add_rmsnorm") || cuda_check_dev(x, "add_rmsnorm") ||
         cuda_check_dev(res, "add_rmsnorm") || cuda_check_dev(w, "add_rmsnorm"))
         return VC_ERR_INVALID;
+    if (a->dst->dtype != RT_F32 && a->dst->dtype != RT_BF16)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: dst must be f32 or bf16");
     int last = x->ndim - 1;
-    if (a->dst->stride[last] != 4 || x->stride[last] != 4 || res->stride[last] != 4 || !rt_tensor_is_contiguous(w))
+    if (a->dst->stride[a->dst->ndim - 1] != (a->dst->dtype == RT_F32 ? 4 : 2) || x->stride[last] != 4 ||
+        res->stride[res->ndim - 1] != 4 || !rt_tensor_is_contiguous(w))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: rows must be contiguous");
-    int64_t nrows = rt_tensor_nrows(x);
-    if (nrows == 0) return VC_OK;
+    if (rt_tensor_nrows(x) == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
-    cuda_launch(k_add_rmsnorm, grid, AN_THREADS, 0, c->stream, cuda_view_of(x), cuda_view_of(res),
-                cuda_view_of(a->dst), (const float *)w->data, x->shape[last], nrows, a->p.rmsnorm.eps,
-                a->p.rmsnorm.w_offset);
-    CU_LAUNCHED();
-    return VC_OK;
+    return cuda_norm_launch<true>(c, x, res, a->dst, w, a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);
 }
 
 template <typename KV> __device__ __forceinline__ void st_kv(KV *p, float v);
@@ -142,6 +121,167 @@ __global__ void k_qk_rope_store(rs_args p) {
     else st_kv<KV>((KV *)p.kc + coff, y);
 }
 
+/* Four values into a K/V cache row (8- or 16-byte aligned). */
+template <typename KV> __device__ __forceinline__ void st_kv4(KV *p, float4 v);
+template <> __device__ __forceinline__ void st_kv4<float>(float *p, float4 v) { *(float4 *)p = v; }
+template <> __device__ __forceinline__ void st_kv4<__half>(__half *p, float4 v) {
+    __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
+    uint2 u;
+    u.x = *(const uint32_t *)&a;
+    u.y = *(const uint32_t *)&b;
+    *(uint2 *)p = u;
+}
+template <> __device__ __forceinline__ void st_kv4<__nv_bfloat16>(__nv_bfloat16 *p, float4 v) {
+    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    uint2 u;
+    u.x = *(const uint32_t *)&a;
+    u.y = *(const uint32_t *)&b;
+    *(uint2 *)p = u;
+}
+
+/* Head row j of token t (j < h: q, then k, then v). */
+__device__ __forceinline__ const float *rs_src(const rs_args &p, int64_t t, int j) {
+    if (j < p.h) return (const float *)(p.q + t * p.q_s0 + j * p.q_s1);
+    if (j < p.h + p.kvh) return (const float *)(p.k + t * p.k_s0 + (j - p.h) * p.k_s1);
+    return (const float *)(p.v + t * p.v_s0 + (j - p.h - p.kvh) * p.v_s1);
+}
+
+/* Lane l holds float4 number c * 32 + l of a head row (CH * 128 >= hd). */
+template <int CH>
+__device__ __forceinline__ void rs_load(const rs_args &p, int64_t t, int j, int hd, int lane, float4 *v) {
+    const float4 *src = (const float4 *)rs_src(p, t, j);
+#pragma unroll
+    for (int c = 0; c < CH; c++) {
+        int e = (c * 32 + lane) * 4;
+        v[c] = e < hd ? src[c * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+/* The vector kernel (hd % 4 == 0, 16-byte aligned rows): block (x, t) of
+ * RS_WARPS warps handles head rows j = x * RS_WARPS + warp, stepping by
+ * gridDim.x * RS_WARPS, of token t, one warp per row (rows in registers,
+ * the next one loaded while this one is worked on). cos/sin of the token's
+ * rot_dim/2 angles are computed once per block into shared memory, not once
+ * per element and head; QK-norm is a warp reduction; the rotation's partner
+ * elements come through a per-warp copy of the row in shared memory.
+ * Arithmetic as k_qk_rope_store. Prefill runs gridDim.x = 1 (one block per
+ * token), decode spreads a token's rows over more blocks. */
+template <typename KV, int CH>
+__global__ void __launch_bounds__(RS_WARPS * 32) k_qk_rope_store_vec(rs_args p) {
+    CUDA_PDL_ENTER();
+    extern __shared__ float4 rs_smem4[];
+    float *rs_smem = (float *)rs_smem4;
+    const int half = p.rot_dim / 2, tab = (2 * half + 3) / 4 * 4, hd = (int)p.hd;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t t = blockIdx.y;
+    const int rows = (int)(p.h + 2 * p.kvh), step = gridDim.x * RS_WARPS;
+    float *cs = rs_smem, *sn = rs_smem + half, *qw = rs_smem + tab, *kw = qw + hd, *buf = kw + hd + warp * hd;
+    int j = blockIdx.x * RS_WARPS + warp;
+    float4 cur[CH];
+    if (j < rows) rs_load<CH>(p, t, j, hd, lane, cur);
+    const int32_t slot = p.slots[t];
+    const bool store = slot >= 0 && slot < p.n_slots; /* < 0: padding row, nothing stored */
+    if (slot >= p.n_slots && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.flags, CUDA_FLAG_BAD_SLOT);
+    const float pf = (float)p.pos[t];
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+        float sv, cv;
+        sincosf(pf * p.inv_freq[k], &sv, &cv);
+        cs[k] = cv * p.af;
+        sn[k] = sv * p.af;
+    }
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) { /* w_off + QK-norm weights */
+        if (p.qn) qw[i] = p.w_off + p.qn[i];
+        if (p.kn) kw[i] = p.w_off + p.kn[i];
+    }
+    __syncthreads();
+    for (; j < rows; j += step) {
+        float4 nxt[CH];
+        if (j + step < rows) rs_load<CH>(p, t, j + step, hd, lane, nxt);
+        const int kind = j < p.h ? 0 : j < p.h + p.kvh ? 1 : 2;
+        const int head = kind == 0 ? j : kind == 1 ? j - (int)p.h : j - (int)(p.h + p.kvh);
+        const int64_t coff = ((int64_t)slot * p.kvh + head) * hd;
+        if (kind == 2) {
+            if (store)
+#pragma unroll
+                for (int c = 0; c < CH; c++) {
+                    int e = (c * 32 + lane) * 4;
+                    if (e < hd) st_kv4<KV>((KV *)p.vc + coff + e, cur[c]);
+                }
+        } else {
+            if (kind == 0 ? p.qn != NULL : p.kn != NULL) {
+                const float4 *wv = (const float4 *)(kind == 0 ? qw : kw);
+                float ss = 0.0f;
+#pragma unroll
+                for (int c = 0; c < CH; c++)
+                    ss += cur[c].x * cur[c].x + cur[c].y * cur[c].y + cur[c].z * cur[c].z + cur[c].w * cur[c].w;
+                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                float s = 1.0f / sqrtf(ss / (float)hd + p.eps);
+#pragma unroll
+                for (int c = 0; c < CH; c++) {
+                    float4 w = (c * 32 + lane) * 4 < hd ? wv[c * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    cur[c] = make_float4(cur[c].x * s * w.x, cur[c].y * s * w.y, cur[c].z * s * w.z, cur[c].w * s * w.w);
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < CH; c++) {
+                int e = (c * 32 + lane) * 4;
+                if (e < hd) *(float4 *)(buf + e) = cur[c];
+            }
+            __syncwarp();
+#pragma unroll
+            for (int c = 0; c < CH; c++) {
+                int e = (c * 32 + lane) * 4;
+                float o[4] = {cur[c].x, cur[c].y, cur[c].z, cur[c].w};
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    int i = e + u;
+                    if (i >= p.rot_dim) continue;
+                    bool first = p.neox ? i < half : (i & 1) == 0;
+                    int k = p.neox ? (first ? i : i - half) : i >> 1;
+                    int partner = p.neox ? (first ? i + half : i - half) : i ^ 1;
+                    float xp = buf[partner];
+                    o[u] = first ? o[u] * cs[k] - xp * sn[k] : xp * sn[k] + o[u] * cs[k];
+                }
+                cur[c] = make_float4(o[0], o[1], o[2], o[3]);
+            }
+            __syncwarp(); /* buf is rewritten by the next row */
+#pragma unroll
+            for (int c = 0; c < CH; c++) {
+                int e = (c * 32 + lane) * 4;
+                if (e >= hd) continue;
+                if (kind == 0) *(float4 *)(p.dst + t * p.d_s0 + head * p.d_s1 + (int64_t)e * 4) = cur[c];
+                else if (store) st_kv4<KV>((KV *)p.kc + coff + e, cur[c]);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < CH; c++) cur[c] = nxt[c];
+    }
+}
+
+template <typename KV>
+static void rs_launch_vec(cuda_ctx *c, const rs_args &p, int64_t n) {
+    int64_t rows = p.h + 2 * p.kvh, max_gx = (rows + RS_WARPS - 1) / RS_WARPS;
+    int64_t gx = (2 * (int64_t)c->n_sm + n - 1) / n; /* enough blocks for the GPU when n is small */
+    if (gx > max_gx) gx = max_gx;
+    int half = p.rot_dim / 2, tab = (2 * half + 3) / 4 * 4;
+    size_t smem = (size_t)(tab + (2 + RS_WARPS) * p.hd) * sizeof(float);
+    dim3 grid((unsigned)gx, (unsigned)n);
+    int ch = (int)((p.hd + 127) / 128);
+    if (ch <= 1) cuda_launch(k_qk_rope_store_vec<KV, 1>, grid, RS_WARPS * 32, smem, c->stream, p);
+    else if (ch <= 2) cuda_launch(k_qk_rope_store_vec<KV, 2>, grid, RS_WARPS * 32, smem, c->stream, p);
+    else if (ch <= 4) cuda_launch(k_qk_rope_store_vec<KV, 4>, grid, RS_WARPS * 32, smem, c->stream, p);
+    else cuda_launch(k_qk_rope_store_vec<KV, 8>, grid, RS_WARPS * 32, smem, c->stream, p);
+}
+
+/* Every head row of t starts on a 16-byte boundary. */
+static bool rs_aligned(const rt_tensor *t) {
+    if (!t) return true;
+    if ((uintptr_t)t->data % 16) return false;
+    for (int i = 0; i < t->ndim - 1; i++)
+        if (t->shape[i] > 1 && t->stride[i] % 16) return false;
+    return true;
+}
+
 extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *pos = a->src[3], *inv = a->src[4],
@@ -194,11 +334,19 @@ extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
     p.w_off = a->p.rope_store.w_offset;
     p.af = a->p.rope_store.attn_factor;
     p.flags = c->d_flags;
-    dim3 grid((unsigned)(h + 2 * kvh), (unsigned)n);
-    unsigned threads = (unsigned)((hd + 31) / 32 * 32);
-    if (kc->dtype == RT_BF16) cuda_launch(k_qk_rope_store<__nv_bfloat16>, grid, threads, 0, c->stream, p);
-    else if (kc->dtype == RT_F16) cuda_launch(k_qk_rope_store<__half>, grid, threads, 0, c->stream, p);
-    else cuda_launch(k_qk_rope_store<float>, grid, threads, 0, c->stream, p);
+    bool vec = hd % 4 == 0 && rs_aligned(q) && rs_aligned(k) && rs_aligned(v) && rs_aligned(a->dst) &&
+               (uintptr_t)kc->data % 16 == 0 && (uintptr_t)vc->data % 16 == 0 && rs_aligned(qn) && rs_aligned(kn);
+    if (vec) {
+        if (kc->dtype == RT_BF16) rs_launch_vec<__nv_bfloat16>(c, p, n);
+        else if (kc->dtype == RT_F16) rs_launch_vec<__half>(c, p, n);
+        else rs_launch_vec<float>(c, p, n);
+    } else { /* odd head_dim or unaligned views: one block per (head row, token) */
+        dim3 grid((unsigned)(h + 2 * kvh), (unsigned)n);
+        unsigned threads = (unsigned)((hd + 31) / 32 * 32);
+        if (kc->dtype == RT_BF16) cuda_launch(k_qk_rope_store<__nv_bfloat16>, grid, threads, 0, c->stream, p);
+        else if (kc->dtype == RT_F16) cuda_launch(k_qk_rope_store<__half>, grid, threads, 0, c->stream, p);
+        else cuda_launch(k_qk_rope_store<float>, grid, threads, 0, c->stream, p);
+    }
     CU_LAUNCHED();
     return VC_OK;
 }

@@ -2,13 +2,14 @@
  * last dimension) and ROPE (one thread per rotated pair).
  *
  * Semantics follow the CPU kernels (backends/cpu/cpu_norm.c, cpu_rope.c,
- * cpu_elementwise.c): RMSNORM y = x * rsqrt(mean(x^2) + eps) * (w_off + w);
- * SOFTMAX of an all -inf row is uniform; ARGMAX skips NaN and the lowest
+ * cpu_elementwise.c): RMSNORM y = x * rsqrt(mean(x^2) + eps) * (w_off + w)
+ * into an f32 or bf16 y (kernels in cuda_norm.cuh); SOFTMAX of an all -inf row is uniform; ARGMAX skips NaN and the lowest
  * index wins ties (0 for a row of NaN); ROPE uses theta = pos * inv_freq in
  * f32 and cos/sin scaled by attn_factor. Sums run in f32 over a fixed tree,
  * so they differ from the CPU's sequential (double) sums only by rounding.
  */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_norm.cuh"
 
 #include <math.h>
 
@@ -30,22 +31,6 @@ template <int OP> __device__ float block_reduce(float v, float *sh) {
         v = OP == 0 ? v + w : fmaxf(v, w);
     }
     return v;
-}
-
-__global__ void k_rmsnorm(cuda_view x, cuda_view y, const float *w, int64_t d, int64_t nrows, float eps,
-                          float w_off) {
-    CUDA_PDL_ENTER();
-    __shared__ float sh[32];
-    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
-        const float *xr = (const float *)cuda_row(x, r);
-        float *yr = (float *)cuda_row(y, r);
-        float ss = 0.0f;
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
-        ss = block_reduce<0>(ss, sh);
-        float s = 1.0f / sqrtf(ss / (float)d + eps); /* IEEE sqrt and divide, not rsqrtf */
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * s * (w_off + w[i]);
-        __syncthreads(); /* in place: all reads of this row done before the next row */
-    }
 }
 
 __global__ void k_softmax(cuda_view x, cuda_view y, int64_t n, int64_t nrows) {
@@ -147,16 +132,14 @@ extern "C" int cuda_op_rmsnorm(rt_backend *be, const rt_op_args *a) {
     const rt_tensor *x = a->src[0], *w = a->src[1];
     if (cuda_check_dev(a->dst, "rmsnorm") || cuda_check_dev(x, "rmsnorm") || cuda_check_dev(w, "rmsnorm"))
         return VC_ERR_INVALID;
-    if (!rows_ok(a->dst) || !rows_ok(x) || !rt_tensor_is_contiguous(w))
+    if (a->dst->dtype != RT_F32 && a->dst->dtype != RT_BF16)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda rmsnorm: dst must be f32 or bf16");
+    if (a->dst->stride[a->dst->ndim - 1] != (a->dst->dtype == RT_F32 ? 4 : 2) || !rows_ok(x) ||
+        !rt_tensor_is_contiguous(w))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda rmsnorm: rows must be contiguous");
-    int64_t nrows = rt_tensor_nrows(x);
-    if (nrows == 0) return VC_OK;
+    if (rt_tensor_nrows(x) == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    cuda_launch(k_rmsnorm, row_grid(nrows), ROW_THREADS, 0, c->stream, 
-        cuda_view_of(x), cuda_view_of(a->dst), (const float *)w->data, x->shape[x->ndim - 1], nrows,
-        a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);
-    CU_LAUNCHED();
-    return VC_OK;
+    return cuda_norm_launch<false>(c, x, NULL, a->dst, w, a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);
 }
 
 extern "C" int cuda_op_softmax(rt_backend *be, const rt_op_args *a) {

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double g_worst[3];
+static double g_worst[4];
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static float rnd(void) { /* [-1, 1) */
@@ -45,39 +45,81 @@ static void note(int k, double e) {
     if (e > g_worst[k]) g_worst[k] = e;
 }
 
+/* ADD_RMSNORM through rt_op_exec (dst f32 or bf16: the wrapper's checks
+ * are those of rt_add_rmsnorm, the dtype of dst aside). */
+static int exec_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
+                            float eps, float w_off) {
+    if (dst->dtype == RT_F32) return rt_add_rmsnorm(be, dst, x, res, w, eps, w_off);
+    rt_op_args a = {.dst = dst, .src = {x, res, w}};
+    a.p.rmsnorm.eps = eps;
+    a.p.rmsnorm.w_offset = w_off;
+    assert_true(rt_op_supported(be, RT_OP_ADD_RMSNORM, &a));
+    return rt_op_exec(be, RT_OP_ADD_RMSNORM, &a);
+}
+
+static void bf16_to_f32(const uint16_t *h, float *f, int64_t n) {
+    for (int64_t i = 0; i < n; i++) f[i] = rt_bf16_to_f32(h[i]);
+}
+
+/* Row shapes pick the kernel: 1 x 4096 one float4 per thread (1024
+ * threads), 300 rows the 256-thread bandwidth blocks, 8192 / 12288 two and
+ * four float4 per thread, 100 (not a multiple of 4) and 20000 (too long to
+ * keep in registers) the loop kernel; `shift` views rows one float off
+ * 16-byte alignment (loop kernel too). dst f32 (also dst == res) or bf16,
+ * the latter against the CPU's f32 result within one bf16 rounding. */
 static void test_add_rmsnorm(void **st) {
     (void)st;
     NEED_GPU();
-    const int64_t shapes[][2] = {{1, 1024}, {5, 4096}, {3, 100}, {17, 896}};
+    const struct { int64_t n, d; int shift; } shapes[] = {
+        {1, 1024, 0}, {1, 4096, 0}, {5, 4096, 0}, {3, 100, 0}, {17, 896, 0}, {300, 4096, 0},
+        {2, 8192, 0}, {3, 12288, 0}, {300, 8192, 0}, {1, 20000, 0}, {4, 1024, 1},
+    };
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
-        for (int alias = 0; alias < 2; alias++) {
-            int64_t n = shapes[c][0], d = shapes[c][1], s[2] = {n, d};
-            size_t bytes = (size_t)(n * d) * 4;
+        for (int mode = 0; mode < 3; mode++) { /* 0: f32 dst, 1: f32 dst == res, 2: bf16 dst */
+            const int64_t n = shapes[c].n, d = shapes[c].d, sh = shapes[c].shift, s[2] = {n, d};
+            const int64_t sb[2] = {n, d + sh}, nd = n * d;
+            size_t bytes = (size_t)nd * 4;
             float *x = xmalloc(bytes), *r = xmalloc(bytes), *w = xmalloc((size_t)d * 4);
-            float *xc = xmalloc(bytes), *yc = xmalloc(bytes), *xg = xmalloc(bytes), *yg = xmalloc(bytes);
-            fill(x, n * d, 2.0f);
-            fill(r, n * d, 1.0f);
+            float *xc = xmalloc(bytes), *yc = xmalloc(bytes), *xg = xmalloc((size_t)(n * (d + sh)) * 4),
+                  *yg = xmalloc(bytes);
+            uint16_t *yh = xmalloc((size_t)nd * 2);
+            fill(x, nd, 2.0f);
+            fill(r, nd, 1.0f);
             fill(w, d, 1.0f);
-            float w_off = alias ? 1.0f : 0.0f;
+            float w_off = mode == 1 ? 1.0f : 0.0f;
             /* CPU */
             memcpy(xc, x, bytes);
             memcpy(yc, r, bytes);
             rt_tensor hx = rt_tensor_make(xc, RT_F32, RT_DEV_CPU, 2, s), hy = rt_tensor_make(yc, RT_F32, RT_DEV_CPU, 2, s);
             rt_tensor hr = rt_tensor_make(r, RT_F32, RT_DEV_CPU, 2, s), hw = rt_tensor_1d(w, RT_F32, RT_DEV_CPU, d);
-            assert_int_equal(rt_add_rmsnorm(g_cpu, &hy, &hx, alias ? &hy : &hr, &hw, 1e-6f, w_off), VC_OK);
-            /* GPU */
-            rt_tensor dx = up(x, RT_F32, 2, s), dr = up(r, RT_F32, 2, s), dy = up(r, RT_F32, 2, s);
+            assert_int_equal(rt_add_rmsnorm(g_cpu, &hy, &hx, mode == 1 ? &hy : &hr, &hw, 1e-6f, w_off), VC_OK);
+            /* GPU: x as [n, d] view of an [n, d + shift] buffer at column shift */
+            float *xb = xmalloc((size_t)(n * (d + sh)) * 4);
+            for (int64_t i = 0; i < n; i++) memcpy(xb + i * (d + sh) + sh, x + i * d, (size_t)d * 4);
+            rt_tensor dxb = up(xb, RT_F32, 2, sb), dr = up(r, RT_F32, 2, s), dy = up(r, RT_F32, 2, s);
+            rt_tensor dx = rt_tensor_2d((float *)dxb.data + sh, RT_F32, RT_DEV_CUDA, n, d);
+            dx.stride[0] = (d + sh) * 4;
+            rt_tensor dyh = rt_tensor_alloc(g_gpu, RT_BF16, 2, s);
             int64_t sw[1] = {d};
             rt_tensor dw = up(w, RT_F32, 1, sw);
-            assert_int_equal(rt_add_rmsnorm(g_gpu, &dy, &dx, alias ? &dy : &dr, &dw, 1e-6f, w_off), VC_OK);
-            down(xg, &dx);
-            down(yg, &dy);
-            double ex = nerr(xg, xc, n * d), ey = nerr(yg, yc, n * d);
-            note(0, ex > ey ? ex : ey);
+            rt_tensor *dst = mode == 2 ? &dyh : &dy;
+            assert_int_equal(exec_add_rmsnorm(g_gpu, dst, &dx, mode == 1 ? &dy : &dr, &dw, 1e-6f, w_off), VC_OK);
+            down(xb, &dxb);
+            for (int64_t i = 0; i < n; i++) memcpy(xg + i * d, xb + i * (d + sh) + sh, (size_t)d * 4);
+            if (mode == 2) {
+                down(yh, &dyh);
+                bf16_to_f32(yh, yg, nd);
+            } else {
+                down(yg, &dy);
+            }
+            double ex = nerr(xg, xc, nd), ey = nerr(yg, yc, nd);
+            note(mode == 2 ? 3 : 0, ex > ey ? ex : ey);
+            print_message("add_rmsnorm %lld x %lld%s %s: x %.2e y %.2e\n", (long long)n, (long long)d,
+                          sh ? " (unaligned)" : "", mode == 2 ? "bf16" : mode == 1 ? "f32 dst=res" : "f32", ex, ey);
             assert_true(ex <= 1e-6);
-            assert_true(ey <= 1e-5);
-            drop(&dx), drop(&dr), drop(&dy), drop(&dw);
-            free(x), free(r), free(w), free(xc), free(yc), free(xg), free(yg);
+            assert_true(ey <= (mode == 2 ? 1.0 / 256 : 1e-5));
+            drop(&dxb), drop(&dr), drop(&dy), drop(&dw), drop(&dyh);
+            free(x), free(r), free(w), free(xc), free(yc), free(xg), free(yg), free(yh), free(xb);
         }
 }
 
@@ -96,7 +138,10 @@ static void cache_to_f32(const void *c, rt_dtype dt, float *out, int64_t n) {
 
 static void run_rs(const rs_case *cs) {
     const int64_t n = cs->n, h = cs->h, kvh = cs->kvh, hd = cs->hd, qd = h * hd, kvd = kvh * hd;
-    const int64_t W = qd + 2 * kvd, nb = 5, B = 4, n_slots = nb * B, half = cs->rot / 2;
+    /* slots (7t + 2) mod n_slots: distinct per token (7 does not divide n_slots) */
+    int64_t nb = n / 4 + 3;
+    if (nb % 7 == 0) nb++;
+    const int64_t W = qd + 2 * kvd, B = 4, n_slots = nb * B, half = cs->rot / 2;
     float *qkv = xmalloc((size_t)(n * W) * 4), *qn = xmalloc((size_t)hd * 4), *kn = xmalloc((size_t)hd * 4);
     float *inv = xmalloc((size_t)half * 4);
     int32_t *pos = xmalloc((size_t)n * 4), *slots = xmalloc((size_t)n * 4);
@@ -184,6 +229,11 @@ static void test_qk_rope_store(void **st) {
     const rs_case cases[] = {
         {1, 16, 8, 128, 128, 1, 1, RT_BF16}, {3, 16, 8, 128, 128, 1, 1, RT_F32}, {4, 4, 2, 64, 64, 0, 0, RT_F16},
         {2, 6, 3, 96, 32, 1, 0, RT_BF16},   {5, 8, 1, 256, 256, 1, 1, RT_F32},  {3, 2, 2, 40, 40, 0, 1, RT_F32},
+        /* Llama-3-8B heads: decode, a batch (two rows per warp), a prefill (one block per token) */
+        {1, 32, 8, 128, 128, 1, 0, RT_BF16}, {100, 32, 8, 128, 128, 1, 0, RT_BF16}, {300, 32, 8, 128, 128, 1, 1, RT_BF16},
+        {300, 8, 2, 64, 64, 0, 0, RT_F16},  {7, 4, 2, 512, 512, 1, 1, RT_F32},  {2, 3, 1, 1024, 256, 1, 1, RT_BF16},
+        /* head_dim % 4 != 0: the scalar kernel */
+        {3, 3, 1, 34, 18, 1, 1, RT_F16},    {2, 2, 2, 30, 30, 0, 0, RT_F32},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_rs(&cases[i]);
 }
@@ -269,6 +319,7 @@ static void test_report(void **st) {
     print_message("cuda vs cpu: add_rmsnorm     max normalised error %.3e\n", g_worst[0]);
     print_message("cuda vs cpu: qk_rope_store   max normalised error %.3e\n", g_worst[1]);
     print_message("cuda vs cpu: matmul_glu      max normalised error %.3e\n", g_worst[2]);
+    print_message("cuda vs cpu: add_rmsnorm bf16 max normalised error %.3e\n", g_worst[3]);
 }
 
 static int setup(void **st) {

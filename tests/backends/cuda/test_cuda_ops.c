@@ -29,6 +29,7 @@
 #include <time.h>
 
 static double g_worst[RT_OP_COUNT];
+static double g_worst_bf16; /* RMSNORM into bf16 */
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static float rnd(void) { /* [-1, 1) */
@@ -205,35 +206,59 @@ static void test_matmul(void **st) {
 
 /* ---- RMSNORM / SOFTMAX / ARGMAX ---------------------------------------- */
 
+/* RMSNORM into a bf16 dst through rt_op_exec (rt_rmsnorm's checks, the
+ * dtype of dst aside). */
+static int exec_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps, float off) {
+    if (dst->dtype == RT_F32) return rt_rmsnorm(be, dst, x, w, eps, off);
+    rt_op_args a = {.dst = dst, .src = {x, w}};
+    a.p.rmsnorm.eps = eps;
+    a.p.rmsnorm.w_offset = off;
+    assert_true(rt_op_supported(be, RT_OP_RMSNORM, &a));
+    return rt_op_exec(be, RT_OP_RMSNORM, &a);
+}
+
+/* Row shapes pick the kernel (cuda_norm.cuh): 7 and 4099 the loop kernel,
+ * 1 x 4096 one float4 per thread, 300 rows the 256-thread blocks, 8192 and
+ * 16384 more float4 per thread; f32 dst (also in place) and bf16 dst, the
+ * latter against the CPU's f32 result within one bf16 rounding. */
 static void test_rmsnorm(void **st) {
     (void)st;
     NEED_GPU();
-    const int64_t rows = 5, ds[] = {7, 64, 4099};
-    for (int k = 0; k < 3; k++)
+    const int64_t cs[][2] = {{5, 7}, {5, 64}, {5, 4099}, {1, 4096}, {300, 4096}, {2, 8192}, {300, 2048}, {1, 16384}};
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++)
         for (int off = 0; off < 2; off++) {
-            int64_t d = ds[k], s[2] = {rows, d}, sw[1] = {d};
-            float *x = xmalloc((size_t)(rows * d) * 4), *w = xmalloc((size_t)d * 4);
-            float *ref = xmalloc((size_t)(rows * d) * 4), *got = xmalloc((size_t)(rows * d) * 4);
-            fill(x, rows * d, 3.0f);
+            int64_t rows = cs[k][0], d = cs[k][1], nd = rows * d, s[2] = {rows, d}, sw[1] = {d};
+            float *x = xmalloc((size_t)nd * 4), *w = xmalloc((size_t)d * 4);
+            float *ref = xmalloc((size_t)nd * 4), *got = xmalloc((size_t)nd * 4);
+            uint16_t *gh = xmalloc((size_t)nd * 2);
+            fill(x, nd, 3.0f);
             fill(w, d, 1.0f);
             rt_tensor hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s), hw = rt_tensor_make(w, RT_F32, RT_DEV_CPU, 1, sw);
             rt_tensor hy = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, s);
             assert_int_equal(rt_rmsnorm(g_cpu, &hy, &hx, &hw, 1e-5f, (float)off), VC_OK);
             rt_tensor dx = up(x, RT_F32, 2, s), dw = up(w, RT_F32, 1, sw);
-            rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, s);
+            rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, s), dh = rt_tensor_alloc(g_gpu, RT_BF16, 2, s);
+            assert_int_equal(exec_rmsnorm(g_gpu, &dh, &dx, &dw, 1e-5f, (float)off), VC_OK);
+            down(gh, &dh);
+            for (int64_t i = 0; i < nd; i++) got[i] = rt_bf16_to_f32(gh[i]);
+            double eh = nerr(got, ref, nd);
+            if (eh > g_worst_bf16) g_worst_bf16 = eh;
+            if (!(eh <= 1.0 / 256)) fail_msg("rmsnorm: bf16 dst normalised error %.3e > 1/256", eh);
             assert_int_equal(rt_rmsnorm(g_gpu, &dy, &dx, &dw, 1e-5f, (float)off), VC_OK);
             down(got, &dy);
-            note(RT_OP_RMSNORM, nerr(got, ref, rows * d), 1e-5, "out of place");
+            note(RT_OP_RMSNORM, nerr(got, ref, nd), 1e-5, "out of place");
             assert_int_equal(rt_rmsnorm(g_gpu, &dx, &dx, &dw, 1e-5f, (float)off), VC_OK); /* in place */
             down(got, &dx);
-            note(RT_OP_RMSNORM, nerr(got, ref, rows * d), 1e-5, "in place");
+            note(RT_OP_RMSNORM, nerr(got, ref, nd), 1e-5, "in place");
             drop(&dx);
             drop(&dw);
             drop(&dy);
+            drop(&dh);
             free(x);
             free(w);
             free(ref);
             free(got);
+            free(gh);
         }
 }
 
@@ -764,6 +789,7 @@ static void test_report(void **st) {
     NEED_GPU();
     for (int op = 0; op < RT_OP_COUNT; op++)
         print_message("cuda vs cpu: %-9s max normalised error %.3e\n", rt_op_name((rt_op)op), g_worst[op]);
+    print_message("cuda vs cpu: rmsnorm to bf16 max normalised error %.3e\n", g_worst_bf16);
 }
 
 static int setup(void **st) {

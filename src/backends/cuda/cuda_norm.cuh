@@ -1,0 +1,187 @@
+/* cuda_norm — the row kernels of RMSNORM (cuda_rows.cu) and ADD_RMSNORM
+ * (cuda_fused.cu): y = x * s * (w_off + w), s = 1/sqrtf(mean(x^2) + eps),
+ * after x += res for ADD_RMSNORM (the sum stays in x). y is f32 or bf16
+ * (rounded to nearest even); x, res and w are f32.
+ *
+ * One block per row. The vector kernel keeps the whole row in registers
+ * (VPT float4 per thread) between the sum of squares and the scale pass, and
+ * w in registers across the rows of a block:
+ *   - few rows (decode): up to 1024 threads, so a 4096 row is one 16-byte
+ *     load per thread and the call costs one memory round trip plus one
+ *     block reduction;
+ *   - many rows (prefill): 256 threads x VPT float4, many blocks per SM, so
+ *     enough loads are in flight to run at memory bandwidth.
+ * Rows that are not 16-byte aligned, or whose length is not a multiple of 4
+ * or above 16384, take the scalar loop kernel. y may be x (RMSNORM) or res
+ * (ADD_RMSNORM): each thread reads its elements before writing them.
+ */
+#ifndef CUDA_NORM_CUH
+#define CUDA_NORM_CUH
+
+#include "backends/cuda/cuda_internal.h"
+
+#include <cuda_bf16.h>
+
+/* Sum over the block; every thread gets the result. sh: 32 floats. */
+__device__ __forceinline__ float norm_block_sum(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
+    __syncthreads(); /* sh may still be read by a previous call */
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ void norm_st1(T *p, float v);
+template <> __device__ __forceinline__ void norm_st1<float>(float *p, float v) { *p = v; }
+template <> __device__ __forceinline__ void norm_st1<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
+    *p = __float2bfloat16_rn(v);
+}
+
+/* Four values at p (16-byte aligned for f32, 8-byte for bf16). */
+template <typename T> __device__ __forceinline__ void norm_st4(T *p, float4 v);
+template <> __device__ __forceinline__ void norm_st4<float>(float *p, float4 v) { *(float4 *)p = v; }
+template <> __device__ __forceinline__ void norm_st4<__nv_bfloat16>(__nv_bfloat16 *p, float4 v) {
+    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    uint2 u;
+    u.x = *(const uint32_t *)&a;
+    u.y = *(const uint32_t *)&b;
+    *(uint2 *)p = u;
+}
+
+template <bool ADD, int VPT, typename OT>
+__global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
+    k_norm_vec(char *x, const char *res, char *y, int64_t xs, int64_t rs, int64_t ys, const float *w, int64_t d,
+               int64_t nrows, float eps, float w_off) {
+    CUDA_PDL_ENTER();
+    __shared__ float sh[32];
+    const int d4 = (int)(d >> 2), t = threadIdx.x, nt = blockDim.x;
+    float4 wv[VPT];
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int i = t + j * nt;
+        wv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < d4) {
+            float4 a = ((const float4 *)w)[i];
+            wv[j] = make_float4(w_off + a.x, w_off + a.y, w_off + a.z, w_off + a.w);
+        }
+    }
+    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+        float4 *xr = (float4 *)(x + r * xs);
+        const float4 *rr = (const float4 *)(res + r * rs);
+        float4 v[VPT], b[VPT];
+#pragma unroll
+        for (int j = 0; j < VPT; j++) { /* every load before any store: all in flight at once */
+            int i = t + j * nt;
+            v[j] = b[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i < d4) {
+                v[j] = xr[i];
+                if (ADD) b[j] = rr[i];
+            }
+        }
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            int i = t + j * nt;
+            if (ADD) {
+                v[j].x += b[j].x, v[j].y += b[j].y, v[j].z += b[j].z, v[j].w += b[j].w;
+                if (i < d4) xr[i] = v[j];
+            }
+            ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+        }
+        ss = norm_block_sum(ss, sh);
+        float s = 1.0f / sqrtf(ss / (float)d + eps); /* IEEE sqrt and divide, not rsqrtf */
+        OT *yr = (OT *)(y + r * ys);
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            int i = t + j * nt;
+            if (i < d4) {
+                float4 o = make_float4(v[j].x * s * wv[j].x, v[j].y * s * wv[j].y, v[j].z * s * wv[j].z,
+                                       v[j].w * s * wv[j].w);
+                norm_st4<OT>(yr + 4 * i, o);
+            }
+        }
+    }
+}
+
+/* Any row length and alignment: two passes over the row in memory. */
+template <bool ADD, typename OT>
+__global__ void k_norm_loop(cuda_view x, cuda_view res, cuda_view y, const float *w, int64_t d, int64_t nrows,
+                            float eps, float w_off) {
+    CUDA_PDL_ENTER();
+    __shared__ float sh[32];
+    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+        float *xr = (float *)cuda_row(x, r);
+        OT *yr = (OT *)cuda_row(y, r);
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+            float v = xr[i];
+            if (ADD) {
+                v += ((const float *)cuda_row(res, r))[i];
+                xr[i] = v;
+            }
+            ss += v * v;
+        }
+        ss = norm_block_sum(ss, sh);
+        float s = 1.0f / sqrtf(ss / (float)d + eps);
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) norm_st1<OT>(yr + i, xr[i] * s * (w_off + w[i]));
+        __syncthreads(); /* in place: all reads of this row done before the next row */
+    }
+}
+
+/* Row r of t starts at data + r * *rs, on a multiple of `align` bytes (the
+ * outer dimensions collapse into one row stride). */
+static inline bool norm_rows_flat(const rt_tensor *t, int64_t align, int64_t *rs) {
+    *rs = t->ndim >= 2 ? t->stride[t->ndim - 2] : 0;
+    if ((uintptr_t)t->data % (uintptr_t)align || *rs % align) return false;
+    for (int i = 0; i + 2 < t->ndim; i++)
+        if (t->shape[i] > 1 && t->stride[i] != t->stride[i + 1] * t->shape[i + 1]) return false;
+    return true;
+}
+
+template <bool ADD, typename OT>
+static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res, const rt_tensor *y,
+                          const rt_tensor *w, float eps, float w_off) {
+    int64_t d = x->shape[x->ndim - 1], nrows = rt_tensor_nrows(x), d4 = d / 4;
+    unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
+    const float *wp = (const float *)w->data;
+    int64_t xs = 0, rs = 0, ys = 0;
+    bool vec = d % 4 == 0 && norm_rows_flat(x, 16, &xs) && norm_rows_flat(res ? res : x, 16, &rs) &&
+               norm_rows_flat(y, 4 * (int64_t)sizeof(OT), &ys) && (uintptr_t)wp % 16 == 0;
+    char *px = (char *)x->data, *py = (char *)y->data;
+    const char *pr = (const char *)(res ? res : x)->data;
+    /* Few rows: latency (wide blocks); many rows: bandwidth (256 threads). */
+    int64_t max_t = nrows < 2 * (int64_t)c->n_sm ? 1024 : 256;
+    for (int pass = 0; vec && pass < 2; pass++, max_t = 1024) {
+        for (int vpt = 1; vpt <= 8; vpt *= 2) {
+            int64_t nt = ((d4 + vpt - 1) / vpt + 31) / 32 * 32;
+            if (nt > (vpt == 8 ? 512 : max_t)) continue;
+#define NORM_VEC(V)                                                                                   \
+    cuda_launch(k_norm_vec<ADD, V, OT>, grid, (unsigned)nt, 0, c->stream, px, pr, py, xs, rs, ys, wp, d, nrows, \
+                eps, w_off)
+            if (vpt == 1) NORM_VEC(1);
+            else if (vpt == 2) NORM_VEC(2);
+            else if (vpt == 4) NORM_VEC(4);
+            else NORM_VEC(8);
+#undef NORM_VEC
+            return;
+        }
+    }
+    cuda_launch(k_norm_loop<ADD, OT>, grid, 256, 0, c->stream, cuda_view_of(x), cuda_view_of(res ? res : x),
+                cuda_view_of(y), wp, d, nrows, eps, w_off);
+}
+
+/* Queues y = rmsnorm(x [+= res]) on c's stream (rows contiguous, checked by
+ * the caller); res NULL: plain RMSNORM. y f32 or bf16. */
+template <bool ADD>
+static int cuda_norm_launch(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res, const rt_tensor *y,
+                            const rt_tensor *w, float eps, float w_off) {
+    if (y->dtype == RT_BF16) norm_launch_t<ADD, __nv_bfloat16>(c, x, res, y, w, eps, w_off);
+    else norm_launch_t<ADD, float>(c, x, res, y, w, eps, w_off);
+    CU_LAUNCHED();
+    return VC_OK;
+}
+
+#endif
