@@ -40,6 +40,35 @@ static size_t mem_available(void) {
     return kb * 1024;
 }
 
+/* Warm-up (like vLLM's profile run) on an accelerator: one forward of a
+ * full step budget (n tokens of id 0) and one decode step, on a throw-away
+ * sequence, before the KV cache is sized. Library kernels get loaded and
+ * tuned (cuBLAS loads a GEMM's kernels at its first call: ~40 ms on an
+ * 8B prefill), workspaces reach their steady size and so count in the free
+ * memory measured next, and the first request does not pay for any of it.
+ * The CPU backend skips it (nothing to load; a full budget would take
+ * seconds). VLLM_WARMUP=0 turns it off. */
+static int warm_up(eng_engine *e, int64_t n) {
+    const char *env = getenv("VLLM_WARMUP");
+    if (rt_backend_is_host(e->be) || (env && !strcmp(env, "0")) || n < 1) return VC_OK;
+    const mdl_config *c = mdl_get_config(e->m);
+    double t0 = vc_now_s();
+    int32_t *ids = calloc((size_t)n, sizeof *ids);
+    float *logits = malloc((size_t)c->vocab * sizeof *logits);
+    mdl_seq *s = NULL;
+    int rc = VC_OK;
+    if (!ids || !logits) rc = vc_err_set(VC_ERR_OOM, "warm-up: out of memory");
+    else if (!(s = mdl_seq_create(e->m, n + 1))) rc = VC_ERR_OOM; /* message set by mdl_seq_create */
+    if (rc == VC_OK) rc = mdl_forward(e->m, s, ids, n, logits, false);
+    if (rc == VC_OK) rc = mdl_forward(e->m, s, ids, 1, logits, false);
+    mdl_seq_free(s);
+    free(ids);
+    free(logits);
+    if (rc < 0) return rc;
+    VC_INFO("warm-up: %lld-token forward + 1 decode step in %.0f ms", (long long)n, 1e3 * (vc_now_s() - t0));
+    return VC_OK;
+}
+
 static int push_ptr(void ***arr, int32_t *n, int32_t *cap, void *p) {
     if (*n == *cap) {
         int32_t c = *cap ? *cap * 2 : 64;
@@ -101,6 +130,8 @@ eng_engine *eng_create(const eng_params *p) {
                    (long long)c->max_pos);
         goto fail;
     }
+    int64_t wn = p->max_num_batched_tokens < e->max_model_len - 1 ? p->max_num_batched_tokens : e->max_model_len - 1;
+    if (warm_up(e, wn) < 0) goto fail;
     /* KV budget -> blocks. */
     size_t per_block = mdl_kv_block_bytes(e->m, p->block_size);
     size_t budget = p->kv_cache_memory, dev_free = 0, dev_total = 0;

@@ -92,6 +92,14 @@ static int llama_load(mdl_model *m) {
     int64_t s_qkv[2] = {m->max_batch, wqkv}, s_gu[2] = {m->max_batch, 2 * m->ff_l};
     if (any_qkv && mdl_own_tensor(m, &m->qkv, RT_F32, 2, s_qkv) < 0) return -1;
     if (any_gu && mdl_own_tensor(m, &m->gu, RT_F32, 2, s_gu) < 0) return -1;
+    /* bf16 matmul inputs where the backend wants them for large steps
+     * (prefill on a GPU: no f32 -> bf16 conversion before each GEMM, half
+     * the bytes between the norms, the GLU and the GEMMs). */
+    if (rt_backend_act_dtype(m->be, m->max_batch) == RT_BF16) {
+        int64_t s_xn[2] = {m->max_batch, d}, s_g[2] = {m->max_batch, m->ff_l};
+        if (mdl_own_tensor(m, &m->xn16, RT_BF16, 2, s_xn) < 0) return -1;
+        if (any_gu && mdl_own_tensor(m, &m->gate16, RT_BF16, 2, s_g) < 0) return -1;
+    }
     return VC_OK;
 }
 
@@ -123,23 +131,29 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     float scale = 1.0f / sqrtf((float)hd);
     rt_tensor qkv = m->qkv.data ? rt_tensor_slice0(&m->qkv, 0, n) : sv.q;
     rt_tensor gu = m->gu.data ? rt_tensor_slice0(&m->gu, 0, n) : sv.gate;
+    /* Matmul inputs: bf16 buffers when the backend asks for them at this n
+     * (xn: normed rows; gh: the fused GLU's output), else the f32 ones
+     * (xb is then normed in place). */
+    bool h16 = m->xn16.data && rt_backend_act_dtype(be, n) == RT_BF16;
+    rt_tensor xn = h16 ? rt_tensor_slice0(&m->xn16, 0, n) : sv.xb;
+    rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv.gate;
 
     MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
-        if (l == 0) MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.x, &L->attn_norm, c->rms_eps, 0.0f));
-        else MDL_TRY(rt_add_rmsnorm(be, &sv.xb, &sv.x, &sv.xb, &L->attn_norm, c->rms_eps, 0.0f));
+        if (l == 0) MDL_TRY(rt_rmsnorm(be, &xn, &sv.x, &L->attn_norm, c->rms_eps, 0.0f));
+        else MDL_TRY(rt_add_rmsnorm(be, &xn, &sv.x, &sv.xb, &L->attn_norm, c->rms_eps, 0.0f));
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
         rt_tensor q3 = sv.q3, k3 = sv.k3, v3 = sv.v3;
         if (L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data)) {
-            MDL_TRY(rt_matmul(be, &qkv, &sv.xb, &L->wqkv, opt(&L->bqkv)));
+            MDL_TRY(rt_matmul(be, &qkv, &xn, &L->wqkv, opt(&L->bqkv)));
             q3 = col_view(&qkv, n, 0, qd, hd);
             k3 = col_view(&qkv, n, qd, kvd, hd);
             v3 = col_view(&qkv, n, qd + kvd, kvd, hd);
         } else {
-            MDL_TRY(rt_matmul(be, &sv.q, &sv.xb, &L->wq, opt(&L->bq)));
-            MDL_TRY(rt_matmul(be, &sv.k, &sv.xb, &L->wk, opt(&L->bk)));
-            MDL_TRY(rt_matmul(be, &sv.v, &sv.xb, &L->wv, opt(&L->bv)));
+            MDL_TRY(rt_matmul(be, &sv.q, &xn, &L->wq, opt(&L->bq)));
+            MDL_TRY(rt_matmul(be, &sv.k, &xn, &L->wk, opt(&L->bk)));
+            MDL_TRY(rt_matmul(be, &sv.v, &xn, &L->wv, opt(&L->bv)));
         }
         rt_rope_store_params rp = {.q_norm = opt(&L->q_norm), .k_norm = opt(&L->k_norm), .eps = c->rms_eps,
                                    .w_offset = 0.0f, .pos = &sv.pos, .inv_freq = &m->inv_freq,
@@ -150,15 +164,17 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                                    scale, 0.0f, (int32_t)c->sliding_window));
         MDL_TRY(rt_matmul(be, &sv.xb, &sv.att, &L->wo, opt(&L->bo)));
         MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
-        MDL_TRY(rt_add_rmsnorm(be, &sv.xb, &sv.x, &sv.xb, &L->ffn_norm, c->rms_eps, 0.0f));
+        MDL_TRY(rt_add_rmsnorm(be, &xn, &sv.x, &sv.xb, &L->ffn_norm, c->rms_eps, 0.0f));
+        const rt_tensor *down_in = &sv.gate;
         if (L->w_gu.data && m->gu.data) {
-            MDL_TRY(rt_matmul_glu(be, &sv.gate, &sv.xb, &L->w_gu, RT_ACT_SILU, &gu));
+            MDL_TRY(rt_matmul_glu(be, &gh, &xn, &L->w_gu, RT_ACT_SILU, &gu));
+            down_in = &gh;
         } else {
-            MDL_TRY(rt_matmul(be, &sv.gate, &sv.xb, &L->w_gate, NULL));
-            MDL_TRY(rt_matmul(be, &sv.up, &sv.xb, &L->w_up, NULL));
+            MDL_TRY(rt_matmul(be, &sv.gate, &xn, &L->w_gate, NULL));
+            MDL_TRY(rt_matmul(be, &sv.up, &xn, &L->w_up, NULL));
             MDL_TRY(rt_glu(be, &sv.gate, &sv.gate, &sv.up, RT_ACT_SILU));
         }
-        MDL_TRY(rt_matmul(be, &sv.xb, &sv.gate, &L->w_down, NULL));
+        MDL_TRY(rt_matmul(be, &sv.xb, down_in, &L->w_down, NULL));
         MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
         if (l == c->n_layers - 1) MDL_TRY(rt_add(be, &sv.x, &sv.x, &sv.xb));
     }

@@ -74,6 +74,9 @@ struct mdl_model {
     rt_tensor gate, up;            /* [B,ff] */
     rt_tensor qkv, gu;             /* [B,h*hd+2*kvh*hd] [B,2*ff]: outputs of the stacked
                                       matmuls (weights_fuse.c; data NULL when unused) */
+    rt_tensor xn16, gate16;        /* [B,d] [B,ff] bf16: matmul inputs (normed rows, GLU
+                                      output) for steps the backend runs on bf16
+                                      activations (rt_backend_act_dtype); else NULL */
     /* Batch metadata on the device (mdl_batch copied in). */
     rt_tensor ids, pos, slots;     /* [B] i32 */
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */

@@ -103,6 +103,10 @@ int rt_backend_event_wait(rt_backend *be, void *ev) {
 
 bool rt_backend_has_graphs(const rt_backend *be) { return be->vt->graph_begin != NULL; }
 
+rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens) {
+    return be->vt->act_dtype ? be->vt->act_dtype(be, n_tokens) : RT_F32;
+}
+
 int rt_backend_graph_begin(rt_backend *be) {
     if (!be->vt->graph_begin) return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no graphs", be->vt->name);
     return be->vt->graph_begin(be);

@@ -109,7 +109,8 @@ int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const
 
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias) {
-    CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32, "matmul: x and dst must be f32");
+    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && dst->dtype == RT_F32,
+          "matmul: x must be f32 or bf16 (rt_backend_act_dtype), dst f32");
     CHECK(w->ndim == 2 && last(x) == last(w) && last(dst) == w->shape[0] &&
               rt_tensor_nrows(x) == rt_tensor_nrows(dst),
           "matmul: shape mismatch (x[..,%lld] w[%lld,%lld] dst[..,%lld])", (long long)last(x),
@@ -122,8 +123,8 @@ int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tenso
 
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
                float w_offset) {
-    CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32 && w->dtype == RT_F32,
-          "rmsnorm: f32 tensors required");
+    CHECK(x->dtype == RT_F32 && (dst->dtype == RT_F32 || dst->dtype == RT_BF16) && w->dtype == RT_F32,
+          "rmsnorm: f32 x and weight, f32 or bf16 dst required");
     CHECK(rt_tensor_same_shape(dst, x) && rt_tensor_nelem(w) == last(x), "rmsnorm: shape mismatch");
     rt_op_args a = {.dst = dst, .src = {x, w}};
     a.p.rmsnorm.eps = eps;
@@ -285,8 +286,9 @@ int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const
  * kernel, or that sequence where the backend has none. */
 int rt_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
                    float eps, float w_offset) {
-    CHECK(dst->dtype == RT_F32 && x->dtype == RT_F32 && res->dtype == RT_F32 && w->dtype == RT_F32,
-          "add_rmsnorm: f32 tensors required");
+    CHECK((dst->dtype == RT_F32 || dst->dtype == RT_BF16) && x->dtype == RT_F32 && res->dtype == RT_F32 &&
+              w->dtype == RT_F32,
+          "add_rmsnorm: f32 x, res and weight, f32 or bf16 dst required");
     CHECK(rt_tensor_same_shape(dst, x) && rt_tensor_same_shape(res, x) && rt_tensor_nelem(w) == last(x),
           "add_rmsnorm: shape mismatch");
     CHECK(dst->data != x->data, "add_rmsnorm: dst must not be x");
@@ -349,7 +351,9 @@ int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const r
 
 int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,
                   rt_tensor *scratch) {
-    CHECK(x->dtype == RT_F32 && dst->dtype == RT_F32 && scratch->dtype == RT_F32, "matmul_glu: x/dst/scratch f32");
+    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && (dst->dtype == RT_F32 || dst->dtype == RT_BF16) &&
+              scratch->dtype == RT_F32,
+          "matmul_glu: x and dst f32 or bf16, scratch f32");
     CHECK(w->ndim == 2 && w->shape[0] % 2 == 0 && last(x) == last(w) && last(dst) == w->shape[0] / 2 &&
               rt_tensor_nrows(x) == rt_tensor_nrows(dst) && scratch->ndim == 2 &&
               scratch->shape[0] == rt_tensor_nrows(x) && scratch->shape[1] == w->shape[0] &&
@@ -360,6 +364,8 @@ int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_t
     rt_op_args a = {.dst = dst, .src = {x, w, scratch}};
     a.p.glu.act = act;
     if (rt_op_supported(be, RT_OP_MATMUL_GLU, &a)) return rt_op_exec(be, RT_OP_MATMUL_GLU, &a);
+    if (dst->dtype != RT_F32)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "matmul_glu: bf16 dst not supported by backend %s", be->vt->name);
     int rc = rt_matmul(be, scratch, x, w, NULL);
     if (rc < 0) return rc;
     int64_t n = scratch->shape[0], f = last(dst);

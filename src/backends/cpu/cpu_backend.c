@@ -51,7 +51,12 @@ static bool cpu_supports(rt_backend *be, int op, const void *argp) {
     cpu_ctx *c = be->ctx;
     const rt_op_args *a = argp;
     switch (op) {
-    case RT_OP_MATMUL: return c->k->mm[a->src[1]->dtype] != NULL;
+    /* bf16 activations (rt_backend_act_dtype) are an accelerator's choice:
+     * the CPU quantizes or reads f32 rows and never asks for them. */
+    case RT_OP_MATMUL: return a->src[0]->dtype == RT_F32 && c->k->mm[a->src[1]->dtype] != NULL;
+    case RT_OP_RMSNORM:
+    case RT_OP_ADD_RMSNORM: return a->dst->dtype == RT_F32;
+    case RT_OP_MATMUL_GLU: return a->dst->dtype == RT_F32 && a->src[0]->dtype == RT_F32;
     case RT_OP_ATTENTION:
         return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16) &&
                a->src[0]->shape[2] <= CPU_ATTN_MAX_HD;

@@ -327,6 +327,8 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
     const rt_op_args *a = (const rt_op_args *)argp;
     switch (op) {
     case RT_OP_MATMUL: return cuda_matmul_supports(a->src[1]->dtype);
+    case RT_OP_RMSNORM:
+    case RT_OP_ADD_RMSNORM: return a->dst->dtype == RT_F32;
     case RT_OP_EMBED: return cuda_has_decoder(a->src[0]->dtype);
     case RT_OP_RMSNORM:
     case RT_OP_ADD_RMSNORM: return a->dst->dtype == RT_F32 || a->dst->dtype == RT_BF16; /* cuda_norm.cuh */
@@ -342,6 +344,25 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
     }
     default: return true;
     }
+}
+
+/* bf16 activations where the matmuls run on cuBLAS (n > CUDA_GEMV_MAX_N;
+ * the GEMV reads f32 rows), unless VLLM_CUDA_BF16_ACT=0 or the norms
+ * cannot write bf16. Read once per backend. */
+static rt_dtype cuda_act_dtype(rt_backend *be, int64_t n_tokens) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (c->bf16_act == 0) {
+        const char *e = getenv("VLLM_CUDA_BF16_ACT");
+        rt_tensor t = rt_tensor_2d(NULL, RT_BF16, RT_DEV_CUDA, 1, 1);
+        rt_op_args a;
+        memset(&a, 0, sizeof a);
+        a.dst = &t;
+        c->bf16_act = !(e && !strcmp(e, "0")) && cuda_supports(be, RT_OP_RMSNORM, &a) &&
+                              cuda_supports(be, RT_OP_ADD_RMSNORM, &a)
+                          ? 2
+                          : 1;
+    }
+    return c->bf16_act == 2 && n_tokens > CUDA_GEMV_MAX_N ? RT_BF16 : RT_F32;
 }
 
 static int cuda_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes) {
@@ -372,6 +393,7 @@ static const rt_backend_vtable g_cuda_vt = {
     /* .event_free = */ cuda_event_free,
     /* .copy_to_host_async = */ cuda_copy_to_host_async,
     /* .event_wait = */ cuda_event_wait,
+    /* .act_dtype = */ cuda_act_dtype,
 };
 
 static int cuda_init_ctx(cuda_ctx *c, int device) {

@@ -92,6 +92,7 @@ typedef struct {
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
     int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
+    int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above CUDA_GEMV_MAX_N tokens */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
 } cuda_ctx;
@@ -226,10 +227,13 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
                 const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                 int32_t window);
 
-/* The cuBLAS half of MATMUL / MATMUL_GLU (cuda_gemm.cu), for n > CUDA_GEMV_MAX_N:
- * y[n, out] (row stride y_ld floats) = x[n, in] (row stride x_ld) · W^T (+ bias). */
-int cuda_gemm(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+/* The cuBLAS half of MATMUL / MATMUL_GLU (cuda_gemm.cu), for n > CUDA_GEMV_MAX_N
+ * and for bf16 activations (any n):
+ * y[n, out] (row stride y_ld floats) = x[n, in] (xt f32 or bf16, row stride
+ * x_ld elements) · W^T (+ bias). */
+int cuda_gemm(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, float *y, int64_t y_ld,
               const float *bias, int64_t out, int64_t in, int64_t n);
+int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a); /* MATMUL with a bf16 x */
 int cuda_gemm_glu(rt_backend *be, const rt_op_args *a);
 
 /* VLLM_CUDA_PROFILE (cuda_profile.cu): per-op GPU time from CUDA events. */

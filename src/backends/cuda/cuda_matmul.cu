@@ -409,6 +409,7 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
 }
 
 extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
+    if (a->src[0]->dtype == RT_BF16) return cuda_gemm_matmul(be, a); /* bf16 activations */
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *w = a->src[1], *bias = a->src[2];
     rt_tensor *dst = a->dst;
@@ -436,7 +437,7 @@ extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
     float *yd = (float *)dst->data;
     int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
     if (n <= CUDA_GEMV_MAX_N) return gemv(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n);
-    return cuda_gemm(c, w, xd, x_ld, yd, y_ld, bd, out, in, n);
+    return cuda_gemm(c, w, xd, RT_F32, x_ld, yd, y_ld, bd, out, in, n);
 }
 
 /* MATMUL_GLU: decode (n <= CUDA_GEMV_MAX_N, aligned f16/bf16 rows, GEMV
@@ -444,6 +445,7 @@ extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
  * holds a gate/up pair of row slots); otherwise MATMUL into the scratch and
  * GLU of its halves. */
 extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
+    if (a->src[0]->dtype == RT_BF16 || a->dst->dtype == RT_BF16) return cuda_gemm_glu(be, a); /* bf16 activations */
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *w = a->src[1], *scratch = a->src[2];
     rt_tensor *dst = a->dst;

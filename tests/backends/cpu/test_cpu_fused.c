@@ -5,6 +5,8 @@
  *                    q/k/v as strided views of one stacked QKV buffer, with
  *                    and without QK-norm, neox and pairwise RoPE, partial
  *                    rot_dim, f32/f16/bf16 caches and padding slots (-1).
+ * And bf16 activations (an accelerator's choice, rt_backend_act_dtype): the
+ * CPU never asks for them and rejects them with a clear error.
  */
 #include "cpu_test_util.h"
 
@@ -131,7 +133,32 @@ static void test_qk_rope_store(void **st) {
         }
 }
 
+static void test_bf16_acts_rejected(void **st) {
+    (void)st;
+    rt_backend *be = make_backend(g_isas[0], 1);
+    assert_int_equal(rt_backend_act_dtype(be, 1), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(be, 4096), RT_F32);
+    const int64_t n = 3, d = 64, f = 32;
+    float x[3 * 64] = {0}, w[64], y[3 * 64], wm[2 * 32 * 64] = {0}, sc[3 * 2 * 32];
+    uint16_t h[3 * 64] = {0};
+    fill_rand(w, d, 1.0f);
+    rt_tensor tx = rt_tensor_2d(x, RT_F32, RT_DEV_CPU, n, d), tw = rt_tensor_1d(w, RT_F32, RT_DEV_CPU, d);
+    rt_tensor th = rt_tensor_2d(h, RT_BF16, RT_DEV_CPU, n, d), ty = rt_tensor_2d(y, RT_F32, RT_DEV_CPU, n, d);
+    rt_tensor tm = rt_tensor_2d(wm, RT_F32, RT_DEV_CPU, 2 * f, d), ts = rt_tensor_2d(sc, RT_F32, RT_DEV_CPU, n, 2 * f);
+    rt_tensor tg = rt_tensor_2d(h, RT_BF16, RT_DEV_CPU, n, f), tmm = rt_tensor_2d(wm, RT_F32, RT_DEV_CPU, d, d);
+    assert_int_equal(rt_rmsnorm(be, &th, &tx, &tw, 1e-6f, 0.0f), VC_ERR_UNSUPPORTED);
+    assert_int_equal(rt_add_rmsnorm(be, &th, &tx, &ty, &tw, 1e-6f, 0.0f), VC_ERR_UNSUPPORTED);
+    assert_int_equal(rt_matmul(be, &ty, &th, &tmm, NULL), VC_ERR_UNSUPPORTED);
+    assert_int_equal(rt_matmul_glu(be, &tg, &tx, &tm, RT_ACT_SILU, &ts), VC_ERR_UNSUPPORTED);
+    assert_int_equal(rt_matmul_glu(be, &ty, &th, &tm, RT_ACT_SILU, &ts), VC_ERR_INVALID); /* dst width != f */
+    rt_tensor tyf = rt_tensor_2d(y, RT_F32, RT_DEV_CPU, n, f);
+    assert_int_equal(rt_matmul_glu(be, &tyf, &th, &tm, RT_ACT_SILU, &ts), VC_ERR_UNSUPPORTED);
+    assert_true(strstr(vc_err_msg(), "not supported") != NULL);
+    rt_backend_free(be);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_add_rmsnorm), cmocka_unit_test(test_qk_rope_store)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_add_rmsnorm), cmocka_unit_test(test_qk_rope_store),
+                                       cmocka_unit_test(test_bf16_acts_rejected)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,182 @@
+/* The bf16-activation paths of the CUDA GEMMs (cuda_gemm.cu) against the
+ * CPU ops with the same values in f32, on random inputs:
+ *   MATMUL      x in bf16 (dense and strided rows, aligned and not), f32 /
+ *               f16 / bf16 W, n from 1 (cuBLAS even where the GEMV would
+ *               take f32 rows) to 130, with a bias;
+ *   MATMUL_GLU  bf16 dst from bf16 or f32 x (the GEMM writes bf16 gate|up
+ *               into the scratch), f32 dst from bf16 x, SiLU and GELU-tanh,
+ *               f and d not multiples of 8 (the scalar GLU path).
+ * The CPU oracle gets x rounded to bf16 (what the GPU reads); f32 results
+ * are then within fp32 accumulation-order noise (5e-5), bf16 results within
+ * a few bf16 roundings of gate, up and the output (2e-2 normalised).
+ * rt_backend_act_dtype: f32 up to CUDA_GEMV_MAX_N (8) tokens, bf16 above
+ * when the backend can write normed rows in bf16. Skips without a device.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "runtime/ops.h"
+
+#include "cuda_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float rnd(void) { /* [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+/* n values in [-amp, amp), rounded to bf16: f32 copy in xf, bits in xh. */
+static void fill_bf16(float *xf, uint16_t *xh, int64_t n, float amp) {
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t b = rt_f32_to_bf16(amp * rnd());
+        if (xh) xh[i] = b;
+        xf[i] = rt_bf16_to_f32(b);
+    }
+}
+
+/* W [out, in] of dtype t from f32 values (rounded to t; wf gets the rounded values). */
+static void *make_w(rt_dtype t, float *wf, int64_t n) {
+    if (t == RT_F32) return wf;
+    uint16_t *h = xmalloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = t == RT_F16 ? rt_f32_to_f16(wf[i]) : rt_f32_to_bf16(wf[i]);
+        wf[i] = t == RT_F16 ? rt_f16_to_f32(h[i]) : rt_bf16_to_f32(h[i]);
+    }
+    return h;
+}
+
+static void test_matmul_bf16_x(void **st) {
+    (void)st;
+    NEED_GPU();
+    const struct { int64_t n, in, out, pad; rt_dtype t; int bias; } cs[] = {
+        {1, 64, 40, 0, RT_BF16, 0},   {9, 256, 96, 0, RT_BF16, 1}, {64, 512, 200, 8, RT_BF16, 0},
+        {130, 128, 64, 0, RT_F16, 1}, {17, 96, 48, 3, RT_BF16, 0}, {33, 64, 32, 0, RT_F32, 1},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        int64_t n = cs[k].n, in = cs[k].in, out = cs[k].out, ld = in + cs[k].pad;
+        float *xf = xmalloc((size_t)(n * ld) * 4), *wf = xmalloc((size_t)(out * in) * 4), *b = xmalloc((size_t)out * 4);
+        uint16_t *xh = xmalloc((size_t)(n * ld) * 2);
+        float *yc = xmalloc((size_t)(n * out) * 4), *yg = xmalloc((size_t)(n * out) * 4);
+        fill_bf16(xf, xh, n * ld, 1.0f);
+        fill_bf16(wf, NULL, out * in, 0.1f);
+        fill_bf16(b, NULL, out, 0.5f);
+        void *wd = make_w(cs[k].t, wf, out * in);
+        int64_t sxp[2] = {n, ld}, sw[2] = {out, in}, sy[2] = {n, out}, sb[1] = {out};
+        /* CPU: f32 x rows (a strided view when padded) */
+        rt_tensor hx = rt_tensor_2d(xf, RT_F32, RT_DEV_CPU, n, in);
+        hx.stride[0] = ld * 4;
+        rt_tensor hw = rt_tensor_make(wd, cs[k].t, RT_DEV_CPU, 2, sw), hy = rt_tensor_make(yc, RT_F32, RT_DEV_CPU, 2, sy);
+        rt_tensor hb = rt_tensor_make(b, RT_F32, RT_DEV_CPU, 1, sb);
+        assert_int_equal(rt_matmul(g_cpu, &hy, &hx, &hw, cs[k].bias ? &hb : NULL), VC_OK);
+        rt_tensor dxp = up(xh, RT_BF16, 2, sxp), dw = up(wd, cs[k].t, 2, sw), db = up(b, RT_F32, 1, sb);
+        rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, sy);
+        rt_tensor dx = rt_tensor_2d(dxp.data, RT_BF16, RT_DEV_CUDA, n, in);
+        dx.stride[0] = ld * 2;
+        assert_int_equal(rt_matmul(g_gpu, &dy, &dx, &dw, cs[k].bias ? &db : NULL), VC_OK);
+        down(yg, &dy);
+        double e = nerr(yg, yc, n * out);
+        print_message("matmul bf16 x, %s W, n=%lld in=%lld out=%lld pad=%lld: %.2e\n", rt_dtype_name(cs[k].t),
+                      (long long)n, (long long)in, (long long)out, (long long)cs[k].pad, e);
+        assert_true(e <= 5e-5);
+        drop(&dxp), drop(&dw), drop(&db), drop(&dy);
+        if (wd != wf) free(wd);
+        free(xf), free(wf), free(b), free(xh), free(yc), free(yg);
+    }
+}
+
+static void test_matmul_glu_bf16(void **st) {
+    (void)st;
+    NEED_GPU();
+    const struct { int64_t n, f, d; rt_dtype t, xt, dt; rt_act act; } cs[] = {
+        {20, 200, 128, RT_BF16, RT_BF16, RT_BF16, RT_ACT_SILU},
+        {77, 512, 256, RT_BF16, RT_F32, RT_BF16, RT_ACT_GELU_TANH},
+        {9, 96, 64, RT_F16, RT_BF16, RT_BF16, RT_ACT_SILU},
+        {12, 37, 72, RT_BF16, RT_BF16, RT_BF16, RT_ACT_SILU}, /* f % 8 != 0: scalar GLU */
+        {33, 64, 128, RT_F32, RT_BF16, RT_BF16, RT_ACT_SILU}, /* f32 W: f32 scratch, bf16 dst */
+        {4, 128, 64, RT_BF16, RT_BF16, RT_F32, RT_ACT_SILU},  /* bf16 x at n <= 8: cuBLAS, f32 dst */
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        int64_t n = cs[k].n, f = cs[k].f, d = cs[k].d;
+        float *xf = xmalloc((size_t)(n * d) * 4), *wf = xmalloc((size_t)(2 * f * d) * 4);
+        uint16_t *xh = xmalloc((size_t)(n * d) * 2), *oh = xmalloc((size_t)(n * f) * 2);
+        float *oc = xmalloc((size_t)(n * f) * 4), *og = xmalloc((size_t)(n * f) * 4);
+        float *sc = xmalloc((size_t)(n * 2 * f) * 4);
+        fill_bf16(xf, xh, n * d, 1.0f);
+        fill_bf16(wf, NULL, 2 * f * d, 0.15f);
+        void *wd = make_w(cs[k].t, wf, 2 * f * d);
+        int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
+        rt_tensor hx = rt_tensor_make(xf, RT_F32, RT_DEV_CPU, 2, sx), hw = rt_tensor_make(wd, cs[k].t, RT_DEV_CPU, 2, sw);
+        rt_tensor ho = rt_tensor_make(oc, RT_F32, RT_DEV_CPU, 2, so), hs = rt_tensor_make(sc, RT_F32, RT_DEV_CPU, 2, ss);
+        assert_int_equal(rt_matmul_glu(g_cpu, &ho, &hx, &hw, cs[k].act, &hs), VC_OK);
+        rt_tensor dx = cs[k].xt == RT_BF16 ? up(xh, RT_BF16, 2, sx) : up(xf, RT_F32, 2, sx);
+        rt_tensor dw = up(wd, cs[k].t, 2, sw), dout = rt_tensor_alloc(g_gpu, cs[k].dt, 2, so);
+        rt_tensor ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+        assert_non_null(dout.data);
+        assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, cs[k].act, &ds), VC_OK);
+        if (cs[k].dt == RT_BF16) {
+            down(oh, &dout);
+            for (int64_t i = 0; i < n * f; i++) og[i] = rt_bf16_to_f32(oh[i]);
+        } else {
+            down(og, &dout);
+        }
+        double e = nerr(og, oc, n * f), bound = cs[k].dt == RT_BF16 ? 2e-2 : 5e-5;
+        print_message("matmul_glu x %s -> dst %s, %s W, n=%lld f=%lld d=%lld: %.2e (bound %.0e)\n",
+                      rt_dtype_name(cs[k].xt), rt_dtype_name(cs[k].dt), rt_dtype_name(cs[k].t), (long long)n,
+                      (long long)f, (long long)d, e, bound);
+        assert_true(e <= bound);
+        drop(&dx), drop(&dw), drop(&dout), drop(&ds);
+        if (wd != wf) free(wd);
+        free(xf), free(wf), free(xh), free(oh), free(oc), free(og), free(sc);
+    }
+}
+
+static void test_act_dtype(void **st) {
+    (void)st;
+    NEED_GPU();
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 1), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 8), RT_F32);
+    rt_dtype big = rt_backend_act_dtype(g_gpu, 2048);
+    assert_true(big == RT_F32 || big == RT_BF16);
+    if (big == RT_BF16) { /* then the norms write bf16 (the contract of act_dtype) */
+        const int64_t n = 16, d = 256;
+        float *x = xmalloc((size_t)(n * d) * 4), *w = xmalloc((size_t)d * 4);
+        for (int64_t i = 0; i < n * d; i++) x[i] = rnd();
+        for (int64_t i = 0; i < d; i++) w[i] = 1.0f + 0.1f * rnd();
+        int64_t sx[2] = {n, d}, sw[1] = {d};
+        rt_tensor dx = up(x, RT_F32, 2, sx), dw = up(w, RT_F32, 1, sw), dr = up(x, RT_F32, 2, sx);
+        rt_tensor dy = rt_tensor_alloc(g_gpu, RT_BF16, 2, sx);
+        assert_int_equal(rt_rmsnorm(g_gpu, &dy, &dx, &dw, 1e-6f, 0.0f), VC_OK);
+        assert_int_equal(rt_add_rmsnorm(g_gpu, &dy, &dx, &dr, &dw, 1e-6f, 0.0f), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        drop(&dx), drop(&dw), drop(&dr), drop(&dy);
+        free(x), free(w);
+    }
+    print_message("act_dtype: n<=8 f32, n=2048 %s\n", rt_dtype_name(big));
+}
+
+static int setup(void **st) {
+    (void)st;
+    return cuda_test_setup(2);
+}
+
+static int teardown(void **st) {
+    (void)st;
+    return cuda_test_teardown();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_bf16_x), cmocka_unit_test(test_matmul_glu_bf16),
+                                       cmocka_unit_test(test_act_dtype)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
