@@ -328,10 +328,8 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
     switch (op) {
     case RT_OP_MATMUL: return cuda_matmul_supports(a->src[1]->dtype);
     case RT_OP_RMSNORM:
-    case RT_OP_ADD_RMSNORM: return a->dst->dtype == RT_F32;
-    case RT_OP_EMBED: return cuda_has_decoder(a->src[0]->dtype);
-    case RT_OP_RMSNORM:
     case RT_OP_ADD_RMSNORM: return a->dst->dtype == RT_F32 || a->dst->dtype == RT_BF16; /* cuda_norm.cuh */
+    case RT_OP_EMBED: return cuda_has_decoder(a->src[0]->dtype);
     case RT_OP_ATTENTION:
     case RT_OP_PAGED_ATTENTION:
         return (a->src[1]->dtype == RT_F32 || a->src[1]->dtype == RT_F16 || a->src[1]->dtype == RT_BF16) &&

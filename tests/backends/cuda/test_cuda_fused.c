@@ -45,18 +45,6 @@ static void note(int k, double e) {
     if (e > g_worst[k]) g_worst[k] = e;
 }
 
-/* ADD_RMSNORM through rt_op_exec (dst f32 or bf16: the wrapper's checks
- * are those of rt_add_rmsnorm, the dtype of dst aside). */
-static int exec_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
-                            float eps, float w_off) {
-    if (dst->dtype == RT_F32) return rt_add_rmsnorm(be, dst, x, res, w, eps, w_off);
-    rt_op_args a = {.dst = dst, .src = {x, res, w}};
-    a.p.rmsnorm.eps = eps;
-    a.p.rmsnorm.w_offset = w_off;
-    assert_true(rt_op_supported(be, RT_OP_ADD_RMSNORM, &a));
-    return rt_op_exec(be, RT_OP_ADD_RMSNORM, &a);
-}
-
 static void bf16_to_f32(const uint16_t *h, float *f, int64_t n) {
     for (int64_t i = 0; i < n; i++) f[i] = rt_bf16_to_f32(h[i]);
 }
@@ -103,7 +91,7 @@ static void test_add_rmsnorm(void **st) {
             int64_t sw[1] = {d};
             rt_tensor dw = up(w, RT_F32, 1, sw);
             rt_tensor *dst = mode == 2 ? &dyh : &dy;
-            assert_int_equal(exec_add_rmsnorm(g_gpu, dst, &dx, mode == 1 ? &dy : &dr, &dw, 1e-6f, w_off), VC_OK);
+            assert_int_equal(rt_add_rmsnorm(g_gpu, dst, &dx, mode == 1 ? &dy : &dr, &dw, 1e-6f, w_off), VC_OK);
             down(xb, &dxb);
             for (int64_t i = 0; i < n; i++) memcpy(xg + i * d, xb + i * (d + sh) + sh, (size_t)d * 4);
             if (mode == 2) {

@@ -206,17 +206,6 @@ static void test_matmul(void **st) {
 
 /* ---- RMSNORM / SOFTMAX / ARGMAX ---------------------------------------- */
 
-/* RMSNORM into a bf16 dst through rt_op_exec (rt_rmsnorm's checks, the
- * dtype of dst aside). */
-static int exec_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps, float off) {
-    if (dst->dtype == RT_F32) return rt_rmsnorm(be, dst, x, w, eps, off);
-    rt_op_args a = {.dst = dst, .src = {x, w}};
-    a.p.rmsnorm.eps = eps;
-    a.p.rmsnorm.w_offset = off;
-    assert_true(rt_op_supported(be, RT_OP_RMSNORM, &a));
-    return rt_op_exec(be, RT_OP_RMSNORM, &a);
-}
-
 /* Row shapes pick the kernel (cuda_norm.cuh): 7 and 4099 the loop kernel,
  * 1 x 4096 one float4 per thread, 300 rows the 256-thread blocks, 8192 and
  * 16384 more float4 per thread; f32 dst (also in place) and bf16 dst, the
@@ -238,7 +227,7 @@ static void test_rmsnorm(void **st) {
             assert_int_equal(rt_rmsnorm(g_cpu, &hy, &hx, &hw, 1e-5f, (float)off), VC_OK);
             rt_tensor dx = up(x, RT_F32, 2, s), dw = up(w, RT_F32, 1, sw);
             rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, s), dh = rt_tensor_alloc(g_gpu, RT_BF16, 2, s);
-            assert_int_equal(exec_rmsnorm(g_gpu, &dh, &dx, &dw, 1e-5f, (float)off), VC_OK);
+            assert_int_equal(rt_rmsnorm(g_gpu, &dh, &dx, &dw, 1e-5f, (float)off), VC_OK);
             down(gh, &dh);
             for (int64_t i = 0; i < nd; i++) got[i] = rt_bf16_to_f32(gh[i]);
             double eh = nerr(got, ref, nd);
