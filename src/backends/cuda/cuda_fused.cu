@@ -8,8 +8,9 @@
  * ROPE: theta = pos * inv_freq in f32) and cuda_attention.cu's KV_STORE
  * (round to nearest into f16/bf16). ADD_RMSNORM shares RMSNORM's kernels
  * (cuda_norm.cuh; f32 or bf16 dst). QK_ROPE_STORE has a vector kernel (one
- * warp per head row, cos/sin once per token and block) for aligned rows with
- * head_dim % 4 == 0, and a scalar one (a block per head row) for the rest.
+ * warp per head row, cos/sin once per token and block) for more than
+ * RS_SCALAR_MAX_N tokens with aligned rows and head_dim % 4 == 0, and a
+ * scalar one (a block per head row) for decode and the rest.
  */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_norm.cuh"
@@ -18,7 +19,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-#define RS_WARPS 8 /* warps per QK_ROPE_STORE block (vector kernel) */
+#define RS_WARPS 8 /* max warps per QK_ROPE_STORE block (vector kernel) */
 
 __device__ static float fused_block_sum(float v, float *sh) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -157,120 +158,151 @@ __device__ __forceinline__ void rs_load(const rs_args &p, int64_t t, int j, int 
     }
 }
 
-/* The vector kernel (hd % 4 == 0, 16-byte aligned rows): block (x, t) of
- * RS_WARPS warps handles head rows j = x * RS_WARPS + warp, stepping by
- * gridDim.x * RS_WARPS, of token t, one warp per row (rows in registers,
- * the next one loaded while this one is worked on). cos/sin of the token's
- * rot_dim/2 angles are computed once per block into shared memory, not once
- * per element and head; QK-norm is a warp reduction; the rotation's partner
- * elements come through a per-warp copy of the row in shared memory.
- * Arithmetic as k_qk_rope_store. Prefill runs gridDim.x = 1 (one block per
- * token), decode spreads a token's rows over more blocks. */
+/* Up to this many tokens QK_ROPE_STORE takes the scalar kernel: at batch 1
+ * (Llama-3-8B heads, ncu on the H200) it ran in 3.3-3.6 us, the vector
+ * kernel in 3.7-4.0 us (its per-block cos/sin table and barrier cost more
+ * than 48 small blocks do); at 2048 tokens the vector kernel is 4x faster. */
+#define RS_SCALAR_MAX_N 8
+
+/* Shared memory of the vector kernel (floats, float4-aligned parts): cos and
+ * sin of the token's angles [rot_dim/2 each, padded to 4], w_off + QK-norm
+ * weights of q and k [hd each], one row buffer per warp [hd]. */
+struct rs_smem_t {
+    float *cs, *sn, *qw, *kw, *buf;
+};
+
+/* One head row j of token t (in registers, `v`) through QK-norm and RoPE
+ * into dst / the caches. */
 template <typename KV, int CH>
-__global__ void __launch_bounds__(RS_WARPS * 32) k_qk_rope_store_vec(rs_args p) {
+__device__ __forceinline__ void rs_row(const rs_args &p, int64_t t, int j, int32_t slot, bool store, float4 *v,
+                                       const rs_smem_t &sm, int lane) {
+    const int hd = (int)p.hd, half = p.rot_dim / 2;
+    const int kind = j < p.h ? 0 : j < p.h + p.kvh ? 1 : 2;
+    const int head = kind == 0 ? j : kind == 1 ? j - (int)p.h : j - (int)(p.h + p.kvh);
+    const int64_t coff = ((int64_t)slot * p.kvh + head) * hd;
+    if (kind == 2) {
+        if (store)
+#pragma unroll
+            for (int c = 0; c < CH; c++) {
+                int e = (c * 32 + lane) * 4;
+                if (e < hd) st_kv4<KV>((KV *)p.vc + coff + e, v[c]);
+            }
+        return;
+    }
+    if (kind == 0 ? p.qn != NULL : p.kn != NULL) { /* warp-uniform */
+        const float4 *wv = (const float4 *)(kind == 0 ? sm.qw : sm.kw);
+        float ss = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CH; c++) ss += v[c].x * v[c].x + v[c].y * v[c].y + v[c].z * v[c].z + v[c].w * v[c].w;
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float s = 1.0f / sqrtf(ss / (float)hd + p.eps);
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+            float4 w = (c * 32 + lane) * 4 < hd ? wv[c * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            v[c] = make_float4(v[c].x * s * w.x, v[c].y * s * w.y, v[c].z * s * w.z, v[c].w * s * w.w);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < CH; c++) {
+        int e = (c * 32 + lane) * 4;
+        if (e < hd) *(float4 *)(sm.buf + e) = v[c];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int c = 0; c < CH; c++) {
+        int e = (c * 32 + lane) * 4;
+        float o[4] = {v[c].x, v[c].y, v[c].z, v[c].w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int i = e + u;
+            if (i >= p.rot_dim) continue;
+            bool first = p.neox ? i < half : (i & 1) == 0;
+            int k = p.neox ? (first ? i : i - half) : i >> 1;
+            int partner = p.neox ? (first ? i + half : i - half) : i ^ 1;
+            float xp = sm.buf[partner];
+            o[u] = first ? o[u] * sm.cs[k] - xp * sm.sn[k] : xp * sm.sn[k] + o[u] * sm.cs[k];
+        }
+        v[c] = make_float4(o[0], o[1], o[2], o[3]);
+    }
+    __syncwarp(); /* buf is rewritten by the next row */
+#pragma unroll
+    for (int c = 0; c < CH; c++) {
+        int e = (c * 32 + lane) * 4;
+        if (e >= hd) continue;
+        if (kind == 0) *(float4 *)(p.dst + t * p.d_s0 + head * p.d_s1 + (int64_t)e * 4) = v[c];
+        else if (store) st_kv4<KV>((KV *)p.kc + coff + e, v[c]);
+    }
+}
+
+/* The vector kernel (hd % 4 == 0, 16-byte aligned rows): block (x, t) of
+ * nw warps handles head rows j = x * nw + warp, stepping by gridDim.x * nw,
+ * of token t, one warp per row, rows in registers, the next row loaded while
+ * this one is worked on (loading two ahead measured no faster). cos/sin of the token's rot_dim/2 angles are
+ * computed once per block into shared memory, not once per element and
+ * head; QK-norm is a warp reduction; the rotation's partner elements come
+ * through the warp's row buffer. Arithmetic as k_qk_rope_store. Every load
+ * the block depends on (slot, position, inverse frequencies, first row) is
+ * issued up front. Many tokens: gridDim.x = 1 (a block per token); fewer:
+ * a token's rows spread over more blocks. The register cap (40 at hd <= 128:
+ * 6 blocks of 8 warps per SM, no spills) keeps enough rows in flight. */
+template <typename KV, int CH>
+__global__ void __launch_bounds__(RS_WARPS * 32, CH == 1 ? 6 : CH == 2 ? 4 : 1) k_qk_rope_store_vec(rs_args p) {
     CUDA_PDL_ENTER();
     extern __shared__ float4 rs_smem4[];
-    float *rs_smem = (float *)rs_smem4;
     const int half = p.rot_dim / 2, tab = (2 * half + 3) / 4 * 4, hd = (int)p.hd;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = blockIdx.y;
-    const int rows = (int)(p.h + 2 * p.kvh), step = gridDim.x * RS_WARPS;
-    float *cs = rs_smem, *sn = rs_smem + half, *qw = rs_smem + tab, *kw = qw + hd, *buf = kw + hd + warp * hd;
-    int j = blockIdx.x * RS_WARPS + warp;
+    const int rows = (int)(p.h + 2 * p.kvh), step = gridDim.x * nw;
+    rs_smem_t sm;
+    sm.cs = (float *)rs_smem4;
+    sm.sn = sm.cs + half;
+    sm.qw = sm.cs + tab;
+    sm.kw = sm.qw + hd;
+    sm.buf = sm.kw + hd + warp * hd;
+    int j = blockIdx.x * nw + warp;
+    const int32_t slot = p.slots[t];
+    const float pf = (float)p.pos[t];
+    const float f0 = (int)threadIdx.x < half ? p.inv_freq[threadIdx.x] : 0.0f;
     float4 cur[CH];
     if (j < rows) rs_load<CH>(p, t, j, hd, lane, cur);
-    const int32_t slot = p.slots[t];
-    const bool store = slot >= 0 && slot < p.n_slots; /* < 0: padding row, nothing stored */
-    if (slot >= p.n_slots && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.flags, CUDA_FLAG_BAD_SLOT);
-    const float pf = (float)p.pos[t];
     for (int k = threadIdx.x; k < half; k += blockDim.x) {
         float sv, cv;
-        sincosf(pf * p.inv_freq[k], &sv, &cv);
-        cs[k] = cv * p.af;
-        sn[k] = sv * p.af;
+        sincosf(pf * (k == (int)threadIdx.x ? f0 : p.inv_freq[k]), &sv, &cv);
+        sm.cs[k] = cv * p.af;
+        sm.sn[k] = sv * p.af;
     }
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) { /* w_off + QK-norm weights */
-        if (p.qn) qw[i] = p.w_off + p.qn[i];
-        if (p.kn) kw[i] = p.w_off + p.kn[i];
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        if (p.qn) sm.qw[i] = p.w_off + p.qn[i];
+        if (p.kn) sm.kw[i] = p.w_off + p.kn[i];
     }
     __syncthreads();
+    const bool store = slot >= 0 && slot < p.n_slots; /* < 0: padding row, nothing stored */
     for (; j < rows; j += step) {
         float4 nxt[CH];
         if (j + step < rows) rs_load<CH>(p, t, j + step, hd, lane, nxt);
-        const int kind = j < p.h ? 0 : j < p.h + p.kvh ? 1 : 2;
-        const int head = kind == 0 ? j : kind == 1 ? j - (int)p.h : j - (int)(p.h + p.kvh);
-        const int64_t coff = ((int64_t)slot * p.kvh + head) * hd;
-        if (kind == 2) {
-            if (store)
-#pragma unroll
-                for (int c = 0; c < CH; c++) {
-                    int e = (c * 32 + lane) * 4;
-                    if (e < hd) st_kv4<KV>((KV *)p.vc + coff + e, cur[c]);
-                }
-        } else {
-            if (kind == 0 ? p.qn != NULL : p.kn != NULL) {
-                const float4 *wv = (const float4 *)(kind == 0 ? qw : kw);
-                float ss = 0.0f;
-#pragma unroll
-                for (int c = 0; c < CH; c++)
-                    ss += cur[c].x * cur[c].x + cur[c].y * cur[c].y + cur[c].z * cur[c].z + cur[c].w * cur[c].w;
-                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-                float s = 1.0f / sqrtf(ss / (float)hd + p.eps);
-#pragma unroll
-                for (int c = 0; c < CH; c++) {
-                    float4 w = (c * 32 + lane) * 4 < hd ? wv[c * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    cur[c] = make_float4(cur[c].x * s * w.x, cur[c].y * s * w.y, cur[c].z * s * w.z, cur[c].w * s * w.w);
-                }
-            }
-#pragma unroll
-            for (int c = 0; c < CH; c++) {
-                int e = (c * 32 + lane) * 4;
-                if (e < hd) *(float4 *)(buf + e) = cur[c];
-            }
-            __syncwarp();
-#pragma unroll
-            for (int c = 0; c < CH; c++) {
-                int e = (c * 32 + lane) * 4;
-                float o[4] = {cur[c].x, cur[c].y, cur[c].z, cur[c].w};
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    int i = e + u;
-                    if (i >= p.rot_dim) continue;
-                    bool first = p.neox ? i < half : (i & 1) == 0;
-                    int k = p.neox ? (first ? i : i - half) : i >> 1;
-                    int partner = p.neox ? (first ? i + half : i - half) : i ^ 1;
-                    float xp = buf[partner];
-                    o[u] = first ? o[u] * cs[k] - xp * sn[k] : xp * sn[k] + o[u] * cs[k];
-                }
-                cur[c] = make_float4(o[0], o[1], o[2], o[3]);
-            }
-            __syncwarp(); /* buf is rewritten by the next row */
-#pragma unroll
-            for (int c = 0; c < CH; c++) {
-                int e = (c * 32 + lane) * 4;
-                if (e >= hd) continue;
-                if (kind == 0) *(float4 *)(p.dst + t * p.d_s0 + head * p.d_s1 + (int64_t)e * 4) = cur[c];
-                else if (store) st_kv4<KV>((KV *)p.kc + coff + e, cur[c]);
-            }
-        }
+        rs_row<KV, CH>(p, t, j, slot, store, cur, sm, lane);
 #pragma unroll
         for (int c = 0; c < CH; c++) cur[c] = nxt[c];
     }
+    if (slot >= p.n_slots && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.flags, CUDA_FLAG_BAD_SLOT);
 }
 
 template <typename KV>
 static void rs_launch_vec(cuda_ctx *c, const rs_args &p, int64_t n) {
-    int64_t rows = p.h + 2 * p.kvh, max_gx = (rows + RS_WARPS - 1) / RS_WARPS;
-    int64_t gx = (2 * (int64_t)c->n_sm + n - 1) / n; /* enough blocks for the GPU when n is small */
+    /* Few tokens: 4-warp blocks, enough of them to cover every head row of a
+     * token with one warp; many: one 8-warp block per token. */
+    int64_t rows = p.h + 2 * p.kvh, nw = n < (int64_t)c->n_sm ? 4 : RS_WARPS, max_gx = (rows + nw - 1) / nw;
+    int64_t gx = (2 * (int64_t)c->n_sm + n - 1) / n;
     if (gx > max_gx) gx = max_gx;
     int half = p.rot_dim / 2, tab = (2 * half + 3) / 4 * 4;
-    size_t smem = (size_t)(tab + (2 + RS_WARPS) * p.hd) * sizeof(float);
+    size_t smem = (size_t)(tab + (2 + nw) * p.hd) * sizeof(float);
     dim3 grid((unsigned)gx, (unsigned)n);
+    unsigned threads = (unsigned)(nw * 32);
     int ch = (int)((p.hd + 127) / 128);
-    if (ch <= 1) cuda_launch(k_qk_rope_store_vec<KV, 1>, grid, RS_WARPS * 32, smem, c->stream, p);
-    else if (ch <= 2) cuda_launch(k_qk_rope_store_vec<KV, 2>, grid, RS_WARPS * 32, smem, c->stream, p);
-    else if (ch <= 4) cuda_launch(k_qk_rope_store_vec<KV, 4>, grid, RS_WARPS * 32, smem, c->stream, p);
-    else cuda_launch(k_qk_rope_store_vec<KV, 8>, grid, RS_WARPS * 32, smem, c->stream, p);
+    if (ch <= 1) cuda_launch(k_qk_rope_store_vec<KV, 1>, grid, threads, smem, c->stream, p);
+    else if (ch <= 2) cuda_launch(k_qk_rope_store_vec<KV, 2>, grid, threads, smem, c->stream, p);
+    else if (ch <= 4) cuda_launch(k_qk_rope_store_vec<KV, 4>, grid, threads, smem, c->stream, p);
+    else cuda_launch(k_qk_rope_store_vec<KV, 8>, grid, threads, smem, c->stream, p);
 }
 
 /* Every head row of t starts on a 16-byte boundary. */
@@ -334,13 +366,13 @@ extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
     p.w_off = a->p.rope_store.w_offset;
     p.af = a->p.rope_store.attn_factor;
     p.flags = c->d_flags;
-    bool vec = hd % 4 == 0 && rs_aligned(q) && rs_aligned(k) && rs_aligned(v) && rs_aligned(a->dst) &&
+    bool vec = n > RS_SCALAR_MAX_N && hd % 4 == 0 && rs_aligned(q) && rs_aligned(k) && rs_aligned(v) && rs_aligned(a->dst) &&
                (uintptr_t)kc->data % 16 == 0 && (uintptr_t)vc->data % 16 == 0 && rs_aligned(qn) && rs_aligned(kn);
     if (vec) {
         if (kc->dtype == RT_BF16) rs_launch_vec<__nv_bfloat16>(c, p, n);
         else if (kc->dtype == RT_F16) rs_launch_vec<__half>(c, p, n);
         else rs_launch_vec<float>(c, p, n);
-    } else { /* odd head_dim or unaligned views: one block per (head row, token) */
+    } else { /* decode, odd head_dim or unaligned views: one block per (head row, token) */
         dim3 grid((unsigned)(h + 2 * kvh), (unsigned)n);
         unsigned threads = (unsigned)((hd + 31) / 32 * 32);
         if (kc->dtype == RT_BF16) cuda_launch(k_qk_rope_store<__nv_bfloat16>, grid, threads, 0, c->stream, p);

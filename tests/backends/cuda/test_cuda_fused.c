@@ -214,14 +214,20 @@ static void run_rs(const rs_case *cs) {
 static void test_qk_rope_store(void **st) {
     (void)st;
     NEED_GPU();
+    /* n <= 8: the scalar kernel (decode); more tokens: the vector kernel
+     * (cuda_fused.cu), whose row chunks per lane follow head_dim (<= 128,
+     * 256, 512, 1024), over one block per token (n >= the SM count) or
+     * several. */
     const rs_case cases[] = {
         {1, 16, 8, 128, 128, 1, 1, RT_BF16}, {3, 16, 8, 128, 128, 1, 1, RT_F32}, {4, 4, 2, 64, 64, 0, 0, RT_F16},
-        {2, 6, 3, 96, 32, 1, 0, RT_BF16},   {5, 8, 1, 256, 256, 1, 1, RT_F32},  {3, 2, 2, 40, 40, 0, 1, RT_F32},
-        /* Llama-3-8B heads: decode, a batch (two rows per warp), a prefill (one block per token) */
-        {1, 32, 8, 128, 128, 1, 0, RT_BF16}, {100, 32, 8, 128, 128, 1, 0, RT_BF16}, {300, 32, 8, 128, 128, 1, 1, RT_BF16},
-        {300, 8, 2, 64, 64, 0, 0, RT_F16},  {7, 4, 2, 512, 512, 1, 1, RT_F32},  {2, 3, 1, 1024, 256, 1, 1, RT_BF16},
-        /* head_dim % 4 != 0: the scalar kernel */
-        {3, 3, 1, 34, 18, 1, 1, RT_F16},    {2, 2, 2, 30, 30, 0, 0, RT_F32},
+        {2, 6, 3, 96, 32, 1, 0, RT_BF16},    {5, 8, 1, 256, 256, 1, 1, RT_F32},  {3, 2, 2, 40, 40, 0, 1, RT_F32},
+        {1, 32, 8, 128, 128, 1, 0, RT_BF16}, {3, 3, 1, 34, 18, 1, 1, RT_F16},    {2, 2, 2, 30, 30, 0, 0, RT_F32},
+        /* vector kernel; Llama-3-8B heads as a batch (two rows per warp) and a prefill */
+        {100, 32, 8, 128, 128, 1, 0, RT_BF16}, {300, 32, 8, 128, 128, 1, 1, RT_BF16}, {300, 8, 2, 64, 64, 0, 0, RT_F16},
+        {12, 6, 3, 96, 32, 1, 0, RT_BF16},     {13, 8, 1, 256, 256, 1, 1, RT_F32},   {10, 4, 2, 512, 512, 1, 1, RT_F32},
+        {9, 3, 1, 1024, 256, 1, 1, RT_BF16},   {11, 2, 2, 40, 40, 0, 1, RT_F16},
+        /* head_dim % 4 != 0 with many tokens: the scalar kernel */
+        {20, 3, 1, 34, 18, 1, 1, RT_F16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_rs(&cases[i]);
 }
