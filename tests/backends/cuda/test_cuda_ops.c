@@ -203,6 +203,30 @@ static void test_matmul(void **st) {
     matmul_case(RT_Q4_K, 40, 1024, 256, 0, 0);
 }
 
+/* Every f16/bf16 GEMV variant (VLLM_CUDA_GEMV 0..7, read once per backend:
+ * a fresh backend each) on the shapes that pick its kernels: one token row
+ * with long rows (k_gemv_deep from variant 4: whole rounds, a partial last
+ * round, KS = 4 over few rows), and a small batch (k_gemv_half_u). */
+static void test_matmul_variants(void **st) {
+    (void)st;
+    NEED_GPU();
+    rt_backend *keep = g_gpu;
+    for (int v = 0; v < 8; v++) {
+        char val[8];
+        snprintf(val, sizeof val, "%d", v);
+        setenv("VLLM_CUDA_GEMV", val, 1);
+        g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
+        assert_non_null(g_gpu);
+        matmul_case(RT_BF16, 1, 4096, 1000, 1, 0);
+        matmul_case(RT_F16, 1, 2056, 300, 0, 0);
+        matmul_case(RT_BF16, 1, 14336, 64, 1, 0);
+        matmul_case(RT_BF16, 4, 2048, 130, 0, 1);
+        rt_backend_free(g_gpu);
+        g_gpu = keep;
+    }
+    unsetenv("VLLM_CUDA_GEMV");
+}
+
 /* ---- RMSNORM / SOFTMAX / ARGMAX ---------------------------------------- */
 
 static void test_rmsnorm(void **st) {
@@ -778,7 +802,7 @@ static int teardown(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_matmul_variants), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
         cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
