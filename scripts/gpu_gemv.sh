@@ -34,7 +34,7 @@ EOF
 ) >"$OUT/make.log" 2>&1 &
 MPID=$!
 B=${VLLM_PREBUILT:-}
-if [ -z "$B" ] || ! "$B/vllm" --help >/dev/null 2>&1 || ! "$B/test_cuda_ops" --help >/dev/null 2>&1; then
+if [ -z "$B" ] || ! "$B/vllm" --help >/dev/null 2>&1 || ldd "$B/test_cuda_ops" | grep -q "not found"; then
     say "build (prebuilt binaries missing or not runnable)"
     B=build-gpu
     cmake -S . -B $B -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.log" 2>&1 ||
