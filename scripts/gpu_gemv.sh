@@ -7,7 +7,7 @@
 #      driver): one decode step of a 2-layer Llama-3.1-8B-shaped random bf16
 #      model per variant of VLLM_GEMV_VARIANTS (VLLM_CUDA_GEMV values);
 #   4. `vllm run` decode tok/s of the full 8B shape (512-token prompt + 256
-#      greedy tokens) per variant of VLLM_GEMV_E2E.
+#      greedy tokens) per variant of VLLM_GEMV_E2E, VLLM_GEMV_REPS times (1).
 # VLLM_PREBUILT=DIR takes the binaries (vllm, test_cuda_*) from DIR instead
 # of building. Logs in $OUT.
 set -u -o pipefail
@@ -69,7 +69,7 @@ EOF
 done
 for v in $E2E; do
     say "vllm run, VLLM_CUDA_GEMV=$v: 8B shape, 512-token prompt + 256 tokens"
-    for rep in 1 2; do
+    for rep in $(seq "${VLLM_GEMV_REPS:-1}"); do
         VLLM_CUDA_GEMV=$v "$B/vllm" run --device cuda --model /tmp/m8 --prompt-ids "$ids" --max-tokens 256 \
             --ignore-eos --temperature 0 2>&1 >/dev/null | grep -E "decode:|rror"
     done
