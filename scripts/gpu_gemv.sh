@@ -4,8 +4,9 @@
 #      test_cuda_fused (MATMUL_GLU, every variant);
 #   2. test_cuda_speed's GEMV table: GB/s per shape and variant, graph replay;
 #   3. Nsight Compute, each GEMV isolated (caches flushed, clocks left to the
-#      driver): one decode step of a 2-layer Llama-3.1-8B-shaped random bf16
-#      model per variant of VLLM_GEMV_VARIANTS (VLLM_CUDA_GEMV values);
+#      driver): the first 10 GEMVs (prefill's LM head, then layers 0-1 of
+#      the first decode step) of a Llama-3.1-8B-shaped random bf16 model
+#      per variant of VLLM_GEMV_VARIANTS (VLLM_CUDA_GEMV values);
 #   4. `vllm run` decode tok/s of the full 8B shape (512-token prompt + 256
 #      greedy tokens) per variant of VLLM_GEMV_E2E, VLLM_GEMV_REPS times (1).
 # VLLM_PREBUILT=DIR takes the binaries (vllm, test_cuda_*) from DIR instead
@@ -16,21 +17,13 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 VARS=${VLLM_GEMV_VARIANTS:-"1 4 5 6 7"}
-E2E=${VLLM_GEMV_E2E:-"1 4"}
+E2E=${VLLM_GEMV_E2E:-"1 4 5 6"}
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 t0=$(date +%s)
 say() { echo "== [$(($(date +%s) - t0))s] $*"; }
 source scripts/gpu_deps.sh >/dev/null || exit 1
 (
-    $PY - <<'EOF' || exit 1
-import sys
-sys.path.insert(0, "scripts")
-import gpu_hf
-gpu_hf.SHAPES["llama-8b-2l"] = dict(gpu_hf.SHAPES["llama-8b"], num_hidden_layers=2)
-sys.argv = ["gpu_hf.py", "make", "--shape", "llama-8b-2l", "--out", "/tmp/m8-2l"]
-gpu_hf.main()
-EOF
-    [ -z "$E2E" ] || $PY scripts/gpu_hf.py make --shape llama-8b --out /tmp/m8
+    [ -f /tmp/m8/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out /tmp/m8
 ) >"$OUT/make.log" 2>&1 &
 MPID=$!
 B=${VLLM_PREBUILT:-}
@@ -49,15 +42,15 @@ echo "tests exit $?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|cuda vs cpu: matmul|ERROR|fail" "$OUT/tests.log" | head -30
 wait $MPID || { tail -20 "$OUT/make.log"; exit 1; }
 say "test_cuda_speed: GEMV GB/s per shape and variant (graph replay)"
-VLLM_CUDA_BENCH_MODEL= "$B/test_cuda_speed" 2>&1 | grep -E "speed: gemv|FAILED|PASSED" | tee "$OUT/speed.log"
+VLLM_CUDA_BENCH_MODEL= "$B/test_cuda_speed" 2>&1 | grep -E "speed: gemv|FAILED|PASSED" 
 ids=$($PY -c "import random; random.seed(1); print(','.join(str(random.randrange(1000, 100000)) for _ in range(512)))")
 for v in $VARS; do
-    say "ncu, VLLM_CUDA_GEMV=$v (2-layer 8B shape, one decode step)"
+    say "ncu, VLLM_CUDA_GEMV=$v (8B shape: prefill LM head, decode layers 0-1)"
     VLLM_CUDA_GEMV=$v timeout 60 "$NCU" -k regex:gemv --metrics gpu__time_duration.sum,dram__bytes_read.sum \
         --clock-control none --csv --print-units base --launch-count 10 \
-        "$B/vllm" run --device cuda --model /tmp/m8-2l --prompt-ids "$ids" --max-tokens 3 --ignore-eos \
-        --temperature 0 >"$OUT/ncu_v$v.csv" 2>"$OUT/ncu_v$v.err" || tail -5 "$OUT/ncu_v$v.err"
-    $PY - "$OUT/ncu_v$v.csv" <<'EOF'
+        "$B/vllm" run --device cuda --model /tmp/m8 --prompt-ids "$ids" --max-tokens 3 --ignore-eos \
+        --temperature 0 >/tmp/ncu_v$v.csv 2>/tmp/ncu_v$v.err || tail -5 /tmp/ncu_v$v.err
+    $PY - /tmp/ncu_v$v.csv <<'EOF'
 import sys
 sys.path.insert(0, "tools")
 import ncu_summary as n

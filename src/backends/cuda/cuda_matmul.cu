@@ -265,62 +265,6 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_u(const char *w, int64
     else gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
 }
 
-/* The deep GEMV for one token row (n = 1) of f16/bf16 weights (variants
- * >= 4): the same K-split layout as k_gemv_half_u, but each lane keeps U
- * (8) 16-byte weight loads in flight at all times in a ring: slot u of the
- * round is consumed, then refilled with slot u of the next round, so a warp
- * has 4 KB (KS = 1) in flight from its first load to its last without
- * holding a second round in registers. With one warp per row, a 4096-row
- * GEMV keeps ~16 MB in flight, far above what the H200's ~4.2 TB/s needs
- * over the DRAM latency, also in the ramp at the start and in the tail. The
- * first round is issued before the PDL wait. With `rot`, row r starts at
- * round r % rounds and wraps (rows then stream from staggered offsets
- * instead of all warps walking the same columns in lock-step); the sum
- * order of a row depends on r and the shape only. */
-template <int U>
-__device__ __forceinline__ void deep_load(uint4 *q, const uint4 *wr, int c, int step, int nc) {
-#pragma unroll
-    for (int u = 0; u < U; u++) q[u] = c + u * step < nc ? ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
-}
-
-template <rt_dtype T, int KS, int U, bool GLU>
-__global__ void __launch_bounds__(GEMV_BLOCK, 4) k_gemv_deep(const char *w, int64_t w_stride, const float *x, float *y,
-                                                             const float *bias, int64_t out, int64_t in, int act,
-                                                             int rot) {
-    constexpr int RPB = GEMV_BLOCK / 32 / KS;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slot = warp / KS;
-    const int64_t f = out / 2, p = (int64_t)blockIdx.x * (RPB / 2) + slot / 2;
-    const int64_t r = GLU ? (p < f ? p + (slot & 1) * f : out) : (int64_t)blockIdx.x * RPB + slot;
-    const int nc = (int)(in / 8), step = 32 * KS, span = U * step, rounds = (nc + span - 1) / span;
-    const uint4 *wr = (const uint4 *)(w + (r < out ? r : 0) * w_stride);
-    const int c0 = (warp % KS) * 32 + lane;
-    int j = rot && r < out ? (int)(r % rounds) : 0;
-    uint4 q[U];
-    if (r < out) deep_load<U>(q, wr, c0 + j * span, step, nc); /* before the wait: weights only */
-    CUDA_PDL_ENTER();
-    float acc[CUDA_GEMV_MAX_N] = {0};
-    if (r < out) {
-        for (int i = 0; i < rounds; i++) {
-            const int c = c0 + j * span;
-            j = j + 1 == rounds ? 0 : j + 1;
-            const int cn = c0 + j * span;
-            const bool more = i + 1 < rounds;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int cu = c + u * step;
-                if (cu < nc) {
-                    float wv[8];
-                    unpack8<T>(q[u], wv);
-                    gemv_fma8_ldg(acc, wv, x, 0, cu, 1);
-                }
-                if (more) q[u] = cn + u * step < nc ? ld_stream16(wr + cn + u * step) : make_uint4(0, 0, 0, 0);
-            }
-        }
-    }
-    if (GLU) gemv_finish_glu<KS>(acc, 1, p, f, y, 0, act);
-    else gemv_finish<KS>(acc, 1, r, out, y, 0, bias);
-}
-
 /* Quantized rows: group c = values 8c..8c+7 (a quarter of 32-value unit
  * c/4), decoded with dq_span; x reads as two float4 when VX (x rows 16-byte
  * aligned). */
@@ -366,9 +310,9 @@ static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) 
  * per lane, KS for 32 warps per SM); 1 k_gemv_half_u with 2 loads per
  * round, KS for 16 warps per SM; 2 k_gemv_half_u with 4 loads per round,
  * KS for 32 warps per SM; 3 k_gemv_half_u with 2 loads per round, KS for 32
- * warps per SM. 4..7 take k_gemv_deep for one token row (n = 1) with long
- * enough rows (deep_plan), and variant 1 otherwise: 4 U = 8; 5 the same with
- * staggered row starts; 6 U = 4; 7 U = 8 with KS for 64 warps per SM. */
+ * warps per SM. 4..7 pick KS by waves (gemv_ks_waves): 4 k_gemv_half_u from
+ * variant 1's KS; 5 and 6 the same from twice and four times that KS
+ * (shorter warps, so a shorter tail); 7 k_gemv_half_ks from variant 1's KS. */
 enum { GEMV_NVARIANTS = 8 };
 
 static int gemv_variant(cuda_ctx *c) {
@@ -380,23 +324,43 @@ static int gemv_variant(cuda_ctx *c) {
     return c->gemv_cfg - 1;
 }
 
-/* k_gemv_deep's configuration for variant v on a [rows, in] matrix, or
- * u = 0 when the deep kernel does not take it: KS doubles while the rows
- * give fewer than `per_sm` warps per SM and every warp still has whole
- * rounds of U loads per lane. */
-typedef struct {
-    int u, ks, rot;
-} deep_cfg;
+/* Resident blocks of GEMV_BLOCK threads per SM for a kernel (registers
+ * bound it: 4 for the 64-register GEMVs), asked once per kernel. */
+template <auto Kernel> static int gemv_occupancy() {
+    static int nb;
+    if (!nb) {
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, GEMV_BLOCK, 0) != cudaSuccess || b < 1) {
+            (void)cudaGetLastError();
+            b = 1;
+        }
+        nb = b;
+    }
+    return nb;
+}
 
-static deep_cfg deep_plan(const cuda_ctx *c, int v, int64_t rows, int64_t in, int max_ks) {
-    deep_cfg d = {0, 1, v == 5};
-    if (v < 4) return d;
-    int u = v == 6 ? 4 : 8, per_sm = v == 7 ? 64 : 24;
-    int64_t nc = in / 8;
-    if (nc < 32 * u) return d;
-    while (d.ks < max_ks && rows * d.ks < (int64_t)per_sm * c->n_sm && nc >= (int64_t)64 * u * d.ks) d.ks *= 2;
-    d.u = u;
-    return d;
+/* KS of variants 4..7: from variant 1's KS (times `mult` while every lane
+ * keeps >= 2 groups of 8 values and KS <= max_ks), then the KS, of that one
+ * and its next two doublings, whose blocks fill the last wave best (blocks /
+ * (waves * slots), slots = n_sm * resident blocks per SM): a grid of 1.45
+ * waves (6144 rows of 4096 at KS 1: 768 blocks for 528 slots on the H200)
+ * leaves half the GPU idle through its second wave; a whole wave (or many)
+ * does not. `items` are rows (GLU: gate/up pairs), a block holds
+ * `per_block` / KS of them. Depends on the shape and device only. */
+static int gemv_ks_waves(const cuda_ctx *c, int64_t items, int64_t rows, int64_t in, int per_block, int max_ks,
+                         int mult, int occ) {
+    int64_t nc = in / 8, slots = (int64_t)c->n_sm * occ;
+    int ks = gemv_ks(c, rows, in, 16);
+    if (ks > max_ks) ks = max_ks;
+    for (; mult > 1 && ks * 2 <= max_ks && nc >= (int64_t)64 * ks * 2; mult /= 2) ks *= 2;
+    int best = ks;
+    double best_fill = 0;
+    for (int k = ks; k <= max_ks && k <= 4 * ks && (k == ks || nc >= (int64_t)64 * k); k *= 2) {
+        int64_t per = per_block / k, blocks = (items + per - 1) / per, waves = (blocks + slots - 1) / slots;
+        double fill = (double)blocks / (double)(waves * slots);
+        if (fill > best_fill + 0.02) best = k, best_fill = fill; /* ties: the smaller KS */
+    }
+    return best;
 }
 
 /* Bytes between rows of a tensor viewed as [rows, last], 0 if not evenly spaced. */
@@ -442,38 +406,19 @@ static void launch_half_u(cuda_ctx *c, int ks, unsigned grid, const char *wd, in
     }
 }
 
-template <rt_dtype T, int U, bool GLU>
-static void launch_deep_u(cuda_ctx *c, int ks, unsigned grid, const char *wd, int64_t ws, const float *x, float *y,
-                          const float *bias, int64_t out, int64_t in, int act, int rot) {
-    switch (ks) {
-    case 1: cuda_launch(k_gemv_deep<T, 1, U, GLU>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, y, bias, out, in, act, rot); break;
-    case 2: cuda_launch(k_gemv_deep<T, 2, U, GLU>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, y, bias, out, in, act, rot); break;
-    default: cuda_launch(k_gemv_deep<T, 4, U, GLU>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, y, bias, out, in, act, rot); break;
-    }
-}
-
-/* k_gemv_deep with the plan d; a block holds GEMV_BLOCK / 32 / KS rows
- * (GLU: half as many gate/up pairs). */
-template <rt_dtype T, bool GLU>
-static void launch_deep(cuda_ctx *c, deep_cfg d, const char *wd, int64_t ws, const float *x, float *y,
-                        const float *bias, int64_t out, int64_t in, int act) {
-    int64_t per = GEMV_BLOCK / 32 / d.ks / (GLU ? 2 : 1), items = GLU ? out / 2 : out;
-    unsigned grid = (unsigned)((items + per - 1) / per);
-    if (d.u == 4) launch_deep_u<T, 4, GLU>(c, d.ks, grid, wd, ws, x, y, bias, out, in, act, d.rot);
-    else launch_deep_u<T, 8, GLU>(c, d.ks, grid, wd, ws, x, y, bias, out, in, act, d.rot);
-}
-
 /* f16/bf16 rows, 16-byte aligned: the variant's kernel and KS. */
 template <rt_dtype T>
 static void gemv_half(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                       const float *bias, int64_t out, int64_t in, int n) {
-    int v = gemv_variant(c);
-    deep_cfg d = n == 1 ? deep_plan(c, v, out, in, 4) : deep_cfg{0, 1, 0};
-    if (d.u) return launch_deep<T, false>(c, d, wd, ws, x, y, bias, out, in, 0);
-    if (v >= 4) v = 1;
-    int ks = gemv_ks(c, out, in, v == 1 ? 16 : 32);
-    unsigned grid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
-    if (v == 0) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    const int v = gemv_variant(c), rpb = GEMV_BLOCK / 32;
+    int ks;
+    if (v == 7) ks = gemv_ks_waves(c, out, out, in, rpb, 8, 1, gemv_occupancy<k_gemv_half_ks<T, 1>>());
+    else if (v >= 4)
+        ks = gemv_ks_waves(c, out, out, in, rpb, 8, v == 5 ? 2 : v == 6 ? 4 : 1,
+                           gemv_occupancy<k_gemv_half_u<T, 1, 2, false>>());
+    else ks = gemv_ks(c, out, in, v == 1 ? 16 : 32);
+    unsigned grid = (unsigned)((out + rpb / ks - 1) / (rpb / ks));
+    if (v == 0 || v == 7) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else if (v == 2) launch_half_u<T, 4, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
     else launch_half_u<T, 2, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
 }
@@ -562,16 +507,15 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
     if (fused) {
         const float *xd = (const float *)x->data;
         float *yd = (float *)dst->data;
-        int v = gemv_variant(c), act = a->p.glu.act;
-        deep_cfg d = n == 1 ? deep_plan(c, v, out, in, 4) : deep_cfg{0, 1, 0};
-        if (d.u) {
-            if (w->dtype == RT_F16) launch_deep<RT_F16, true>(c, d, wd, w->stride[0], xd, yd, NULL, out, in, act);
-            else launch_deep<RT_BF16, true>(c, d, wd, w->stride[0], xd, yd, NULL, out, in, act);
-            CU_LAUNCHED();
-            return VC_OK;
+        int v = gemv_variant(c), act = a->p.glu.act, ks;
+        if (v >= 4) {
+            int occ = w->dtype == RT_F16 ? gemv_occupancy<k_gemv_half_u<RT_F16, 1, 2, true>>()
+                                         : gemv_occupancy<k_gemv_half_u<RT_BF16, 1, 2, true>>();
+            ks = gemv_ks_waves(c, f, out, in, GEMV_BLOCK / 32 / 2, 4, v == 5 ? 2 : v == 6 ? 4 : 1, occ);
+        } else {
+            ks = gemv_ks(c, out, in, v == 2 || v == 3 ? 32 : 16);
+            if (ks > 4) ks = 4;
         }
-        int ks = gemv_ks(c, out, in, v == 2 || v == 3 ? 32 : 16);
-        if (ks > 4) ks = 4;
         int64_t pairs = GEMV_BLOCK / 32 / ks / 2;
         unsigned grid = (unsigned)((f + pairs - 1) / pairs);
         int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;

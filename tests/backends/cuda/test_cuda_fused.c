@@ -262,9 +262,8 @@ static void glu_cases(void) {
     }
 }
 
-/* The default GEMV variant, then every variant with a GLU epilogue of its
- * own kernels (VLLM_CUDA_GEMV 1..7, a fresh backend each: n = 1 with rows
- * of >= 2048 values takes k_gemv_deep from variant 4). */
+/* The default GEMV variant, then every variant with the GLU epilogue
+ * (VLLM_CUDA_GEMV 1..7, a fresh backend each: their KS choices differ). */
 static void test_matmul_glu(void **st) {
     (void)st;
     NEED_GPU();

@@ -204,9 +204,9 @@ static void test_matmul(void **st) {
 }
 
 /* Every f16/bf16 GEMV variant (VLLM_CUDA_GEMV 0..7, read once per backend:
- * a fresh backend each) on the shapes that pick its kernels: one token row
- * with long rows (k_gemv_deep from variant 4: whole rounds, a partial last
- * round, KS = 4 over few rows), and a small batch (k_gemv_half_u). */
+ * a fresh backend each; their kernels and KS choices differ) on one token
+ * row with long rows (KS 1..8, a row length that is not a whole number of
+ * rounds, few rows) and on a small strided batch. */
 static void test_matmul_variants(void **st) {
     (void)st;
     NEED_GPU();
