@@ -3,12 +3,12 @@
 #   1. correctness: test_cuda_ops (every GEMV variant vs the CPU op) and
 #      test_cuda_fused (MATMUL_GLU, every variant);
 #   2. test_cuda_speed's GEMV table: GB/s per shape and variant, graph replay;
-#   3. Nsight Compute, each GEMV isolated (caches flushed, clocks left to the
+#   3. `vllm run` decode tok/s of the full 8B shape (512-token prompt + 256
+#      greedy tokens) per variant of VLLM_GEMV_E2E, VLLM_GEMV_REPS times (1);
+#   4. Nsight Compute, each GEMV isolated (caches flushed, clocks left to the
 #      driver): the first 10 GEMVs (prefill's LM head, then layers 0-1 of
 #      the first decode step) of a Llama-3.1-8B-shaped random bf16 model
-#      per variant of VLLM_GEMV_VARIANTS (VLLM_CUDA_GEMV values);
-#   4. `vllm run` decode tok/s of the full 8B shape (512-token prompt + 256
-#      greedy tokens) per variant of VLLM_GEMV_E2E, VLLM_GEMV_REPS times (1).
+#      per variant of VLLM_GEMV_VARIANTS (VLLM_CUDA_GEMV values).
 # VLLM_PREBUILT=DIR takes the binaries (vllm, test_cuda_*) from DIR instead
 # of building. Logs in $OUT.
 set -u -o pipefail
@@ -44,6 +44,13 @@ wait $MPID || { tail -20 "$OUT/make.log"; exit 1; }
 say "test_cuda_speed: GEMV GB/s per shape and variant (graph replay)"
 VLLM_CUDA_BENCH_MODEL= "$B/test_cuda_speed" 2>&1 | grep -E "speed: gemv|FAILED|PASSED" 
 ids=$($PY -c "import random; random.seed(1); print(','.join(str(random.randrange(1000, 100000)) for _ in range(512)))")
+for v in $E2E; do
+    say "vllm run, VLLM_CUDA_GEMV=$v: 8B shape, 512-token prompt + 256 tokens"
+    for rep in $(seq "${VLLM_GEMV_REPS:-1}"); do
+        VLLM_CUDA_GEMV=$v "$B/vllm" run --device cuda --model /tmp/m8 --prompt-ids "$ids" --max-tokens 256 \
+            --ignore-eos --temperature 0 2>&1 >/dev/null | grep -E "decode:|rror"
+    done
+done
 for v in $VARS; do
     say "ncu, VLLM_CUDA_GEMV=$v (8B shape: prefill LM head, decode layers 0-1)"
     VLLM_CUDA_GEMV=$v timeout 60 "$NCU" -k regex:gemv --metrics gpu__time_duration.sum,dram__bytes_read.sum \
@@ -59,12 +66,5 @@ for k in n.kernels(sys.argv[1]):
     print(f"  {n.short(k['name'])[:40]:40s} grid {k['grid']:>14s} {t / 1e3:8.1f} us {b / 1e6:8.1f} MB "
           f"{b / t if t else 0:7.0f} GB/s")
 EOF
-done
-for v in $E2E; do
-    say "vllm run, VLLM_CUDA_GEMV=$v: 8B shape, 512-token prompt + 256 tokens"
-    for rep in $(seq "${VLLM_GEMV_REPS:-1}"); do
-        VLLM_CUDA_GEMV=$v "$B/vllm" run --device cuda --model /tmp/m8 --prompt-ids "$ids" --max-tokens 256 \
-            --ignore-eos --temperature 0 2>&1 >/dev/null | grep -E "decode:|rror"
-    done
 done
 say "done"
