@@ -4,7 +4,7 @@
 #      test_cuda_fused (MATMUL_GLU, every variant);
 #   2. test_cuda_speed's GEMV table: GB/s per shape and variant, graph replay;
 #   3. `vllm run` decode tok/s of the full 8B shape (512-token prompt + 256
-#      greedy tokens) per variant of VLLM_GEMV_E2E, VLLM_GEMV_REPS times (1);
+#      greedy tokens) per variant of VLLM_GEMV_E2E, VLLM_GEMV_REPS rounds (1);
 #   4. Nsight Compute, each GEMV isolated (caches flushed, clocks left to the
 #      driver): the first 10 GEMVs (prefill's LM head, then layers 0-1 of
 #      the first decode step) of a Llama-3.1-8B-shaped random bf16 model
@@ -16,14 +16,21 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
-VARS=${VLLM_GEMV_VARIANTS:-"1 4 5 6 7"}
-E2E=${VLLM_GEMV_E2E:-"1 4 5 6"}
+VARS=${VLLM_GEMV_VARIANTS-"1 4"}
+E2E=${VLLM_GEMV_E2E-"1 4"}
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 t0=$(date +%s)
 say() { echo "== [$(($(date +%s) - t0))s] $*"; }
 source scripts/gpu_deps.sh >/dev/null || exit 1
+# the full 8B shape (32 layers): one made earlier on this machine, or a new one
+M=/tmp/gemv-llama-8b
+for d in /tmp/rand-llama-8b /tmp/m8 $M; do
+    if $PY -c "import json, sys; c = json.load(open('$d/config.json'))
+sys.exit(not (c['num_hidden_layers'] == 32 and c['hidden_size'] == 4096 and c['vocab_size'] == 128256))" 2>/dev/null
+    then M=$d; break; fi
+done
 (
-    [ -f /tmp/m8/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out /tmp/m8
+    [ -f $M/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out $M
 ) >"$OUT/make.log" 2>&1 &
 MPID=$!
 B=${VLLM_PREBUILT:-}
@@ -44,10 +51,10 @@ wait $MPID || { tail -20 "$OUT/make.log"; exit 1; }
 say "test_cuda_speed: GEMV GB/s per shape and variant (graph replay)"
 VLLM_CUDA_BENCH_MODEL= "$B/test_cuda_speed" 2>&1 | grep -E "speed: gemv|FAILED|PASSED" 
 ids=$($PY -c "import random; random.seed(1); print(','.join(str(random.randrange(1000, 100000)) for _ in range(512)))")
-for v in $E2E; do
-    say "vllm run, VLLM_CUDA_GEMV=$v: 8B shape, 512-token prompt + 256 tokens"
-    for rep in $(seq "${VLLM_GEMV_REPS:-1}"); do
-        VLLM_CUDA_GEMV=$v "$B/vllm" run --device cuda --model /tmp/m8 --prompt-ids "$ids" --max-tokens 256 \
+for rep in $(seq "${VLLM_GEMV_REPS:-1}"); do
+    for v in $E2E; do
+        say "vllm run, VLLM_CUDA_GEMV=$v: 8B shape ($M), 512-token prompt + 256 tokens"
+        VLLM_CUDA_GEMV=$v "$B/vllm" run --device cuda --model $M --prompt-ids "$ids" --max-tokens 256 \
             --ignore-eos --temperature 0 2>&1 >/dev/null | grep -E "decode:|rror"
     done
 done
@@ -55,7 +62,7 @@ for v in $VARS; do
     say "ncu, VLLM_CUDA_GEMV=$v (8B shape: prefill LM head, decode layers 0-1)"
     VLLM_CUDA_GEMV=$v timeout 60 "$NCU" -k regex:gemv --metrics gpu__time_duration.sum,dram__bytes_read.sum \
         --clock-control none --csv --print-units base --launch-count 10 \
-        "$B/vllm" run --device cuda --model /tmp/m8 --prompt-ids "$ids" --max-tokens 3 --ignore-eos \
+        "$B/vllm" run --device cuda --model $M --prompt-ids "$ids" --max-tokens 3 --ignore-eos \
         --temperature 0 >/tmp/ncu_v$v.csv 2>/tmp/ncu_v$v.err || tail -5 /tmp/ncu_v$v.err
     $PY - /tmp/ncu_v$v.csv <<'EOF'
 import sys

@@ -310,16 +310,16 @@ static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) 
  * per lane, KS for 32 warps per SM); 1 k_gemv_half_u with 2 loads per
  * round, KS for 16 warps per SM; 2 k_gemv_half_u with 4 loads per round,
  * KS for 32 warps per SM; 3 k_gemv_half_u with 2 loads per round, KS for 32
- * warps per SM. 4..7 pick KS by waves (gemv_ks_waves): 4 k_gemv_half_u from
- * variant 1's KS; 5 and 6 the same from twice and four times that KS
- * (shorter warps, so a shorter tail); 7 k_gemv_half_ks from variant 1's KS. */
-enum { GEMV_NVARIANTS = 8 };
+ * warps per SM; 4 (default) k_gemv_half_u with variant 1's KS where its
+ * grid fits in one wave of resident blocks, else 4x that KS (gemv_ks_waves);
+ * 5 and 6 k_gemv_half_u with 2x and 4x variant 1's KS on every shape. */
+enum { GEMV_NVARIANTS = 7, GEMV_DEFAULT = 4 };
 
 static int gemv_variant(cuda_ctx *c) {
     if (!c->gemv_cfg) {
         const char *e = getenv("VLLM_CUDA_GEMV");
-        int v = e && *e ? atoi(e) : 1;
-        c->gemv_cfg = 1 + (v >= 0 && v < GEMV_NVARIANTS ? v : 1);
+        int v = e && *e ? atoi(e) : GEMV_DEFAULT;
+        c->gemv_cfg = 1 + (v >= 0 && v < GEMV_NVARIANTS ? v : GEMV_DEFAULT);
     }
     return c->gemv_cfg - 1;
 }
@@ -339,28 +339,29 @@ template <auto Kernel> static int gemv_occupancy() {
     return nb;
 }
 
-/* KS of variants 4..7: from variant 1's KS (times `mult` while every lane
- * keeps >= 2 groups of 8 values and KS <= max_ks), then the KS, of that one
- * and its next two doublings, whose blocks fill the last wave best (blocks /
- * (waves * slots), slots = n_sm * resident blocks per SM): a grid of 1.45
- * waves (6144 rows of 4096 at KS 1: 768 blocks for 528 slots on the H200)
- * leaves half the GPU idle through its second wave; a whole wave (or many)
- * does not. `items` are rows (GLU: gate/up pairs), a block holds
- * `per_block` / KS of them. Depends on the shape and device only. */
-static int gemv_ks_waves(const cuda_ctx *c, int64_t items, int64_t rows, int64_t in, int per_block, int max_ks,
-                         int mult, int occ) {
-    int64_t nc = in / 8, slots = (int64_t)c->n_sm * occ;
+/* KS of variants 4..6 for `items` (rows; GLU: gate/up pairs, `rows` = 2x)
+ * of which a block holds per_block / KS: variant 1's KS (<= max_ks), then
+ * times `mult` (variant 4: 4 when the grid needs more than one wave of
+ * n_sm * occ blocks, else 1) while every lane keeps >= 2 groups of 8
+ * values. Measured on the H200 (graph replay and Nsight Compute): a grid of
+ * one wave (512 blocks of 8 rows for 528 slots: 4096x4096, 4096x14336)
+ * streams all its rows at once and more, shorter warps only add blocks; a
+ * grid of several waves (6144, 28672 and 128256 rows of 4096) loses the
+ * tail of its last wave, which is a quarter as long with warps that each
+ * take a quarter of a row (KS 4: 2.9 -> 3.4, 3.75 -> 4.0, 4.06 -> 4.16
+ * TB/s). Depends on the shape and device only. */
+static int gemv_ks_waves(const cuda_ctx *c, int v, int64_t items, int64_t rows, int64_t in, int per_block,
+                         int max_ks, int occ) {
+    int64_t nc = in / 8;
     int ks = gemv_ks(c, rows, in, 16);
     if (ks > max_ks) ks = max_ks;
-    for (; mult > 1 && ks * 2 <= max_ks && nc >= (int64_t)64 * ks * 2; mult /= 2) ks *= 2;
-    int best = ks;
-    double best_fill = 0;
-    for (int k = ks; k <= max_ks && k <= 4 * ks && (k == ks || nc >= (int64_t)64 * k); k *= 2) {
-        int64_t per = per_block / k, blocks = (items + per - 1) / per, waves = (blocks + slots - 1) / slots;
-        double fill = (double)blocks / (double)(waves * slots);
-        if (fill > best_fill + 0.02) best = k, best_fill = fill; /* ties: the smaller KS */
+    int mult = v == 5 ? 2 : 4;
+    if (v == 4) {
+        int64_t per = per_block / ks, blocks = (items + per - 1) / per;
+        if (blocks <= (int64_t)c->n_sm * occ) mult = 1;
     }
-    return best;
+    for (; mult > 1 && ks * 2 <= max_ks && nc >= (int64_t)64 * ks * 2; mult /= 2) ks *= 2;
+    return ks;
 }
 
 /* Bytes between rows of a tensor viewed as [rows, last], 0 if not evenly spaced. */
@@ -411,14 +412,10 @@ template <rt_dtype T>
 static void gemv_half(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                       const float *bias, int64_t out, int64_t in, int n) {
     const int v = gemv_variant(c), rpb = GEMV_BLOCK / 32;
-    int ks;
-    if (v == 7) ks = gemv_ks_waves(c, out, out, in, rpb, 8, 1, gemv_occupancy<k_gemv_half_ks<T, 1>>());
-    else if (v >= 4)
-        ks = gemv_ks_waves(c, out, out, in, rpb, 8, v == 5 ? 2 : v == 6 ? 4 : 1,
-                           gemv_occupancy<k_gemv_half_u<T, 1, 2, false>>());
-    else ks = gemv_ks(c, out, in, v == 1 ? 16 : 32);
+    const int ks = v >= 4 ? gemv_ks_waves(c, v, out, out, in, rpb, 8, gemv_occupancy<k_gemv_half_u<T, 1, 2, false>>())
+                          : gemv_ks(c, out, in, v == 1 ? 16 : 32);
     unsigned grid = (unsigned)((out + rpb / ks - 1) / (rpb / ks));
-    if (v == 0 || v == 7) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
+    if (v == 0) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else if (v == 2) launch_half_u<T, 4, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
     else launch_half_u<T, 2, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
 }
@@ -511,7 +508,7 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
         if (v >= 4) {
             int occ = w->dtype == RT_F16 ? gemv_occupancy<k_gemv_half_u<RT_F16, 1, 2, true>>()
                                          : gemv_occupancy<k_gemv_half_u<RT_BF16, 1, 2, true>>();
-            ks = gemv_ks_waves(c, f, out, in, GEMV_BLOCK / 32 / 2, 4, v == 5 ? 2 : v == 6 ? 4 : 1, occ);
+            ks = gemv_ks_waves(c, v, f, out, in, GEMV_BLOCK / 32 / 2, 4, occ);
         } else {
             ks = gemv_ks(c, out, in, v == 2 || v == 3 ? 32 : 16);
             if (ks > 4) ks = 4;

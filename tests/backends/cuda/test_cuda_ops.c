@@ -203,15 +203,15 @@ static void test_matmul(void **st) {
     matmul_case(RT_Q4_K, 40, 1024, 256, 0, 0);
 }
 
-/* Every f16/bf16 GEMV variant (VLLM_CUDA_GEMV 0..7, read once per backend:
+/* Every f16/bf16 GEMV variant (VLLM_CUDA_GEMV 0..6, read once per backend:
  * a fresh backend each; their kernels and KS choices differ) on one token
  * row with long rows (KS 1..8, a row length that is not a whole number of
- * rounds, few rows) and on a small strided batch. */
+ * rounds, few rows, a grid of several waves) and on small batches. */
 static void test_matmul_variants(void **st) {
     (void)st;
     NEED_GPU();
     rt_backend *keep = g_gpu;
-    for (int v = 0; v < 8; v++) {
+    for (int v = 0; v < 7; v++) {
         char val[8];
         snprintf(val, sizeof val, "%d", v);
         setenv("VLLM_CUDA_GEMV", val, 1);
@@ -221,6 +221,8 @@ static void test_matmul_variants(void **st) {
         matmul_case(RT_F16, 1, 2056, 300, 0, 0);
         matmul_case(RT_BF16, 1, 14336, 64, 1, 0);
         matmul_case(RT_BF16, 4, 2048, 130, 0, 1);
+        matmul_case(RT_BF16, 1, 2048, 6000, 1, 0); /* > 1 wave of blocks at KS 1 (H200): variant 4 takes KS 4 */
+        matmul_case(RT_F16, 3, 2048, 6000, 0, 0);
         rt_backend_free(g_gpu);
         g_gpu = keep;
     }
