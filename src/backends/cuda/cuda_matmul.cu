@@ -2,7 +2,8 @@
  *
  * Two paths:
  *  - n <= CUDA_GEMV_MAX_N (decode): a GEMV kernel, KS warps per weight row
- *    (KS from the shape: several for matrices with few rows), that decodes W
+ *    (KS from the shape and the GPU: several for matrices with few rows,
+ *    and for f16/bf16 grids of several waves of blocks), that decodes W
  *    on the fly (f32/f16/bf16 elements, 16-byte loads of 8
  *    halves when aligned, or 32-value units of the GGUF block formats via
  *    cuda_dequant.cuh) and dots it with up to CUDA_GEMV_MAX_N (8) f32 activation rows in f32 (at 16 rows the
