@@ -39,12 +39,18 @@
  * O += P V (V via ldmatrix.trans). f32 accumulation throughout; out = O / l
  * (0 for a row with no keys).
  *
- * Measured on the H200 before this layout (BM 64 only, 2-D grid, test_cuda_flash,
- * 2048-token causal prompt, hd 128, bf16): 150 us per layer at 16/8 heads
- * (115 TFLOP/s), 238 us at 32/8 (144). Next step: wgmma/TMA (FA3).
+ * Measured on the H200 (test_cuda_flash, 2048-token causal prompt, hd 128,
+ * bf16 cache, B 16): 16/8 heads (Qwen3-0.6B) 102 us per layer, 169 TFLOP/s
+ * of attention work (MT 2: 137 us); 32/8 (Llama-3.1-8B) 158 us, 217 TFLOP/s
+ * (MT 2: 179 us); the earlier BM-64-only kernel (2 CTAs/SM, 1-D tile order
+ * per head, 64-bit paged addressing): 150 / 238 us. Nsight Compute on an
+ * intermediate version (193 us at 32/8): tensor pipe 28% busy, ~1,200
+ * instructions per warp and key tile (192 of them mma/ldmatrix), stalls
+ * mostly on fixed-latency dependencies; instruction count and occupancy
+ * are the levers left, then wgmma/TMA (FA3).
  *
- * Shapes: hd 64 or 128, G <= 64, cache rows 16-byte aligned
- * (cuda_flash_eligible). Precision: q and p rounded to the cache dtype
+ * Shapes: hd 64 or 128, G <= 64, block size a power of two, cache rows
+ * 16-byte aligned, 32-bit byte strides (cuda_flash_eligible). Precision: q and p rounded to the cache dtype
  * (normalised error ~1e-3 vs the f32 reference); f32 caches and other
  * shapes keep the SIMT kernels of cuda_paged_attn.cu.
  */
@@ -538,8 +544,8 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     a.G = (int)(h / kvh);
     /* Tile height: 64 packed rows (MT 1, 3 CTAs per SM) unless
      * VLLM_CUDA_FLASH_TILE=128 asks for MT 2 (2 CTAs per SM), which measured
-     * slower on the H200 at 2048 tokens (203 vs 193 us at 32/8 heads, 159 vs
-     * 125 us at 16/8): fewer warps to hide latency, and a lone wave of big
+     * slower on the H200 at 2048 tokens (179 vs 158 us at 32/8 heads, 137 vs
+     * 102 us at 16/8): fewer warps to hide latency, and a lone wave of big
      * tiles at 16/8 heads. */
     int mt = 1;
     const char *forced = getenv("VLLM_CUDA_FLASH_TILE"); /* 64 | 128: tests, A/B (prefill calls are rare) */
