@@ -180,13 +180,19 @@ int cli_run(int argc, char **argv) {
     logits = malloc((size_t)cfg->vocab * sizeof *logits);
     if (!seq || !smp || !logits) goto fail;
 
+    /* Greedy: the argmax is taken on the device (4 bytes back per step
+     * instead of the vocabulary's logits). */
+    bool greedy = sp.temperature < 1e-5f; /* as smp_sample */
+    int32_t next = 0;
     double t0 = vc_now_s();
-    if (mdl_forward(m, seq, ids, (int64_t)n_ids, logits, false) < 0) goto fail;
+    if ((greedy ? mdl_forward_argmax(m, seq, ids, (int64_t)n_ids, &next)
+                : mdl_forward(m, seq, ids, (int64_t)n_ids, logits, false)) < 0)
+        goto fail;
     double t1 = vc_now_s();
     int64_t produced = 0;
     const char *finish = "length";
     for (; produced < max_tokens; produced++) {
-        int32_t next = smp_sample(smp, logits);
+        if (!greedy) next = smp_sample(smp, logits);
         if (!ignore_eos && mdl_config_is_eos(cfg, next)) {
             finish = "stop";
             break;
@@ -200,7 +206,9 @@ int cli_run(int argc, char **argv) {
             free(delta);
         }
         fflush(stdout);
-        if (produced + 1 < max_tokens && mdl_forward(m, seq, &next, 1, logits, false) < 0) goto fail;
+        if (produced + 1 < max_tokens &&
+            (greedy ? mdl_forward_argmax(m, seq, &next, 1, &next) : mdl_forward(m, seq, &next, 1, logits, false)) < 0)
+            goto fail;
     }
     if (ts && !print_ids) {
         char *rest = NULL;

@@ -649,7 +649,12 @@ void mdl_seq_free(mdl_seq *s) {
 int64_t mdl_seq_len(const mdl_seq *s) { return s->len; }
 void mdl_seq_reset(mdl_seq *s) { s->len = 0; }
 
-int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *logits, bool all_logits) {
+/* The seq API's forward: chunks of at most max_batch tokens; the last
+ * chunk's logits go to logits (all rows with all_logits) or, with argmax
+ * non-NULL, only the id of the last row's largest logit (argmax on the
+ * device: 4 bytes back instead of a vocabulary of floats). */
+static int seq_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *logits, bool all_logits,
+                       int32_t *argmax) {
     if (n <= 0) return vc_err_set(VC_ERR_INVALID, "forward: no tokens");
     if (s->len + n > s->max_ctx)
         return vc_err_set(VC_ERR_INVALID, "context overflow: %lld + %lld tokens > %lld", (long long)s->len,
@@ -673,12 +678,21 @@ int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *
         mdl_batch b = {.n_tokens = (int32_t)c, .ids = ids + done, .positions = pos, .slots = slots,
                        .n_seqs = 1, .qsl = qsl, .seq_lens = &seq_len, .block_tables = s->block_table,
                        .max_blocks = s->nb, .n_logits = n_logits, .logit_rows = rows};
-        rc = mdl_forward_batch(m, s->kv, &b, all_logits ? logits + done * m->cfg.vocab : logits);
+        if (argmax && last_chunk) rc = mdl_forward_batch_argmax(m, s->kv, &b, argmax);
+        else rc = mdl_forward_batch(m, s->kv, &b, all_logits ? logits + done * m->cfg.vocab : logits);
         if (rc == 0) s->len += c;
         done += c;
     }
     free(meta);
     return rc;
+}
+
+int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *logits, bool all_logits) {
+    return seq_forward(m, s, ids, n, logits, all_logits, NULL);
+}
+
+int mdl_forward_argmax(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, int32_t *next) {
+    return seq_forward(m, s, ids, n, NULL, false, next);
 }
 
 void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks, mdl_step_views *sv) {

@@ -172,5 +172,8 @@ void mdl_seq_reset(mdl_seq *s);
  * when all_logits. Errors (context overflow, bad ids) return < 0. */
 int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *logits,
                 bool all_logits);
+/* The same for greedy decoding: *next = the id of the last token's largest
+ * logit (lowest id on ties, as the host sampler), found on the device. */
+int mdl_forward_argmax(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, int32_t *next);
 
 #endif

@@ -134,6 +134,46 @@ static void test_argmax(void **st) {
     mdl_free(m);
 }
 
+static int32_t host_argmax(const float *lg, int64_t V) {
+    int32_t best = 0;
+    for (int64_t j = 1; j < V; j++)
+        if (lg[j] > lg[best]) best = (int32_t)j;
+    return best;
+}
+
+static void test_seq_argmax(void **st) {
+    (void)st;
+    for (int chunked = 0; chunked < 2; chunked++) {
+        mdl_params mp = mdl_params_default();
+        if (chunked) mp.max_batch = 4;
+        mdl_model *m = mdl_load(TINY, g_be, &mp);
+        assert_non_null(m);
+        int64_t V = mdl_get_config(m)->vocab;
+        float *lg = malloc((size_t)V * sizeof *lg);
+        assert_non_null(lg);
+        mdl_seq *a = mdl_seq_create(m, 32), *b = mdl_seq_create(m, 32);
+        assert_non_null(a);
+        assert_non_null(b);
+        int32_t ids[9] = {1, 5, 9, 2, 6, 3, 7, 4, 8}, na = 0, nb = 0;
+        assert_int_equal(mdl_forward(m, a, ids, 9, lg, false), 0);
+        na = host_argmax(lg, V);
+        assert_int_equal(mdl_forward_argmax(m, b, ids, 9, &nb), 0);
+        for (int step = 0; step < 6; step++) {
+            assert_int_equal(nb, na);
+            assert_int_equal(mdl_forward(m, a, &na, 1, lg, false), 0);
+            na = host_argmax(lg, V);
+            assert_int_equal(mdl_forward_argmax(m, b, &nb, 1, &nb), 0);
+        }
+        assert_int_equal(nb, na);
+        assert_int_equal(mdl_seq_len(b), 15);
+        assert_true(mdl_forward_argmax(m, b, ids, 0, &nb) < 0);
+        mdl_seq_free(a);
+        mdl_seq_free(b);
+        free(lg);
+        mdl_free(m);
+    }
+}
+
 static int setup(void **st) {
     (void)st;
     rt_backend_params p = rt_backend_params_default();
@@ -149,6 +189,7 @@ static int teardown(void **st) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_kv_dtype), cmocka_unit_test(test_argmax)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_kv_dtype), cmocka_unit_test(test_argmax),
+                                       cmocka_unit_test(test_seq_argmax)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

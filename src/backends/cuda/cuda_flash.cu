@@ -3,10 +3,18 @@
  *
  * Work split. Query rows are packed per kv head g: packed row r of a tile is
  * token t0 + r / G, head g*G + r % G (G = h / kvh), so one K/V tile in
- * shared memory serves the whole GQA group. A CTA (4 warps) owns FL_M = 64
- * packed rows (QT = 64 / G tokens; rows past QT*G idle), warp w rows
- * 16w..16w+15. Grid (tiles, kvh); tiles are issued last-first, so the
- * long causal rows start early and the short ones fill the tail.
+ * shared memory serves the whole GQA group. A CTA (4 warps) owns BM = 64*MT
+ * packed rows (QT = BM / G tokens; rows past QT*G idle), warp w rows
+ * 16*MT*w .. +16*MT-1 as MT m-tiles of 16. MT 2 (BM 128) halves the K/V
+ * loads per query row and the ldmatrix per mma (B fragments serve two
+ * m-tiles) but keeps Q in shared memory (bf16 [128][hd+8]) since O (128 f32
+ * per thread at hd 128) and S (64) fill the registers; MT 1 keeps its Q
+ * fragments in registers (168 registers: 3 CTAs, 12 warps per SM; MT 2 needs
+ * 255: 2 CTAs). MT 1 is the default: it measured faster (see the host side);
+ * VLLM_CUDA_FLASH_TILE=128 selects MT 2 (tests, A/B).
+ * Grid (kvh, tiles): block (x, y) is kv head x of tile n_tiles-1 - y, so
+ * the longest causal rows of every head are issued first and the short
+ * ones fill the tail.
  *
  * Rows of a tile may belong to several sequences (varlen batch); the CTA
  * takes them one sequence ("segment") after the other with the same
@@ -14,26 +22,35 @@
  * which leaves its state unchanged (p = 0, correction 1). Segment rows at
  * positions pos = seq_len - q_len + i see keys lo..pos (lo = pos-window+1
  * with a window, else 0); the segment's key range is walked in tiles of
- * FL_N = 64 keys, from the smallest lo to the largest pos (causal skip).
+ * FL_N = 64 keys, from the smallest lo to the largest pos (causal skip); a
+ * warp none of whose rows sees a key of the tile (past its diagonal,
+ * before its window) skips the tile's math.
  *
  * Per key tile: K and V rows [64][hd] (bf16/f16) come from the paged cache
- * by 16-byte cp.async (keys past the range are zero-filled so that masked
- * p = 0 never meets a NaN) into a double buffer; the next tile loads while
- * this one computes. S = Q K^T with mma.sync m16n8k16 (Q fragments kept in
- * registers, converted from the f32 q once; K via ldmatrix), f32 scores
- * scaled into the log2 domain (p = 2^(s - m) with ex2.approx), soft-capped,
- * masked only in tiles that cross a row's key range, online softmax per row
- * (the four lanes of a quad share a row), P converted to the cache dtype and
- * reused in registers as the A operand of O += P V (V via ldmatrix.trans).
- * f32 accumulation throughout; out = O / l (0 for a row with no keys).
+ * by 16-byte cp.async (block-table reads issued together first; keys past
+ * the range zero-filled so that masked p = 0 never meets a NaN) into a
+ * double buffer; the next tile loads while this one computes. S = Q K^T with
+ * mma.sync m16n8k16 (A via ldmatrix or registers, K via ldmatrix), f32
+ * scores; softmax in the log2 domain with the scale folded into the
+ * exponent's FMA (p = 2^(s*scale*log2e - m), ex2.approx; soft-capping
+ * transforms the scores first), masked only in tiles that cross a row's
+ * key range, online per row (the four lanes of a quad share a row), P
+ * converted to the cache dtype and reused in registers as the A operand of
+ * O += P V (V via ldmatrix.trans). f32 accumulation throughout; out = O / l
+ * (0 for a row with no keys).
  *
  * Measured on the H200 (test_cuda_flash, 2048-token causal prompt, hd 128,
- * bf16): 150 us per layer at 16/8 heads (115 TFLOP/s), 238 us at 32/8 (144).
- * Next steps: 32 rows per warp (BM 128, Q from shared memory) to halve the
- * ldmatrix traffic per mma, then wgmma/TMA (FA3).
+ * bf16 cache, B 16): 16/8 heads (Qwen3-0.6B) 102 us per layer, 169 TFLOP/s
+ * of attention work (MT 2: 137 us); 32/8 (Llama-3.1-8B) 158 us, 217 TFLOP/s
+ * (MT 2: 179 us); the earlier BM-64-only kernel (2 CTAs/SM, 1-D tile order
+ * per head, 64-bit paged addressing): 150 / 238 us. Nsight Compute on an
+ * intermediate version (193 us at 32/8): tensor pipe 28% busy, ~1,200
+ * instructions per warp and key tile (192 of them mma/ldmatrix), stalls
+ * mostly on fixed-latency dependencies; instruction count and occupancy
+ * are the levers left, then wgmma/TMA (FA3).
  *
- * Shapes: hd 64 or 128, G <= 64, cache rows 16-byte aligned
- * (cuda_flash_eligible). Precision: q and p rounded to the cache dtype
+ * Shapes: hd 64 or 128, G <= 64, block size a power of two, cache rows
+ * 16-byte aligned, 32-bit byte strides (cuda_flash_eligible). Precision: q and p rounded to the cache dtype
  * (normalised error ~1e-3 vs the f32 reference); f32 caches and other
  * shapes keep the SIMT kernels of cuda_paged_attn.cu.
  */
@@ -42,12 +59,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <type_traits>
 
 #define FL_WARPS 4
-#define FL_M 64 /* packed query rows per CTA (16 per warp) */
+#define FL_M 64 /* packed query rows per CTA at MT 1 (16 per warp) */
 #define FL_N 64 /* keys per tile */
 #define FL_PAD 8 /* elements of padding per smem row: ldmatrix rows hit distinct banks */
 
@@ -55,15 +73,19 @@ typedef struct {
     const char *q, *k, *v;
     char *out;
     int64_t q_s0, q_s1, o_s0, o_s1;             /* bytes */
-    int64_t k_s0, k_sb, k_s1, v_s0, v_sb, v_s1; /* bytes: block, slot, kv head */
+    int32_t k_s0, k_sb, k_s1, v_s0, v_sb, v_s1; /* bytes: block, slot, kv head (< 2^31, eligible) */
     const int32_t *bt, *qsl, *seq_lens;
     int64_t T;
-    int S, max_blocks, B, bshift, num_blocks, G, QT, n_tiles, window; /* bshift: log2 B, or -1 */
+    int S, max_blocks, B, bshift, num_blocks, G, QT, n_tiles, y0, window; /* B = 2^bshift (eligible) */
     float scale_log2, softcap; /* scale * log2(e): scores live in the log2 domain */
     int *flags;
 } fl_args;
 
-static size_t fl_smem(int hd) { return (size_t)4 * FL_N * (hd + FL_PAD) * 2; /* 2 stages x (K, V) */ }
+/* Bytes of shared memory: 2 stages x (K, V) [FL_N][hd + FL_PAD], after Q
+ * [128][hd + FL_PAD] for MT 2; bf16/f16 elements. */
+static size_t fl_smem(int hd, int mt) {
+    return ((size_t)4 * FL_N + (mt == 2 ? (size_t)FL_WARPS * 32 : 0)) * (hd + FL_PAD) * 2;
+}
 
 /* ---- PTX helpers -------------------------------------------------------- */
 
@@ -108,17 +130,15 @@ __device__ __forceinline__ float fl_exp2(float x) { /* 2^x; -inf -> 0 */
     return y;
 }
 
-/* Two floats -> one register of two 16-bit values (x in the low half). */
+/* Two floats -> one register of two 16-bit values (x in the low half), one
+ * cvt.rn.{bf16,f16}x2.f32. */
 template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, float y) {
-    uint16_t lo, hi;
-    if constexpr (std::is_same<KV, __nv_bfloat16>::value) {
-        lo = __bfloat16_as_ushort(__float2bfloat16_rn(x));
-        hi = __bfloat16_as_ushort(__float2bfloat16_rn(y));
-    } else {
-        lo = __half_as_ushort(__float2half_rn(x));
-        hi = __half_as_ushort(__float2half_rn(y));
-    }
-    return (uint32_t)lo | ((uint32_t)hi << 16);
+    uint32_t r;
+    if constexpr (std::is_same<KV, __nv_bfloat16>::value)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
+    return r;
 }
 
 /* ---- the kernel --------------------------------------------------------- */
@@ -135,26 +155,36 @@ __device__ __forceinline__ int fl_seq(const fl_args &a, int64_t i) {
 }
 
 /* Issue the cp.async loads of keys kt0 .. kt0+FL_N-1 (those > khi
- * zero-filled) into ks/vs [FL_N][HD+FL_PAD]. */
+ * zero-filled) into ks/vs [FL_N][HD+FL_PAD]. Thread: 16-byte chunk c of
+ * rows j0, j0 + RPI, ...; the block-table reads are issued together first
+ * (one latency), then the copies. */
 template <int HD>
 __device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *btrow, int g, int kt0, int khi,
                                              uint16_t *ks, uint16_t *vs) {
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
+    constexpr int ITS = FL_N * CPR / (FL_WARPS * 32), RPI = FL_WARPS * 32 / CPR;
+    const int c = (int)threadIdx.x % CPR, j0 = (int)threadIdx.x / CPR;
+    const int kin = g * a.k_s1 + c * 16, vin = g * a.v_s1 + c * 16; /* within a slot */
+    int32_t blk[ITS];
 #pragma unroll
-    for (int it = 0; it < FL_N * CPR / (FL_WARPS * 32); it++) {
-        const int idx = threadIdx.x + it * FL_WARPS * 32, j = idx / CPR, c = idx % CPR, key = kt0 + j;
+    for (int it = 0; it < ITS; it++) {
+        const int key = kt0 + j0 + it * RPI;
+        blk[it] = key <= khi ? btrow[key >> a.bshift] : 0;
+    }
+#pragma unroll
+    for (int it = 0; it < ITS; it++) {
+        const int j = j0 + it * RPI, key = kt0 + j;
         const char *kp = a.k, *vp = a.v;
         int nbytes = 0;
         if (key <= khi) {
-            const int bi = a.bshift >= 0 ? key >> a.bshift : key / a.B;
-            int32_t blk = btrow[bi];
-            if (blk < 0 || blk >= a.num_blocks) { /* bad table: flag it, read block 0 */
+            int32_t b = blk[it];
+            if (b < 0 || b >= a.num_blocks) { /* bad table: flag it, read block 0 */
                 atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
-                blk = 0;
+                b = 0;
             }
-            const int slot = key - bi * a.B;
-            kp += blk * a.k_s0 + slot * a.k_sb + g * a.k_s1 + c * 16;
-            vp += blk * a.v_s0 + slot * a.v_sb + g * a.v_s1 + c * 16;
+            const int slot = key & (a.B - 1);
+            kp += (int64_t)b * a.k_s0 + (slot * a.k_sb + kin); /* one IMAD.WIDE */
+            vp += (int64_t)b * a.v_s0 + (slot * a.v_sb + vin);
             nbytes = 16;
         }
         fl_cp16(ks + j * (HD + FL_PAD) + c * 8, kp, nbytes);
@@ -162,48 +192,81 @@ __device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *bt
     }
 }
 
-template <typename KV, int HD> __global__ void __launch_bounds__(FL_WARPS * 32) k_flash(fl_args a) {
+/* Packed row r of the tile starting at token t0: token and query head. */
+__device__ __forceinline__ void fl_row(const fl_args &a, int g, int64_t t0, int64_t t1, int r, int64_t *tok,
+                                       int *hq, bool *live) {
+    *tok = t0 + r / a.G;
+    *hq = g * a.G + r % a.G;
+    *live = r < a.QT * a.G && *tok < t1;
+}
+
+/* MT m-tiles of 16 rows per warp: BM = 64 * MT packed rows per CTA. */
+template <typename KV, int HD, int MT>
+__global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_args a) {
     CUDA_PDL_ENTER();
     constexpr int LD = HD + FL_PAD; /* smem row pitch, elements */
     constexpr int KS = HD / 16;     /* k-steps of Q K^T */
     constexpr int NO = HD / 8;      /* n-tiles of O */
+    constexpr int R = 2 * MT;       /* rows per thread: i = 2 * mt + h2 */
+    constexpr int BM = FL_WARPS * 16 * MT;
     extern __shared__ __align__(16) uint16_t fl_sm[];
-    /* stage st: K at fl_sm + st * 2 * FL_N * LD, V FL_N * LD after it */
+    /* MT 2: Q [BM][LD] first; stage st: K at kvs + st * 2 * FL_N * LD, V FL_N * LD after it */
+    uint16_t *const qs = fl_sm, *const kvs = fl_sm + (MT == 2 ? BM * LD : 0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
-    const int g = blockIdx.y, G = a.G;
-    const int tile = a.n_tiles - 1 - (int)blockIdx.x; /* longest rows first */
+    const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: matrix and row this lane addresses */
+    /* Block (x, y): kv head x of tile n_tiles-1 - (y0 + y): the longest rows
+     * of every head start first, the short ones fill the tail. (A 1-D grid
+     * with g = b % kvh costs this kernel register spills.) */
+    const int g = (int)blockIdx.x;
+    const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
     const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
+    const int wrow = warp * 16 * MT; /* first packed row of this warp */
 
-    /* This thread's two rows (gq and gq+8 of the warp's 16): token, head. */
-    int64_t tok[2];
-    int hq[2];
-    bool live[2];
+    /* Q: MT 1 keeps the A fragments (row-major 16 x HD) in registers, MT 2
+     * (too many registers) stages Q in shared memory for ldmatrix. */
+    uint32_t qf[MT == 1 ? KS : 1][4];
+    if constexpr (MT == 1) {
 #pragma unroll
-    for (int h2 = 0; h2 < 2; h2++) {
-        const int r = warp * 16 + gq + 8 * h2;
-        tok[h2] = t0 + r / G;
-        hq[h2] = g * G + r % G;
-        live[h2] = r < a.QT * G && tok[h2] < t1;
+        for (int h2 = 0; h2 < 2; h2++) {
+            int64_t tok;
+            int hq;
+            bool live;
+            fl_row(a, g, t0, t1, wrow + gq + 8 * h2, &tok, &hq, &live);
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    float2 v = make_float2(0.0f, 0.0f);
+                    if (live)
+                        v = *(const float2 *)(a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 +
+                                              (int64_t)(ks * 16 + half * 8 + 2 * tq) * 4);
+                    qf[ks][h2 + 2 * half] = fl_pack<KV>(v.x, v.y);
+                }
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < BM * HD / 2; idx += FL_WARPS * 32) {
+            const int r = idx / (HD / 2), c2 = idx % (HD / 2);
+            int64_t tok;
+            int hq;
+            bool live;
+            fl_row(a, g, t0, t1, r, &tok, &hq, &live);
+            float2 v = make_float2(0.0f, 0.0f);
+            if (live) v = *(const float2 *)(a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c2 * 8);
+            *(uint32_t *)(qs + r * LD + 2 * c2) = fl_pack<KV>(v.x, v.y);
+        }
+        /* visible to ldmatrix after the __syncthreads opening the first segment */
     }
 
-    /* Q fragments (A operand, row-major 16 x HD), from f32 q. */
-    uint32_t qf[KS][4];
+    float o[MT][NO][4], m[R], l[R];
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++)
+    for (int i = 0; i < R; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
 #pragma unroll
-        for (int h2 = 0; h2 < 2; h2++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int half = 0; half < 2; half++) {
-                float2 v = make_float2(0.0f, 0.0f);
-                if (live[h2])
-                    v = *(const float2 *)(a.q + tok[h2] * a.q_s0 + (int64_t)hq[h2] * a.q_s1 +
-                                          (int64_t)(ks * 16 + half * 8 + 2 * tq) * 4);
-                qf[ks][h2 + 2 * half] = fl_pack<KV>(v.x, v.y);
-            }
-
-    float o[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < NO; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+        for (int j = 0; j < NO; j++) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
 
     for (int64_t r = t0; r < t1;) {
         const int s = fl_seq(a, r);
@@ -216,121 +279,169 @@ template <typename KV, int HD> __global__ void __launch_bounds__(FL_WARPS * 32) 
         const int pos_min = (int)(base + r);
         const int klo = a.window > 0 && pos_min - a.window + 1 > 0 ? pos_min - a.window + 1 : 0;
         const int32_t *btrow = a.bt + (int64_t)s * a.max_blocks;
-        /* Per row: the key range it sees in this segment (empty if not in it). */
-        int rhi[2], rlo[2];
+        /* Per row: the last key it sees in this segment (-1: not in it); its
+         * first, rlo(i), follows from the window (registers are scarce). */
+        int rhi[R];
 #pragma unroll
-        for (int h2 = 0; h2 < 2; h2++) {
-            const bool in = !bad && live[h2] && tok[h2] >= r && tok[h2] < seg_end;
-            rhi[h2] = in ? (int)(base + tok[h2]) : -1;
-            rlo[h2] = in && a.window > 0 && rhi[h2] - a.window + 1 > 0 ? rhi[h2] - a.window + 1 : 0;
+        for (int i = 0; i < R; i++) {
+            int64_t tok;
+            int hq;
+            bool live;
+            fl_row(a, g, t0, t1, wrow + (i >> 1) * 16 + gq + 8 * (i & 1), &tok, &hq, &live);
+            const bool in = !bad && live && tok >= r && tok < seg_end;
+            rhi[i] = in ? (int)(base + tok) : -1;
         }
         const int n_kt = khi >= klo ? (khi - klo) / FL_N + 1 : 0;
-        __syncthreads(); /* the previous segment is done with the buffers */
-        if (n_kt > 0) fl_load_tile<HD>(a, btrow, g, klo, khi, fl_sm, fl_sm + FL_N * LD);
+        auto rlo = [&](int i) { return a.window > 0 && rhi[i] - a.window + 1 > 0 ? rhi[i] - a.window + 1 : 0; };
+        __syncthreads(); /* the previous segment is done with the buffers (and Q is staged) */
+        if (n_kt > 0) fl_load_tile<HD>(a, btrow, g, klo, khi, kvs, kvs + FL_N * LD);
         fl_cp_commit();
         for (int it = 0; it < n_kt; it++) {
             const int kt0 = klo + it * FL_N, st = it & 1;
-            uint16_t *nxt = fl_sm + (st ^ 1) * 2 * FL_N * LD;
+            uint16_t *nxt = kvs + (st ^ 1) * 2 * FL_N * LD;
             if (it + 1 < n_kt) fl_load_tile<HD>(a, btrow, g, kt0 + FL_N, khi, nxt, nxt + FL_N * LD);
             fl_cp_commit();
             fl_cp_wait<1>(); /* tile it landed (this thread's part) */
             __syncthreads(); /* ... and everybody's */
-            const uint16_t *ks = fl_sm + st * 2 * FL_N * LD, *vs = ks + FL_N * LD;
+            const uint16_t *ks = kvs + st * 2 * FL_N * LD, *vs = ks + FL_N * LD;
 
-            /* S = Q K^T: 16 rows x 64 keys per warp, 8 n-tiles of 8 keys. */
-            float sc[FL_N / 8][4];
+            /* A warp whose rows all miss this key tile (past the causal
+             * diagonal, before the window) skips it. */
+            bool act = false;
 #pragma unroll
-            for (int j = 0; j < FL_N / 8; j++) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+            for (int i = 0; i < R; i++) act |= kt0 <= rhi[i] && kt0 + FL_N - 1 >= rlo(i);
+            if (__any_sync(0xffffffffu, act)) {
+                /* S = Q K^T: 16 MT rows x 64 keys per warp, 8 n-tiles of 8 keys. */
+                float sc[MT][FL_N / 8][4];
 #pragma unroll
-            for (int ks_ = 0; ks_ < KS; ks_++)
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int jp = 0; jp < FL_N / 16; jp++) { /* two n-tiles per ldmatrix.x4 */
-                    const int mi = lane >> 3, rr = lane & 7;
-                    uint32_t b[4];
-                    fl_ldsm_x4(b, ks + (jp * 16 + (mi >> 1) * 8 + rr) * LD + ks_ * 16 + (mi & 1) * 8);
-                    fl_mma<KV>(sc[2 * jp], qf[ks_], b[0], b[1]);
-                    fl_mma<KV>(sc[2 * jp + 1], qf[ks_], b[2], b[3]);
+                    for (int j = 0; j < FL_N / 8; j++) sc[mt][j][0] = sc[mt][j][1] = sc[mt][j][2] = sc[mt][j][3] = 0.0f;
+#pragma unroll
+                for (int ks_ = 0; ks_ < KS; ks_++) {
+                    uint32_t qa[MT][4];
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        if constexpr (MT == 1) {
+#pragma unroll
+                            for (int e = 0; e < 4; e++) qa[mt][e] = qf[ks_][e];
+                        } else {
+                            fl_ldsm_x4(qa[mt],
+                                       qs + (wrow + mt * 16 + (mi & 1) * 8 + rr) * LD + ks_ * 16 + (mi >> 1) * 8);
+                        }
+                    }
+#pragma unroll
+                    for (int jp = 0; jp < FL_N / 16; jp++) { /* two n-tiles per ldmatrix.x4 */
+                        uint32_t b[4];
+                        fl_ldsm_x4(b, ks + (jp * 16 + (mi >> 1) * 8 + rr) * LD + ks_ * 16 + (mi & 1) * 8);
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++) {
+                            fl_mma<KV>(sc[mt][2 * jp], qa[mt], b[0], b[1]);
+                            fl_mma<KV>(sc[mt][2 * jp + 1], qa[mt], b[2], b[3]);
+                        }
+                    }
                 }
 
-            /* Scale, soft-cap, mask; online softmax per row. */
-            if (a.softcap > 0.0f) {
-                const float pre = a.scale_log2 * 0.6931471805599453f / a.softcap, post = a.softcap * 1.4426950408889634f;
+                /* Scores into the log2 domain: s * scl. Soft-capping (or an
+                 * odd scale) transforms them here; else the scale is folded
+                 * into the exponent's FMA. */
+                float scl = a.scale_log2;
+                if (a.softcap > 0.0f || !(scl > 0.0f)) {
+                    const bool cap = a.softcap > 0.0f;
+                    const float pre = a.scale_log2 * 0.6931471805599453f / a.softcap,
+                                post = a.softcap * 1.4426950408889634f;
 #pragma unroll
-                for (int j = 0; j < FL_N / 8; j++)
+                    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) sc[j][e] = post * tanhf(sc[j][e] * pre);
-            } else {
+                        for (int j = 0; j < FL_N / 8; j++)
 #pragma unroll
-                for (int j = 0; j < FL_N / 8; j++)
+                            for (int e = 0; e < 4; e++)
+                                sc[mt][j][e] = cap ? post * tanhf(sc[mt][j][e] * pre) : sc[mt][j][e] * a.scale_log2;
+                    scl = 1.0f;
+                }
+                /* Mask only where the tile crosses a row's range (the diagonal,
+                 * the window edge, rows outside the segment); online softmax. */
+                float mb[R], corr[R];
 #pragma unroll
-                    for (int e = 0; e < 4; e++) sc[j][e] *= a.scale_log2;
-            }
-            /* Mask only where the tile crosses a row's range (the diagonal,
-             * the window edge, rows outside the segment). */
-            float mx[2] = {m[0], m[1]};
+                for (int i = 0; i < R; i++) {
+                    const int mt = i >> 1, h2 = i & 1;
+                    float mx = -INFINITY;
+                    const int lo = rlo(i);
+                    if (kt0 >= lo && kt0 + FL_N - 1 <= rhi[i]) {
 #pragma unroll
-            for (int h2 = 0; h2 < 2; h2++) {
-                if (kt0 >= rlo[h2] && kt0 + FL_N - 1 <= rhi[h2]) {
+                        for (int j = 0; j < FL_N / 8; j++)
+                            mx = fmaxf(mx, fmaxf(sc[mt][j][2 * h2], sc[mt][j][2 * h2 + 1]));
+                    } else {
 #pragma unroll
-                    for (int j = 0; j < FL_N / 8; j++) mx[h2] = fmaxf(mx[h2], fmaxf(sc[j][2 * h2], sc[j][2 * h2 + 1]));
-                } else {
+                        for (int j = 0; j < FL_N / 8; j++)
+#pragma unroll
+                            for (int e = 2 * h2; e < 2 * h2 + 2; e++) {
+                                const int key = kt0 + j * 8 + 2 * tq + (e & 1);
+                                const float t = key >= lo && key <= rhi[i] ? sc[mt][j][e] : -INFINITY;
+                                sc[mt][j][e] = t;
+                                mx = fmaxf(mx, t);
+                            }
+                    }
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float mn = fmaxf(m[i], mx * scl);
+                    /* no key seen yet or no new maximum: keep the state
+                     * (corr 1; p = exp(-inf) = 0 while no key is seen) */
+                    mb[i] = mn == -INFINITY ? 0.0f : mn;
+                    corr[i] = mn == -INFINITY || mn == m[i] ? 1.0f : fl_exp2(m[i] - mn);
+                    m[i] = mn;
+                    l[i] *= corr[i];
+                }
+                /* O *= corr, skipped while no row of the warp saw a new
+                 * maximum (most tiles once the running maxima settle) */
+                bool keep = true;
+#pragma unroll
+                for (int i = 0; i < R; i++) keep &= corr[i] == 1.0f;
+                if (!__all_sync(0xffffffffu, keep)) {
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                        for (int j = 0; j < NO; j++) {
+                            o[mt][j][0] *= corr[2 * mt];
+                            o[mt][j][1] *= corr[2 * mt];
+                            o[mt][j][2] *= corr[2 * mt + 1];
+                            o[mt][j][3] *= corr[2 * mt + 1];
+                        }
+                }
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                     for (int j = 0; j < FL_N / 8; j++)
 #pragma unroll
-                        for (int e = 2 * h2; e < 2 * h2 + 2; e++) {
-                            const int key = kt0 + j * 8 + 2 * tq + (e & 1);
-                            const float t = key >= rlo[h2] && key <= rhi[h2] ? sc[j][e] : -INFINITY;
-                            sc[j][e] = t;
-                            mx[h2] = fmaxf(mx[h2], t);
+                        for (int e = 0; e < 4; e++) {
+                            const int i = 2 * mt + (e >> 1);
+                            const float p = fl_exp2(fmaf(sc[mt][j][e], scl, -mb[i]));
+                            sc[mt][j][e] = p;
+                            l[i] += p; /* per-lane partial sums; the quad is summed at the end */
                         }
-                }
-            }
-            float corr[2], mb[2];
-#pragma unroll
-            for (int h2 = 0; h2 < 2; h2++) {
-                mx[h2] = fmaxf(mx[h2], __shfl_xor_sync(0xffffffffu, mx[h2], 1));
-                mx[h2] = fmaxf(mx[h2], __shfl_xor_sync(0xffffffffu, mx[h2], 2));
-                /* no key seen yet: keep the state (corr 1, p = exp(-inf) = 0) */
-                mb[h2] = mx[h2] == -INFINITY ? 0.0f : mx[h2];
-                corr[h2] = mx[h2] == -INFINITY ? 1.0f : fl_exp2(m[h2] - mx[h2]);
-                m[h2] = mx[h2];
-                l[h2] *= corr[h2];
-            }
-#pragma unroll
-            for (int j = 0; j < NO; j++) {
-                o[j][0] *= corr[0];
-                o[j][1] *= corr[0];
-                o[j][2] *= corr[1];
-                o[j][3] *= corr[1];
-            }
-            float ls[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int j = 0; j < FL_N / 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float p = fl_exp2(sc[j][e] - mb[e >> 1]);
-                    sc[j][e] = p;
-                    ls[e >> 1] += p;
-                }
-            l[0] += ls[0]; /* per-lane partial sums; the quad is summed at the end */
-            l[1] += ls[1];
 
-            /* O += P V: P from the score registers (A operand, 4 k-steps of 16
-             * keys), V via ldmatrix.trans (two n-tiles of 8 dims per x4). */
+                /* O += P V: P from the score registers (A operand, 4 k-steps of 16
+                 * keys), V via ldmatrix.trans (two n-tiles of 8 dims per x4). */
 #pragma unroll
-            for (int kk = 0; kk < FL_N / 16; kk++) {
-                uint32_t pa[4];
-                pa[0] = fl_pack<KV>(sc[2 * kk][0], sc[2 * kk][1]);
-                pa[1] = fl_pack<KV>(sc[2 * kk][2], sc[2 * kk][3]);
-                pa[2] = fl_pack<KV>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-                pa[3] = fl_pack<KV>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+                for (int kk = 0; kk < FL_N / 16; kk++) {
+                    uint32_t pa[MT][4];
 #pragma unroll
-                for (int dp = 0; dp < NO / 2; dp++) {
-                    const int mi = lane >> 3, rr = lane & 7;
-                    uint32_t b[4];
-                    fl_ldsm_x4_t(b, vs + (kk * 16 + (mi & 1) * 8 + rr) * LD + dp * 16 + (mi >> 1) * 8);
-                    fl_mma<KV>(o[2 * dp], pa, b[0], b[1]);
-                    fl_mma<KV>(o[2 * dp + 1], pa, b[2], b[3]);
+                    for (int mt = 0; mt < MT; mt++) {
+                        pa[mt][0] = fl_pack<KV>(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
+                        pa[mt][1] = fl_pack<KV>(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
+                        pa[mt][2] = fl_pack<KV>(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
+                        pa[mt][3] = fl_pack<KV>(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+                    }
+#pragma unroll
+                    for (int dp = 0; dp < NO / 2; dp++) {
+                        uint32_t b[4];
+                        fl_ldsm_x4_t(b, vs + (kk * 16 + (mi & 1) * 8 + rr) * LD + dp * 16 + (mi >> 1) * 8);
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++) {
+                            fl_mma<KV>(o[mt][2 * dp], pa[mt], b[0], b[1]);
+                            fl_mma<KV>(o[mt][2 * dp + 1], pa[mt], b[2], b[3]);
+                        }
+                    }
                 }
             }
             __syncthreads(); /* everybody done with this stage before it is refilled */
@@ -341,18 +452,23 @@ template <typename KV, int HD> __global__ void __launch_bounds__(FL_WARPS * 32) 
 
     /* out = O / l; l summed over the quad (each lane summed its own keys). */
 #pragma unroll
-    for (int h2 = 0; h2 < 2; h2++) {
-        l[h2] += __shfl_xor_sync(0xffffffffu, l[h2], 1);
-        l[h2] += __shfl_xor_sync(0xffffffffu, l[h2], 2);
+    for (int i = 0; i < R; i++) {
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     }
 #pragma unroll
-    for (int h2 = 0; h2 < 2; h2++) {
-        if (!live[h2]) continue;
-        const float inv = l[h2] > 0.0f ? 1.0f / l[h2] : 0.0f;
-        float *orow = (float *)(a.out + tok[h2] * a.o_s0 + (int64_t)hq[h2] * a.o_s1);
+    for (int i = 0; i < R; i++) {
+        const int mt = i >> 1, h2 = i & 1;
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, wrow + mt * 16 + gq + 8 * h2, &tok, &hq, &live);
+        if (!live) continue;
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        float *orow = (float *)(a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1);
 #pragma unroll
         for (int j = 0; j < NO; j++)
-            *(float2 *)(orow + j * 8 + 2 * tq) = make_float2(o[j][2 * h2] * inv, o[j][2 * h2 + 1] * inv);
+            *(float2 *)(orow + j * 8 + 2 * tq) = make_float2(o[mt][j][2 * h2] * inv, o[mt][j][2 * h2 + 1] * inv);
     }
 }
 
@@ -363,28 +479,38 @@ bool cuda_flash_eligible(const rt_tensor *q, const rt_tensor *dst, const rt_tens
     if (hd != 64 && hd != 128) return false;
     if (kc->dtype != vc->dtype || (kc->dtype != RT_BF16 && kc->dtype != RT_F16)) return false;
     if (kvh <= 0 || h % kvh || h / kvh > FL_M) return false;
+    /* block size a power of two (shift/mask); 32-bit byte strides (the
+     * offset within a block is 32-bit, blocks are 64-bit apart) */
+    const int64_t B = kc->shape[1];
+    if (B <= 0 || B > (1 << 30) || (B & (B - 1)) || vc->shape[1] != B) return false;
     const rt_tensor *ts[2] = {kc, vc};
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < 2; t++) {
         if ((uintptr_t)ts[t]->data % 16 || ts[t]->stride[0] % 16 || ts[t]->stride[1] % 16 || ts[t]->stride[2] % 16 ||
             ts[t]->stride[3] != 2)
             return false;
+        const int64_t *st = ts[t]->stride;
+        if (st[0] <= 0 || st[1] <= 0 || st[2] <= 0 || st[0] > INT32_MAX ||
+            st[1] * (B - 1) + st[2] * (kvh - 1) + hd * 2 > INT32_MAX)
+            return false;
+    }
     /* q and out: f32 rows read and written as float2 */
     return q->stride[2] == 4 && q->stride[1] % 8 == 0 && q->stride[0] % 8 == 0 && (uintptr_t)q->data % 8 == 0 &&
            dst->stride[2] == 4 && dst->stride[1] % 8 == 0 && dst->stride[0] % 8 == 0 && (uintptr_t)dst->data % 8 == 0;
 }
 
-/* Register-bound at 2 CTAs (8 warps) per SM for hd 128: capping the
- * registers for 3 CTAs (launch bounds 128, 3: a few spills) measured the
- * same on the H200 (151 vs 150 us for a 2048-token layer). */
-template <typename KV, int HD> static int fl_go(cuda_ctx *c, const fl_args &a, dim3 grid) {
-    const size_t smem = fl_smem(HD);
+template <typename KV, int HD, int MT> static int fl_go(cuda_ctx *c, const fl_args &a, dim3 grid) {
+    const size_t smem = fl_smem(HD, MT);
     /* The opt-in to > 48 KiB of shared memory is per device: set it at every
      * (prefill-sized, so rare) launch. */
-    cudaError_t e = cudaFuncSetAttribute(k_flash<KV, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(k_flash<KV, HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return cuda_fail(e, "flash attention smem opt-in", __FILE__, __LINE__);
-    cuda_launch(k_flash<KV, HD>, grid, FL_WARPS * 32, smem, c->stream, a);
+    cuda_launch(k_flash<KV, HD, MT>, grid, FL_WARPS * 32, smem, c->stream, a);
     CU_LAUNCHED();
     return VC_OK;
+}
+
+template <typename KV, int MT> static int fl_go_hd(cuda_ctx *c, const fl_args &a, dim3 grid, int64_t hd) {
+    return hd == 64 ? fl_go<KV, 64, MT>(c, a, grid) : fl_go<KV, 128, MT>(c, a, grid);
 }
 
 int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
@@ -401,12 +527,12 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     a.q_s1 = q->stride[1];
     a.o_s0 = dst->stride[0];
     a.o_s1 = dst->stride[1];
-    a.k_s0 = kc->stride[0];
-    a.k_sb = kc->stride[1];
-    a.k_s1 = kc->stride[2];
-    a.v_s0 = vc->stride[0];
-    a.v_sb = vc->stride[1];
-    a.v_s1 = vc->stride[2];
+    a.k_s0 = (int32_t)kc->stride[0];
+    a.k_sb = (int32_t)kc->stride[1];
+    a.k_s1 = (int32_t)kc->stride[2];
+    a.v_s0 = (int32_t)vc->stride[0];
+    a.v_sb = (int32_t)vc->stride[1];
+    a.v_s1 = (int32_t)vc->stride[2];
     a.bt = (const int32_t *)bt->data;
     a.qsl = (const int32_t *)qsl->data;
     a.seq_lens = (const int32_t *)sl->data;
@@ -416,11 +542,19 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     a.B = (int)kc->shape[1];
     a.num_blocks = (int)kc->shape[0];
     a.G = (int)(h / kvh);
-    a.QT = FL_M / a.G;
+    /* Tile height: 64 packed rows (MT 1, 3 CTAs per SM) unless
+     * VLLM_CUDA_FLASH_TILE=128 asks for MT 2 (2 CTAs per SM), which measured
+     * slower on the H200 at 2048 tokens (179 vs 158 us at 32/8 heads, 137 vs
+     * 102 us at 16/8): fewer warps to hide latency, and a lone wave of big
+     * tiles at 16/8 heads. */
+    int mt = 1;
+    const char *forced = getenv("VLLM_CUDA_FLASH_TILE"); /* 64 | 128: tests, A/B (prefill calls are rare) */
+    if (forced && !strcmp(forced, "64")) mt = 1;
+    if (forced && !strcmp(forced, "128")) mt = 2;
+    a.QT = mt * FL_M / a.G;
     a.window = window;
-    a.bshift = -1;
-    for (int b = 0; b < 31; b++)
-        if (a.B == 1 << b) a.bshift = b;
+    a.bshift = 0;
+    while ((1 << a.bshift) < a.B) a.bshift++; /* B is a power of two (eligible) */
     a.scale_log2 = scale * 1.4426950408889634f;
     a.softcap = softcap;
     a.flags = c->d_flags;
@@ -429,7 +563,16 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda flash attention: context or batch too large");
     a.n_tiles = (int)tiles;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    dim3 grid((unsigned)tiles, (unsigned)kvh);
-    if (kc->dtype == RT_BF16) return hd == 64 ? fl_go<__nv_bfloat16, 64>(c, a, grid) : fl_go<__nv_bfloat16, 128>(c, a, grid);
-    return hd == 64 ? fl_go<__half, 64>(c, a, grid) : fl_go<__half, 128>(c, a, grid);
+    /* grid.y <= 65535: longer batches take several launches (y0) */
+    for (int64_t y0 = 0; y0 < tiles; y0 += 65535) {
+        a.y0 = (int)y0;
+        dim3 grid((unsigned)kvh, (unsigned)(tiles - y0 < 65535 ? tiles - y0 : 65535));
+        int rc;
+        if (kc->dtype == RT_BF16)
+            rc = mt == 2 ? fl_go_hd<__nv_bfloat16, 2>(c, a, grid, hd) : fl_go_hd<__nv_bfloat16, 1>(c, a, grid, hd);
+        else
+            rc = mt == 2 ? fl_go_hd<__half, 2>(c, a, grid, hd) : fl_go_hd<__half, 1>(c, a, grid, hd);
+        if (rc < 0) return rc;
+    }
+    return VC_OK;
 }

@@ -1,7 +1,8 @@
 /* cuda_flash — tensor-core (mma.sync) prefill attention for PAGED_ATTENTION
  * over bf16/f16 caches (cuda_flash.cu). cuda_paged_attn.cu sends prompt-heavy
  * batches here when cuda_flash_eligible() holds; f32 caches, head_dim other
- * than 64/128 and decode-heavy batches keep the SIMT kernels there.
+ * than 64/128, block sizes that are not powers of two and decode-heavy
+ * batches keep the SIMT kernels there.
  * Arguments as cuda_fd_run (see ops.h PAGED_ATTENTION); CUDA C++ only.
  */
 #ifndef CUDA_FLASH_H

@@ -2,7 +2,8 @@
  *
  * Two paths:
  *  - n <= CUDA_GEMV_MAX_N (decode): a GEMV kernel, KS warps per weight row
- *    (KS from the shape: several for matrices with few rows), that decodes W
+ *    (KS from the shape and the GPU: several for matrices with few rows,
+ *    and for f16/bf16 grids of several waves of blocks), that decodes W
  *    on the fly (f32/f16/bf16 elements, 16-byte loads of 8
  *    halves when aligned, or 32-value units of the GGUF block formats via
  *    cuda_dequant.cuh) and dots it with up to CUDA_GEMV_MAX_N (8) f32 activation rows in f32 (at 16 rows the
@@ -306,20 +307,62 @@ static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) 
 }
 
 /* The f16/bf16 GEMV variant (VLLM_CUDA_GEMV, read once per backend;
- * test_cuda_speed measures all four): 0 k_gemv_half_ks (2 loads in flight
- * per lane, KS for 32 warps per SM); 1 (default) k_gemv_half_u with 2 loads
- * per round, KS for 16 warps per SM; 2 k_gemv_half_u with 4 loads per round,
+ * test_cuda_speed measures them all): 0 k_gemv_half_ks (2 loads in flight
+ * per lane, KS for 32 warps per SM); 1 k_gemv_half_u with 2 loads per
+ * round, KS for 16 warps per SM; 2 k_gemv_half_u with 4 loads per round,
  * KS for 32 warps per SM; 3 k_gemv_half_u with 2 loads per round, KS for 32
- * warps per SM. Measured on the H200 (docs/BENCHMARKS.md): 1 is the best on
- * every Llama-8B / Qwen3-0.6B decode shape but the largest two (28672x4096
- * and 128256x4096, where 0 is 2-3% ahead); 4 loads per round lose. */
+ * warps per SM; 4 (default) k_gemv_half_u with variant 1's KS where its
+ * grid fits in one wave of resident blocks, else 4x that KS (gemv_ks_waves);
+ * 5 and 6 k_gemv_half_u with 2x and 4x variant 1's KS on every shape. */
+enum { GEMV_NVARIANTS = 7, GEMV_DEFAULT = 4 };
+
 static int gemv_variant(cuda_ctx *c) {
     if (!c->gemv_cfg) {
         const char *e = getenv("VLLM_CUDA_GEMV");
-        int v = e && *e ? atoi(e) : 1;
-        c->gemv_cfg = 1 + (v >= 0 && v <= 3 ? v : 1);
+        int v = e && *e ? atoi(e) : GEMV_DEFAULT;
+        c->gemv_cfg = 1 + (v >= 0 && v < GEMV_NVARIANTS ? v : GEMV_DEFAULT);
     }
     return c->gemv_cfg - 1;
+}
+
+/* Resident blocks of GEMV_BLOCK threads per SM for a kernel (registers
+ * bound it: 4 for the 64-register GEMVs), asked once per kernel. */
+template <auto Kernel> static int gemv_occupancy() {
+    static int nb;
+    if (!nb) {
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, GEMV_BLOCK, 0) != cudaSuccess || b < 1) {
+            (void)cudaGetLastError();
+            b = 1;
+        }
+        nb = b;
+    }
+    return nb;
+}
+
+/* KS of variants 4..6 for `items` (rows; GLU: gate/up pairs, `rows` = 2x)
+ * of which a block holds per_block / KS: variant 1's KS (<= max_ks), then
+ * times `mult` (variant 4: 4 when the grid needs more than one wave of
+ * n_sm * occ blocks, else 1) while every lane keeps >= 2 groups of 8
+ * values. Measured on the H200 (graph replay and Nsight Compute): a grid of
+ * one wave (512 blocks of 8 rows for 528 slots: 4096x4096, 4096x14336)
+ * streams all its rows at once and more, shorter warps only add blocks; a
+ * grid of several waves (6144, 28672 and 128256 rows of 4096) loses the
+ * tail of its last wave, which is a quarter as long with warps that each
+ * take a quarter of a row (KS 4: 2.9 -> 3.4, 3.75 -> 4.0, 4.06 -> 4.16
+ * TB/s). Depends on the shape and device only. */
+static int gemv_ks_waves(const cuda_ctx *c, int v, int64_t items, int64_t rows, int64_t in, int per_block,
+                         int max_ks, int occ) {
+    int64_t nc = in / 8;
+    int ks = gemv_ks(c, rows, in, 16);
+    if (ks > max_ks) ks = max_ks;
+    int mult = v == 5 ? 2 : 4;
+    if (v == 4) {
+        int64_t per = per_block / ks, blocks = (items + per - 1) / per;
+        if (blocks <= (int64_t)c->n_sm * occ) mult = 1;
+    }
+    for (; mult > 1 && ks * 2 <= max_ks && nc >= (int64_t)64 * ks * 2; mult /= 2) ks *= 2;
+    return ks;
 }
 
 /* Bytes between rows of a tensor viewed as [rows, last], 0 if not evenly spaced. */
@@ -369,9 +412,10 @@ static void launch_half_u(cuda_ctx *c, int ks, unsigned grid, const char *wd, in
 template <rt_dtype T>
 static void gemv_half(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                       const float *bias, int64_t out, int64_t in, int n) {
-    int v = gemv_variant(c);
-    int ks = gemv_ks(c, out, in, v == 1 ? 16 : 32);
-    unsigned grid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
+    const int v = gemv_variant(c), rpb = GEMV_BLOCK / 32;
+    const int ks = v >= 4 ? gemv_ks_waves(c, v, out, out, in, rpb, 8, gemv_occupancy<k_gemv_half_u<T, 1, 2, false>>())
+                          : gemv_ks(c, out, in, v == 1 ? 16 : 32);
+    unsigned grid = (unsigned)((out + rpb / ks - 1) / (rpb / ks));
     if (v == 0) launch_half<T>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n);
     else if (v == 2) launch_half_u<T, 4, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
     else launch_half_u<T, 2, false>(c, ks, grid, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
@@ -461,14 +505,20 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
                  in % 8 == 0 && w->stride[1] == 2 && w->stride[0] % 16 == 0 && ((uintptr_t)wd & 15) == 0 &&
                  out <= INT_MAX && in <= INT_MAX && cuda_enter(c) == 0 && gemv_variant(c) != 0;
     if (fused) {
-        int ks = gemv_ks(c, out, in, gemv_variant(c) == 1 ? 16 : 32);
-        if (ks > 4) ks = 4;
-        int64_t pairs = GEMV_BLOCK / 32 / ks / 2;
-        unsigned grid = (unsigned)((f + pairs - 1) / pairs);
         const float *xd = (const float *)x->data;
         float *yd = (float *)dst->data;
+        int v = gemv_variant(c), act = a->p.glu.act, ks;
+        if (v >= 4) {
+            int occ = w->dtype == RT_F16 ? gemv_occupancy<k_gemv_half_u<RT_F16, 1, 2, true>>()
+                                         : gemv_occupancy<k_gemv_half_u<RT_BF16, 1, 2, true>>();
+            ks = gemv_ks_waves(c, v, f, out, in, GEMV_BLOCK / 32 / 2, 4, occ);
+        } else {
+            ks = gemv_ks(c, out, in, v == 2 || v == 3 ? 32 : 16);
+            if (ks > 4) ks = 4;
+        }
+        int64_t pairs = GEMV_BLOCK / 32 / ks / 2;
+        unsigned grid = (unsigned)((f + pairs - 1) / pairs);
         int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
-        int act = a->p.glu.act;
         if (w->dtype == RT_F16)
             launch_half_u<RT_F16, 2, true>(c, ks, grid, wd, w->stride[0], xd, x_ld, yd, y_ld, NULL, out, in, (int)n, act);
         else

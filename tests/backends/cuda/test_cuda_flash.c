@@ -4,8 +4,11 @@
  * 16/32, whole prompts and chunks after a cached prefix (q_len 1..2048), several
  * sequences of different lengths in one batch (tiles spanning sequences),
  * sliding windows, soft-capping; a bad block table is reported at the next
- * sync. Ends with the time of one 2048-token causal prefill at the
- * Qwen3-0.6B (16/8 heads) and Llama-3.1-8B (32/8 heads) shapes, hd 128.
+ * sync. Every case runs at both tile heights (VLLM_CUDA_FLASH_TILE 64 and
+ * 128 packed rows); a block size that is not a power of two and hd 256 take
+ * the SIMT fallback. Ends with the time of one 2048-token causal prefill at
+ * the Qwen3-0.6B (16/8 heads) and Llama-3.1-8B (32/8 heads) shapes, hd 128.
+ * VLLM_TEST_FILTER=<test name> runs only that test (profiling).
  *
  * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i|. Bounds: q and the
  * softmax weights are rounded to the cache dtype before the tensor-core
@@ -108,27 +111,38 @@ static void run_case(const flash_case *c) {
     rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(c->seq_lens, RT_I32, 1, ssl);
     rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
     assert_non_null(dout.data);
-    assert_int_equal(
-        rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
-    rt_tensor hg = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &hg, &dout), VC_OK);
-    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-    const double e = nerr(got, ref, T * h * hd), bound = c->kvt == RT_BF16 ? 1.5e-2 : 3e-3;
-    double *worst = &g_worst[c->kvt == RT_BF16 ? 0 : 1];
-    if (!(e <= *worst)) *worst = e;
-    print_message("flash: T=%-5lld S=%d h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s: normalised error %.3e\n",
-                  (long long)T, c->S, (long long)h, (long long)kvh, (long long)hd, (long long)c->B, c->window,
-                  c->softcap, rt_dtype_name(c->kvt), e);
-    if (!(e <= bound)) fail_msg("normalised error %.3e > %.1e", e, bound);
-    if (c->bad_table) { /* the block of sequence 0's last key: every row of it reads it */
-        bt[(c->seq_lens[0] - 1) / c->B] = (int32_t)NB;
-        rt_tensor dbad = up(bt, RT_I32, 2, sbt);
+    /* both tile heights (64 / 128 packed rows) on every case */
+    static const char *tiles[2] = {"64", "128"};
+    for (int ti = 0; ti < 2; ti++) {
+        setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
+        memset(got, 0, (size_t)(T * h * hd) * 4);
         assert_int_equal(
-            rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbad, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
-        assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+            rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
+        rt_tensor hg = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
+        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &hg, &dout), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        drop(&dbad);
+        const double e = nerr(got, ref, T * h * hd), bound = c->kvt == RT_BF16 ? 1.5e-2 : 3e-3;
+        double *worst = &g_worst[c->kvt == RT_BF16 ? 0 : 1];
+        if (!(e <= *worst)) *worst = e;
+        print_message("flash: T=%-5lld S=%d h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s tile %s: normalised error "
+                      "%.3e\n",
+                      (long long)T, c->S, (long long)h, (long long)kvh, (long long)hd, (long long)c->B, c->window,
+                      c->softcap, rt_dtype_name(c->kvt), tiles[ti], e);
+        if (!(e <= bound)) fail_msg("normalised error %.3e > %.1e (tile %s)", e, bound, tiles[ti]);
+        if (c->bad_table) { /* the block of sequence 0's last key: every row of it reads it */
+            const int32_t keep = bt[(c->seq_lens[0] - 1) / c->B];
+            bt[(c->seq_lens[0] - 1) / c->B] = (int32_t)NB;
+            rt_tensor dbad = up(bt, RT_I32, 2, sbt);
+            assert_int_equal(
+                rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbad, &dqsl, &dsl, scale, c->softcap, c->window),
+                VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_ERR_INVALID);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            drop(&dbad);
+            bt[(c->seq_lens[0] - 1) / c->B] = keep;
+        }
     }
+    unsetenv("VLLM_CUDA_FLASH_TILE");
     drop(&dq);
     drop(&dk);
     drop(&dv);
@@ -213,12 +227,16 @@ static void test_flash_long(void **st) {
     run_case(&d);
 }
 
-/* hd 256 (Gemma) and f32 caches take the SIMT kernels: still right. */
+/* hd 256 (Gemma) and block sizes that are not powers of two take the SIMT
+ * kernels: still right. */
 static void test_flash_fallbacks(void **st) {
     (void)st;
     NEED_GPU();
     flash_case c = {.h = 8, .kvh = 4, .hd = 256, .B = 16, .kvt = RT_BF16, .S = 5, .seq_lens = mix_sl,
                     .q_lens = mix_ql, .softcap = 50.0f};
+    run_case(&c);
+    c.hd = 128; /* a block size that is not a power of two */
+    c.B = 24;
     run_case(&c);
 }
 
@@ -249,14 +267,24 @@ static void test_flash_speed(void **st) {
         for (int w = 0; w < 2; w++)
             assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        enum { ITERS = 20 };
-        double t0 = vc_now_s();
-        for (int it = 0; it < ITERS; it++)
+        /* the automatic tile height (64 packed rows), then 128 */
+        static const char *tiles[2] = {NULL, "128"};
+        for (int ti = 0; ti < 2; ti++) {
+            if (tiles[ti]) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
             assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
-        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        const double dt = (vc_now_s() - t0) / ITERS, flop = 4.0 * (double)hd * (double)h * (double)T * (T + 1) / 2;
-        print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16: %.1f us/layer, %.0f TFLOP/s\n",
-                      (long long)T, (long long)h, (long long)kvh, (long long)hd, dt * 1e6, flop / dt * 1e-12);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            enum { ITERS = 20 };
+            double t0 = vc_now_s();
+            for (int it = 0; it < ITERS; it++)
+                assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0),
+                                 VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            const double dt = (vc_now_s() - t0) / ITERS, flop = 4.0 * (double)hd * (double)h * (double)T * (T + 1) / 2;
+            print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16 tile %s: %.1f us/layer, %.0f TFLOP/s\n",
+                          (long long)T, (long long)h, (long long)kvh, (long long)hd, tiles[ti] ? tiles[ti] : "auto",
+                          dt * 1e6, flop / dt * 1e-12);
+        }
+        unsetenv("VLLM_CUDA_FLASH_TILE");
         drop(&dq);
         drop(&dout);
         drop(&dk);
@@ -286,6 +314,8 @@ static int teardown(void **st) {
 }
 
 int main(void) {
+    const char *only = getenv("VLLM_TEST_FILTER"); /* e.g. test_flash_speed (profiling) */
+    if (only && *only) cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash_gqa),       cmocka_unit_test(test_flash_window_softcap),
         cmocka_unit_test(test_flash_long),      cmocka_unit_test(test_flash_fallbacks),

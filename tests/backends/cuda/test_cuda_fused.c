@@ -270,13 +270,13 @@ static void test_glu_views(void **st) {
 
 /* MATMUL_GLU over a stacked [Wg; Wu]: the GEMV with the GLU epilogue at
  * n <= 8 (f16/bf16), MATMUL + GLU above; against the CPU (MATMUL + GLU). */
-static void test_matmul_glu(void **st) {
-    (void)st;
-    NEED_GPU();
+static void glu_cases(void) {
     const struct { int64_t n, f, d; rt_dtype t; rt_act act; } cs[] = {
         {1, 3072, 1024, RT_BF16, RT_ACT_SILU}, {3, 100, 64, RT_BF16, RT_ACT_GELU_TANH},
         {8, 512, 256, RT_F16, RT_ACT_SILU},    {1, 7, 4096, RT_BF16, RT_ACT_SILU},
         {20, 200, 128, RT_BF16, RT_ACT_SILU},  {5, 64, 72, RT_F32, RT_ACT_SILU},
+        {1, 1100, 2048, RT_BF16, RT_ACT_SILU}, {1, 300, 4104, RT_F16, RT_ACT_GELU_TANH},
+        {1, 3000, 2048, RT_BF16, RT_ACT_SILU}, {2, 3000, 2048, RT_F16, RT_ACT_SILU}, /* several waves: KS 4 */
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         int64_t n = cs[k].n, f = cs[k].f, d = cs[k].d, es = cs[k].t == RT_F32 ? 4 : 2;
@@ -305,6 +305,26 @@ static void test_matmul_glu(void **st) {
         drop(&dx), drop(&dw), drop(&dout), drop(&ds);
         free(x), free(wf), free(wh), free(oc), free(og), free(sc);
     }
+}
+
+/* The default GEMV variant, then every variant with the GLU epilogue
+ * (VLLM_CUDA_GEMV 1..6, a fresh backend each: their KS choices differ). */
+static void test_matmul_glu(void **st) {
+    (void)st;
+    NEED_GPU();
+    glu_cases();
+    rt_backend *keep = g_gpu;
+    for (int v = 1; v < 7; v++) {
+        char val[8];
+        snprintf(val, sizeof val, "%d", v);
+        setenv("VLLM_CUDA_GEMV", val, 1);
+        g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
+        assert_non_null(g_gpu);
+        glu_cases();
+        rt_backend_free(g_gpu);
+        g_gpu = keep;
+    }
+    unsetenv("VLLM_CUDA_GEMV");
 }
 
 static void test_report(void **st) {

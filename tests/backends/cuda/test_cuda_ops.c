@@ -204,6 +204,32 @@ static void test_matmul(void **st) {
     matmul_case(RT_Q4_K, 40, 1024, 256, 0, 0);
 }
 
+/* Every f16/bf16 GEMV variant (VLLM_CUDA_GEMV 0..6, read once per backend:
+ * a fresh backend each; their kernels and KS choices differ) on one token
+ * row with long rows (KS 1..8, a row length that is not a whole number of
+ * rounds, few rows, a grid of several waves) and on small batches. */
+static void test_matmul_variants(void **st) {
+    (void)st;
+    NEED_GPU();
+    rt_backend *keep = g_gpu;
+    for (int v = 0; v < 7; v++) {
+        char val[8];
+        snprintf(val, sizeof val, "%d", v);
+        setenv("VLLM_CUDA_GEMV", val, 1);
+        g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
+        assert_non_null(g_gpu);
+        matmul_case(RT_BF16, 1, 4096, 1000, 1, 0);
+        matmul_case(RT_F16, 1, 2056, 300, 0, 0);
+        matmul_case(RT_BF16, 1, 14336, 64, 1, 0);
+        matmul_case(RT_BF16, 4, 2048, 130, 0, 1);
+        matmul_case(RT_BF16, 1, 2048, 6000, 1, 0); /* > 1 wave of blocks at KS 1 (H200): variant 4 takes KS 4 */
+        matmul_case(RT_F16, 3, 2048, 6000, 0, 0);
+        rt_backend_free(g_gpu);
+        g_gpu = keep;
+    }
+    unsetenv("VLLM_CUDA_GEMV");
+}
+
 /* ---- RMSNORM / SOFTMAX / ARGMAX ---------------------------------------- */
 
 /* Row shapes pick the kernel (cuda_norm.cuh): 7 and 4099 the loop kernel,
@@ -793,7 +819,7 @@ static int teardown(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_matmul_variants), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
         cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),

@@ -13,8 +13,9 @@
  * The KV cache holds whatever memory it got: the speed of a step does not
  * depend on the values. Checks only that the steps succeed.
  *
- * Without a checkpoint: the decode GEMV (n = 1, bf16) on Llama-3-8B and
- * Qwen3-0.6B matrix shapes for every GEMV variant (VLLM_CUDA_GEMV 0..3, a
+ * Without a checkpoint: the decode GEMV (n = 1, bf16; VLLM_CUDA_SPEED_N
+ * tokens instead, up to 8) on Llama-3-8B and
+ * Qwen3-0.6B matrix shapes for every GEMV variant (VLLM_CUDA_GEMV 0..6, a
  * fresh backend each), in GB/s of weights and as a fraction of the
  * device-to-device copy bandwidth. Each timing replays a recorded graph of
  * GEMVs over distinct copies of the matrix (>= 256 MB in all), so the L2
@@ -145,14 +146,14 @@ static void test_speed(void **st) {
 }
 
 static double gbps_of(rt_backend *be, const rt_tensor *buf, const rt_tensor *x, rt_tensor *y, int64_t out,
-                      int64_t in, double *us) {
+                      int64_t in, int64_t ntok, double *us) {
     size_t mb = (size_t)(out * in) * 2, total = rt_tensor_nbytes(buf);
     int64_t copies = (int64_t)(total / mb);
     int K = copies < 48 ? (int)copies : 48;
     if (K < 1) return 0;
     int64_t stride = copies / K; /* spread the K matrices over the whole buffer */
     int64_t sw[2] = {out, in};
-    rt_tensor yv = rt_tensor_2d(y->data, RT_F32, y->device, 1, out), xv = rt_tensor_2d(x->data, RT_F32, x->device, 1, in);
+    rt_tensor yv = rt_tensor_2d(y->data, RT_F32, y->device, ntok, out), xv = rt_tensor_2d(x->data, RT_F32, x->device, ntok, in);
     void *g = NULL;
     assert_int_equal(rt_backend_graph_begin(be), VC_OK);
     for (int k = 0; k < K; k++) {
@@ -178,20 +179,22 @@ static void test_gemv_bandwidth(void **st) {
     const char *e = getenv("VLLM_CUDA_SPEED");
     if (e && !strcmp(e, "0")) skip();
     static const int64_t shapes[][2] = {
-        {4096, 4096}, {1024, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}, /* Llama-3-8B: q/o, k/v, gate|up, down, head */
+        {4096, 4096}, {1024, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}, /* Llama-3-8B: q/o, k/v, qkv, gate|up, down, head */
         {4096, 1024}, {6144, 1024}, {1024, 3072}, {1024, 2048},                  /* Qwen3-0.6B: qkv, gate|up, down, o */
     };
-    enum { NS = sizeof shapes / sizeof shapes[0], NV = 4 };
+    enum { NS = sizeof shapes / sizeof shapes[0], NV = 7 };
     const int64_t maxin = 14336, cap = (int64_t)128256 * 4096 * 2; /* bytes: the largest matrix, 1.05 GB */
+    const char *en = getenv("VLLM_CUDA_SPEED_N"); /* tokens per GEMV (1..8) */
+    int64_t ntok = en && atoi(en) >= 1 && atoi(en) <= 8 ? atoi(en) : 1;
     uint32_t *host = malloc((size_t)cap);
-    float *x = malloc((size_t)maxin * 4), *ys[NV];
+    float *x = malloc((size_t)(ntok * maxin) * 4), *ys[NV];
     assert_true(host && x);
     uint64_t r = 0x9E3779B97F4A7C15ull;
     for (int64_t i = 0; i < cap / 4; i++) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
         host[i] = (uint32_t)r & 0xBF7FBF7Fu; /* finite bf16 pairs, |v| < 2 */
     }
-    for (int64_t i = 0; i < maxin; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
+    for (int64_t i = 0; i < ntok * maxin; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 1e-3f;
     for (int v = 0; v < NV; v++) ys[v] = malloc((size_t)128256 * 4);
     double gb[NV][NS], us[NV][NS], bw = 0;
     for (int v = 0; v < NV; v++) {
@@ -200,7 +203,7 @@ static void test_gemv_bandwidth(void **st) {
         setenv("VLLM_CUDA_GEMV", val, 1);
         rt_backend *be = rt_backend_create(RT_DEV_CUDA, NULL);
         assert_non_null(be);
-        int64_t sb[1] = {cap / 2}, sx[1] = {maxin}, sy[1] = {128256};
+        int64_t sb[1] = {cap / 2}, sx[1] = {ntok * maxin}, sy[1] = {ntok * 128256};
         rt_tensor buf = rt_tensor_alloc(be, RT_BF16, 1, sb), dx = rt_tensor_alloc(be, RT_F32, 1, sx),
                   dy = rt_tensor_alloc(be, RT_F32, 1, sy);
         assert_true(buf.data && dx.data && dy.data);
@@ -213,7 +216,7 @@ static void test_gemv_bandwidth(void **st) {
             bw = d2d_bandwidth();
             g_gpu = keep;
         }
-        for (int k = 0; k < NS; k++) gb[v][k] = gbps_of(be, &buf, &dx, &dy, shapes[k][0], shapes[k][1], &us[v][k]);
+        for (int k = 0; k < NS; k++) gb[v][k] = gbps_of(be, &buf, &dx, &dy, shapes[k][0], shapes[k][1], ntok, &us[v][k]);
         /* agreement: 1024 x 4096 (first matrix of the buffer) against variant 0 */
         rt_tensor yv = rt_tensor_2d(dy.data, RT_F32, RT_DEV_CUDA, 1, 1024), xv = rt_tensor_2d(dx.data, RT_F32, RT_DEV_CUDA, 1, 4096);
         int64_t sw[2] = {1024, 4096};
@@ -237,7 +240,8 @@ static void test_gemv_bandwidth(void **st) {
         }
     }
     unsetenv("VLLM_CUDA_GEMV");
-    print_message("speed: gemv bf16 n=1, GB/s of weights (fraction of the %.0f GB/s d2d copy), us per call:\n", bw * 1e-9);
+    print_message("speed: gemv bf16 n=%lld, GB/s of weights (fraction of the %.0f GB/s d2d copy), us per call:\n",
+                  (long long)ntok, bw * 1e-9);
     for (int k = 0; k < NS; k++) {
         print_message("speed: gemv %6lldx%-5lld", (long long)shapes[k][0], (long long)shapes[k][1]);
         for (int v = 0; v < NV; v++)
