@@ -12,7 +12,7 @@
  *
  * test_fd_speed (skipped when VLLM_CUDA_SPEED=0) times the kernel in a CUDA
  * graph of 32 calls over 32 different caches (one per "layer", so the L2
- * holds none of them) for each VLLM_CUDA_FD_CTAS = 1, 2, 4, and prints us
+ * holds none of them) for each VLLM_CUDA_FD_CTAS = 1..4, and prints us
  * per call and GB/s of K/V read.
  */
 #include <setjmp.h>
@@ -248,10 +248,11 @@ static void test_fd_graph_and_flags(void **st) {
     run_case(&c5);
 }
 
-/* us per call of T decode rows over ctx keys each: a graph of L calls,
- * each over its own part of the cache (>= 768 MB of K/V in all, L <= 64),
- * so that the L2 never holds the next call's rows. */
-static double fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, double *gbps) {
+/* us per call of T decode rows over ctx keys each, per VLLM_CUDA_FD_CTAS
+ * value: a graph of L calls, each over its own part of the cache (>= 768 MB
+ * of K/V in all, L <= 64), so that the L2 never holds the next call's rows. */
+static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, const char *const *ctas, double *us,
+                    double *gbps) {
     enum { LMAX = 64, B = 16, HD = 128 };
     const int64_t MB = (ctx + B - 1) / B, layer = T * MB * B * kvh * HD * 2 * 2;
     const int L = (int)((768ll << 20) / layer < 1 ? 1 : (768ll << 20) / layer > LMAX ? LMAX : (768ll << 20) / layer);
@@ -270,20 +271,26 @@ static double fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, double *gb
     for (int64_t s = 0; s < T; s++) qsl[s + 1] = (int32_t)(s + 1), sl[s] = ctx;
     rt_tensor dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(sl, RT_I32, 1, ss), dbt[LMAX];
     for (int l = 0; l < L; l++) dbt[l] = up(bt + (size_t)l * T * MB, RT_I32, 2, sbt);
-    void *g = NULL;
-    assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
-    for (int l = 0; l < L; l++)
-        assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt[l], &dqsl, &dsl, 0.088f, 0.0f, 0), VC_OK);
-    assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
-    assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
-    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-    const int R = 20;
-    double t0 = vc_now_s();
-    for (int r = 0; r < R; r++) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
-    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-    double dt = (vc_now_s() - t0) / (R * L);
-    rt_backend_graph_free(g_gpu, g);
-    *gbps = (double)T * ctx * kvh * HD * 2 * 2 / dt * 1e-9;
+    for (int v = 0; v < nv; v++) {
+        setenv("VLLM_CUDA_FD_CTAS", ctas[v], 1);
+        void *g = NULL;
+        assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+        for (int l = 0; l < L; l++)
+            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt[l], &dqsl, &dsl, 0.088f, 0.0f, 0),
+                             VC_OK);
+        assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+        assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        const int R = 20;
+        double t0 = vc_now_s();
+        for (int r = 0; r < R; r++) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        double dt = (vc_now_s() - t0) / (R * L);
+        rt_backend_graph_free(g_gpu, g);
+        us[v] = dt * 1e6;
+        gbps[v] = (double)T * ctx * kvh * HD * 2 * 2 / dt * 1e-9;
+    }
+    unsetenv("VLLM_CUDA_FD_CTAS");
     for (int l = 0; l < L; l++) drop(&dbt[l]);
     drop(&dk);
     drop(&dv);
@@ -295,7 +302,6 @@ static double fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, double *gb
     free(bt);
     free(qsl);
     free(sl);
-    return dt * 1e6;
 }
 
 static void test_fd_speed(void **st) {
@@ -310,17 +316,14 @@ static void test_fd_speed(void **st) {
     } cs[] = {{"llama-8b T=1 ctx 640", 32, 8, 1, 640},   {"llama-8b T=1 ctx 2048", 32, 8, 1, 2048},
               {"qwen3-0.6b T=1 ctx 640", 16, 8, 1, 640}, {"qwen3-0.6b T=1 ctx 2048", 16, 8, 1, 2048},
               {"llama-8b T=8 ctx 1024", 32, 8, 8, 1024}, {"llama-8b T=64 ctx 1024", 32, 8, 64, 1024}};
-    static const char *ctas[] = {"1", "2", "4"};
+    static const char *const ctas[] = {"1", "2", "3", "4"};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        double us[4], gb[4];
+        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 4, ctas, us, gb);
         print_message("speed: fd %-24s", cs[k].name);
-        for (int v = 0; v < 3; v++) {
-            setenv("VLLM_CUDA_FD_CTAS", ctas[v], 1);
-            double gb, us = fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, &gb);
-            print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us, gb);
-        }
+        for (int v = 0; v < 4; v++) print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us[v], gb[v]);
         print_message("\n");
     }
-    unsetenv("VLLM_CUDA_FD_CTAS");
 }
 
 static int setup(void **st) {
