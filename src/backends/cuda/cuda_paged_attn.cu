@@ -1,30 +1,53 @@
 /* cuda_paged_attn — PAGED_ATTENTION, flash-decoding style (split-KV, GQA).
  *
- * One CTA (4 warps) per (kv head g, query row i, split sp). It serves all G
- * = h / kvh query heads of its kv head, so every K/V row is read once for
- * the whole group. The context of row i, keys lo..hi (see ops.h), is cut
- * into n_splits ranges of split_len keys; split sp takes keys
+ * Decode (k_fd). One CTA (4 warps) per (kv head g, query row i, split sp).
+ * It serves all G = h / kvh query heads of its kv head, so every K/V row is
+ * read once for the whole group. The context of row i, keys lo..hi (see
+ * ops.h), is cut into n_splits ranges of split_len keys; split sp takes keys
  * lo + sp*split_len .. that + split_len - 1 (clipped to hi; possibly none).
  *
- * Inside a CTA, warp w takes keys in runs of FD_U = 4 (keys kb + 4w ..,
- * then + 16, ...): it loads the 4 K rows (lane l holds dims l*DPL ..
- * l*DPL+DPL-1, hd = 32*DPL), forms the 4 x G scores with warp reductions,
- * updates its own online softmax (running max m, sum l, accumulator acc per
- * head), then loads the 4 V rows. The 4 warps' states are merged through
- * shared memory. With one split the CTA writes the normalised output; with
- * several it writes (acc, m, l) partials, and the last CTA of the row and
- * kv head to finish (an atomic counter) merges them:
- *   M = max m_s, L = sum l_s e^(m_s - M), out = sum acc_s e^(m_s - M) / L.
+ * Inside a CTA, warp w takes keys in runs of U consecutive keys (run r:
+ * kb + (4r + w)*U ..; U = 8 for 16-bit caches of hd <= 128, fewer for
+ * wider rows and for G > 4 so that U*GM <= 32 and a buffer of U K rows + U
+ * V rows stays at 16 registers of raw cache words per lane). Lane l holds
+ * dims l*DPL .. l*DPL+DPL-1 (hd = 32*DPL). The loads are software-pipelined
+ * so that each warp keeps two runs (K and V: 2 x U x 2 rows) in flight:
+ * while run r is computed, the K/V rows of run r+1 and the block-table
+ * entries of run r+2 are already requested (V does not wait for the
+ * scores). The block-table entries of the first two runs are requested
+ * before the sequence lengths arrive (speculatively, inside the table row;
+ * redone when a window moves lo), so a CTA's chain of dependent DRAM trips
+ * is metadata -> K/V -> partials.
+ *
+ * Scores of a run: each lane forms the U x GM partial dot products, then a
+ * butterfly reduce-scatter (offsets 16, 8, .., each step halving the values
+ * a lane keeps) leaves lane l with the full score of one (head, key) pair:
+ * U*GM - 1 shuffles instead of 5 per pair, and scale / softcap / expf run
+ * once per pair rather than on all 32 lanes. The running max of a head is
+ * shared by its 32 / GM lanes (a few xor-max steps per run); p and the
+ * rescale factor go to all lanes through shared memory for acc += p V.
+ * The 4 warps' (acc, m, l) are merged through shared memory. With one split
+ * the CTA writes the normalised output; with several it writes (acc, m, l)
+ * partials, and the last CTA of the row and kv head to finish (an atomic
+ * counter) merges them:
+ *   M = max m_s, L = sum l_s e^(m_s - M), out = sum acc_s e^(m_s - M) / L,
+ * first the factors e^(m_s - M) / L into shared memory (one warp per head),
+ * then sums over the splits of float4 columns with independent loads (no
+ * chain of dependent loads per split).
  *
  * n_splits is chosen from the host-known upper bound of the context
- * (block-table width x block size), not from the device-side seq_lens, so
- * the launch shape depends only on the batch shape (CUDA-graph friendly);
- * splits past a sequence's end exit after writing an empty partial.
+ * (block-table width x block size, or the window), T and kvh only, never
+ * from the device-side seq_lens, so the launch shape depends only on the
+ * batch shape (CUDA-graph friendly): about FD_CTAS CTAs per SM in total
+ * (VLLM_CUDA_FD_CTAS=1..4 overrides), at least one run per warp per split,
+ * at most FD_MAXS splits; splits past a sequence's end exit after writing
+ * an empty partial.
  *
  * K/V: f32, f16 or bf16 caches [num_blocks, B, kvh, hd]; hd in {64, 128,
- * 256}, G <= 8 and vector-aligned rows (cuda_fd_eligible); other shapes use
- * the tiled kernel of cuda_attention.cu. Scores and softmax are f32 with
- * expf, like the CPU reference.
+ * 256}, G <= 8 (instances GM = 1, 2, 4, 8) and vector-aligned rows
+ * (cuda_fd_eligible); other shapes use the tiled kernel of
+ * cuda_attention.cu. Scores and softmax are f32 with expf, like the CPU
+ * reference.
  */
 #include "backends/cuda/cuda_internal.h"
 
@@ -33,8 +56,14 @@
 #include <math.h>
 #include <string.h>
 
+#include <stdlib.h>
+#include <type_traits>
+
 #define FD_WARPS 4
-#define FD_U 4
+#define FD_NT (FD_WARPS * 32)
+#define FD_CTAS 2    /* CTAs per SM the split count aims at */
+#define FD_MAXS 128  /* most splits: the merge keeps a factor per split and head in shared memory */
+#define FD_FULL 0xffffffffu
 
 typedef struct {
     const char *q, *k, *v;
@@ -49,6 +78,15 @@ typedef struct {
     int *counters;  /* [T, kvh] finished splits (zero between launches) */
     int *flags;
 } fd_args;
+
+/* Keys per warp run of k_fd: 16 raw 32-bit words of K (and as many of V)
+ * per lane and buffer, at most 8 keys, and U * GM <= 32 score pairs. */
+__host__ __device__ constexpr int fd_keys(int kv_bytes, int dpl, int gm) {
+    int u = 64 / (dpl * kv_bytes);
+    if (u > 8) u = 8;
+    if (u > 32 / gm) u = 32 / gm;
+    return u;
+}
 
 /* DPL consecutive cache elements -> f32 (16-, 8- or 4-byte loads). */
 template <typename KV, int DPL> __device__ __forceinline__ void fd_load(const char *p, float *f);
@@ -126,14 +164,120 @@ __device__ __forceinline__ int fd_block(const fd_args &a, const int32_t *btrow, 
     return blk;
 }
 
-template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WARPS * 32) k_fd(fd_args a) {
+/* k_fd's raw rows: RW 32-bit words per lane (DPL cache elements). */
+template <int RW> __device__ __forceinline__ void fd_ld(const char *p, uint32_t *w) {
+    if constexpr (RW == 1) {
+        w[0] = *(const uint32_t *)p;
+    } else if constexpr (RW == 2) {
+        uint2 x = *(const uint2 *)p;
+        w[0] = x.x, w[1] = x.y;
+    } else {
+#pragma unroll
+        for (int c = 0; c < RW / 4; c++) {
+            uint4 x = ((const uint4 *)p)[c];
+            w[4 * c] = x.x, w[4 * c + 1] = x.y, w[4 * c + 2] = x.z, w[4 * c + 3] = x.w;
+        }
+    }
+}
+
+template <typename KV, int DPL> __device__ __forceinline__ void fd_cvt(const uint32_t *w, float *f) {
+    if constexpr (std::is_same_v<KV, float>) {
+#pragma unroll
+        for (int d = 0; d < DPL; d++) f[d] = __uint_as_float(w[d]);
+    } else if constexpr (std::is_same_v<KV, __nv_bfloat16>) {
+#pragma unroll
+        for (int e = 0; e < DPL / 2; e++) {
+            f[2 * e] = __uint_as_float(w[e] << 16);
+            f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < DPL / 2; e++) {
+            f[2 * e] = __half2float(__ushort_as_half((unsigned short)(w[e] & 0xffffu)));
+            f[2 * e + 1] = __half2float(__ushort_as_half((unsigned short)(w[e] >> 16)));
+        }
+    }
+}
+
+/* Block-table entries of keys j .. j+U-1 (raw; checked where used). Keys
+ * past the table row read nothing, so j may run ahead of the context. One
+ * division per run: the table index steps with the key. */
+template <int U> __device__ __forceinline__ void fd_bt(const fd_args &a, const int32_t *btrow, int j, int *bl) {
+    const int cap = a.max_blocks * a.B;
+    int b = j / a.B, r = j - b * a.B;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        bl[u] = j + u < cap ? btrow[b] : 0;
+        if (++r == a.B) r = 0, b++;
+    }
+}
+
+/* K and V rows of keys j .. j+U-1 (zero past ke). A bad block id of a key
+ * in range is flagged and block 0 read instead (memory stays in bounds). */
+template <int RW, int U>
+__device__ __forceinline__ void fd_kv(const fd_args &a, const char *kbase, const char *vbase, int j, int ke,
+                                      const int *bl, uint32_t (*K)[RW], uint32_t (*V)[RW]) {
+    int slot = j % a.B;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (j + u <= ke) {
+            int blk = bl[u];
+            if (blk < 0 || blk >= a.num_blocks) {
+                atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+                blk = 0;
+            }
+            fd_ld<RW>(kbase + blk * a.k_s0 + slot * a.k_sb, K[u]);
+            fd_ld<RW>(vbase + blk * a.v_s0 + slot * a.v_sb, V[u]);
+        } else {
+#pragma unroll
+            for (int w = 0; w < RW; w++) K[u][w] = V[u][w] = 0u;
+        }
+        if (++slot == a.B) slot = 0;
+    }
+}
+
+/* Reduce-scatter of a warp's partial scores s[0..N-1], step K (offset
+ * 16 >> K): while a lane holds c = N >> K >= 2 values it keeps the lower
+ * (bit o of the lane clear) or upper half and adds its partner's copy of
+ * that half; once one value is left the step is a plain xor-sum. After the
+ * 5 steps lane l holds the full sum of pair l / (32 / N) in s[0]. Template
+ * steps so that every index is a constant (s stays in registers). */
+template <int N, int K> __device__ __forceinline__ void fd_rs(float *s, int lane) {
+    if constexpr (K < 5) {
+        constexpr int o = 16 >> K;
+        if constexpr ((N >> K) >= 2) {
+            constexpr int hh = N >> (K + 1);
+            const bool up = lane & o;
+#pragma unroll
+            for (int x = 0; x < hh; x++) {
+                const float lo = s[x], hi = s[x + hh];
+                const float send = up ? lo : hi, keep = up ? hi : lo;
+                s[x] = keep + __shfl_xor_sync(FD_FULL, send, o);
+            }
+        } else {
+            s[0] += __shfl_xor_sync(FD_FULL, s[0], o);
+        }
+        fd_rs<N, K + 1>(s, lane);
+    }
+}
+
+template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT) k_fd(fd_args a) {
     CUDA_PDL_ENTER();
-    constexpr int HD = 32 * DPL;
+    constexpr int HD = 32 * DPL, RW = DPL * (int)sizeof(KV) / 4, U = fd_keys((int)sizeof(KV), DPL, GM);
+    constexpr int N = U * GM;                                                     /* score pairs of a run */
+    constexpr int DUP = 32 / N, GL = 32 / GM; /* lanes per pair, lanes per head */
+    static_assert(N >= 2 && N <= 32 && (N & (N - 1)) == 0, "k_fd: U * GM must be a power of two <= 32");
     __shared__ float sm_acc[FD_WARPS][GM][HD];
     __shared__ float sm_m[FD_WARPS][GM], sm_l[FD_WARPS][GM];
+    __shared__ __align__(16) float sm_p[FD_WARPS][N];
+    __shared__ float sm_c[FD_WARPS][GM];
+    __shared__ float sm_f[GM][FD_MAXS];
+    __shared__ float4 sm_red[FD_NT];
+    __shared__ int last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = blockIdx.x, sp = blockIdx.z, G = a.G;
     const int64_t i = blockIdx.y;
+    const int step = FD_WARPS * U;
 
     /* The sequence of row i: the last s with qsl[s] <= i. */
     int s0 = 0, s1 = a.S - 1;
@@ -142,22 +286,15 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WAR
         if (a.qsl[mid] <= i) s0 = mid;
         else s1 = mid - 1;
     }
-    const int q_len = a.qsl[s0 + 1] - a.qsl[s0], sl = a.seq_lens[s0];
-    const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || i < a.qsl[s0] || i >= a.qsl[s0 + 1];
-    if (bad && threadIdx.x == 0 && sp == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
-    const int hi = bad ? -1 : sl - q_len + (int)(i - a.qsl[s0]);
-    const int lo = a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0;
-    const int kb = lo + sp * a.split_len;
-    const int ke = min(hi, kb + a.split_len - 1); /* kb > ke: no keys */
     const int32_t *btrow = a.bt + (int64_t)s0 * a.max_blocks;
-    const char *kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
-    const char *vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
-
-    float qr[GM][DPL], acc[GM][DPL], m[GM], l[GM];
+    /* Block-table entries of the warp's first two runs assuming lo = 0,
+     * requested before the lengths arrive. */
+    int bl0[U], bl1[U];
+    fd_bt<U>(a, btrow, sp * a.split_len + warp * U, bl0);
+    fd_bt<U>(a, btrow, sp * a.split_len + warp * U + step, bl1);
+    float qr[GM][DPL], acc[GM][DPL];
 #pragma unroll
     for (int gg = 0; gg < GM; gg++) {
-        m[gg] = -INFINITY;
-        l[gg] = 0.0f;
 #pragma unroll
         for (int d = 0; d < DPL; d++) acc[gg][d] = qr[gg][d] = 0.0f;
         if (gg < G) {
@@ -166,83 +303,99 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WAR
             for (int d = 0; d < DPL; d++) qr[gg][d] = qp[d];
         }
     }
+    const int q_len = a.qsl[s0 + 1] - a.qsl[s0], sl = a.seq_lens[s0];
+    const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || i < a.qsl[s0] || i >= a.qsl[s0 + 1];
+    if (bad && threadIdx.x == 0 && sp == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+    const int hi = bad ? -1 : sl - q_len + (int)(i - a.qsl[s0]);
+    const int lo = a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0;
+    const int kb = lo + sp * a.split_len;
+    const int ke = min(hi, kb + a.split_len - 1); /* kb > ke: no keys */
+    if (lo != 0) {                                /* a window moved the split */
+        fd_bt<U>(a, btrow, kb + warp * U, bl0);
+        fd_bt<U>(a, btrow, kb + warp * U + step, bl1);
+    }
+    const char *kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
+    const char *vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
 
-    for (int j0 = kb + warp * FD_U; j0 <= ke; j0 += FD_WARPS * FD_U) {
-        float kf[FD_U][DPL];
-        int blk[FD_U], slot[FD_U];
+    /* This lane's score pair after the reduce-scatter: head gl, key ul of the run. */
+    const int idx = lane / DUP, gl = idx / U, ul = idx % U;
+    float m_run = -INFINITY, l_run = 0.0f; /* head gl's running max (shared by its lanes), partial sum */
+    int j0 = kb + warp * U;
+    uint32_t K[U][RW], V[U][RW];
+    fd_kv<RW, U>(a, kbase, vbase, j0, ke, bl0, K, V);
+    for (; j0 <= ke; j0 += step) {
+        uint32_t Kn[U][RW], Vn[U][RW];
+        int bl2[U];
+        fd_kv<RW, U>(a, kbase, vbase, j0 + step, ke, bl1, Kn, Vn);
+        fd_bt<U>(a, btrow, j0 + 2 * step, bl2);
+        float s[N]; /* s[gg * U + u]: this lane's part of q_gg . k_u */
 #pragma unroll
-        for (int u = 0; u < FD_U; u++) {
-            int j = j0 + u;
-            blk[u] = j <= ke ? fd_block(a, btrow, j) : 0;
-            slot[u] = j % a.B;
-            if (j <= ke) fd_load<KV, DPL>(kbase + blk[u] * a.k_s0 + slot[u] * a.k_sb, kf[u]);
-            else {
-#pragma unroll
-                for (int d = 0; d < DPL; d++) kf[u][d] = 0.0f;
-            }
-        }
-        float s[FD_U][GM];
-#pragma unroll
-        for (int u = 0; u < FD_U; u++)
+        for (int u = 0; u < U; u++) {
+            float kf[DPL];
+            fd_cvt<KV, DPL>(K[u], kf);
 #pragma unroll
             for (int gg = 0; gg < GM; gg++) {
                 float t = 0.0f;
 #pragma unroll
-                for (int d = 0; d < DPL; d++) t += qr[gg][d] * kf[u][d];
-                s[u][gg] = t;
-            }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-            for (int u = 0; u < FD_U; u++)
-#pragma unroll
-                for (int gg = 0; gg < GM; gg++) s[u][gg] += __shfl_xor_sync(0xffffffffu, s[u][gg], o);
-        float p[FD_U][GM];
-#pragma unroll
-        for (int gg = 0; gg < GM; gg++) {
-            float mx = m[gg];
-#pragma unroll
-            for (int u = 0; u < FD_U; u++) {
-                float t = s[u][gg] * a.scale;
-                if (a.softcap > 0.0f) t = a.softcap * tanhf(t / a.softcap);
-                s[u][gg] = t;
-                if (j0 + u <= ke) mx = fmaxf(mx, t);
-            }
-            float corr = expf(m[gg] - mx); /* 0 on the first run (m = -inf) */
-            m[gg] = mx;
-            l[gg] *= corr;
-#pragma unroll
-            for (int d = 0; d < DPL; d++) acc[gg][d] *= corr;
-#pragma unroll
-            for (int u = 0; u < FD_U; u++) {
-                p[u][gg] = j0 + u <= ke ? expf(s[u][gg] - mx) : 0.0f;
-                l[gg] += p[u][gg];
+                for (int d = 0; d < DPL; d++) t += qr[gg][d] * kf[d];
+                s[gg * U + u] = t;
             }
         }
+        fd_rs<N, 0>(s, lane);
+        float sc = s[0] * a.scale;
+        if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
+        const bool valid = j0 + ul <= ke;
+        const float t = valid ? sc : -INFINITY;
+        float mx = t;
 #pragma unroll
-        for (int u = 0; u < FD_U; u++) {
-            if (j0 + u > ke) break;
+        for (int o = 1; o < GL; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(FD_FULL, mx, o));
+        const float mn = fmaxf(m_run, mx);
+        const float corr = expf(m_run - mn); /* 0 on the first run (m = -inf) */
+        const float p = valid ? expf(t - mn) : 0.0f;
+        m_run = mn;
+        l_run = l_run * corr + (lane % DUP == 0 ? p : 0.0f);
+        if (lane % DUP == 0) sm_p[warp][idx] = p;
+        if (lane % GL == 0) sm_c[warp][gl] = corr;
+        __syncwarp();
+#pragma unroll
+        for (int gg = 0; gg < GM; gg++) {
+            const float c = sm_c[warp][gg];
+#pragma unroll
+            for (int d = 0; d < DPL; d++) acc[gg][d] *= c;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
             float vf[DPL];
-            fd_load<KV, DPL>(vbase + blk[u] * a.v_s0 + slot[u] * a.v_sb, vf);
+            fd_cvt<KV, DPL>(V[u], vf);
 #pragma unroll
-            for (int gg = 0; gg < GM; gg++)
+            for (int gg = 0; gg < GM; gg++) {
+                const float pp = sm_p[warp][gg * U + u];
 #pragma unroll
-                for (int d = 0; d < DPL; d++) acc[gg][d] += p[u][gg] * vf[d];
+                for (int d = 0; d < DPL; d++) acc[gg][d] += pp * vf[d];
+            }
+        }
+        __syncwarp(); /* sm_p / sm_c read before the next run writes them */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            bl1[u] = bl2[u];
+#pragma unroll
+            for (int w = 0; w < RW; w++) K[u][w] = Kn[u][w], V[u][w] = Vn[u][w];
         }
     }
 
     /* Merge the warps. */
 #pragma unroll
-    for (int gg = 0; gg < GM; gg++) {
+    for (int o = 1; o < GL; o <<= 1) l_run += __shfl_xor_sync(FD_FULL, l_run, o);
+    if (lane % GL == 0) {
+        sm_m[warp][gl] = m_run;
+        sm_l[warp][gl] = l_run;
+    }
+#pragma unroll
+    for (int gg = 0; gg < GM; gg++)
 #pragma unroll
         for (int d = 0; d < DPL; d++) sm_acc[warp][gg][lane * DPL + d] = acc[gg][d];
-        if (lane == 0) {
-            sm_m[warp][gg] = m[gg];
-            sm_l[warp][gg] = l[gg];
-        }
-    }
     __syncthreads();
-    for (int e = threadIdx.x; e < G * HD; e += FD_WARPS * 32) {
+    for (int e = threadIdx.x; e < G * HD; e += FD_NT) {
         int gg = e / HD, d = e % HD;
         float M = -INFINITY;
 #pragma unroll
@@ -270,7 +423,6 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WAR
     /* The last CTA of (row i, kv head g) to finish merges the n_splits
      * partials (threadfence + counter: the others' writes are visible to
      * it) and resets the counter for the next launch or graph replay. */
-    __shared__ int last;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -281,19 +433,58 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_WAR
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int e = threadIdx.x; e < G * HD; e += FD_WARPS * 32) {
-        int gg = e / HD, d = e % HD;
-        int64_t hq = (int64_t)g * G + gg, base = (i * a.h + hq) * a.n_splits;
+    const int ns = a.n_splits;
+    /* Factors e^(m_s - M) / L per head and split (one warp per head). */
+    for (int gg = warp; gg < G; gg += FD_WARPS) {
+        const float2 *ml = (const float2 *)a.part_ml + (i * a.h + (int64_t)g * G + gg) * ns;
         float M = -INFINITY;
-        for (int t = 0; t < a.n_splits; t++) M = fmaxf(M, __ldcg(a.part_ml + (base + t) * 2));
-        float L = 0.0f, A = 0.0f;
-        for (int t = 0; t < a.n_splits; t++) {
-            float ms = __ldcg(a.part_ml + (base + t) * 2);
-            float f = ms == -INFINITY ? 0.0f : expf(ms - M);
-            L += __ldcg(a.part_ml + (base + t) * 2 + 1) * f;
-            A += __ldcg(a.part + (base + t) * HD + d) * f;
+        for (int t = lane; t < ns; t += 32) M = fmaxf(M, __ldcg(ml + t).x);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FD_FULL, M, o));
+        float L = 0.0f;
+        for (int t = lane; t < ns; t += 32) {
+            const float2 v = __ldcg(ml + t);
+            const float f = v.x == -INFINITY ? 0.0f : expf(v.x - M);
+            sm_f[gg][t] = f;
+            L += v.y * f;
         }
-        ((float *)(a.out + i * a.o_s0 + hq * a.o_s1))[d] = L > 0.0f ? A / L : 0.0f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(FD_FULL, L, o);
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        for (int t = lane; t < ns; t += 32) sm_f[gg][t] *= inv;
+    }
+    __syncthreads();
+    /* Columns of 4 dims: sum over the splits (R threads per column when
+     * there are fewer columns than threads, each taking every R-th split). */
+    constexpr int C4 = HD / 4;
+    const int cols = G * C4, R = cols >= FD_NT ? 1 : FD_NT / cols;
+    const float4 *p4 = (const float4 *)a.part;
+    for (int c0 = 0; c0 < cols; c0 += FD_NT) {
+        const int c = c0 + (R == 1 ? threadIdx.x : threadIdx.x % cols), r = R == 1 ? 0 : threadIdx.x / cols;
+        const int gg = c / C4;
+        float4 A = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (c < cols && r < R) {
+            const float4 *src = p4 + (i * a.h + (int64_t)g * G + gg) * ns * C4 + c % C4;
+#pragma unroll 8
+            for (int t = r; t < ns; t += R) {
+                const float4 x = __ldcg(src + (int64_t)t * C4);
+                const float f = sm_f[gg][t];
+                A.x += x.x * f, A.y += x.y * f, A.z += x.z * f, A.w += x.w * f;
+            }
+        }
+        if (R > 1) {
+            if (r < R) sm_red[threadIdx.x] = A;
+            __syncthreads();
+            if (threadIdx.x >= cols) break;
+            for (int q = 1; q < R; q++) {
+                const float4 x = sm_red[q * cols + threadIdx.x];
+                A.x += x.x, A.y += x.y, A.z += x.z, A.w += x.w;
+            }
+        }
+        if (c < cols) {
+            float *o = (float *)(a.out + i * a.o_s0 + ((int64_t)g * G + gg) * a.o_s1) + (c % C4) * 4;
+            o[0] = A.x, o[1] = A.y, o[2] = A.z, o[3] = A.w;
+        }
     }
 }
 
@@ -447,14 +638,23 @@ bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *
 }
 
 template <typename KV, int DPL> static void fd_launch_g(const fd_args &a, dim3 grid, cudaStream_t st) {
-    if (a.G <= 2) cuda_launch(k_fd<KV, DPL, 2>, grid, FD_WARPS * 32, 0, st, a);
-    else cuda_launch(k_fd<KV, DPL, 8>, grid, FD_WARPS * 32, 0, st, a);
+    if (a.G <= 1) cuda_launch(k_fd<KV, DPL, 1>, grid, FD_NT, 0, st, a);
+    else if (a.G <= 2) cuda_launch(k_fd<KV, DPL, 2>, grid, FD_NT, 0, st, a);
+    else if (a.G <= 4) cuda_launch(k_fd<KV, DPL, 4>, grid, FD_NT, 0, st, a);
+    else cuda_launch(k_fd<KV, DPL, 8>, grid, FD_NT, 0, st, a);
 }
 
 template <typename KV> static void fd_launch_kv(const fd_args &a, int hd, dim3 grid, cudaStream_t st) {
     if (hd == 64) fd_launch_g<KV, 2>(a, grid, st);
     else if (hd == 128) fd_launch_g<KV, 4>(a, grid, st);
     else fd_launch_g<KV, 8>(a, grid, st);
+}
+
+/* CTAs per SM the split count aims at (VLLM_CUDA_FD_CTAS, 1..4). */
+static int fd_ctas_per_sm(void) {
+    const char *e = getenv("VLLM_CUDA_FD_CTAS");
+    int v = e ? atoi(e) : 0;
+    return v >= 1 && v <= 4 ? v : FD_CTAS;
 }
 
 int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
@@ -522,18 +722,23 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
         if (e != cudaSuccess) return cuda_fail(e, "prefill attention launch", __FILE__, __LINE__);
         return VC_OK;
     }
-    /* Upper bound of a row's context, then enough splits for ~4 CTAs per SM
-     * (each split at least 16 keys: one run of FD_U keys per warp, so a
-     * decode row's CTAs finish after few dependent memory round trips). */
+    /* Upper bound of a row's context, then enough splits for about
+     * fd_ctas_per_sm() CTAs per SM, each split at least one run of U keys
+     * per warp (U as k_fd's), its length a multiple of U. */
     int64_t ctx = (int64_t)a.max_blocks * a.B;
     if (window > 0 && window < ctx) ctx = window;
-    int64_t want = (4 * (int64_t)c->n_sm + T * kvh - 1) / (T * kvh);
-    int64_t most = (ctx + FD_WARPS * FD_U - 1) / (FD_WARPS * FD_U);
+    const int gm = a.G <= 1 ? 1 : a.G <= 2 ? 2 : a.G <= 4 ? 4 : 8;
+    const int64_t U = fd_keys((int)rt_dtype_info(kc->dtype)->block_bytes, (int)(hd / 32), gm);
+    int64_t want = ((int64_t)fd_ctas_per_sm() * c->n_sm + T * kvh - 1) / (T * kvh);
+    int64_t most = (ctx + FD_WARPS * U - 1) / (FD_WARPS * U);
     int64_t ns = want < most ? want : most;
+    if (ns > FD_MAXS) ns = FD_MAXS;
     if (ns < 1) ns = 1;
-    if (ns > 1024) ns = 1024;
+    int64_t len = (ctx + ns - 1) / ns;
+    len = (len + U - 1) / U * U;
+    ns = (ctx + len - 1) / len;
     a.n_splits = (int)ns;
-    a.split_len = (int)((ctx + ns - 1) / ns);
+    a.split_len = (int)len;
     void *tmp = NULL;
     if (ns > 1) { /* partials in the persistent workspace (graph-safe); the bound always holds */
         size_t n = (size_t)(T * h * ns);
@@ -545,7 +750,7 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
             a.part = (float *)tmp;
         }
         a.part_ml = a.part + n * (size_t)hd;
-        a.counters = c->fd_cnt; /* T * kvh < 4 * n_sm when ns > 1 */
+        a.counters = c->fd_cnt; /* T * kvh < 4 * n_sm when ns > 1 (want > 1) */
     }
     if (cuda_enter(c) < 0) {
         cuda_tmp_free(c, tmp);

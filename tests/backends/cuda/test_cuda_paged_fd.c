@@ -1,0 +1,345 @@
+/* The split-KV decode kernel of PAGED_ATTENTION on CUDA (k_fd,
+ * cuda_paged_attn.cu) against the CPU op: single decode rows at the model
+ * shapes that matter (Llama-3-8B: 32 / 8 heads, Qwen3-0.6B: 16 / 8, hd 128,
+ * bf16 cache), every group size 1..8 (GM instances 1, 2, 4, 8 and G that
+ * is not a power of two), hd 64 / 128 / 256, f32 / f16 / bf16 caches,
+ * contexts of 1 key up to 2049 (not a multiple of any split), block tables
+ * much wider than the context (most splits empty), the most splits, sliding
+ * windows (which move the first split), softcap, batches of decode rows
+ * with short prompt chunks among them, 64 decode rows; graph replays (the
+ * split counters must be back at zero after each launch); bad block ids
+ * inside the context flagged, garbage past the context ignored.
+ *
+ * test_fd_speed (skipped when VLLM_CUDA_SPEED=0) times the kernel in a CUDA
+ * graph of 32 calls over 32 different caches (one per "layer", so the L2
+ * holds none of them) for each VLLM_CUDA_FD_CTAS = 1..4, and prints us
+ * per call and GB/s of K/V read.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "runtime/ops.h"
+#include "runtime/quant.h"
+
+#include "cuda_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float rnd(void) { /* [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+static void *make_rows(rt_dtype t, int64_t rows, int64_t n, float amp) {
+    size_t rb = rt_dtype_row_bytes(t, n);
+    char *buf = xmalloc(rb * (size_t)rows);
+    float *tmp = xmalloc((size_t)n * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = 0; j < n; j++) tmp[j] = amp * rnd();
+        assert_int_equal(rt_quant_row(t, tmp, buf + r * rb, n), VC_OK);
+    }
+    free(tmp);
+    return buf;
+}
+
+typedef struct {
+    int64_t h, kvh, hd, B;
+    rt_dtype kvt;
+    int32_t window;
+    float softcap;
+    int S;
+    const int32_t *seq_lens, *q_lens;
+    int64_t extra_blocks; /* block-table width beyond the longest context */
+    int bad;              /* 1: a block id inside the context out of range; 2: seq_lens[0] past the table */
+    int graph;            /* run through a graph of two calls, replayed three times */
+} fd_case;
+
+/* One case against the CPU op (normalised error <= 1e-5); the block table
+ * past each context holds garbage that must never be read as an error. */
+static void run_case(const fd_case *c) {
+    int64_t maxlen = 0, T = 0;
+    for (int s = 0; s < c->S; s++) {
+        maxlen = c->seq_lens[s] > maxlen ? c->seq_lens[s] : maxlen;
+        T += c->q_lens[s];
+    }
+    const int64_t MB = (maxlen + c->B - 1) / c->B + c->extra_blocks, NB = c->S * MB + 1;
+    const int64_t h = c->h, hd = c->hd;
+    int32_t *qsl = xmalloc((size_t)(c->S + 1) * 4), *bt = xmalloc((size_t)(c->S * MB) * 4);
+    int32_t *perm = xmalloc((size_t)NB * 4), *sl = xmalloc((size_t)c->S * 4);
+    for (int s = 0; s < c->S; s++) qsl[s + 1] = qsl[s] + c->q_lens[s];
+    memcpy(sl, c->seq_lens, (size_t)c->S * 4);
+    for (int64_t i = 0; i < NB; i++) perm[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int64_t used = 0;
+    for (int s = 0; s < c->S; s++)
+        for (int64_t b = 0; b < MB; b++)
+            bt[s * MB + b] = b * c->B < sl[s] ? perm[used++] : (b % 3 == 0 ? -1 : (int32_t)(NB + 5 + b));
+    int64_t sq[3] = {T, h, hd}, sc[4] = {NB, c->B, c->kvh, hd}, sbt[2] = {c->S, MB}, ssl[1] = {c->S},
+            sqsl[1] = {c->S + 1};
+    size_t qn = (size_t)(T * h * hd);
+    float *q = xmalloc(qn * 4), *ref = xmalloc(qn * 4), *got = xmalloc(qn * 4);
+    for (size_t e = 0; e < qn; e++) q[e] = rnd();
+    void *k = make_rows(c->kvt, NB * c->B * c->kvh, hd, 1.0f), *v = make_rows(c->kvt, NB * c->B * c->kvh, hd, 1.0f);
+    float scale = 2.0f / sqrtf((float)hd);
+    char what[160];
+    snprintf(what, sizeof what, "T=%lld S=%d h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s maxlen=%lld MB=%lld",
+             (long long)T, c->S, (long long)h, (long long)c->kvh, (long long)hd, (long long)c->B, c->window,
+             c->softcap, rt_dtype_name(c->kvt), (long long)maxlen, (long long)MB);
+    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, c->kvt, 4, sc), dv = up(v, c->kvt, 4, sc);
+    rt_tensor dqsl = up(qsl, RT_I32, 1, sqsl), dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    if (c->bad == 1) { /* the block of sequence 0's last key */
+        bt[(sl[0] - 1) / c->B] = (int32_t)NB;
+    } else if (c->bad == 2) {
+        sl[0] = (int32_t)(MB * c->B + 1);
+    }
+    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dsl = up(sl, RT_I32, 1, ssl);
+    if (c->bad) {
+        assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window),
+                         VC_OK);
+        if (rt_backend_sync(g_gpu) != VC_ERR_INVALID) fail_msg("%s: bad=%d not reported", what, c->bad);
+    } else {
+        rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+        rt_tensor hk = rt_tensor_make(k, c->kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, c->kvt, RT_DEV_CPU, 4, sc);
+        rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt);
+        rt_tensor hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl), hsl = rt_tensor_make(sl, RT_I32, RT_DEV_CPU, 1, ssl);
+        assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, c->softcap, c->window),
+                         VC_OK);
+        int reps = 1;
+        void *g = NULL;
+        if (c->graph && rt_backend_has_graphs(g_gpu)) {
+            assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+            for (int r = 0; r < 2; r++)
+                assert_int_equal(
+                    rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window),
+                    VC_OK);
+            assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+            reps = 3;
+        }
+        for (int r = 0; r < reps; r++) {
+            memset(got, 0, qn * 4);
+            rt_tensor hz = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
+            assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dout, &hz), VC_OK); /* stale results must not pass */
+            if (g) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+            else
+                assert_int_equal(
+                    rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window),
+                    VC_OK);
+            down(got, &dout);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            double e = nerr(got, ref, (int64_t)qn);
+            if (!(e <= 1e-5)) fail_msg("%s: normalised error %.3e (replay %d)", what, e, r);
+        }
+        if (g) rt_backend_graph_free(g_gpu, g);
+    }
+    drop(&dq);
+    drop(&dk);
+    drop(&dv);
+    drop(&dbt);
+    drop(&dqsl);
+    drop(&dsl);
+    drop(&dout);
+    free(q);
+    free(ref);
+    free(got);
+    free(k);
+    free(v);
+    free(qsl);
+    free(bt);
+    free(perm);
+    free(sl);
+}
+
+static void one(int64_t h, int64_t kvh, int64_t hd, rt_dtype kvt, int32_t len, int32_t window, float softcap,
+                int64_t extra) {
+    const int32_t one_q = 1;
+    fd_case c = {h, kvh, hd, 16, kvt, window, softcap, 1, &len, &one_q, extra, 0, 0};
+    run_case(&c);
+}
+
+/* Single decode rows: model shapes, contexts, group sizes, dtypes. */
+static void test_fd_decode_row(void **st) {
+    (void)st;
+    NEED_GPU();
+    static const int32_t lens[] = {1, 17, 640, 2049};
+    for (int i = 0; i < 4; i++) {
+        one(32, 8, 128, RT_BF16, lens[i], 0, 0.0f, 1); /* Llama-3-8B */
+        one(16, 8, 128, RT_BF16, lens[i], 0, 0.0f, 0); /* Qwen3-0.6B */
+    }
+    one(32, 8, 128, RT_BF16, 2048, 0, 0.0f, 0);
+    one(8, 8, 128, RT_F16, 300, 0, 0.0f, 2);   /* G 1 */
+    one(32, 4, 128, RT_BF16, 1000, 0, 0.0f, 0); /* G 8 */
+    one(6, 2, 64, RT_F32, 129, 0, 0.0f, 0);     /* G 3 */
+    one(10, 2, 256, RT_BF16, 77, 0, 0.0f, 3);   /* G 5, hd 256 */
+    one(14, 2, 128, RT_F16, 513, 0, 0.0f, 0);   /* G 7 */
+    one(8, 1, 256, RT_F32, 1500, 0, 0.0f, 0);   /* one kv head: the most splits */
+    one(4, 4, 64, RT_BF16, 999, 0, 0.0f, 0);    /* G 1, hd 64 */
+    one(16, 4, 64, RT_F16, 260, 0, 0.0f, 0);    /* G 4, hd 64 */
+    one(16, 2, 256, RT_F16, 700, 0, 20.0f, 0);  /* G 8, hd 256, softcap */
+    one(32, 8, 128, RT_BF16, 5, 0, 0.0f, 255);  /* table 4096 keys wide, 5 used: splits empty */
+    one(16, 8, 128, RT_F32, 40, 0, 0.0f, 127);
+}
+
+/* Sliding windows (the first split starts at hi - window + 1) and softcap. */
+static void test_fd_window(void **st) {
+    (void)st;
+    NEED_GPU();
+    one(32, 8, 128, RT_BF16, 2049, 100, 0.0f, 0);
+    one(32, 8, 128, RT_BF16, 2049, 1000, 30.0f, 0);
+    one(16, 8, 128, RT_BF16, 640, 639, 0.0f, 0);
+    one(8, 2, 64, RT_F32, 300, 33, 0.0f, 4);
+    one(6, 2, 256, RT_F16, 90, 4096, 50.0f, 0); /* window wider than the context */
+}
+
+/* Batches: decode rows of different lengths, prompt chunks among them. */
+static void test_fd_batch(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int32_t sl1[5] = {1, 700, 33, 2048, 129}, q1[5] = {1, 1, 1, 1, 1};
+    fd_case c1 = {32, 8, 128, 16, RT_BF16, 0, 0.0f, 5, sl1, q1, 1, 0, 0};
+    run_case(&c1);
+    const int32_t q2[5] = {1, 3, 1, 5, 1};
+    fd_case c2 = {16, 8, 128, 16, RT_BF16, 200, 0.0f, 5, sl1, q2, 0, 0, 0};
+    run_case(&c2);
+    fd_case c3 = {12, 4, 64, 4, RT_F16, 0, 10.0f, 5, sl1, q2, 3, 0, 0};
+    run_case(&c3);
+    /* 64 decode rows of up to 1024 keys (one split per row and kv head) */
+    int32_t sl4[64], q4[64];
+    for (int s = 0; s < 64; s++) {
+        sl4[s] = 1 + (int32_t)((rnd() + 1.0f) * 511.5f);
+        q4[s] = 1;
+    }
+    sl4[7] = 1024;
+    fd_case c4 = {16, 8, 128, 16, RT_BF16, 0, 0.0f, 64, sl4, q4, 0, 0, 0};
+    run_case(&c4);
+    fd_case c5 = {8, 2, 128, 16, RT_F32, 0, 0.0f, 16, sl4, q4, 2, 0, 0}; /* 32 CTAs per split: some splits */
+    run_case(&c5);
+}
+
+/* Graph replays (split counters back at zero) and the error flags. */
+static void test_fd_graph_and_flags(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int32_t len = 2049, q1 = 1, lens2[3] = {640, 5, 1200}, q3[3] = {1, 1, 1};
+    fd_case c = {32, 8, 128, 16, RT_BF16, 0, 0.0f, 1, &len, &q1, 0, 0, 1};
+    run_case(&c);
+    fd_case c2 = {16, 8, 128, 16, RT_BF16, 0, 0.0f, 3, lens2, q3, 1, 0, 1};
+    run_case(&c2);
+    fd_case c3 = {32, 8, 128, 16, RT_BF16, 0, 0.0f, 3, lens2, q3, 1, 1, 0}; /* bad block id */
+    run_case(&c3);
+    fd_case c4 = {32, 8, 128, 16, RT_BF16, 0, 0.0f, 3, lens2, q3, 1, 2, 0}; /* seq_lens past the table */
+    run_case(&c4);
+    fd_case c5 = {8, 1, 256, 16, RT_F32, 0, 0.0f, 1, &len, &q1, 0, 1, 0};
+    run_case(&c5);
+}
+
+/* us per call of T decode rows over ctx keys each, per VLLM_CUDA_FD_CTAS
+ * value: a graph of L calls, each over its own part of the cache (>= 768 MB
+ * of K/V in all, L <= 64), so that the L2 never holds the next call's rows. */
+static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, const char *const *ctas, double *us,
+                    double *gbps) {
+    enum { LMAX = 64, B = 16, HD = 128 };
+    const int64_t MB = (ctx + B - 1) / B, layer = T * MB * B * kvh * HD * 2 * 2;
+    const int L = (int)((768ll << 20) / layer < 1 ? 1 : (768ll << 20) / layer > LMAX ? LMAX : (768ll << 20) / layer);
+    const int64_t NB = L * T * MB;
+    const int64_t sc[4] = {NB, B, kvh, HD}, sq[3] = {T, h, HD}, sbt[2] = {T, MB}, ss[1] = {T}, sqsl[1] = {T + 1};
+    size_t cbytes = (size_t)NB * B * kvh * HD * 2;
+    uint16_t *host = xmalloc(cbytes);
+    for (size_t e = 0; e < cbytes / 2; e++) host[e] = (uint16_t)(0x3c00u + (e * 2654435761u >> 20) % 0x200u);
+    rt_tensor dk = up(host, RT_BF16, 4, sc), dv = up(host, RT_BF16, 4, sc);
+    free(host);
+    float *q = xmalloc((size_t)(T * h * HD) * 4);
+    for (int64_t e = 0; e < T * h * HD; e++) q[e] = rnd();
+    rt_tensor dq = up(q, RT_F32, 3, sq), dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    int32_t *bt = xmalloc((size_t)(L * T * MB) * 4), *qsl = xmalloc((size_t)(T + 1) * 4), *sl = xmalloc((size_t)T * 4);
+    for (int64_t e = 0; e < L * T * MB; e++) bt[e] = (int32_t)e;
+    for (int64_t s = 0; s < T; s++) qsl[s + 1] = (int32_t)(s + 1), sl[s] = ctx;
+    rt_tensor dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(sl, RT_I32, 1, ss), dbt[LMAX];
+    for (int l = 0; l < L; l++) dbt[l] = up(bt + (size_t)l * T * MB, RT_I32, 2, sbt);
+    for (int v = 0; v < nv; v++) {
+        setenv("VLLM_CUDA_FD_CTAS", ctas[v], 1);
+        void *g = NULL;
+        assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+        for (int l = 0; l < L; l++)
+            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt[l], &dqsl, &dsl, 0.088f, 0.0f, 0),
+                             VC_OK);
+        assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+        assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        const int R = 20;
+        double t0 = vc_now_s();
+        for (int r = 0; r < R; r++) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        double dt = (vc_now_s() - t0) / (R * L);
+        rt_backend_graph_free(g_gpu, g);
+        us[v] = dt * 1e6;
+        gbps[v] = (double)T * ctx * kvh * HD * 2 * 2 / dt * 1e-9;
+    }
+    unsetenv("VLLM_CUDA_FD_CTAS");
+    for (int l = 0; l < L; l++) drop(&dbt[l]);
+    drop(&dk);
+    drop(&dv);
+    drop(&dq);
+    drop(&dout);
+    drop(&dqsl);
+    drop(&dsl);
+    free(q);
+    free(bt);
+    free(qsl);
+    free(sl);
+}
+
+static void test_fd_speed(void **st) {
+    (void)st;
+    NEED_GPU();
+    const char *e = getenv("VLLM_CUDA_SPEED");
+    if ((e && !strcmp(e, "0")) || !rt_backend_has_graphs(g_gpu)) skip();
+    static const struct {
+        const char *name;
+        int64_t h, kvh, T;
+        int32_t ctx;
+    } cs[] = {{"llama-8b T=1 ctx 640", 32, 8, 1, 640},   {"llama-8b T=1 ctx 2048", 32, 8, 1, 2048},
+              {"qwen3-0.6b T=1 ctx 640", 16, 8, 1, 640}, {"qwen3-0.6b T=1 ctx 2048", 16, 8, 1, 2048},
+              {"llama-8b T=8 ctx 1024", 32, 8, 8, 1024}, {"llama-8b T=64 ctx 1024", 32, 8, 64, 1024}};
+    static const char *const ctas[] = {"1", "2", "3", "4"};
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        double us[4], gb[4];
+        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 4, ctas, us, gb);
+        print_message("speed: fd %-24s", cs[k].name);
+        for (int v = 0; v < 4; v++) print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us[v], gb[v]);
+        print_message("\n");
+    }
+}
+
+static int setup(void **st) {
+    (void)st;
+    return cuda_test_setup(2);
+}
+
+static int teardown(void **st) {
+    (void)st;
+    return cuda_test_teardown();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fd_decode_row),      cmocka_unit_test(test_fd_window), cmocka_unit_test(test_fd_batch),
+        cmocka_unit_test(test_fd_graph_and_flags), cmocka_unit_test(test_fd_speed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
