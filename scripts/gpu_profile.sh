@@ -28,7 +28,7 @@ source scripts/gpu_deps.sh || exit 1
 PY=${PYTHON:-python3}
 SHAPES=${VLLM_PROFILE_SHAPES:-"llama-8b qwen3-0.6b"}
 TESTS=(test_cuda_fused test_cuda_ops test_cuda_model test_cuda_comm test_cuda_sample test_cuda_flash test_cuda_combine
-    test_cuda_gemm)
+    test_cuda_gemm test_cuda_paged_fd)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader || true
 NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
 echo "nsys: ${NSYS:-none}; ncu: $(command -v ncu || echo none)"
