@@ -94,8 +94,12 @@ static int llama_load(mdl_model *m) {
     if (any_gu && mdl_own_tensor(m, &m->gu, RT_F32, 2, s_gu) < 0) return -1;
     /* bf16 matmul inputs where the backend wants them for large steps
      * (prefill on a GPU: no f32 -> bf16 conversion before each GEMM, half
-     * the bytes between the norms, the GLU and the GEMMs). */
-    if (rt_backend_act_dtype(m->be, m->max_batch) == RT_BF16) {
+     * the bytes between the norms, the GLU and the GEMMs), for bf16 or
+     * quantized weights (GEMMs in bf16 anyway); f32 weights keep f32
+     * activations, f16 weights their f16 conversion (finer than bf16). */
+    const rt_tensor *w0 = m->layers[0].wqkv.data ? &m->layers[0].wqkv : &m->layers[0].wq;
+    bool w16 = w0->dtype == RT_BF16 || rt_dtype_info(w0->dtype)->quantized; /* f32 / f16 W keep f32 inputs */
+    if (w16 && rt_backend_act_dtype(m->be, m->max_batch) == RT_BF16) {
         int64_t s_xn[2] = {m->max_batch, d}, s_g[2] = {m->max_batch, m->ff_l};
         if (mdl_own_tensor(m, &m->xn16, RT_BF16, 2, s_xn) < 0) return -1;
         if (any_gu && mdl_own_tensor(m, &m->gate16, RT_BF16, 2, s_g) < 0) return -1;

@@ -341,7 +341,9 @@ int cuda_gemm_glu(rt_backend *be, const rt_op_args *a) {
     if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_glu: dimension over INT_MAX");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    rt_dtype st = dst->dtype == RT_BF16 && w->dtype != RT_F32 ? RT_BF16 : RT_F32;
+    /* bf16 scratch when the GEMM itself runs in bf16 (bf16 or dequantized W;
+     * cuBLAS has no f16 x f16 -> bf16 GEMM). */
+    rt_dtype st = dst->dtype == RT_BF16 && w->dtype != RT_F32 && w->dtype != RT_F16 ? RT_BF16 : RT_F32;
     int rc = gemm_any(c, w, x->data, x->dtype, x_ld, scratch->data, st, out, NULL, out, in, n);
     if (rc < 0) return rc;
     int act = a->p.glu.act;
