@@ -17,13 +17,6 @@
 
 enum { EW_GLU_SILU, EW_GLU_GELU, EW_ADD, EW_SCALE };
 
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
-
-__device__ __forceinline__ float gelu_tanh(float g) {
-    const float k0 = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
-}
-
 template <int K>
 __global__ void k_ew(cuda_view y, cuda_view a, cuda_view b, int64_t len, int64_t total, float s, int flat) {
     CUDA_PDL_ENTER();
@@ -42,8 +35,8 @@ __global__ void k_ew(cuda_view y, cuda_view a, cuda_view b, int64_t len, int64_t
             if (K != EW_SCALE) pb = (const float *)(cuda_row(b, r) + j * b.stride[b.ndim - 1]);
         }
         float v;
-        if (K == EW_GLU_SILU) v = silu(*pa) * *pb;
-        else if (K == EW_GLU_GELU) v = gelu_tanh(*pa) * *pb;
+        if (K == EW_GLU_SILU) v = cuda_silu(*pa) * *pb;
+        else if (K == EW_GLU_GELU) v = cuda_gelu_tanh(*pa) * *pb;
         else if (K == EW_ADD) v = *pa + *pb;
         else v = *pa * s;
         *py = v;
@@ -62,8 +55,8 @@ __global__ void k_ew_rows(char *y, int64_t ys, const char *a, int64_t as, const 
         const float *pa = (const float *)(a + r * as), *pb = K != EW_SCALE ? (const float *)(b + r * bs) : NULL;
         for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < len; j += gridDim.x * blockDim.x) {
             float v;
-            if (K == EW_GLU_SILU) v = silu(pa[j]) * pb[j];
-            else if (K == EW_GLU_GELU) v = gelu_tanh(pa[j]) * pb[j];
+            if (K == EW_GLU_SILU) v = cuda_silu(pa[j]) * pb[j];
+            else if (K == EW_GLU_GELU) v = cuda_gelu_tanh(pa[j]) * pb[j];
             else if (K == EW_ADD) v = pa[j] + pb[j];
             else v = pa[j] * s;
             py[j] = v;

@@ -21,17 +21,6 @@
 
 #define RS_WARPS 8 /* max warps per QK_ROPE_STORE block (vector kernel) */
 
-__device__ static float fused_block_sum(float v, float *sh) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
-    __syncthreads(); /* sh may still be read by a previous call */
-    if (lane == 0) sh[warp] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 extern "C" int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *res = a->src[1], *w = a->src[2];
@@ -100,7 +89,7 @@ __global__ void k_qk_rope_store(rs_args p) {
     }
     const float *nw = kind == 0 ? p.qn : p.kn;
     if (nw) { /* uniform per block */
-        float ss = fused_block_sum(x * x, sh);
+        float ss = norm_block_sum(x * x, sh);
         float s = 1.0f / sqrtf(ss / (float)p.hd + p.eps);
         if (in) x = x * s * (p.w_off + nw[i]);
     }

@@ -248,12 +248,6 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
                      bias ? (const float *)bias->data : NULL, out, in, n);
 }
 
-__device__ __forceinline__ float glu_act(int act, float g) {
-    if (act == RT_ACT_SILU) return g / (1.0f + expf(-g));
-    const float k0 = 0.7978845608028654f; /* sqrt(2/pi): GELU, tanh form */
-    return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
-}
-
 template <typename S> __device__ __forceinline__ void ld8(const S *p, float *v);
 template <> __device__ __forceinline__ void ld8<float>(const float *p, float *v) {
     float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
@@ -298,13 +292,13 @@ __global__ void k_glu(const S *gu, int64_t f, D *dst, int64_t d_ld, int64_t n, i
                 ld8<S>(g + j, gv);
                 ld8<S>(u + j, uv);
 #pragma unroll
-                for (int i = 0; i < 8; i++) gv[i] = glu_act(act, gv[i]) * uv[i];
+                for (int i = 0; i < 8; i++) gv[i] = cuda_glu_act(act, gv[i]) * uv[i];
                 st8<D>(o + j, gv);
             }
         } else {
             for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < f;
                  j += (int64_t)gridDim.x * blockDim.x)
-                st_h(o + j, glu_act(act, ld_f(g + j)) * ld_f(u + j));
+                st_h(o + j, cuda_glu_act(act, ld_f(g + j)) * ld_f(u + j));
         }
     }
 }

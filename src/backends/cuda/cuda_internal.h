@@ -56,6 +56,17 @@ extern "C" {
 #include "runtime/ops.h"
 }
 
+/* The GLU activations of GLU / MATMUL_GLU (rt_act), as the CPU computes
+ * them: SiLU g / (1 + e^-g); GELU in its tanh form. */
+__device__ __forceinline__ float cuda_silu(float g) { return g / (1.0f + expf(-g)); }
+__device__ __forceinline__ float cuda_gelu_tanh(float g) {
+    const float k0 = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
+}
+__device__ __forceinline__ float cuda_glu_act(int act, float g) {
+    return act == RT_ACT_SILU ? cuda_silu(g) : cuda_gelu_tanh(g);
+}
+
 /* Bits of ctx->d_flags (set by kernels, reported by sync/copy). */
 #define CUDA_FLAG_BAD_TOKEN 1 /* EMBED: id out of range */
 #define CUDA_FLAG_BAD_SLOT 2  /* KV_STORE: slot out of range */

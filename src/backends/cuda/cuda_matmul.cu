@@ -200,12 +200,6 @@ __device__ __forceinline__ void gemv_load_round(uint4 *p, const uint4 *wr, int64
 /* GLU epilogue (MATMUL_GLU): w = [Wg; Wu] with `out` = 2f rows; the KS-warp
  * slots of a block go in pairs, slot 2i on gate row p and 2i+1 on up row
  * f + p, and the pair's first warp writes y[t, p] = act(gate) * up. */
-__device__ __forceinline__ float glu_act(float g, int act) {
-    if (act == RT_ACT_SILU) return g / (1.0f + expf(-g));
-    const float k0 = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
-}
-
 template <int KS>
 __device__ __forceinline__ void gemv_finish_glu(float *acc, int n, int64_t p, int64_t f, float *y, int64_t y_ld,
                                                 int act) {
@@ -225,7 +219,7 @@ __device__ __forceinline__ void gemv_finish_glu(float *acc, int n, int64_t p, in
             g += part[warp + k][lane];
             u += part[warp + KS + k][lane];
         }
-        y[lane * y_ld + p] = glu_act(g, act) * u;
+        y[lane * y_ld + p] = cuda_glu_act(act, g) * u;
     }
 }
 

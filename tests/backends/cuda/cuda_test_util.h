@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "runtime/backend.h"
+#include "runtime/quant.h"
 
 static rt_backend *g_cpu, *g_gpu;
 
@@ -57,6 +58,20 @@ static inline double nerr(const float *a, const float *b, int64_t n) {
         if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
     }
     return e / m;
+}
+
+/* rows x n random values in [-amp, amp) from the file's generator rnd,
+ * stored as dtype t (quantized types through the reference quantizer). */
+static inline void *rand_rows(rt_dtype t, int64_t rows, int64_t n, float amp, float (*rnd)(void)) {
+    size_t rb = rt_dtype_row_bytes(t, n);
+    char *buf = xmalloc(rb * (size_t)rows);
+    float *tmp = xmalloc((size_t)n * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < n; i++) tmp[i] = amp * rnd();
+        assert_int_equal(rt_quant_row(t, tmp, buf + r * rb, n), VC_OK);
+    }
+    free(tmp);
+    return buf;
 }
 
 /* Group setup: a CPU backend of cpu_threads threads and the CUDA device. */

@@ -44,19 +44,6 @@ static float rnd(void) { /* [-1, 1) */
     return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
 }
 
-/* rows x n random values of dtype t, amplitude amp */
-static void *rand_rows(rt_dtype t, int64_t rows, int64_t n, float amp) {
-    size_t rb = rt_dtype_row_bytes(t, n);
-    char *buf = xmalloc(rb * (size_t)rows);
-    float *tmp = xmalloc((size_t)n * 4);
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < n; i++) tmp[i] = amp * rnd();
-        assert_int_equal(rt_quant_row(t, tmp, buf + r * rb, n), VC_OK);
-    }
-    free(tmp);
-    return buf;
-}
-
 /* One varlen batch: sequence s has q_lens[s] query rows over seq_lens[s]
  * cached tokens (its rows sit at the last q_lens[s] positions), blocks of B
  * slots drawn from a shuffled pool. The batch must be prompt-heavy (T >= 64
@@ -96,9 +83,9 @@ static void run_case(const flash_case *c) {
     const int64_t h = c->h, hd = c->hd, kvh = c->kvh;
     int64_t sq[3] = {T, h, hd}, sc[4] = {NB, c->B, kvh, hd}, sbt[2] = {c->S, MB}, ssl[1] = {c->S},
             sqsl[1] = {c->S + 1};
-    float *q = rand_rows(RT_F32, T * h, hd, 1.0f), *ref = xmalloc((size_t)(T * h * hd) * 4),
+    float *q = rand_rows(RT_F32, T * h, hd, 1.0f, rnd), *ref = xmalloc((size_t)(T * h * hd) * 4),
           *got = xmalloc((size_t)(T * h * hd) * 4);
-    void *k = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f), *v = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f);
+    void *k = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f, rnd), *v = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f, rnd);
     const float scale = 2.5f / sqrtf((float)hd);
     rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
     rt_tensor hk = rt_tensor_make(k, c->kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, c->kvt, RT_DEV_CPU, 4, sc);

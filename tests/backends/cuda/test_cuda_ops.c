@@ -46,19 +46,6 @@ static void note(rt_op op, double e, double bound, const char *what) {
     if (!(e <= bound)) fail_msg("%s: %s normalised error %.3e > %.1e", rt_op_name(op), what, e, bound);
 }
 
-/* Random row of n values of dtype t (quantized types via the reference quantizer). */
-static void *make_rows(rt_dtype t, int64_t rows, int64_t n, float amp) {
-    size_t rb = rt_dtype_row_bytes(t, n);
-    char *buf = xmalloc(rb * (size_t)rows);
-    float *tmp = xmalloc((size_t)n * 4);
-    for (int64_t r = 0; r < rows; r++) {
-        fill(tmp, n, amp);
-        assert_int_equal(rt_quant_row(t, tmp, buf + r * rb, n), VC_OK);
-    }
-    free(tmp);
-    return buf;
-}
-
 static const rt_dtype g_wtypes[] = {RT_F32, RT_F16, RT_BF16, RT_Q4_0, RT_Q4_1, RT_Q8_0, RT_Q4_K, RT_Q5_K, RT_Q6_K};
 #define N_WTYPES (sizeof g_wtypes / sizeof g_wtypes[0])
 
@@ -72,7 +59,7 @@ static void test_embed(void **st) {
     for (size_t k = 0; k < N_WTYPES; k++) {
         rt_dtype t = g_wtypes[k];
         int64_t d = rt_dtype_info(t)->block_elems == 256 ? 512 : (rt_dtype_info(t)->quantized ? 96 : 71);
-        void *tab = make_rows(t, V, d, 2.0f);
+        void *tab = rand_rows(t, V, d, 2.0f, rnd);
         int64_t s_tab[2] = {V, d}, s_ids[1] = {n}, s_out[2] = {n, d};
         rt_tensor ht = rt_tensor_make(tab, t, RT_DEV_CPU, 2, s_tab);
         rt_tensor hi = rt_tensor_make(ids, RT_I32, RT_DEV_CPU, 1, s_ids);
@@ -124,7 +111,7 @@ static double mm_bound(rt_dtype t, int64_t n) {
 }
 
 static void matmul_case(rt_dtype t, int64_t n, int64_t in, int64_t out, int bias, int strided) {
-    void *w = make_rows(t, out, in, 1.0f);
+    void *w = rand_rows(t, out, in, 1.0f, rnd);
     int64_t xcols = strided ? in + 5 : in; /* strided: x rows are a view of wider rows */
     float *x = xmalloc((size_t)(n * xcols) * 4), *b = xmalloc((size_t)out * 4);
     fill(x, n * xcols, 1.5f);
@@ -432,7 +419,7 @@ static void attn_case(int64_t n, int64_t h, int64_t kvh, int64_t hd, int64_t n_p
     float *q = xmalloc((size_t)(n * h * hd) * 4), *ref = xmalloc((size_t)(n * h * hd) * 4),
           *got = xmalloc((size_t)(n * h * hd) * 4);
     fill(q, n * h * hd, 1.0f);
-    void *k = make_rows(kvt, ctx * kvh, hd, 1.0f), *v = make_rows(kvt, ctx * kvh, hd, 1.0f);
+    void *k = rand_rows(kvt, ctx * kvh, hd, 1.0f, rnd), *v = rand_rows(kvt, ctx * kvh, hd, 1.0f, rnd);
     float scale = 1.0f / sqrtf((float)hd) * 3.0f; /* sharpen: softmax far from uniform */
     rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
     rt_tensor hk = rt_tensor_make(k, kvt, RT_DEV_CPU, 3, sk), hv = rt_tensor_make(v, kvt, RT_DEV_CPU, 3, sk);
@@ -478,7 +465,7 @@ static void test_kv_store(void **st) {
     for (int kind = 0; kind < 3; kind++) {
         rt_dtype ct = kind == 2 ? RT_BF16 : kind ? RT_F16 : RT_F32;
         int64_t sc[4] = {NB, B, kvh, hd}, ss[3] = {T, kvh, hd}, sl[1] = {T};
-        void *cache = make_rows(ct, NB * B * kvh, hd, 1.0f);
+        void *cache = rand_rows(ct, NB * B * kvh, hd, 1.0f, rnd);
         size_t cb = rt_dtype_row_bytes(ct, hd) * (size_t)(NB * B * kvh);
         float *src = xmalloc((size_t)(T * kvh * hd) * 4);
         char *got = xmalloc(cb);
@@ -522,7 +509,7 @@ static void paged_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float
     float *q = xmalloc((size_t)(T * h * hd) * 4), *ref = xmalloc((size_t)(T * h * hd) * 4),
           *got = xmalloc((size_t)(T * h * hd) * 4);
     fill(q, T * h * hd, 1.0f);
-    void *k = make_rows(kvt, NB * B * kvh, hd, 1.0f), *v = make_rows(kvt, NB * B * kvh, hd, 1.0f);
+    void *k = rand_rows(kvt, NB * B * kvh, hd, 1.0f, rnd), *v = rand_rows(kvt, NB * B * kvh, hd, 1.0f, rnd);
     float scale = 3.0f / sqrtf((float)hd);
     rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
     rt_tensor hk = rt_tensor_make(k, kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, kvt, RT_DEV_CPU, 4, sc);
@@ -584,7 +571,7 @@ static void paged_batch_case(int64_t h, int64_t kvh, int64_t hd, int32_t window,
     float *q = xmalloc((size_t)(T * h * hd) * 4), *ref = xmalloc((size_t)(T * h * hd) * 4),
           *got = xmalloc((size_t)(T * h * hd) * 4);
     fill(q, T * h * hd, 1.0f);
-    void *k = make_rows(kvt, NB * B * kvh, hd, 1.0f), *v = make_rows(kvt, NB * B * kvh, hd, 1.0f);
+    void *k = rand_rows(kvt, NB * B * kvh, hd, 1.0f, rnd), *v = rand_rows(kvt, NB * B * kvh, hd, 1.0f, rnd);
     float scale = 2.0f / sqrtf((float)hd);
     rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
     rt_tensor hk = rt_tensor_make(k, kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, kvt, RT_DEV_CPU, 4, sc);
@@ -660,7 +647,7 @@ static void test_paged_attention(void **st) {
 
 static void copy_case(rt_dtype st, rt_dtype dt, int64_t rows, int64_t cols, int strided_dst) {
     int64_t s[2] = {rows, cols};
-    void *src = make_rows(st, rows, cols, 3.0f);
+    void *src = rand_rows(st, rows, cols, 3.0f, rnd);
     /* strided_dst: dst is rows [1, 1+rows) x cols of a [rows+2, cols+8] plain buffer */
     int64_t sd[2] = {strided_dst ? rows + 2 : rows, strided_dst ? cols + 8 : cols};
     size_t dbytes = rt_dtype_row_bytes(dt, sd[1]) * (size_t)sd[0];

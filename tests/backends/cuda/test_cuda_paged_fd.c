@@ -41,18 +41,6 @@ static float rnd(void) { /* [-1, 1) */
     return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
 }
 
-static void *make_rows(rt_dtype t, int64_t rows, int64_t n, float amp) {
-    size_t rb = rt_dtype_row_bytes(t, n);
-    char *buf = xmalloc(rb * (size_t)rows);
-    float *tmp = xmalloc((size_t)n * 4);
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t j = 0; j < n; j++) tmp[j] = amp * rnd();
-        assert_int_equal(rt_quant_row(t, tmp, buf + r * rb, n), VC_OK);
-    }
-    free(tmp);
-    return buf;
-}
-
 typedef struct {
     int64_t h, kvh, hd, B;
     rt_dtype kvt;
@@ -95,7 +83,7 @@ static void run_case(const fd_case *c) {
     size_t qn = (size_t)(T * h * hd);
     float *q = xmalloc(qn * 4), *ref = xmalloc(qn * 4), *got = xmalloc(qn * 4);
     for (size_t e = 0; e < qn; e++) q[e] = rnd();
-    void *k = make_rows(c->kvt, NB * c->B * c->kvh, hd, 1.0f), *v = make_rows(c->kvt, NB * c->B * c->kvh, hd, 1.0f);
+    void *k = rand_rows(c->kvt, NB * c->B * c->kvh, hd, 1.0f, rnd), *v = rand_rows(c->kvt, NB * c->B * c->kvh, hd, 1.0f, rnd);
     float scale = 2.0f / sqrtf((float)hd);
     char what[160];
     snprintf(what, sizeof what, "T=%lld S=%d h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s maxlen=%lld MB=%lld",
