@@ -421,24 +421,28 @@ __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float
     const int32_t *q = ip + row * RT_SAMPLE_NI;
     const float T = f[RT_SAMPLE_TEMP];
     const bool greedy = !(T > 0.0f);
-    for (int i = threadIdx.x; i < V; i += ST) {
-        float v = x[i];
-        if (v != v) x[i] = -INFINITY;
-    }
     const int np = q[RT_SAMPLE_N_PROMPT], no = q[RT_SAMPLE_N_OUTPUT];
     const int64_t off = q[RT_SAMPLE_HIST_OFF];
     if (hist && cnt && np >= 0 && no >= 0 && np + no > 0 && off >= 0 && off + np + no <= n_hist) {
+        for (int i = threadIdx.x; i < V; i += ST) {
+            float v = x[i];
+            if (v != v) x[i] = -INFINITY;
+        }
         __syncthreads();
         apply_penalties(x, V, f, hist + off, np, no, cnt + row * (int64_t)V);
     }
     __syncthreads();
-    /* temperature and the max (lowest index among maxima) */
+    /* NaN -> -inf (when no penalties came first), temperature and the max
+     * (lowest index among maxima); -inf / T stays -inf */
     const bool div = !greedy && T != 1.0f;
     float mx = -INFINITY;
     int amx = 0x7fffffff;
     for (int i = threadIdx.x; i < V; i += ST) {
         float v = x[i];
-        if (div) x[i] = v = __fdiv_rn(v, T);
+        const bool nan = v != v;
+        if (nan) v = -INFINITY;
+        if (div) v = __fdiv_rn(v, T);
+        if (div || nan) x[i] = v;
         if (v > mx || (v == mx && i < amx)) mx = v, amx = i;
     }
     block_max_idx(mx, amx, s);
