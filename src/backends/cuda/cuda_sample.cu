@@ -151,6 +151,18 @@ __device__ static u64 block_sum(u64 v, samp_smem &s) {
     return total;
 }
 
+/* *p += v in shared memory as two 32-bit atomics (a 64-bit shared atomic
+ * add is a compare-and-swap loop, slow under contention): the low word,
+ * its carry detected by the adder from the old value, then the high word
+ * when there is anything to add. Exact once the block has synchronised. */
+__device__ static inline void add_u64(u64 *p, u64 v) {
+    unsigned *w = reinterpret_cast<unsigned *>(p); /* little endian: w[0] low */
+    const unsigned lo = (unsigned)v, old = atomicAdd(&w[0], lo);
+    unsigned hi = (unsigned)(v >> 32);
+    if ((unsigned)(old + lo) < old) hi++;
+    if (hi) atomicAdd(&w[1], hi);
+}
+
 /* Radix select from the top: the key tau with weight(keys > tau) < N <=
  * weight(keys >= tau), over the elements get(i, &key, &w) accepts. Returns
  * false when the total weight is below N. *above: weight of keys > tau;
@@ -183,7 +195,7 @@ __device__ static bool radix_select(int V, F get, u64 N, unsigned *key, u64 *abo
             /* w <= 2^40: two 20-bit halves, each summed over <= 32 lanes in 32 bits */
             unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
             if (bin != 0xFFFFFFFFu && (int)(threadIdx.x & 31) == __ffs(grp) - 1)
-                atomicAdd(&s.mass[bin], ((u64)hi << 20) + lo);
+                add_u64(&s.mass[bin], ((u64)hi << 20) + lo);
         }
         __syncthreads();
         /* bins in descending order, two per thread */
