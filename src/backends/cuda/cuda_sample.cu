@@ -8,8 +8,17 @@
  *   scratch src[4], one claimer per distinct token applies them, then the
  *   counts are zeroed again); greedy: argmax, lowest id on ties; else
  *   x / T and its max; min_p cut = max + logf(min_p) (the host's logf,
- *   given); top_k: the k-th largest x among those >= the cut by a radix
- *   select over order-preserving keys (3 levels of 11/11/10 bits, a shared
+ *   given); top_k: the k-th largest x among those >= the cut. For k <=
+ *   CAND_CAP, one counting pass bins the valid x by d = max - x (rounded
+ *   d is monotone in x; 8 bins per binade of d, so bins are fine near the
+ *   max) and finds the first C >= k tokens from the top: every token a
+ *   later stage can keep. When C <= CAND_CAP they are copied in id order
+ *   into shared memory and all that follows (the k-th by radix select,
+ *   ev, top_p, the draw) runs on them alone: tokens outside carry no mass
+ *   on either path, and id order keeps the tie and draw rules unchanged.
+ *   Otherwise (larger k, or ties or a flat row past the cap) the row
+ *   stays in global memory and the k-th comes from a radix select over
+ *   order-preserving keys (3 levels of 11/11/10 bits, a shared
  *   histogram per level, no sort); ev = exp(x - max) with the host's
  *   polynomial in round-to-nearest float ops (no FMA contraction), so ev is
  *   bit-identical to the CPU's; top_p: the same radix select over the bits
@@ -37,8 +46,16 @@ typedef unsigned long long u64;
 #define CLAIM_BIT ((int)0x80000000u)
 #define COUNT_MASK 0x3FFFFFFF
 
+#define CAND_CAP 3072 /* top_k candidates kept in shared memory */
+static_assert(RB == 2 * ST, "topk_bins scans two bins per thread");
+
 struct samp_smem {
-    u64 mass[RB];
+    union {
+        u64 mass[RB];     /* radix_select's bins */
+        unsigned cnt[RB]; /* topk_bins' counts */
+    };
+    float cx[CAND_CAP]; /* top_k candidates in id order: x, later ev */
+    int cid[CAND_CAP];  /* their ids */
     u64 wsum[NWARP];
     float fred[NWARP];
     int ired[NWARP];
@@ -134,6 +151,18 @@ __device__ static u64 block_sum(u64 v, samp_smem &s) {
     return total;
 }
 
+/* *p += v in shared memory as two 32-bit atomics (a 64-bit shared atomic
+ * add is a compare-and-swap loop, slow under contention): the low word,
+ * its carry detected by the adder from the old value, then the high word
+ * when there is anything to add. Exact once the block has synchronised. */
+__device__ static inline void add_u64(u64 *p, u64 v) {
+    unsigned *w = reinterpret_cast<unsigned *>(p); /* little endian: w[0] low */
+    const unsigned lo = (unsigned)v, old = atomicAdd(&w[0], lo);
+    unsigned hi = (unsigned)(v >> 32);
+    if ((unsigned)(old + lo) < old) hi++;
+    if (hi) atomicAdd(&w[1], hi);
+}
+
 /* Radix select from the top: the key tau with weight(keys > tau) < N <=
  * weight(keys >= tau), over the elements get(i, &key, &w) accepts. Returns
  * false when the total weight is below N. *above: weight of keys > tau;
@@ -150,7 +179,8 @@ __device__ static bool radix_select(int V, F get, u64 N, unsigned *key, u64 *abo
         __syncthreads();
         /* Warp-aggregated: lanes with the same bin add their weights first
          * (rows often put most keys in a few bins; same-address shared
-         * atomics would serialise). Every lane runs every iteration. */
+         * atomics would serialise). Every lane of a warp runs every
+         * iteration (the loop bound and the skip are warp-uniform). */
         for (int base = 0; base < V; base += ST) {
             int i = base + (int)threadIdx.x;
             unsigned k = 0, bin = 0xFFFFFFFFu;
@@ -159,11 +189,13 @@ __device__ static bool radix_select(int V, F get, u64 N, unsigned *key, u64 *abo
                 bin = (k >> sh) & (unsigned)(nb - 1);
             else
                 w = 0;
+            /* below level 0 most warps hold no key under the prefix */
+            if (!__any_sync(0xffffffffu, bin != 0xFFFFFFFFu)) continue; /* warp-uniform */
             unsigned grp = __match_any_sync(0xffffffffu, bin);
             /* w <= 2^40: two 20-bit halves, each summed over <= 32 lanes in 32 bits */
             unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
             if (bin != 0xFFFFFFFFu && (int)(threadIdx.x & 31) == __ffs(grp) - 1)
-                atomicAdd(&s.mass[bin], ((u64)hi << 20) + lo);
+                add_u64(&s.mass[bin], ((u64)hi << 20) + lo);
         }
         __syncthreads();
         /* bins in descending order, two per thread */
@@ -223,6 +255,140 @@ __device__ static int block_find(int V, F wf, u64 tgt, samp_smem &s) {
     return r;
 }
 
+/* Bin of a valid x by d = mx - x (>= 0, rounded: monotone, so a larger x
+ * never lands in a higher bin): the top 12 bits of d's float bits, i.e. 8
+ * of a binade near the max, finer the closer to it. In [0, 2040]. */
+__device__ static inline unsigned dbin(float mx, float v) { return __float_as_uint(__fsub_rn(mx, v)) >> 20; }
+
+/* Count the valid x (>= c0, finite) per dbin and find the smallest b with
+ * at least k of them in bins <= b. Returns their number C (>= k): the C
+ * largest valid x, every tie of the k-th among them, each larger than any
+ * valid x outside; -1 when fewer than k are valid (top_k keeps all). *bsel: b. */
+__device__ static int topk_bins(const float *x, int V, float mx, float c0, int k, unsigned *bsel, samp_smem &s) {
+    const int lane = threadIdx.x & 31;
+    for (int b = threadIdx.x; b < RB; b += ST) s.cnt[b] = 0;
+    __syncthreads();
+    for (int base = 0; base < V; base += ST) {
+        int i = base + (int)threadIdx.x;
+        unsigned bin = 0xFFFFFFFFu;
+        if (i < V) {
+            float v = x[i];
+            if (v >= c0 && v != -INFINITY) bin = dbin(mx, v);
+        }
+        /* warp-aggregated (most of a row shares a few bins) */
+        if (!__any_sync(0xffffffffu, bin != 0xFFFFFFFFu)) continue; /* warp-uniform */
+        unsigned grp = __match_any_sync(0xffffffffu, bin);
+        if (bin != 0xFFFFFFFFu && lane == __ffs(grp) - 1) atomicAdd(&s.cnt[bin], (unsigned)__popc(grp));
+    }
+    if (threadIdx.x == 0) s.sel = -1;
+    __syncthreads();
+    /* bins in ascending order (smallest d first), two per thread */
+    const int b0 = 2 * (int)threadIdx.x, b1 = b0 + 1;
+    const u64 m0 = s.cnt[b0], m1 = s.cnt[b1], K = (u64)k;
+    u64 tot, ex = block_excl_scan(m0 + m1, &tot, s);
+    if (ex < K && K <= ex + m0) s.sel = b0, s.u1 = ex + m0;
+    else if (ex + m0 < K && K <= ex + m0 + m1) s.sel = b1, s.u1 = ex + m0 + m1;
+    __syncthreads();
+    const int sel = s.sel;
+    const u64 C = s.u1;
+    __syncthreads();
+    if (sel < 0) return -1; /* block-uniform: tot < k */
+    *bsel = (unsigned)sel;
+    return C > (u64)CAND_CAP ? CAND_CAP + 1 : (int)C;
+}
+
+/* Copy the valid x with dbin <= b (C <= CAND_CAP of them) into s.cx / s.cid
+ * in id order: warp w takes a contiguous segment, counts, then writes at
+ * its offset (a ballot compaction). */
+__device__ static void gather_cands(const float *x, int V, float mx, float c0, unsigned b, samp_smem &s) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int seg = (V + NWARP - 1) / NWARP, lo = w * seg, hi = lo + seg < V ? lo + seg : V;
+    const unsigned below = (1u << lane) - 1u;
+    unsigned n = 0;
+    for (int base = lo; base < hi; base += 32) {
+        int i = base + lane;
+        float v = i < hi ? x[i] : -INFINITY;
+        n += (unsigned)__popc(__ballot_sync(0xffffffffu, v >= c0 && v != -INFINITY && dbin(mx, v) <= b));
+    }
+    if (lane == 0) s.wsum[w] = n;
+    __syncthreads();
+    if (w == 0) {
+        u64 ws = s.wsum[lane];
+        s.wsum[lane] = warp_incl_scan(ws) - ws;
+    }
+    __syncthreads();
+    unsigned pos = (unsigned)s.wsum[w];
+    for (int base = lo; base < hi; base += 32) {
+        int i = base + lane;
+        float v = i < hi ? x[i] : -INFINITY;
+        bool p = v >= c0 && v != -INFINITY && dbin(mx, v) <= b;
+        unsigned m = __ballot_sync(0xffffffffu, p);
+        unsigned j = pos + (unsigned)__popc(m & below);
+        if (p && j < CAND_CAP) s.cx[j] = v, s.cid[j] = i;
+        pos += (unsigned)__popc(m);
+    }
+    __syncthreads();
+}
+
+/* From the final cut on: ev, top_p and the draw over xv [n] (the row, or
+ * the top_k candidates in id order: either way every token that can carry
+ * mass, in id order). Overwrites xv with ev. Returns the drawn index into
+ * xv, or -1 (rounding ran past the end). */
+__device__ static int sample_tail(float *xv, int n, float cut, float mx, float top_p, double u, samp_smem &s) {
+    u64 S = 0;
+    for (int i = threadIdx.x; i < n; i += ST) {
+        float v = xv[i], e = v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f;
+        xv[i] = e; /* from here on xv holds ev */
+        S += fx(e);
+    }
+    S = block_sum(S, s);
+    bool topp = false;
+    float tau = 0.0f;
+    int idcut = n;
+    u64 Sk = S;
+    if (top_p < 1.0f) {
+        /* keep while the mass before a token is < top_p * S: for integer
+         * masses, < ceil(top_p * S) */
+        double need = ceil((double)top_p * (double)S);
+        u64 N = need < 1.0 ? 1 : (u64)need;
+        unsigned key;
+        u64 above, at;
+        bool found = radix_select(
+            n,
+            [&](int i, unsigned *kk, u64 *w) {
+                float e = xv[i];
+                *kk = __float_as_uint(e);
+                *w = fx(e);
+                return true;
+            },
+            N, &key, &above, &at, s);
+        if (found) {
+            topp = true;
+            tau = __uint_as_float(key);
+            u64 m = fx(tau), n_eq = at / m, j = (N - above + m - 1) / m;
+            if (j > n_eq) j = n_eq;
+            if (j < 1) j = 1;
+            if (j < n_eq) { /* ties at tau: the lowest ids stay */
+                const float tv = tau;
+                idcut = block_find(n, [&](int i) -> u64 { return xv[i] == tv; }, j - 1, s);
+            }
+            Sk = above + j * m;
+        }
+    }
+    u64 tgt = (u64)(u * (double)Sk);
+    if (tgt >= Sk) tgt = Sk - 1;
+    const float tv = tau;
+    const int ic = idcut;
+    return block_find(
+        n,
+        [&](int i) -> u64 {
+            float e = xv[i];
+            if (topp && (e < tv || (e == tv && i > ic))) return 0;
+            return fx(e);
+        },
+        tgt, s);
+}
+
 /* Penalties of one row (sample/processors.c smp_apply_penalties). */
 __device__ static void apply_penalties(float *x, int V, const float *f, const int32_t *h, int np, int no, int32_t *cnt) {
     const float rep = f[RT_SAMPLE_REP], freq = f[RT_SAMPLE_FREQ], pres = f[RT_SAMPLE_PRES];
@@ -267,24 +433,28 @@ __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float
     const int32_t *q = ip + row * RT_SAMPLE_NI;
     const float T = f[RT_SAMPLE_TEMP];
     const bool greedy = !(T > 0.0f);
-    for (int i = threadIdx.x; i < V; i += ST) {
-        float v = x[i];
-        if (v != v) x[i] = -INFINITY;
-    }
     const int np = q[RT_SAMPLE_N_PROMPT], no = q[RT_SAMPLE_N_OUTPUT];
     const int64_t off = q[RT_SAMPLE_HIST_OFF];
     if (hist && cnt && np >= 0 && no >= 0 && np + no > 0 && off >= 0 && off + np + no <= n_hist) {
+        for (int i = threadIdx.x; i < V; i += ST) {
+            float v = x[i];
+            if (v != v) x[i] = -INFINITY;
+        }
         __syncthreads();
         apply_penalties(x, V, f, hist + off, np, no, cnt + row * (int64_t)V);
     }
     __syncthreads();
-    /* temperature and the max (lowest index among maxima) */
+    /* NaN -> -inf (when no penalties came first), temperature and the max
+     * (lowest index among maxima); -inf / T stays -inf */
     const bool div = !greedy && T != 1.0f;
     float mx = -INFINITY;
     int amx = 0x7fffffff;
     for (int i = threadIdx.x; i < V; i += ST) {
         float v = x[i];
-        if (div) x[i] = v = __fdiv_rn(v, T);
+        const bool nan = v != v;
+        if (nan) v = -INFINITY;
+        if (div) v = __fdiv_rn(v, T);
+        if (div || nan) x[i] = v;
         if (v > mx || (v == mx && i < amx)) mx = v, amx = i;
     }
     block_max_idx(mx, amx, s);
@@ -307,78 +477,60 @@ __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float
     float cut = -INFINITY;
     if (f[RT_SAMPLE_MIN_P] > 0.0f) cut = __fadd_rn(mx, f[RT_SAMPLE_LOG_MIN_P]);
     const int k = q[RT_SAMPLE_TOP_K];
+    float *xv = x; /* what sample_tail works on: the row, or the candidates */
+    int n = V;
+    bool cands = false;
     if (k > 0) {
-        unsigned key;
-        u64 above, at;
+        bool done = false;
         const float c0 = cut;
-        bool found = radix_select(
-            V,
-            [&](int i, unsigned *kk, u64 *w) {
-                float v = x[i];
-                if (!(v >= c0) || v == -INFINITY) return false;
-                *kk = okey(v);
-                *w = 1;
-                return true;
-            },
-            (u64)k, &key, &above, &at, s);
-        if (found) {
-            float kth = from_okey(key);
-            cut = kth > cut ? kth : cut;
-        }
-    }
-    u64 S = 0;
-    for (int i = threadIdx.x; i < V; i += ST) {
-        float v = x[i], e = v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f;
-        x[i] = e; /* from here on the row holds ev */
-        S += fx(e);
-    }
-    S = block_sum(S, s);
-    bool topp = false;
-    float tau = 0.0f;
-    int idcut = V;
-    u64 Sk = S;
-    if (f[RT_SAMPLE_TOP_P] < 1.0f) {
-        /* keep while the mass before a token is < top_p * S: for integer
-         * masses, < ceil(top_p * S) */
-        double need = ceil((double)f[RT_SAMPLE_TOP_P] * (double)S);
-        u64 N = need < 1.0 ? 1 : (u64)need;
-        unsigned key;
-        u64 above, at;
-        bool found = radix_select(
-            V,
-            [&](int i, unsigned *kk, u64 *w) {
-                float e = x[i];
-                *kk = __float_as_uint(e);
-                *w = fx(e);
-                return true;
-            },
-            N, &key, &above, &at, s);
-        if (found) {
-            topp = true;
-            tau = __uint_as_float(key);
-            u64 m = fx(tau), n_eq = at / m, j = (N - above + m - 1) / m;
-            if (j > n_eq) j = n_eq;
-            if (j < 1) j = 1;
-            if (j < n_eq) { /* ties at tau: the lowest ids stay */
-                const float tv = tau;
-                idcut = block_find(V, [&](int i) -> u64 { return x[i] == tv; }, j - 1, s);
+        if (k <= CAND_CAP) { /* few candidates: one counting pass, then shared memory */
+            unsigned b;
+            int C = topk_bins(x, V, mx, c0, k, &b, s);
+            if (C < 0) {
+                done = true; /* fewer than k valid: top_k keeps all */
+            } else if (C <= CAND_CAP) {
+                gather_cands(x, V, mx, c0, b, s);
+                xv = s.cx;
+                n = C;
+                cands = true;
+                done = true;
+                /* the k-th largest of the row is the k-th largest candidate */
+                unsigned key;
+                u64 above, at;
+                if (radix_select(
+                        n,
+                        [&](int j, unsigned *kk, u64 *w) {
+                            *kk = okey(s.cx[j]);
+                            *w = 1;
+                            return true;
+                        },
+                        (u64)k, &key, &above, &at, s)) {
+                    float kth = from_okey(key);
+                    cut = kth > cut ? kth : cut;
+                }
             }
-            Sk = above + j * m;
+        }
+        if (!done) {
+            unsigned key;
+            u64 above, at;
+            bool found = radix_select(
+                V,
+                [&](int i, unsigned *kk, u64 *w) {
+                    float v = x[i];
+                    if (!(v >= c0) || v == -INFINITY) return false;
+                    *kk = okey(v);
+                    *w = 1;
+                    return true;
+                },
+                (u64)k, &key, &above, &at, s);
+            if (found) {
+                float kth = from_okey(key);
+                cut = kth > cut ? kth : cut;
+            }
         }
     }
-    u64 tgt = (u64)(u * (double)Sk);
-    if (tgt >= Sk) tgt = Sk - 1;
-    const float tv = tau;
-    const int ic = idcut;
-    int tok = block_find(
-        V,
-        [&](int i) -> u64 {
-            float e = x[i];
-            if (topp && (e < tv || (e == tv && i > ic))) return 0;
-            return fx(e);
-        },
-        tgt, s);
-    if (threadIdx.x == 0) out[row] = tok >= 0 ? tok : amx;
+    int j = sample_tail(xv, n, cut, mx, f[RT_SAMPLE_TOP_P], u, s);
+    if (threadIdx.x == 0) out[row] = j < 0 ? amx : cands ? s.cid[j] : j;
 }
 
 extern "C" int cuda_op_sample(rt_backend *be, const rt_op_args *a) {

@@ -21,7 +21,10 @@
  *  - distribution: 40,000 draws of one 48-token row (T 0.7, top_k 30,
  *    top_p 0.9) with fresh uniforms; chi-square against the CPU's processed
  *    probabilities below dof + 8 sqrt(2 dof), no draw outside the kept set;
- *  - speed at V = 151936 (B = 64, 256) printed for the record.
+ *  - top_k paths: rows for the kernel's candidate path and its fallback
+ *    (k 1..V-1, top_p 1e-4..1, min_p, ties at the k-th, few finite
+ *    values), checked as above;
+ *  - speed at V = 151936 (B = 1, 64, 256) printed for the record.
  * Skips when no CUDA device is present.
  */
 #include <setjmp.h>
@@ -284,6 +287,57 @@ static void test_large_vocab(void **st) {
     step_free(&s);
 }
 
+/* Rows aimed at the kernel's top_k paths (candidates in shared memory for
+ * k <= 3072 when they fit, the whole row otherwise): k from 1 to V - 1,
+ * top_p from near 0 to near 1, min_p on a third of the rows, penalties
+ * (make_step's), and rows shaped so that the k-th value is tied (a small
+ * plateau at the top, inside the candidate cap; a coarse grid, far past
+ * it), has fewer than k finite values, or is all -inf. */
+static void topk_rows(step *s) {
+    const int64_t V = s->V;
+    const int ks[] = {1, 2, 50, 1000, 3000, 3072, 3073, 20000, (int)V - 1};
+    const float ps[] = {1.0f, 1e-4f, 0.5f, 0.9f, 0.999f};
+    for (int64_t r = 0; r < s->R; r++) {
+        float *x = s->logits + r * V, *f = s->fp + r * RT_SAMPLE_NF;
+        int32_t *q = s->ip + r * RT_SAMPLE_NI;
+        switch (r % 5) {
+        case 1: /* a plateau of 40 tokens at the top, 30 just under it */
+            for (int j = 0; j < 40; j++) x[next() % V] = 9.0f;
+            for (int j = 0; j < 30; j++) x[next() % V] = 8.5f;
+            break;
+        case 2: /* a coarse grid: thousands of ties per value */
+            for (int64_t j = 0; j < V; j++) x[j] = floorf(2.0f * x[j]) * 0.5f;
+            break;
+        case 3: /* few finite values */
+            for (int64_t j = 0; j < V; j++)
+                if (next() % 64) x[j] = -INFINITY;
+            break;
+        default:
+            break;
+        }
+        f[RT_SAMPLE_TEMP] = (float)(0.3 + 1.2 * unif());
+        int k = ks[(r / 5) % 9];
+        q[RT_SAMPLE_TOP_K] = k >= 1 && k < V ? k : 0;
+        f[RT_SAMPLE_TOP_P] = ps[(r / 3) % 5];
+        f[RT_SAMPLE_MIN_P] = r % 3 == 0 ? (float)(0.001 + 0.2 * unif()) : 0.0f;
+        f[RT_SAMPLE_LOG_MIN_P] = f[RT_SAMPLE_MIN_P] > 0 ? logf(f[RT_SAMPLE_MIN_P]) : -INFINITY;
+        set_u(q, unif());
+    }
+}
+
+static void test_topk_paths(void **st) {
+    (void)st;
+    NEED_GPU();
+    step s = make_step(180, 151936, 6.0f, 1);
+    topk_rows(&s);
+    compare(&s, "top_k paths V=151936");
+    step_free(&s);
+    s = make_step(90, 5000, 3.0f, 1);
+    topk_rows(&s);
+    compare(&s, "top_k paths V=5000");
+    step_free(&s);
+}
+
 static void test_distribution(void **st) {
     (void)st;
     NEED_GPU();
@@ -347,18 +401,19 @@ static void test_speed(void **st) {
         int64_t R = Rs[ri];
         step s = make_step(R, V, 4.0f, 0);
         int32_t *tg = xmalloc((size_t)R * sizeof *tg);
-        const char *names[] = {"T=1", "T=0.8 top_k=50 top_p=0.9", "greedy"};
-        for (int cfg = 0; cfg < 3; cfg++) {
+        const char *names[] = {"T=1", "T=0.8 top_k=50 top_p=0.9", "greedy", "T=0.8 top_k=1000 top_p=0.95",
+                               "T=0.8 top_p=0.9"};
+        for (int cfg = 0; cfg < 5; cfg++) {
             for (int64_t r = 0; r < R; r++) {
                 float *f = s.fp + r * RT_SAMPLE_NF;
                 int32_t *q = s.ip + r * RT_SAMPLE_NI;
-                f[RT_SAMPLE_TEMP] = cfg == 0 ? 1.0f : cfg == 1 ? 0.8f : 0.0f;
-                f[RT_SAMPLE_TOP_P] = cfg == 1 ? 0.9f : 1.0f;
+                f[RT_SAMPLE_TEMP] = cfg == 0 ? 1.0f : cfg == 2 ? 0.0f : 0.8f;
+                f[RT_SAMPLE_TOP_P] = cfg == 1 || cfg == 4 ? 0.9f : cfg == 3 ? 0.95f : 1.0f;
                 f[RT_SAMPLE_MIN_P] = 0.0f;
                 f[RT_SAMPLE_LOG_MIN_P] = -INFINITY;
                 f[RT_SAMPLE_REP] = 1.0f;
                 f[RT_SAMPLE_FREQ] = f[RT_SAMPLE_PRES] = 0.0f;
-                q[RT_SAMPLE_TOP_K] = cfg == 1 ? 50 : 0;
+                q[RT_SAMPLE_TOP_K] = cfg == 1 ? 50 : cfg == 3 ? 1000 : 0;
                 q[RT_SAMPLE_N_PROMPT] = q[RT_SAMPLE_N_OUTPUT] = 0;
             }
             int64_t nh = s.n_hist;
@@ -387,6 +442,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_vocab),
         cmocka_unit_test(test_large_vocab),
+        cmocka_unit_test(test_topk_paths),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_speed),
     };
