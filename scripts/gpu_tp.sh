@@ -7,7 +7,8 @@
 #     TP=1; where they differ, the near-tie rule decides (HF transformers
 #     teacher-forced on each sequence, gpu_hf.py hf: every token HF's top or
 #     within 0.5 nat of it);
-#   - speed per N: prefill of an 8,000-token prompt and batch-1 decode,
+#   - speed per N: prefill of an 8,000-token prompt (median TTFT of 3
+#     requests through the engine, warm) and batch-1 decode (`vllm run`),
 #     and the scaling vs TP=1 (target: prefill >= 1.8x at TP=2).
 # Logs into $OUT. VLLM_TP_SIZES overrides the list ("1 2 4").
 set -u -o pipefail
@@ -23,7 +24,7 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 say "$ngpu GPU(s)"
 cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/tp_configure.log" 2>&1 ||
     { tail -30 "$OUT/tp_configure.log"; exit 1; }
-cmake --build $BUILD -j"$(nproc)" --target vllm test_cuda_comm >"$OUT/tp_build.log" 2>&1 ||
+cmake --build $BUILD -j"$(nproc)" --target vllm test_cuda_comm ${VLLM_TP_EXTRA_TARGETS:-} >"$OUT/tp_build.log" 2>&1 ||
     { grep -E "error" "$OUT/tp_build.log" | head -30; exit 1; }
 V=./$BUILD/vllm
 say "NCCL collectives (test_cuda_comm)"
@@ -46,11 +47,12 @@ for n in $sizes; do
         --temperature 0 --print-ids >"$OUT/tp$n.ids" 2>"$OUT/tp$n.err" || { tail -3 "$OUT/tp$n.err"; continue; }
     grep "prompt:" "$OUT/tp$n.err"
     DEC[$n]=$(sed -n 's/.*decode: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$OUT/tp$n.err")
-    say "TP=$n: prefill of 8,000 tokens"
-    $V run --device cuda -tp $n --model $M --prompt-ids "$(cat "$OUT/tp_p8k.ids")" --max-tokens 1 --ignore-eos \
-        --temperature 0 --print-ids >/dev/null 2>"$OUT/tp${n}_pf.err" || tail -3 "$OUT/tp${n}_pf.err"
-    PF[$n]=$(sed -n 's/.*prompt: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$OUT/tp${n}_pf.err")
-    echo "prefill 8000: ${PF[$n]:-?} tok/s"
+    say "TP=$n: prefill of 8,000 tokens (engine, warm: median TTFT of 3 requests of 8000 in / 1 out)"
+    $V bench --device cuda -tp $n --model $M --num-prompts 3 --input-len 8000 --output-len 1 --concurrency 1 \
+        --max-num-seqs 1 --max-num-batched-tokens 8192 >"$OUT/tp${n}_pf.log" 2>&1 || tail -3 "$OUT/tp${n}_pf.log"
+    ttft=$(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$OUT/tp${n}_pf.log" | head -1)
+    PF[$n]=$([ -n "$ttft" ] && $PY -c "print(round(8000 / ($ttft / 1e3), 1))")
+    echo "prefill 8000: ${ttft:-?} ms = ${PF[$n]:-?} tok/s"
     if [ "$n" != 1 ] && [ -f "$OUT/tp1.ids" ]; then
         if cmp -s "$OUT/tp1.ids" "$OUT/tp$n.ids"; then echo "TP=$n greedy ids == TP=1"
         else
