@@ -38,7 +38,7 @@ TARGETS=(test_cuda_fused test_cuda_ops test_cuda_model test_cuda_comm test_cuda_
     test_cuda_gemm test_cuda_paged_fd)
 # CPU-backend tests that also run on the device with VLLM_TEST_DEVICE=cuda
 DEV_TARGETS=(test_model_mirror test_engine test_engine_async test_async_engine test_engine_devsample
-    test_engine_async_64 test_engine_mirror)
+    test_engine_async_64 test_engine_mirror test_engine_warmup)
 cmake --build $BUILD -j"$(nproc)" --target "${TARGETS[@]}" "${DEV_TARGETS[@]}" >"$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
 

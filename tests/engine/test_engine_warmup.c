@@ -1,0 +1,81 @@
+/* The engine's start-up warm-up (engine.c warm_up, VLLM_WARMUP): forced on
+ * the CPU with VLLM_WARMUP=1 it runs a full-budget forward on a throw-away
+ * sequence and leaves no trace: the same requests give the same tokens
+ * (greedy and seeded sampling) and the same KV block count as an engine
+ * without it; VLLM_WARMUP=0 skips it. On the GPU (VLLM_TEST_DEVICE=cuda) the
+ * default (auto) warm-up is compared with VLLM_WARMUP=0 the same way.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "engine_test_util.h"
+
+#define NREQ 6
+#define CAP 24
+
+static ereq_sampling samp(int i) {
+    ereq_sampling s = ereq_sampling_default();
+    s.max_tokens = 8 + 3 * i;
+    s.ignore_eos = true;
+    if (i % 2) {
+        s.temperature = 0.8f;
+        s.seed = 1234 + (uint64_t)i;
+        s.has_seed = true;
+    } else {
+        s.temperature = 0.0f;
+    }
+    return s;
+}
+
+/* Runs the request set on a new engine with VLLM_WARMUP=mode (NULL: unset). */
+static void run(const char *mode, int32_t *toks, int32_t *n, int32_t *blocks) {
+    if (mode) setenv("VLLM_WARMUP", mode, 1);
+    else unsetenv("VLLM_WARMUP");
+    eng_params ep = etest_params(64, false);
+    eng_engine *e = eng_create(&ep);
+    if (!e) fail_msg("engine: %s", vc_err_msg());
+    *blocks = eng_num_blocks(e);
+    etest_add_prompts(e, NREQ, 99, 5, 7, 30, samp);
+    memset(n, 0, NREQ * sizeof *n);
+    etest_collect(e, toks, n, CAP);
+    eng_free(e);
+    unsetenv("VLLM_WARMUP");
+}
+
+static void test_warmup_leaves_no_trace(void **st) {
+    (void)st;
+    static int32_t a[NREQ * CAP], b[NREQ * CAP];
+    int32_t na[NREQ], nb[NREQ], ba = 0, bb = 0;
+    bool gpu = etest_device() != RT_DEV_CPU;
+    run("0", a, na, &ba);
+    run(gpu ? NULL : "1", b, nb, &bb);
+    assert_int_equal(ba, bb);
+    for (int i = 0; i < NREQ; i++) {
+        assert_int_equal(na[i], samp(i).max_tokens);
+        assert_int_equal(na[i], nb[i]);
+        assert_memory_equal(a + i * CAP, b + i * CAP, (size_t)na[i] * sizeof *a);
+    }
+}
+
+static int setup(void **st) {
+    (void)st;
+    return etest_copy_fixture("warmup");
+}
+
+static int teardown(void **st) {
+    (void)st;
+    return etest_rm_fixture();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_warmup_leaves_no_trace)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
