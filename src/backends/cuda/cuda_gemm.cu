@@ -1,5 +1,5 @@
-/* cuda_gemm — the prefill half of MATMUL and MATMUL_GLU (n > CUDA_GEMV_MAX_N
- * tokens): cuBLAS.
+/* cuda_gemm — the cuBLAS half of MATMUL and MATMUL_GLU: steps of more than
+ * CUDA_GEMV_MAX_N tokens, and any step with bf16 activations.
  *
  *  - f32 W: SGEMM in plain fp32 (default math mode, so no TF32).
  *  - f16 / bf16 W: cublasGemmEx with fp32 accumulation. x is f32 or bf16
@@ -12,10 +12,11 @@
  *    right after the GEMM is queued.
  *  - MATMUL_GLU: the GEMM of the stacked [gate; up] matrix into the op's
  *    scratch [n, 2f], then GLU of its two halves into dst [n, f] (k_glu,
- *    8 values per thread). With a bf16 dst (the bf16-activation mode) the
- *    GEMM writes bf16 into the scratch: half the bytes written and read,
- *    and gate/up are rounded to bf16 before the GLU as in HF's bf16 models.
- *    With an f32 dst everything stays f32.
+ *    8 values per thread). With a bf16 dst (the bf16-activation mode) and
+ *    bf16 or quantized W, the GEMM writes bf16 into the scratch: half the
+ *    bytes written and read, and gate/up are rounded to bf16 before the
+ *    GLU as in HF's bf16 models (f16 W: f32 scratch; cuBLAS has no f16 x
+ *    f16 -> bf16 GEMM). With an f32 dst everything stays f32.
  *
  * Row-major to cuBLAS (column-major): W[out,in] with row stride ldw is the
  * column-major matrix W'[in,out]; likewise X'[in,n] and Y'[out,n]. So
