@@ -250,8 +250,16 @@ static int resolve_kv_dtype(mdl_model *m, int want) {
         if (e && *e && mdl_parse_kv_dtype(e, &want) < 0) return vc_err_prefix("VLLM_KV_CACHE_DTYPE");
     }
     if (want == MDL_KV_AUTO) {
-        rt_dtype w = m->cfg.n_layers > 0 ? m->layers[0].wq.dtype : RT_F32;
-        if (m->be->device == RT_DEV_CPU || w == RT_F32) want = RT_F32;
+        const rt_tensor *w0 = m->cfg.n_layers > 0 ? (m->layers[0].wqkv.data ? &m->layers[0].wqkv : &m->layers[0].wq)
+                                                  : NULL;
+        rt_dtype w = w0 && w0->data ? w0->dtype : RT_F32;
+        bool quant = rt_dtype_info(w)->quantized;
+        /* CPU: f16 for block-quantized models (llama.cpp's default; decode
+         * attention reads the cache every step and is bandwidth-bound: f16
+         * decodes ~10% faster at 1k positions on a 1B model), f32 for
+         * float checkpoints (their goldens are fp32). */
+        if (m->be->device == RT_DEV_CPU) want = quant ? RT_F16 : RT_F32;
+        else if (w == RT_F32) want = RT_F32;
         else want = w == RT_BF16 ? RT_BF16 : RT_F16;
     }
     if (want != RT_F32 && want != RT_F16 && want != RT_BF16)

@@ -26,7 +26,8 @@ typedef struct mdl_seq mdl_seq;
 
 /* mdl_params.kv_dtype: the model's own dtype on accelerators (vLLM's
  * --kv-cache-dtype auto: bf16 weights -> bf16 cache, f16 -> f16, f32 -> f32,
- * quantized -> f16), f32 on the CPU backend. The environment variable
+ * quantized -> f16); on the CPU backend f16 for block-quantized models
+ * (llama.cpp's default) and f32 otherwise. The environment variable
  * VLLM_KV_CACHE_DTYPE (auto, f32, f16, bf16) overrides "auto". */
 #define MDL_KV_AUTO (-1)
 /* "auto", "float32"/"f32", "float16"/"f16"/"half", "bfloat16"/"bf16" ->
