@@ -60,6 +60,14 @@ static inline double nerr(const float *a, const float *b, int64_t n) {
     return e / m;
 }
 
+/* xorshift64 step of a file's generator state: a value in [-1, 1). */
+static inline float cuda_test_rnd(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
 /* rows x n random values in [-amp, amp) from the file's generator rnd,
  * stored as dtype t (quantized types through the reference quantizer). */
 static inline void *rand_rows(rt_dtype t, int64_t rows, int64_t n, float amp, float (*rnd)(void)) {

@@ -37,12 +37,7 @@
 static double g_worst[2]; /* bf16, f16 */
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float rnd(void) { /* [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
+static float rnd(void) { return cuda_test_rnd(&g_rng); } /* [-1, 1) */
 
 /* One varlen batch: sequence s has q_lens[s] query rows over seq_lens[s]
  * cached tokens (its rows sit at the last q_lens[s] positions), blocks of B

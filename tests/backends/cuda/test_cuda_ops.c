@@ -32,12 +32,7 @@ static double g_worst[RT_OP_COUNT];
 static double g_worst_bf16; /* RMSNORM into bf16 */
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static float rnd(void) { /* [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
+static float rnd(void) { return cuda_test_rnd(&g_rng); } /* [-1, 1) */
 static void fill(float *x, int64_t n, float amp) {
     for (int64_t i = 0; i < n; i++) x[i] = amp * rnd();
 }

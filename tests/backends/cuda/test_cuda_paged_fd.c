@@ -34,12 +34,7 @@
 #include <string.h>
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float rnd(void) { /* [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
+static float rnd(void) { return cuda_test_rnd(&g_rng); } /* [-1, 1) */
 
 typedef struct {
     int64_t h, kvh, hd, B;
