@@ -14,6 +14,7 @@
  */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_norm.cuh"
+#include "backends/cuda/cuda_store.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,13 +37,6 @@ extern "C" int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a) {
     if (rt_tensor_nrows(x) == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     return cuda_norm_launch<true>(c, x, res, a->dst, w, a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);
-}
-
-template <typename KV> __device__ __forceinline__ void st_kv(KV *p, float v);
-template <> __device__ __forceinline__ void st_kv<float>(float *p, float v) { *p = v; }
-template <> __device__ __forceinline__ void st_kv<__half>(__half *p, float v) { *p = __float2half_rn(v); }
-template <> __device__ __forceinline__ void st_kv<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
-    *p = __float2bfloat16_rn(v);
 }
 
 /* Pointers and strides of one QK_ROPE_STORE launch (by value). */
@@ -84,7 +78,7 @@ __global__ void k_qk_rope_store(rs_args p) {
     float x = in ? ((const float *)src)[i] : 0.0f;
     int64_t coff = ((int64_t)slot * p.kvh + head) * p.hd + i;
     if (kind == 2) {
-        if (in) st_kv<KV>((KV *)p.vc + coff, x);
+        if (in) cuda_st1((KV *)p.vc + coff, x);
         return;
     }
     const float *nw = kind == 0 ? p.qn : p.kn;
@@ -108,25 +102,7 @@ __global__ void k_qk_rope_store(rs_args p) {
     }
     if (!in) return;
     if (kind == 0) ((float *)(p.dst + t * p.d_s0 + head * p.d_s1))[i] = y;
-    else st_kv<KV>((KV *)p.kc + coff, y);
-}
-
-/* Four values into a K/V cache row (8- or 16-byte aligned). */
-template <typename KV> __device__ __forceinline__ void st_kv4(KV *p, float4 v);
-template <> __device__ __forceinline__ void st_kv4<float>(float *p, float4 v) { *(float4 *)p = v; }
-template <> __device__ __forceinline__ void st_kv4<__half>(__half *p, float4 v) {
-    __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
-    uint2 u;
-    u.x = *(const uint32_t *)&a;
-    u.y = *(const uint32_t *)&b;
-    *(uint2 *)p = u;
-}
-template <> __device__ __forceinline__ void st_kv4<__nv_bfloat16>(__nv_bfloat16 *p, float4 v) {
-    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-    uint2 u;
-    u.x = *(const uint32_t *)&a;
-    u.y = *(const uint32_t *)&b;
-    *(uint2 *)p = u;
+    else cuda_st1((KV *)p.kc + coff, y);
 }
 
 /* Head row j of token t (j < h: q, then k, then v). */
@@ -174,7 +150,7 @@ __device__ __forceinline__ void rs_row(const rs_args &p, int64_t t, int j, int32
 #pragma unroll
             for (int c = 0; c < CH; c++) {
                 int e = (c * 32 + lane) * 4;
-                if (e < hd) st_kv4<KV>((KV *)p.vc + coff + e, v[c]);
+                if (e < hd) cuda_st4((KV *)p.vc + coff + e, v[c]);
             }
         return;
     }
@@ -219,7 +195,7 @@ __device__ __forceinline__ void rs_row(const rs_args &p, int64_t t, int j, int32
         int e = (c * 32 + lane) * 4;
         if (e >= hd) continue;
         if (kind == 0) *(float4 *)(p.dst + t * p.d_s0 + head * p.d_s1 + (int64_t)e * 4) = v[c];
-        else if (store) st_kv4<KV>((KV *)p.kc + coff + e, v[c]);
+        else if (store) cuda_st4((KV *)p.kc + coff + e, v[c]);
     }
 }
 

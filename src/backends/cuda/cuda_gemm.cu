@@ -24,6 +24,7 @@
  */
 #include "backends/cuda/cuda_dequant.cuh"
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_store.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,9 +34,6 @@
 
 __device__ __forceinline__ float ld_f(const float *p) { return *p; }
 __device__ __forceinline__ float ld_f(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void st_h(float *p, float v) { *p = v; }
-__device__ __forceinline__ void st_h(__half *p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void st_h(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
 /* x rows of S (row stride x_ld elements) -> contiguous [n, in] of type H. */
 template <typename S, typename H>
@@ -44,7 +42,7 @@ __global__ void k_to_half(const S *x, int64_t x_ld, H *dst, int64_t in, int64_t 
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / in, k = i % in;
-        st_h(dst + i, ld_f(x + t * x_ld + k));
+        cuda_st1(dst + i, ld_f(x + t * x_ld + k));
     }
 }
 
@@ -58,10 +56,10 @@ template <typename H> __global__ void k_to_half4(const float *x, int64_t x_ld, H
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < in4; k += gridDim.x * blockDim.x) {
         float4 v = xr[k];
         __align__(8) H o[4];
-        st_h(o, v.x);
-        st_h(o + 1, v.y);
-        st_h(o + 2, v.z);
-        st_h(o + 3, v.w);
+        cuda_st1(o, v.x);
+        cuda_st1(o + 1, v.y);
+        cuda_st1(o + 2, v.z);
+        cuda_st1(o + 3, v.w);
         *(uint2 *)(dst + (t * in4 + k) * 4) = *(const uint2 *)o;
     }
 }
@@ -299,7 +297,7 @@ __global__ void k_glu(const S *gu, int64_t f, D *dst, int64_t d_ld, int64_t n, i
         } else {
             for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < f;
                  j += (int64_t)gridDim.x * blockDim.x)
-                st_h(o + j, cuda_glu_act(act, ld_f(g + j)) * ld_f(u + j));
+                cuda_st1(o + j, cuda_glu_act(act, ld_f(g + j)) * ld_f(u + j));
         }
     }
 }

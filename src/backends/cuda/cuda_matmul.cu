@@ -88,11 +88,9 @@ __device__ __forceinline__ void gemv_fma8(float *acc, const float *wv, const flo
     }
 }
 
-/* Reduce the lanes, then the KS warps of each row; store y (+ bias). */
-template <int KS>
-__device__ __forceinline__ void gemv_finish(float *acc, int n, int64_t r, int64_t out, float *y, int64_t y_ld,
-                                            const float *bias) {
-    __shared__ float part[GEMV_BLOCK / 32][CUDA_GEMV_MAX_N];
+/* Each warp's lanes summed per token into part[warp][t]; then the block
+ * sees every warp's sums. */
+__device__ __forceinline__ void gemv_warp_partials(const float *acc, int n, float (*part)[CUDA_GEMV_MAX_N]) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
     for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
@@ -101,6 +99,15 @@ __device__ __forceinline__ void gemv_finish(float *acc, int n, int64_t r, int64_
         if (lane == 0) part[warp][t] = s;
     }
     __syncthreads();
+}
+
+/* Reduce the lanes, then the KS warps of each row; store y (+ bias). */
+template <int KS>
+__device__ __forceinline__ void gemv_finish(float *acc, int n, int64_t r, int64_t out, float *y, int64_t y_ld,
+                                            const float *bias) {
+    __shared__ float part[GEMV_BLOCK / 32][CUDA_GEMV_MAX_N];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    gemv_warp_partials(acc, n, part);
     if (warp % KS == 0 && lane < n && r < out) {
         float s = 0.0f;
 #pragma unroll
@@ -205,13 +212,7 @@ __device__ __forceinline__ void gemv_finish_glu(float *acc, int n, int64_t p, in
                                                 int act) {
     __shared__ float part[GEMV_BLOCK / 32][CUDA_GEMV_MAX_N];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
-        if (t >= n) break;
-        float s = warp_sum(acc[t]);
-        if (lane == 0) part[warp][t] = s;
-    }
-    __syncthreads();
+    gemv_warp_partials(acc, n, part);
     if (warp % (2 * KS) == 0 && lane < n && p < f) {
         float g = 0.0f, u = 0.0f;
 #pragma unroll

@@ -19,6 +19,7 @@
 #define CUDA_NORM_CUH
 
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_store.cuh"
 
 #include <cuda_bf16.h>
 
@@ -32,23 +33,6 @@ __device__ __forceinline__ float norm_block_sum(float v, float *sh) {
     v = lane < nw ? sh[lane] : 0.0f;
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
-}
-
-template <typename T> __device__ __forceinline__ void norm_st1(T *p, float v);
-template <> __device__ __forceinline__ void norm_st1<float>(float *p, float v) { *p = v; }
-template <> __device__ __forceinline__ void norm_st1<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
-    *p = __float2bfloat16_rn(v);
-}
-
-/* Four values at p (16-byte aligned for f32, 8-byte for bf16). */
-template <typename T> __device__ __forceinline__ void norm_st4(T *p, float4 v);
-template <> __device__ __forceinline__ void norm_st4<float>(float *p, float4 v) { *(float4 *)p = v; }
-template <> __device__ __forceinline__ void norm_st4<__nv_bfloat16>(__nv_bfloat16 *p, float4 v) {
-    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-    uint2 u;
-    u.x = *(const uint32_t *)&a;
-    u.y = *(const uint32_t *)&b;
-    *(uint2 *)p = u;
 }
 
 template <bool ADD, int VPT, typename OT>
@@ -100,7 +84,7 @@ __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
             if (i < d4) {
                 float4 o = make_float4(v[j].x * s * wv[j].x, v[j].y * s * wv[j].y, v[j].z * s * wv[j].z,
                                        v[j].w * s * wv[j].w);
-                norm_st4<OT>(yr + 4 * i, o);
+                cuda_st4(yr + 4 * i, o);
             }
         }
     }
@@ -126,7 +110,7 @@ __global__ void k_norm_loop(cuda_view x, cuda_view res, cuda_view y, const float
         }
         ss = norm_block_sum(ss, sh);
         float s = 1.0f / sqrtf(ss / (float)d + eps);
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) norm_st1<OT>(yr + i, xr[i] * s * (w_off + w[i]));
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) cuda_st1(yr + i, xr[i] * s * (w_off + w[i]));
         __syncthreads(); /* in place: all reads of this row done before the next row */
     }
 }
