@@ -80,12 +80,7 @@ template <typename KV, bool PAGED> __global__ void __launch_bounds__(ATT_THREADS
     const int32_t *btrow = NULL;
     int64_t hi = a.n_past + i;
     if (PAGED) { /* sequence of query row i: last s with qsl[s] <= i */
-        int64_t s0 = 0, s1 = a.S - 1;
-        while (s0 < s1) {
-            int64_t mid = (s0 + s1 + 1) / 2;
-            if (a.qsl[mid] <= i) s0 = mid;
-            else s1 = mid - 1;
-        }
+        const int64_t s0 = cuda_row_seq(a.qsl, (int)a.S, i);
         int64_t q_len = a.qsl[s0 + 1] - a.qsl[s0], sl = a.seq_lens[s0];
         if (q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || i < a.qsl[s0] || i >= a.qsl[s0 + 1]) {
             if (tid == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);

@@ -143,17 +143,6 @@ template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, floa
 
 /* ---- the kernel --------------------------------------------------------- */
 
-/* Sequence of row i: the last s with qsl[s] <= i. */
-__device__ __forceinline__ int fl_seq(const fl_args &a, int64_t i) {
-    int s0 = 0, s1 = a.S - 1;
-    while (s0 < s1) {
-        int mid = (s0 + s1 + 1) / 2;
-        if (a.qsl[mid] <= i) s0 = mid;
-        else s1 = mid - 1;
-    }
-    return s0;
-}
-
 /* Issue the cp.async loads of keys kt0 .. kt0+FL_N-1 (those > khi
  * zero-filled) into ks/vs [FL_N][HD+FL_PAD]. Thread: 16-byte chunk c of
  * rows j0, j0 + RPI, ...; the block-table reads are issued together first
@@ -269,7 +258,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
         for (int j = 0; j < NO; j++) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
 
     for (int64_t r = t0; r < t1;) {
-        const int s = fl_seq(a, r);
+        const int s = cuda_row_seq(a.qsl, a.S, r);
         const int q_len = a.qsl[s + 1] - a.qsl[s], sl = a.seq_lens[s];
         const int64_t seg_end = a.qsl[s + 1] < t1 ? a.qsl[s + 1] : t1;
         const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || r < a.qsl[s] || seg_end <= r;

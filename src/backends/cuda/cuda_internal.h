@@ -67,6 +67,19 @@ __device__ __forceinline__ float cuda_glu_act(int act, float g) {
     return act == RT_ACT_SILU ? cuda_silu(g) : cuda_gelu_tanh(g);
 }
 
+/* Sequence of query row i in a varlen batch of S sequences whose rows
+ * start at qsl[0..S] (ops.h): the last s with qsl[s] <= i (binary search;
+ * the caller checks the row against qsl[s + 1]). */
+__device__ __forceinline__ int cuda_row_seq(const int32_t *qsl, int S, int64_t i) {
+    int s0 = 0, s1 = S - 1;
+    while (s0 < s1) {
+        int mid = (s0 + s1 + 1) / 2;
+        if (qsl[mid] <= i) s0 = mid;
+        else s1 = mid - 1;
+    }
+    return s0;
+}
+
 /* Bits of ctx->d_flags (set by kernels, reported by sync/copy). */
 #define CUDA_FLAG_BAD_TOKEN 1 /* EMBED: id out of range */
 #define CUDA_FLAG_BAD_SLOT 2  /* KV_STORE: slot out of range */

@@ -279,13 +279,7 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT)
     const int64_t i = blockIdx.y;
     const int step = FD_WARPS * U;
 
-    /* The sequence of row i: the last s with qsl[s] <= i. */
-    int s0 = 0, s1 = a.S - 1;
-    while (s0 < s1) {
-        int mid = (s0 + s1 + 1) / 2;
-        if (a.qsl[mid] <= i) s0 = mid;
-        else s1 = mid - 1;
-    }
+    const int s0 = cuda_row_seq(a.qsl, a.S, i); /* the sequence of row i */
     const int32_t *btrow = a.bt + (int64_t)s0 * a.max_blocks;
     /* Block-table entries of the warp's first two runs assuming lo = 0,
      * requested before the lengths arrive. */
@@ -507,17 +501,6 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT)
 
 static size_t pf_smem(int hd) { return (size_t)(PF_Q * hd + PF_KT * (hd + 1) + PF_KT * hd) * sizeof(float); }
 
-/* Sequence of row i: the last s with qsl[s] <= i. */
-__device__ __forceinline__ int pf_seq(const fd_args &a, int64_t i) {
-    int s0 = 0, s1 = a.S - 1;
-    while (s0 < s1) {
-        int mid = (s0 + s1 + 1) / 2;
-        if (a.qsl[mid] <= i) s0 = mid;
-        else s1 = mid - 1;
-    }
-    return s0;
-}
-
 template <typename KV, int DPL> __global__ void __launch_bounds__(PF_WARPS * 32) k_pf(fd_args a, int64_t T) {
     constexpr int HD = 32 * DPL;
     extern __shared__ float pf_sm[];
@@ -525,7 +508,7 @@ template <typename KV, int DPL> __global__ void __launch_bounds__(PF_WARPS * 32)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, G = a.G, QT = PF_Q / G, g = blockIdx.x;
     const int64_t r0 = (int64_t)blockIdx.y * QT, r1 = r0 + QT < T ? r0 + QT : T;
     for (int64_t r = r0; r < r1;) {
-        const int s = pf_seq(a, r);
+        const int s = cuda_row_seq(a.qsl, a.S, r);
         const int q_len = a.qsl[s + 1] - a.qsl[s], sl = a.seq_lens[s];
         const int64_t seg_end = a.qsl[s + 1] < r1 ? a.qsl[s + 1] : r1;
         const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || r < a.qsl[s] || seg_end <= r;
