@@ -22,6 +22,9 @@
  *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
  *                      the draw: one block per row, radix selects)
  *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops)
+ *   cuda_norm.cuh      the RMSNORM / ADD_RMSNORM kernels (rows in registers,
+ *                      f32 or bf16 out), shared by cuda_rows.cu and cuda_fused.cu
+ *   cuda_store.cuh     f32 -> f32/f16/bf16 stores, one or four values
  *   cuda_combine.cu    COMBINE (async scheduling's splice of sampled ids)
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
