@@ -92,9 +92,8 @@ static size_t fl_smem(int hd, int mt) {
 __device__ __forceinline__ uint32_t fl_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* 16 bytes global -> shared; src_bytes 0 zero-fills the destination. */
-__device__ __forceinline__ void fl_cp16(void *dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fl_smem_addr(dst)), "l"(src),
-                 "r"(src_bytes));
+__device__ __forceinline__ void fl_cp16(uint32_t dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 __device__ __forceinline__ void fl_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void fl_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -144,41 +143,38 @@ template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, floa
 /* ---- the kernel --------------------------------------------------------- */
 
 /* Issue the cp.async loads of keys kt0 .. kt0+FL_N-1 (those > khi
- * zero-filled) into ks/vs [FL_N][HD+FL_PAD]. Thread: 16-byte chunk c of
- * rows j0, j0 + RPI, ...; the block-table reads are issued together first
- * (one latency), then the copies. */
+ * zero-filled) into the stage at shared address sdst (K [FL_N][HD+FL_PAD],
+ * V after it), sdst already offset to this thread's first row j0 and 16-byte
+ * chunk c: rows j0, j0 + RPI, ... The block-table reads are issued together
+ * first (one latency), then the copies, without branches: a bad block id
+ * reads block 0 and raises the flag once. kin / vin: byte offset of chunk c
+ * of head g within a slot. */
 template <int HD>
-__device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *btrow, int g, int kt0, int khi,
-                                             uint16_t *ks, uint16_t *vs) {
+__device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *btrow, int kin, int vin, int kt0,
+                                             int khi, uint32_t sdst) {
     constexpr int CPR = HD / 8; /* 16-byte chunks per row */
     constexpr int ITS = FL_N * CPR / (FL_WARPS * 32), RPI = FL_WARPS * 32 / CPR;
-    const int c = (int)threadIdx.x % CPR, j0 = (int)threadIdx.x / CPR;
-    const int kin = g * a.k_s1 + c * 16, vin = g * a.v_s1 + c * 16; /* within a slot */
+    constexpr uint32_t ROW = (HD + FL_PAD) * 2, VOFF = FL_N * ROW;
+    const int key0 = kt0 + (int)threadIdx.x / CPR;
     int32_t blk[ITS];
 #pragma unroll
     for (int it = 0; it < ITS; it++) {
-        const int key = kt0 + j0 + it * RPI;
+        const int key = key0 + it * RPI;
         blk[it] = key <= khi ? btrow[key >> a.bshift] : 0;
     }
+    bool bad = false;
 #pragma unroll
     for (int it = 0; it < ITS; it++) {
-        const int j = j0 + it * RPI, key = kt0 + j;
-        const char *kp = a.k, *vp = a.v;
-        int nbytes = 0;
-        if (key <= khi) {
-            int32_t b = blk[it];
-            if (b < 0 || b >= a.num_blocks) { /* bad table: flag it, read block 0 */
-                atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
-                b = 0;
-            }
-            const int slot = key & (a.B - 1);
-            kp += (int64_t)b * a.k_s0 + (slot * a.k_sb + kin); /* one IMAD.WIDE */
-            vp += (int64_t)b * a.v_s0 + (slot * a.v_sb + vin);
-            nbytes = 16;
-        }
-        fl_cp16(ks + j * (HD + FL_PAD) + c * 8, kp, nbytes);
-        fl_cp16(vs + j * (HD + FL_PAD) + c * 8, vp, nbytes);
+        const int key = key0 + it * RPI;
+        const bool valid = key <= khi, ok = (uint32_t)blk[it] < (uint32_t)a.num_blocks;
+        bad |= valid && !ok;
+        const uint32_t b = ok ? (uint32_t)blk[it] : 0u, slot = (uint32_t)(key & (a.B - 1));
+        const char *kp = a.k + ((uint64_t)b * (uint32_t)a.k_s0 + (slot * (uint32_t)a.k_sb + (uint32_t)kin));
+        const char *vp = a.v + ((uint64_t)b * (uint32_t)a.v_s0 + (slot * (uint32_t)a.v_sb + (uint32_t)vin));
+        fl_cp16(sdst + it * RPI * ROW, kp, valid ? 16 : 0);
+        fl_cp16(sdst + VOFF + it * RPI * ROW, vp, valid ? 16 : 0);
     }
+    if (bad) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
 }
 
 /* Packed row r of the tile starting at token t0: token and query head. */
@@ -210,6 +206,10 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
     const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
     const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
     const int wrow = warp * 16 * MT; /* first packed row of this warp */
+    /* K/V loads: this thread's 16-byte chunk c of rows j0, j0 + RPI, ... */
+    const int lc = (int)threadIdx.x % (HD / 8), lj0 = (int)threadIdx.x / (HD / 8);
+    const int kin = g * a.k_s1 + lc * 16, vin = g * a.v_s1 + lc * 16;
+    const uint32_t sm_kv = fl_smem_addr(kvs) + (uint32_t)(lj0 * LD + lc * 8) * 2;
 
     /* Q: MT 1 keeps the A fragments (row-major 16 x HD) in registers, MT 2
      * (too many registers) stages Q in shared memory for ldmatrix. */
@@ -283,12 +283,12 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
         const int n_kt = khi >= klo ? (khi - klo) / FL_N + 1 : 0;
         auto rlo = [&](int i) { return a.window > 0 && rhi[i] - a.window + 1 > 0 ? rhi[i] - a.window + 1 : 0; };
         __syncthreads(); /* the previous segment is done with the buffers (and Q is staged) */
-        if (n_kt > 0) fl_load_tile<HD>(a, btrow, g, klo, khi, kvs, kvs + FL_N * LD);
+        if (n_kt > 0) fl_load_tile<HD>(a, btrow, kin, vin, klo, khi, sm_kv);
         fl_cp_commit();
         for (int it = 0; it < n_kt; it++) {
             const int kt0 = klo + it * FL_N, st = it & 1;
-            uint16_t *nxt = kvs + (st ^ 1) * 2 * FL_N * LD;
-            if (it + 1 < n_kt) fl_load_tile<HD>(a, btrow, g, kt0 + FL_N, khi, nxt, nxt + FL_N * LD);
+            if (it + 1 < n_kt)
+                fl_load_tile<HD>(a, btrow, kin, vin, kt0 + FL_N, khi, sm_kv + (st ^ 1) * 2 * FL_N * LD * 2);
             fl_cp_commit();
             fl_cp_wait<1>(); /* tile it landed (this thread's part) */
             __syncthreads(); /* ... and everybody's */
