@@ -180,9 +180,8 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         }
         MDL_TRY(rt_matmul(be, &sv.xb, down_in, &L->w_down, NULL));
         MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
-        if (l == c->n_layers - 1) MDL_TRY(rt_add(be, &sv.x, &sv.x, &sv.xb));
     }
-    return mdl_logits_head(m, &sv, n_logits, c->rms_eps, 0.0f);
+    return mdl_logits_head_res(m, &sv, n, n_logits, &sv.xb, c->rms_eps, 0.0f);
 }
 
 const mdl_arch_impl mdl_arch_llama = {

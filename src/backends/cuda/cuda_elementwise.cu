@@ -252,6 +252,39 @@ __global__ void k_embed(cuda_view dst, const char *table, int64_t tstride, const
     }
 }
 
+/* Plain tables with 16-byte aligned rows of a multiple of 8 values (the
+ * usual case: bf16 embedding tables, the f32 hidden states the logits head
+ * gathers): 8 values per thread, 16-byte loads and two float4 stores
+ * (the one-value kernel above moved 2-byte loads: a 2048-token bf16
+ * lookup took 160 us instead of ~20). grid = (ceil(dim / 8 / 128), n). */
+template <rt_dtype T>
+__global__ void k_embed_vec(cuda_view dst, const char *table, int64_t tstride, const int32_t *ids, int64_t V,
+                            int64_t dim, int *flags, int shard, int64_t base) {
+    CUDA_PDL_ENTER();
+    int64_t t = blockIdx.y, g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t id = (int64_t)ids[t] - base;
+    bool bad = id < 0 || id >= V;
+    if (bad && (!shard || ids[t] < 0) && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(flags, CUDA_FLAG_BAD_TOKEN);
+    if (g * 8 >= dim) return;
+    float4 *out = (float4 *)((float *)cuda_row(dst, t) + g * 8);
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (!bad) {
+        const char *row = table + id * tstride;
+        if constexpr (T == RT_F32) {
+            const float4 *p = (const float4 *)row + g * 2;
+            float4 a = p[0], b = p[1];
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        } else {
+            uint4 p = ((const uint4 *)row)[g];
+            const uint16_t *h = (const uint16_t *)&p;
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = ld_plain<T>((const char *)(h + e));
+        }
+    }
+    out[0] = make_float4(v[0], v[1], v[2], v[3]);
+    out[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
 extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *table = a->src[0], *ids = a->src[1];
@@ -293,7 +326,20 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     cuda_view vd = cuda_view_of(dst);
     const char *tb = (const char *)table->data;
     int64_t ts = table->stride[0];
-    switch (table->dtype) {
+    /* 16-byte aligned rows of 8k values in the table and in dst: the vector kernel */
+    bool vec = !tt->quantized && dim % 8 == 0 && ts % 16 == 0 && ((uintptr_t)tb & 15) == 0 &&
+               ((uintptr_t)dst->data & 15) == 0;
+    for (int i = 0; i + 1 < dst->ndim; i++) vec = vec && dst->stride[i] % 16 == 0;
+    if (vec) {
+        dim3 vg(cuda_blocks(dim / 8, 128), (unsigned)n);
+        switch (table->dtype) {
+        case RT_F32: cuda_launch(k_embed_vec<RT_F32>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+        case RT_F16: cuda_launch(k_embed_vec<RT_F16>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+        case RT_BF16: cuda_launch(k_embed_vec<RT_BF16>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+        default: vec = false; break;
+        }
+    }
+    if (!vec) switch (table->dtype) {
     case RT_F32: cuda_launch(k_embed<RT_F32>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
     case RT_F16: cuda_launch(k_embed<RT_F16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
     case RT_BF16: cuda_launch(k_embed<RT_BF16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;

@@ -51,9 +51,16 @@ static void test_embed(void **st) {
     NEED_GPU();
     const int64_t V = 37, n = 6;
     int32_t ids[6] = {0, 36, 5, 5, 17, 1};
-    for (size_t k = 0; k < N_WTYPES; k++) {
+    /* plain tables twice: 71 values (the one-value kernel) and 136 (16-byte
+     * rows of 8k values: the vector kernel) */
+    for (size_t kk = 0; kk < 2 * N_WTYPES; kk++) {
+        size_t k = kk % N_WTYPES;
         rt_dtype t = g_wtypes[k];
-        int64_t d = rt_dtype_info(t)->block_elems == 256 ? 512 : (rt_dtype_info(t)->quantized ? 96 : 71);
+        if (kk >= N_WTYPES && rt_dtype_info(t)->quantized) continue;
+        int64_t d = rt_dtype_info(t)->block_elems == 256 ? 512
+                    : rt_dtype_info(t)->quantized       ? 96
+                    : kk >= N_WTYPES                     ? 136
+                                                         : 71;
         void *tab = rand_rows(t, V, d, 2.0f, rnd);
         int64_t s_tab[2] = {V, d}, s_ids[1] = {n}, s_out[2] = {n, d};
         rt_tensor ht = rt_tensor_make(tab, t, RT_DEV_CPU, 2, s_tab);
