@@ -13,6 +13,7 @@
 #include "model/model_impl.h"
 
 #include "base/err.h"
+#include "base/log.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -127,16 +128,24 @@ static rt_tensor col_view(const rt_tensor *buf, int64_t n, int64_t c0, int64_t c
  * f32; vLLM all-reduces in the model dtype too) and the next add+RMSNorm
  * reads the bf16 sum and writes its output over it. Wo's f32 input is
  * converted into gate16 first (the conversion the GEMM would do). The last
- * layer's Wdown keeps f32 (its sum goes to a plain add). */
+ * layer's Wdown keeps f32 (its sum goes to a plain add). VLLM_TP_BF16_SUMS=0
+ * keeps f32 sums (A/B). */
+static bool env_off(const char *name) {
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0");
+}
+
 static bool tp_bf16_sums(const mdl_model *m, bool h16) {
     if (!h16 || m->tp_size <= 1 || !m->gate16.data || m->ff_l < m->h_l * m->cfg.head_dim) return false;
+    if (env_off("VLLM_TP_BF16_SUMS")) return false;
     for (int64_t l = 0; l < m->cfg.n_layers; l++)
         if (m->layers[l].bo.data) return false;
     return true;
 }
 
-/* Steps of at least TP_SPLIT_MIN tokens with bf16 sums and fused QKV and
- * gate|up weights run each layer's row-wise ops in two row halves, so that
+/* Tensor-parallel steps of at least TP_SPLIT_MIN tokens on bf16 activations
+ * with fused QKV and gate|up weights run each layer's row-wise ops in two
+ * row halves, so that
  * one half's all-reduce (rt_comm_all_reduce_start: NCCL on a second
  * stream) overlaps the other half's GEMMs (Wo, then add+RMSNorm, gate|up,
  * Wdown, then the next layer's add+RMSNorm and QKV); attention runs on all
@@ -145,10 +154,9 @@ static bool tp_bf16_sums(const mdl_model *m, bool h16) {
  * multiple of 64 rows (GEMM tiles). VLLM_TP_OVERLAP=0 turns it off. */
 #define TP_SPLIT_MIN 1024
 
-static int64_t tp_split_row(const mdl_model *m, int64_t n, bool p16) {
-    if (!p16 || n < TP_SPLIT_MIN || !m->qkv.data || !m->gu.data) return 0;
-    const char *e = getenv("VLLM_TP_OVERLAP");
-    if (e && !strcmp(e, "0")) return 0;
+static int64_t tp_split_row(const mdl_model *m, int64_t n, bool h16) {
+    if (!h16 || m->tp_size <= 1 || n < TP_SPLIT_MIN || !m->qkv.data || !m->gu.data) return 0;
+    if (env_off("VLLM_TP_OVERLAP")) return 0;
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
@@ -163,6 +171,8 @@ static int tp_reduce(mdl_model *m, rt_tensor *t, bool split, int part) {
     if (!split) return mdl_tp_all_reduce(m, t);
     return m->comm ? rt_comm_all_reduce_start(m->comm, t, part) : VC_OK;
 }
+
+static int g_tp_told; /* the path of the first TP prefill was logged */
 
 static int tp_wait(mdl_model *m, bool split, int part) {
     return split && m->comm ? rt_comm_wait(m->comm, part) : VC_OK;
@@ -192,8 +202,11 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv.gate;
     bool p16 = tp_bf16_sums(m, h16);
     rt_tensor att16 = p16 ? rt_tensor_2d(m->gate16.data, RT_BF16, m->gate16.device, n, qd) : sv.att;
-    int64_t cut = tp_split_row(m, n, p16);
+    int64_t cut = tp_split_row(m, n, h16);
     bool split = cut > 0;
+    if ((p16 || split) && m->tp_rank == 0 && !__atomic_exchange_n(&g_tp_told, 1, __ATOMIC_RELAXED))
+        VC_INFO("tensor parallel prefill (%lld tokens): %s all-reduce sums, %s", (long long)n, p16 ? "bf16" : "f32",
+                split ? "rows in two halves (all-reduce of one overlaps the GEMMs of the other)" : "no overlap");
     int np = split ? 2 : 1;
     int64_t r0[2] = {0, cut}, nr[2] = {split ? cut : n, n - cut};
 #define ROWS(t, p) rt_tensor_slice0(&(t), r0[p], nr[p])
