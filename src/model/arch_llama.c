@@ -126,8 +126,7 @@ static rt_tensor col_view(const rt_tensor *buf, int64_t n, int64_t c0, int64_t c
  * row-parallel GEMMs (Wo, Wdown) write bf16 partial sums into xn (f32
  * accumulation, rounded once), NCCL sums them in bf16 (half the bytes of
  * f32; vLLM all-reduces in the model dtype too) and the next add+RMSNorm
- * reads the bf16 sum and writes its output over it. Wo's f32 input is
- * converted into gate16 first (the conversion the GEMM would do). The last
+ * reads the bf16 sum and writes its output over it. The last
  * layer's Wdown keeps f32 (its sum goes to a plain add). VLLM_TP_BF16_SUMS=0
  * keeps f32 sums (A/B). */
 static bool env_off(const char *name) {
@@ -136,7 +135,7 @@ static bool env_off(const char *name) {
 }
 
 static bool tp_bf16_sums(const mdl_model *m, bool h16) {
-    if (!h16 || m->tp_size <= 1 || !m->gate16.data || m->ff_l < m->h_l * m->cfg.head_dim) return false;
+    if (!h16 || m->tp_size <= 1) return false;
     if (env_off("VLLM_TP_BF16_SUMS")) return false;
     for (int64_t l = 0; l < m->cfg.n_layers; l++)
         if (m->layers[l].bo.data) return false;
@@ -201,7 +200,6 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     rt_tensor xn = h16 ? rt_tensor_slice0(&m->xn16, 0, n) : sv.xb;
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv.gate;
     bool p16 = tp_bf16_sums(m, h16);
-    rt_tensor att16 = p16 ? rt_tensor_2d(m->gate16.data, RT_BF16, m->gate16.device, n, qd) : sv.att;
     int64_t cut = tp_split_row(m, n, h16);
     bool split = cut > 0;
     if ((p16 || split) && m->tp_rank == 0 && !__atomic_exchange_n(&g_tp_told, 1, __ATOMIC_RELAXED))
@@ -251,11 +249,6 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
         for (int p = 0; p < np; p++) {
             rt_tensor att_p = ROWS(sv.att, p), out_p = ROWS(*o_out, p);
-            if (p16) {
-                rt_tensor a16_p = ROWS(att16, p);
-                MDL_TRY(rt_copy(be, &a16_p, &att_p));
-                att_p = a16_p;
-            }
             MDL_TRY(rt_matmul(be, &out_p, &att_p, &L->wo, bo));
             MDL_TRY(tp_reduce(m, &out_p, split, p));
         }

@@ -109,9 +109,8 @@ int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const
 
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias) {
-    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) &&
-              (dst->dtype == RT_F32 || (dst->dtype == RT_BF16 && x->dtype == RT_BF16 && !bias)),
-          "matmul: x must be f32 or bf16 (rt_backend_act_dtype), dst f32 (or bf16 with a bf16 x and no bias)");
+    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && (dst->dtype == RT_F32 || (dst->dtype == RT_BF16 && !bias)),
+          "matmul: x must be f32 or bf16 (rt_backend_act_dtype), dst f32 (or bf16 without a bias)");
     CHECK(w->ndim == 2 && last(x) == last(w) && last(dst) == w->shape[0] &&
               rt_tensor_nrows(x) == rt_tensor_nrows(dst),
           "matmul: shape mismatch (x[..,%lld] w[%lld,%lld] dst[..,%lld])", (long long)last(x),

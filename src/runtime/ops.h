@@ -11,8 +11,8 @@
  *   EMBED      dst[n,d] f32  <- table[V,d] (any dtype) at ids[n] i32
  *   MATMUL     dst[n,out] f32 = x[n,in] f32 · w[out,in]^T (w any dtype)
  *              (+ bias[out] f32 when src[2] != NULL); x may be bf16
- *              (rt_backend_act_dtype), and then dst bf16 too, without a bias
- *              (GPU: tensor-parallel partial sums, rounded once)
+ *              (rt_backend_act_dtype); dst may be bf16 without a bias on
+ *              GPUs (tensor-parallel partial sums, rounded once)
  *   RMSNORM    dst[r,d] = x[r,d] * rsqrt(mean(x^2) + eps) * (w_offset + w[d])
  *              (in place allowed; use a [n*h, hd] view for per-head QK-norm)
  *   ROPE       x[n,h,hd] rotated in place; pos[n] i32; inv_freq[rot_dim/2] f32

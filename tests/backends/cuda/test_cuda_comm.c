@@ -318,9 +318,9 @@ static void test_tp_bf16_epilogue(void **st) {
             }
             free(x), free(res), free(w), free(xr), free(yr), free(got), free(rh), free(yh);
         }
-    /* MATMUL bf16 x, bf16 W -> bf16 dst (f32 accumulation, one rounding) vs
-     * the CPU's f32 result on the same bf16 values; a bias or an f32 x with
-     * a bf16 dst is refused. */
+    /* MATMUL bf16 W -> bf16 dst (f32 accumulation, one rounding), x bf16 and
+     * x f32 (Wo's input: converted to bf16 first), vs the CPU's f32 result on
+     * the same bf16 values; a bias with a bf16 dst is refused. */
     {
         const int64_t n = 70, in = 512, out = 192;
         float *xf = malloc((size_t)(n * in) * 4), *wf = malloc((size_t)(out * in) * 4),
@@ -342,17 +342,20 @@ static void test_tp_bf16_epilogue(void **st) {
         assert_true(dx.data && dw.data && dy.data && dxf.data && db.data);
         rt_tensor hxh = rt_tensor_2d(xh, RT_BF16, RT_DEV_CPU, n, in);
         assert_int_equal(rt_tensor_copy_bytes(gpu, &dx, &hxh), VC_OK);
+        assert_int_equal(rt_tensor_copy_bytes(gpu, &dxf, &hx), VC_OK);
         assert_int_equal(rt_tensor_copy_bytes(gpu, &dw, &hw), VC_OK);
-        if (rt_matmul(gpu, &dy, &dx, &dw, NULL) != VC_OK) fail_msg("matmul bf16 -> bf16: %s", vc_err_msg());
-        rt_tensor hyh = rt_tensor_2d(yh, RT_BF16, RT_DEV_CPU, n, out);
-        assert_int_equal(rt_tensor_copy_bytes(gpu, &hyh, &dy), VC_OK);
-        assert_int_equal(rt_backend_sync(gpu), VC_OK);
-        for (int64_t i = 0; i < n * out; i++) got[i] = rt_bf16_to_f32(yh[i]);
-        double sc, e = max_err(got, yr, (size_t)(n * out), &sc);
-        print_message("tp bf16 epilogue: matmul bf16 -> bf16 max normalised error %.2e\n", e);
-        assert_true(e <= 4e-3);
-        assert_int_equal(rt_matmul(gpu, &dy, &dxf, &dw, NULL), VC_ERR_INVALID); /* f32 x, bf16 dst */
-        assert_int_equal(rt_matmul(gpu, &dy, &dx, &dw, &db), VC_ERR_INVALID);  /* bias, bf16 dst */
+        for (int xf32 = 0; xf32 < 2; xf32++) {
+            if (rt_matmul(gpu, &dy, xf32 ? &dxf : &dx, &dw, NULL) != VC_OK)
+                fail_msg("matmul %s x -> bf16: %s", xf32 ? "f32" : "bf16", vc_err_msg());
+            rt_tensor hyh = rt_tensor_2d(yh, RT_BF16, RT_DEV_CPU, n, out);
+            assert_int_equal(rt_tensor_copy_bytes(gpu, &hyh, &dy), VC_OK);
+            assert_int_equal(rt_backend_sync(gpu), VC_OK);
+            for (int64_t i = 0; i < n * out; i++) got[i] = rt_bf16_to_f32(yh[i]);
+            double sc, e = max_err(got, yr, (size_t)(n * out), &sc);
+            print_message("tp bf16 epilogue: matmul %s x -> bf16 max normalised error %.2e\n", xf32 ? "f32" : "bf16", e);
+            assert_true(e <= 4e-3);
+        }
+        assert_int_equal(rt_matmul(gpu, &dy, &dx, &dw, &db), VC_ERR_INVALID); /* bias, bf16 dst */
         rt_backend_free_mem(gpu, dx.data);
         rt_backend_free_mem(gpu, dw.data);
         rt_backend_free_mem(gpu, dy.data);
