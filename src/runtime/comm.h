@@ -77,7 +77,8 @@ int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
  * nothing that reads or writes t; the wait makes the backend's later work
  * wait for the sum (it does not block the host). Slots 0..RT_COMM_SLOTS-1
  * name the collectives in flight; every started slot must be waited before
- * the next synchronous collective or a backend sync that reads t. Where
+ * the next synchronous collective or a backend sync that reads t (a start
+ * on a slot still in flight waits for it first). Where
  * the device has no second queue (CPU, world 1, a CUDA graph recording)
  * the start runs the all-reduce at once and the wait does nothing. Every
  * rank issues the same sequence of starts and synchronous collectives. */

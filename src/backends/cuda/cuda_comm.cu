@@ -95,11 +95,14 @@ static int nccl_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     if (cx->capturing) return nccl_all_reduce(c, t); /* one stream inside a graph */
-    if (rk->pending[slot]) return vc_err_set(VC_ERR_INVALID, "nccl: slot %d started twice without a wait", slot);
     ncclDataType_t dt;
     if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
     CU_TRY(cudaSetDevice(cx->device));
     if (!rk->side && side_init(rk) < 0) return VC_ERR_RUNTIME;
+    /* A slot still pending (a forward that failed before its wait) is
+     * waited first: the stream never runs ahead of a collective it lost. */
+    if (rk->pending[slot]) CU_TRY(cudaStreamWaitEvent(cx->stream, rk->done[slot], 0));
+    rk->pending[slot] = false;
     CU_TRY(cudaEventRecord(rk->fork[slot], cx->stream));
     CU_TRY(cudaStreamWaitEvent(rk->side, rk->fork[slot], 0));
     NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, rk->side));
