@@ -12,7 +12,8 @@
  * GPU, and they reach it in issue order: a start is ordered after the
  * backend stream's earlier work (synchronous collectives included), and the
  * model waits every start before its next synchronous collective. While a
- * graph is recorded a start stays on the backend stream. NVLink SHARP / multicast stays off (NCCL_NVLS_ENABLE=0) unless
+ * graph is recorded a start stays on the backend stream.
+ * VLLM_TP_SM_MARGIN leaves SMs to NCCL beside the GEMMs (sm_margin). NVLink SHARP / multicast stays off (NCCL_NVLS_ENABLE=0) unless
  * the user set that variable: the lent machines do not allow it.
  */
 #include "cuda_internal.h"
@@ -154,8 +155,26 @@ static const rt_comm_vtable g_nccl_vt = {
     nccl_wait,
 };
 
+/* VLLM_TP_SM_MARGIN=k (world > 1): cuBLAS plans its GEMMs for k fewer SMs
+ * on every rank (cublasSetSmCountTarget), leaving them to the NCCL kernels
+ * that run beside the GEMMs in the overlapped prefill (arch_llama.c), as
+ * Transformer Engine's sm_margin. 0 (default, not measured yet): all SMs. */
+static int sm_margin(rt_backend **bes, int world) {
+    const char *e = getenv("VLLM_TP_SM_MARGIN");
+    int k = e ? atoi(e) : 0;
+    if (world < 2 || k <= 0) return 0;
+    for (int r = 0; r < world; r++) {
+        cuda_ctx *cx = (cuda_ctx *)bes[r]->ctx;
+        if (k >= cx->n_sm) return vc_err_set(VC_ERR_INVALID, "VLLM_TP_SM_MARGIN=%d: the GPU has %d SMs", k, cx->n_sm);
+        CU_TRY(cudaSetDevice(cx->device));
+        CUBLAS_TRY(cublasSetSmCountTarget(cx->blas, cx->n_sm - k));
+    }
+    return 0;
+}
+
 static int nccl_group_create(rt_backend **bes, int world, rt_comm **comms) {
     setenv("NCCL_NVLS_ENABLE", "0", 0); /* 0: keep a value the user set */
+    if (sm_margin(bes, world) < 0) return VC_ERR_INVALID;
     int *devs = (int *)calloc((size_t)world, sizeof *devs);
     ncclComm_t *nc = (ncclComm_t *)calloc((size_t)world, sizeof *nc);
     if (!devs || !nc) {
