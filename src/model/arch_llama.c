@@ -143,24 +143,23 @@ static bool tp_bf16_sums(const mdl_model *m, bool h16) {
 }
 
 /* Tensor-parallel steps of at least TP_SPLIT_MIN tokens on bf16 activations
- * with fused QKV and gate|up weights run each layer's row-wise ops in two
- * row halves, so that
+ * (prefill on a GPU) run each layer's row-wise ops in two row halves, so
+ * that
  * one half's all-reduce (rt_comm_all_reduce_start: NCCL on a second
  * stream) overlaps the other half's GEMMs (Wo, then add+RMSNorm, gate|up,
  * Wdown, then the next layer's add+RMSNorm and QKV); attention runs on all
  * rows at once. Rows are independent in all of those ops, so any cut is
  * correct for any batch (several sequences, chunked prefill). The cut is a
- * multiple of 64 rows (GEMM tiles). VLLM_TP_OVERLAP=0 turns it off. */
+ * multiple of 64 rows (GEMM tiles). VLLM_TP_OVERLAP=0 turns it off;
+ * VLLM_TP_OVERLAP=force splits every TP step of 2+ tokens at n/2 on any
+ * backend (tests: the CPU runs the same split code). */
 #define TP_SPLIT_MIN 1024
 
 static int64_t tp_split_row(const mdl_model *m, int64_t n, bool h16) {
-    if (!h16 || m->tp_size <= 1 || n < TP_SPLIT_MIN || !m->qkv.data || !m->gu.data) return 0;
-    if (env_off("VLLM_TP_OVERLAP")) return 0;
-    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
-        const mdl_layer *L = &m->layers[l];
-        bool has_b = L->bq.data || L->bk.data || L->bv.data;
-        if (!L->wqkv.data || (has_b && !L->bqkv.data) || !L->w_gu.data) return 0;
-    }
+    if (m->tp_size <= 1 || n < 2) return 0;
+    const char *e = getenv("VLLM_TP_OVERLAP");
+    if (e && !strcmp(e, "force")) return n / 2;
+    if (!h16 || n < TP_SPLIT_MIN || (e && !strcmp(e, "0"))) return 0;
     return (n / 2 + 63) / 64 * 64;
 }
 
@@ -227,10 +226,11 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
             if (fqkv) {
                 rt_tensor qkv_p = ROWS(qkv, p);
                 MDL_TRY(rt_matmul(be, &qkv_p, &xn_p, &L->wqkv, opt(&L->bqkv)));
-            } else { /* (never split) */
-                MDL_TRY(rt_matmul(be, &sv.q, &xn, &L->wq, opt(&L->bq)));
-                MDL_TRY(rt_matmul(be, &sv.k, &xn, &L->wk, opt(&L->bk)));
-                MDL_TRY(rt_matmul(be, &sv.v, &xn, &L->wv, opt(&L->bv)));
+            } else {
+                rt_tensor q_p = ROWS(sv.q, p), k_p = ROWS(sv.k, p), v_p = ROWS(sv.v, p);
+                MDL_TRY(rt_matmul(be, &q_p, &xn_p, &L->wq, opt(&L->bq)));
+                MDL_TRY(rt_matmul(be, &k_p, &xn_p, &L->wk, opt(&L->bk)));
+                MDL_TRY(rt_matmul(be, &v_p, &xn_p, &L->wv, opt(&L->bv)));
             }
         }
         rt_tensor q3 = sv.q3, k3 = sv.k3, v3 = sv.v3;
@@ -257,18 +257,19 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
             rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p), res_p = ROWS(*o_out, p), out_p = ROWS(*d_out, p);
             MDL_TRY(tp_wait(m, split, p));
             MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->ffn_norm, c->rms_eps, 0.0f));
-            const rt_tensor *down_in = &sv.gate;
-            rt_tensor gh_p = ROWS(gh, p);
+            rt_tensor down_in;
             if (L->w_gu.data && m->gu.data) {
                 rt_tensor gu_p = ROWS(gu, p);
-                MDL_TRY(rt_matmul_glu(be, &gh_p, &xn_p, &L->w_gu, RT_ACT_SILU, &gu_p));
-                down_in = &gh_p;
-            } else { /* (never split) */
-                MDL_TRY(rt_matmul(be, &sv.gate, &xn, &L->w_gate, NULL));
-                MDL_TRY(rt_matmul(be, &sv.up, &xn, &L->w_up, NULL));
-                MDL_TRY(rt_glu(be, &sv.gate, &sv.gate, &sv.up, RT_ACT_SILU));
+                down_in = ROWS(gh, p);
+                MDL_TRY(rt_matmul_glu(be, &down_in, &xn_p, &L->w_gu, RT_ACT_SILU, &gu_p));
+            } else {
+                rt_tensor up_p = ROWS(sv.up, p);
+                down_in = ROWS(sv.gate, p);
+                MDL_TRY(rt_matmul(be, &down_in, &xn_p, &L->w_gate, NULL));
+                MDL_TRY(rt_matmul(be, &up_p, &xn_p, &L->w_up, NULL));
+                MDL_TRY(rt_glu(be, &down_in, &down_in, &up_p, RT_ACT_SILU));
             }
-            MDL_TRY(rt_matmul(be, &out_p, down_in, &L->w_down, NULL));
+            MDL_TRY(rt_matmul(be, &out_p, &down_in, &L->w_down, NULL));
             MDL_TRY(tp_reduce(m, &out_p, split, p));
         }
         if (l == c->n_layers - 1) {
