@@ -144,8 +144,7 @@ static bool tp_bf16_sums(const mdl_model *m, bool h16) {
 
 /* Tensor-parallel steps of at least TP_SPLIT_MIN tokens on bf16 activations
  * (prefill on a GPU) run each layer's row-wise ops in two row halves, so
- * that
- * one half's all-reduce (rt_comm_all_reduce_start: NCCL on a second
+ * that one half's all-reduce (rt_comm_all_reduce_start: NCCL on a second
  * stream) overlaps the other half's GEMMs (Wo, then add+RMSNorm, gate|up,
  * Wdown, then the next layer's add+RMSNorm and QKV); attention runs on all
  * rows at once. Rows are independent in all of those ops, so any cut is
@@ -170,11 +169,11 @@ static int tp_reduce(mdl_model *m, rt_tensor *t, bool split, int part) {
     return m->comm ? rt_comm_all_reduce_start(m->comm, t, part) : VC_OK;
 }
 
-static int g_tp_told; /* the path of the first TP prefill was logged */
-
 static int tp_wait(mdl_model *m, bool split, int part) {
     return split && m->comm ? rt_comm_wait(m->comm, part) : VC_OK;
 }
+
+static int g_tp_told; /* the path of the first TP prefill was logged */
 
 /* Per layer: [add+]RMSNorm, QKV matmul(s), QK-norm + RoPE + KV store (one
  * op), attention, Wo, add+RMSNorm, gate|up matmul + GLU (one op with
