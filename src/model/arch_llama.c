@@ -9,6 +9,9 @@
  * copies (GPUs), Wq|Wk|Wv and Wgate|Wup are stacked into one matrix each
  * (weights_fuse.c) and the step uses the fused ops ADD_RMSNORM,
  * QK_ROPE_STORE, and MATMUL_GLU: 8 kernels per decode layer instead of ~20.
+ * Tensor-parallel prefill on a GPU all-reduces bf16 partial sums and runs
+ * the row-wise ops in two row halves so that communication overlaps the
+ * GEMMs (tp_bf16_sums, tp_split_row below; docs/DISTRIBUTED.md).
  */
 #include "model/model_impl.h"
 
