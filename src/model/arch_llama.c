@@ -9,10 +9,14 @@
  * copies (GPUs), Wq|Wk|Wv and Wgate|Wup are stacked into one matrix each
  * (weights_fuse.c) and the step uses the fused ops ADD_RMSNORM,
  * QK_ROPE_STORE, and MATMUL_GLU: 8 kernels per decode layer instead of ~20.
+ * Tensor-parallel prefill on a GPU all-reduces bf16 partial sums and runs
+ * the row-wise ops in two row halves so that communication overlaps the
+ * GEMMs (tp_bf16_sums, tp_split_row below; docs/DISTRIBUTED.md).
  */
 #include "model/model_impl.h"
 
 #include "base/err.h"
+#include "base/log.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +26,6 @@
 static int llama_load(mdl_model *m) {
     const mdl_config *c = &m->cfg;
     int64_t d = c->hidden, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    bool r0 = m->tp_rank == 0;
     int64_t ff = c->intermediate;
     int64_t s_d[1] = {d};
     if (mdl_bind_embedding(m) < 0) return -1;
@@ -68,8 +71,9 @@ static int llama_load(mdl_model *m) {
             rt_tensor *bp[3] = {&L->bq, &L->bk, &L->bv};
             if (mdl_stack_bound(m, &L->bqkv, 3, bp) < 0) return -1;
         }
+        /* Row-parallel bias: bound on every rank (so all ranks see that it
+         * exists and pick the same all-reduce dtype), added by rank 0 only. */
         BIND(bo, "attn_output.bias", false, -1, d);
-        if (!r0) memset(&L->bo, 0, sizeof L->bo); /* row-parallel bias: rank 0 adds it once */
         BIND(q_norm, "attn_q_norm.weight", !strcmp(c->arch, "qwen3"), -1, c->head_dim);
         BIND(k_norm, "attn_k_norm.weight", !strcmp(c->arch, "qwen3"), -1, c->head_dim);
         BIND(ffn_norm, "ffn_norm.weight", true, -1, d);
@@ -120,11 +124,66 @@ static rt_tensor col_view(const rt_tensor *buf, int64_t n, int64_t c0, int64_t c
     return t;
 }
 
+/* Tensor parallelism on bf16 activations (prefill on a GPU: xn16 exists
+ * and the backend asks for bf16 at this n), layers without an o bias: the
+ * row-parallel GEMMs (Wo, Wdown) write bf16 partial sums into xn (f32
+ * accumulation, rounded once), NCCL sums them in bf16 (half the bytes of
+ * f32; vLLM all-reduces in the model dtype too) and the next add+RMSNorm
+ * reads the bf16 sum and writes its output over it. The last
+ * layer's Wdown keeps f32 (its sum goes to a plain add). VLLM_TP_BF16_SUMS=0
+ * keeps f32 sums (A/B). */
+static bool env_off(const char *name) {
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0");
+}
+
+static bool tp_bf16_sums(const mdl_model *m, bool h16) {
+    if (!h16 || m->tp_size <= 1) return false;
+    if (env_off("VLLM_TP_BF16_SUMS")) return false;
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].bo.data) return false;
+    return true;
+}
+
+/* Tensor-parallel steps of at least TP_SPLIT_MIN tokens on bf16 activations
+ * (prefill on a GPU) run each layer's row-wise ops in two row halves, so
+ * that one half's all-reduce (rt_comm_all_reduce_start: NCCL on a second
+ * stream) overlaps the other half's GEMMs (Wo, then add+RMSNorm, gate|up,
+ * Wdown, then the next layer's add+RMSNorm and QKV); attention runs on all
+ * rows at once. Rows are independent in all of those ops, so any cut is
+ * correct for any batch (several sequences, chunked prefill). The cut is a
+ * multiple of 64 rows (GEMM tiles). VLLM_TP_OVERLAP=0 turns it off;
+ * VLLM_TP_OVERLAP=force splits every TP step of 2+ tokens at n/2 on any
+ * backend (tests: the CPU runs the same split code). */
+#define TP_SPLIT_MIN 1024
+
+static int64_t tp_split_row(const mdl_model *m, int64_t n, bool h16) {
+    if (m->tp_size <= 1 || n < 2) return 0;
+    const char *e = getenv("VLLM_TP_OVERLAP");
+    if (e && !strcmp(e, "force")) return n / 2;
+    if (!h16 || n < TP_SPLIT_MIN || (e && !strcmp(e, "0"))) return 0;
+    return (n / 2 + 63) / 64 * 64;
+}
+
+/* The all-reduce of t (one part's rows): synchronous when the step is not
+ * split, else started on slot `part` (waited by tp_wait). */
+static int tp_reduce(mdl_model *m, rt_tensor *t, bool split, int part) {
+    if (!split) return mdl_tp_all_reduce(m, t);
+    return m->comm ? rt_comm_all_reduce_start(m->comm, t, part) : VC_OK;
+}
+
+static int tp_wait(mdl_model *m, bool split, int part) {
+    return split && m->comm ? rt_comm_wait(m->comm, part) : VC_OK;
+}
+
+static int g_tp_told; /* the path of the first TP prefill was logged */
+
 /* Per layer: [add+]RMSNorm, QKV matmul(s), QK-norm + RoPE + KV store (one
  * op), attention, Wo, add+RMSNorm, gate|up matmul + GLU (one op with
  * stacked weights; a GPU fuses them at decode), Wdown. The
  * residual add of a layer's output is fused into the next RMSNorm (the last
- * one's into a plain add before the logits head). */
+ * one's into the logits head, over its rows only). The row-wise ops run per
+ * part of rows (one part, or two halves: tp_split_row). */
 static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t max_blocks,
                          int64_t n_logits) {
     const mdl_config *c = &m->cfg;
@@ -141,23 +200,46 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     bool h16 = m->xn16.data && rt_backend_act_dtype(be, n) == RT_BF16;
     rt_tensor xn = h16 ? rt_tensor_slice0(&m->xn16, 0, n) : sv.xb;
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv.gate;
+    bool p16 = tp_bf16_sums(m, h16);
+    int64_t cut = tp_split_row(m, n, h16);
+    bool split = cut > 0;
+    if ((p16 || split) && m->tp_rank == 0 && !__atomic_exchange_n(&g_tp_told, 1, __ATOMIC_RELAXED))
+        VC_INFO("tensor parallel prefill (%lld tokens): %s all-reduce sums, %s", (long long)n, p16 ? "bf16" : "f32",
+                split ? "rows in two halves (all-reduce of one overlaps the GEMMs of the other)" : "no overlap");
+    int np = split ? 2 : 1;
+    int64_t r0[2] = {0, cut}, nr[2] = {split ? cut : n, n - cut};
+#define ROWS(t, p) rt_tensor_slice0(&(t), r0[p], nr[p])
+    rt_tensor *o_out = p16 ? &xn : &sv.xb, *d_out = &sv.xb; /* Wo / Wdown outputs (partial sums) */
 
     MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
-        if (l == 0) MDL_TRY(rt_rmsnorm(be, &xn, &sv.x, &L->attn_norm, c->rms_eps, 0.0f));
-        else MDL_TRY(rt_add_rmsnorm(be, &xn, &sv.x, &sv.xb, &L->attn_norm, c->rms_eps, 0.0f));
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
+        bool fqkv = L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data);
+        for (int p = 0; p < np; p++) {
+            rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p);
+            if (l == 0) {
+                MDL_TRY(rt_rmsnorm(be, &xn_p, &x_p, &L->attn_norm, c->rms_eps, 0.0f));
+            } else {
+                rt_tensor res_p = ROWS(*d_out, p);
+                MDL_TRY(tp_wait(m, split, p));
+                MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->attn_norm, c->rms_eps, 0.0f));
+            }
+            if (fqkv) {
+                rt_tensor qkv_p = ROWS(qkv, p);
+                MDL_TRY(rt_matmul(be, &qkv_p, &xn_p, &L->wqkv, opt(&L->bqkv)));
+            } else {
+                rt_tensor q_p = ROWS(sv.q, p), k_p = ROWS(sv.k, p), v_p = ROWS(sv.v, p);
+                MDL_TRY(rt_matmul(be, &q_p, &xn_p, &L->wq, opt(&L->bq)));
+                MDL_TRY(rt_matmul(be, &k_p, &xn_p, &L->wk, opt(&L->bk)));
+                MDL_TRY(rt_matmul(be, &v_p, &xn_p, &L->wv, opt(&L->bv)));
+            }
+        }
         rt_tensor q3 = sv.q3, k3 = sv.k3, v3 = sv.v3;
-        if (L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data)) {
-            MDL_TRY(rt_matmul(be, &qkv, &xn, &L->wqkv, opt(&L->bqkv)));
+        if (fqkv) {
             q3 = col_view(&qkv, n, 0, qd, hd);
             k3 = col_view(&qkv, n, qd, kvd, hd);
             v3 = col_view(&qkv, n, qd + kvd, kvd, hd);
-        } else {
-            MDL_TRY(rt_matmul(be, &sv.q, &xn, &L->wq, opt(&L->bq)));
-            MDL_TRY(rt_matmul(be, &sv.k, &xn, &L->wk, opt(&L->bk)));
-            MDL_TRY(rt_matmul(be, &sv.v, &xn, &L->wv, opt(&L->bv)));
         }
         rt_rope_store_params rp = {.q_norm = opt(&L->q_norm), .k_norm = opt(&L->k_norm), .eps = c->rms_eps,
                                    .w_offset = 0.0f, .pos = &sv.pos, .inv_freq = &m->inv_freq,
@@ -166,21 +248,36 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
         MDL_TRY(rt_paged_attention(be, &sv.att3, &sv.q3, &kv->k[l], &kv->v[l], &sv.bt, &sv.qsl, &sv.seq_lens,
                                    scale, 0.0f, (int32_t)c->sliding_window));
-        MDL_TRY(rt_matmul(be, &sv.xb, &sv.att, &L->wo, opt(&L->bo)));
-        MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
-        MDL_TRY(rt_add_rmsnorm(be, &xn, &sv.x, &sv.xb, &L->ffn_norm, c->rms_eps, 0.0f));
-        const rt_tensor *down_in = &sv.gate;
-        if (L->w_gu.data && m->gu.data) {
-            MDL_TRY(rt_matmul_glu(be, &gh, &xn, &L->w_gu, RT_ACT_SILU, &gu));
-            down_in = &gh;
-        } else {
-            MDL_TRY(rt_matmul(be, &sv.gate, &xn, &L->w_gate, NULL));
-            MDL_TRY(rt_matmul(be, &sv.up, &xn, &L->w_up, NULL));
-            MDL_TRY(rt_glu(be, &sv.gate, &sv.gate, &sv.up, RT_ACT_SILU));
+        const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
+        for (int p = 0; p < np; p++) {
+            rt_tensor att_p = ROWS(sv.att, p), out_p = ROWS(*o_out, p);
+            MDL_TRY(rt_matmul(be, &out_p, &att_p, &L->wo, bo));
+            MDL_TRY(tp_reduce(m, &out_p, split, p));
         }
-        MDL_TRY(rt_matmul(be, &sv.xb, down_in, &L->w_down, NULL));
-        MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
+        d_out = p16 && l < c->n_layers - 1 ? &xn : &sv.xb;
+        for (int p = 0; p < np; p++) {
+            rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p), res_p = ROWS(*o_out, p), out_p = ROWS(*d_out, p);
+            MDL_TRY(tp_wait(m, split, p));
+            MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->ffn_norm, c->rms_eps, 0.0f));
+            rt_tensor down_in;
+            if (L->w_gu.data && m->gu.data) {
+                rt_tensor gu_p = ROWS(gu, p);
+                down_in = ROWS(gh, p);
+                MDL_TRY(rt_matmul_glu(be, &down_in, &xn_p, &L->w_gu, RT_ACT_SILU, &gu_p));
+            } else {
+                rt_tensor up_p = ROWS(sv.up, p);
+                down_in = ROWS(sv.gate, p);
+                MDL_TRY(rt_matmul(be, &down_in, &xn_p, &L->w_gate, NULL));
+                MDL_TRY(rt_matmul(be, &up_p, &xn_p, &L->w_up, NULL));
+                MDL_TRY(rt_glu(be, &down_in, &down_in, &up_p, RT_ACT_SILU));
+            }
+            MDL_TRY(rt_matmul(be, &out_p, &down_in, &L->w_down, NULL));
+            MDL_TRY(tp_reduce(m, &out_p, split, p));
+        }
+        if (l == c->n_layers - 1)
+            for (int p = 0; p < np; p++) MDL_TRY(tp_wait(m, split, p));
     }
+#undef ROWS
     return mdl_logits_head_res(m, &sv, n, n_logits, &sv.xb, c->rms_eps, 0.0f);
 }
 

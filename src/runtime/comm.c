@@ -95,6 +95,20 @@ int rt_comm_all_reduce_sum(rt_comm *c, rt_tensor *t) {
     return rc < 0 ? rc : c->vt->all_reduce_sum(c, t);
 }
 
+int rt_comm_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
+    if (slot < 0 || slot >= RT_COMM_SLOTS)
+        return vc_err_set(VC_ERR_INVALID, "comm all_reduce_start: slot %d not in [0, %d)", slot, RT_COMM_SLOTS);
+    int rc = check_float(c, t, "all_reduce");
+    if (rc < 0) return rc;
+    return c->vt->all_reduce_start ? c->vt->all_reduce_start(c, t, slot) : c->vt->all_reduce_sum(c, t);
+}
+
+int rt_comm_wait(rt_comm *c, int slot) {
+    if (slot < 0 || slot >= RT_COMM_SLOTS)
+        return vc_err_set(VC_ERR_INVALID, "comm wait: slot %d not in [0, %d)", slot, RT_COMM_SLOTS);
+    return c->vt->wait ? c->vt->wait(c, slot) : VC_OK;
+}
+
 int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     int rc = check_float(c, src, "all_gather");
     if (rc == 0) rc = check_float(c, dst, "all_gather");

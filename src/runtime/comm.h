@@ -12,6 +12,8 @@
  *   ... on rank r's thread:
  *   rt_comm_all_reduce_sum(c[r], &partial);    // in place, [n, d] -> sum over ranks
  *   rt_comm_all_gather(c[r], &shard, &full);   // [m] per rank -> [W * m], rank-major
+ *   rt_comm_all_reduce_start(c[r], &half, 0);  // overlapped with the work queued next ...
+ *   rt_comm_wait(c[r], 0);                     // ... until here (before `half` is read)
  *   rt_comm_group_free(c, 2);
  *
  * Implementations register per device from rt_backends_init(): the CPU
@@ -34,6 +36,10 @@ typedef struct {
     int (*all_gather)(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
     /* Frees the whole group (called once, with every rank's comm). */
     void (*group_free)(rt_comm **comms, int world);
+    /* Optional (NULL: rt_comm_all_reduce_start runs the all-reduce at
+     * once and rt_comm_wait does nothing). */
+    int (*all_reduce_start)(rt_comm *c, rt_tensor *t, int slot);
+    int (*wait)(rt_comm *c, int slot);
 } rt_comm_vtable;
 
 struct rt_comm {
@@ -63,5 +69,21 @@ void rt_backends_free_group(rt_backend **bes, int tp);
 
 int rt_comm_all_reduce_sum(rt_comm *c, rt_tensor *t);
 int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
+
+/* Overlap of communication with compute (tensor-parallel prefill): the
+ * all-reduce of t is queued after the work already queued on the rank's
+ * backend and runs beside what is queued after it (CUDA: NCCL on a second,
+ * high-priority stream). Until rt_comm_wait(c, slot) the caller must queue
+ * nothing that reads or writes t; the wait makes the backend's later work
+ * wait for the sum (it does not block the host). Slots 0..RT_COMM_SLOTS-1
+ * name the collectives in flight; every started slot must be waited before
+ * the next synchronous collective or a backend sync that reads t (a start
+ * on a slot still in flight waits for it first). Where
+ * the device has no second queue (CPU, world 1, a CUDA graph recording)
+ * the start runs the all-reduce at once and the wait does nothing. Every
+ * rank issues the same sequence of starts and synchronous collectives. */
+#define RT_COMM_SLOTS 2
+int rt_comm_all_reduce_start(rt_comm *c, rt_tensor *t, int slot);
+int rt_comm_wait(rt_comm *c, int slot);
 
 #endif

@@ -109,8 +109,8 @@ int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const
 
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias) {
-    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && dst->dtype == RT_F32,
-          "matmul: x must be f32 or bf16 (rt_backend_act_dtype), dst f32");
+    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && (dst->dtype == RT_F32 || (dst->dtype == RT_BF16 && !bias)),
+          "matmul: x must be f32 or bf16 (rt_backend_act_dtype), dst f32 (or bf16 without a bias)");
     CHECK(w->ndim == 2 && last(x) == last(w) && last(dst) == w->shape[0] &&
               rt_tensor_nrows(x) == rt_tensor_nrows(dst),
           "matmul: shape mismatch (x[..,%lld] w[%lld,%lld] dst[..,%lld])", (long long)last(x),
@@ -286,9 +286,9 @@ int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const
  * kernel, or that sequence where the backend has none. */
 int rt_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor *res, const rt_tensor *w,
                    float eps, float w_offset) {
-    CHECK((dst->dtype == RT_F32 || dst->dtype == RT_BF16) && x->dtype == RT_F32 && res->dtype == RT_F32 &&
-              w->dtype == RT_F32,
-          "add_rmsnorm: f32 x, res and weight, f32 or bf16 dst required");
+    CHECK((dst->dtype == RT_F32 || dst->dtype == RT_BF16) && x->dtype == RT_F32 &&
+              (res->dtype == RT_F32 || res->dtype == RT_BF16) && w->dtype == RT_F32,
+          "add_rmsnorm: f32 x and weight, f32 or bf16 res and dst required");
     CHECK(rt_tensor_same_shape(dst, x) && rt_tensor_same_shape(res, x) && rt_tensor_nelem(w) == last(x),
           "add_rmsnorm: shape mismatch");
     CHECK(dst->data != x->data, "add_rmsnorm: dst must not be x");
@@ -296,6 +296,9 @@ int rt_add_rmsnorm(rt_backend *be, rt_tensor *dst, rt_tensor *x, const rt_tensor
     a.p.rmsnorm.eps = eps;
     a.p.rmsnorm.w_offset = w_offset;
     if (!rt_op_supported(be, RT_OP_ADD_RMSNORM, &a)) {
+        if (res->dtype != RT_F32)
+            return vc_err_set(VC_ERR_UNSUPPORTED, "add_rmsnorm: backend %s has no fused op for a %s addend",
+                              be->vt->name, rt_dtype_name(res->dtype));
         int rc = rt_add(be, x, x, res);
         return rc < 0 ? rc : rt_rmsnorm(be, dst, x, w, eps, w_offset);
     }

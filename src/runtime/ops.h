@@ -10,7 +10,9 @@
  * h = heads, kvh = kv heads, hd = head_dim, V = vocab):
  *   EMBED      dst[n,d] f32  <- table[V,d] (any dtype) at ids[n] i32
  *   MATMUL     dst[n,out] f32 = x[n,in] f32 · w[out,in]^T (w any dtype)
- *              (+ bias[out] f32 when src[2] != NULL)
+ *              (+ bias[out] f32 when src[2] != NULL); x may be bf16
+ *              (rt_backend_act_dtype); dst may be bf16 without a bias on
+ *              GPUs (tensor-parallel partial sums, rounded once)
  *   RMSNORM    dst[r,d] = x[r,d] * rsqrt(mean(x^2) + eps) * (w_offset + w[d])
  *              (in place allowed; use a [n*h, hd] view for per-head QK-norm)
  *   ROPE       x[n,h,hd] rotated in place; pos[n] i32; inv_freq[rot_dim/2] f32
@@ -73,6 +75,8 @@
  * back to that sequence when the backend has no kernel for the fused op:
  *   ADD_RMSNORM  x[r,d] += res[r,d]; dst[r,d] = RMSNORM(x) (w, eps, w_offset).
  *              src = {x (updated in place), res, w}; dst may be res itself.
+ *              res may be bf16 (GPU backends, tensor parallelism: the bf16
+ *              all-reduce sum; widened exactly, then added in f32).
  *   QK_ROPE_STORE  per token t of q[n,h,hd], k[n,kvh,hd], v[n,kvh,hd] (f32,
  *              head rows contiguous, tokens may be strided views of one
  *              fused QKV output): q head rows -> RMSNORM(q_norm) (when

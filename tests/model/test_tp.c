@@ -149,6 +149,21 @@ static void test_tiny_fixtures_tp2(void **st) {
     fixture("tiny-gemma3", 2);  /* sandwich norms after the all-reduce, sliding window, 1 KV head replicated */
 }
 
+/* The two-half row split of a TP step (arch_llama.c: all-reduce of one half
+ * overlapped with the other's GEMMs on a GPU), forced on the CPU for every
+ * step of 2+ tokens: the same logits and greedy ids as TP=1 and HF (the
+ * split runs the rows' ops in two calls; the CPU's start is the all-reduce
+ * itself). */
+static void test_split_rows_tp2(void **st) {
+    (void)st;
+    assert_int_equal(setenv("VLLM_TP_OVERLAP", "force", 1), 0);
+    fixture("tiny-llama", 2);
+    fixture("tiny-qwen2", 2);  /* biases: unfused q/k/v on the CPU, per half */
+    fixture("tiny-qwen3", 2);
+    fixture("tiny-mistral", 4);
+    unsetenv("VLLM_TP_OVERLAP");
+}
+
 static void test_indivisible(void **st) {
     (void)st;
     tp_model t;
@@ -198,6 +213,7 @@ static void test_gemma3_tp2(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_fixtures_tp2),
+        cmocka_unit_test(test_split_rows_tp2),
         cmocka_unit_test(test_indivisible),
         cmocka_unit_test(test_smollm2_tp3),
         cmocka_unit_test(test_gemma3_tp2),

@@ -1,4 +1,5 @@
-/* Collectives of the CPU backend (rank = thread): all_reduce_sum and
+/* Collectives of the CPU backend (rank = thread): all_reduce_sum (odd
+ * rounds through all_reduce_start + wait, which run it at once here) and
  * all_gather against a serial reference, for several world sizes and
  * dtypes, many back-to-back calls of changing sizes, and bad arguments. */
 #include <setjmp.h>
@@ -44,7 +45,12 @@ static void *rank_main(void *p) {
             else ((uint16_t *)buf)[i] = rt_f32_to_bf16(v);
         }
         rt_tensor t = rt_tensor_1d(buf, a->dt, RT_DEV_CPU, (int64_t)n);
-        if (rt_comm_all_reduce_sum(c, &t) < 0) a->failures++;
+        if (k % 2 == 0) {
+            if (rt_comm_all_reduce_sum(c, &t) < 0) a->failures++;
+        } else {
+            int slot = (k / 2) % RT_COMM_SLOTS;
+            if (rt_comm_all_reduce_start(c, &t, slot) < 0 || rt_comm_wait(c, slot) < 0) a->failures++;
+        }
         for (size_t i = 0; i < n; i++) {
             float want = 0;
             for (int r = 0; r < W; r++) want += val(r, k, i);
@@ -121,6 +127,12 @@ static void test_bad_arguments(void **s) {
     rt_tensor ta = rt_tensor_1d(a, RT_F32, RT_DEV_CPU, 4), tb = rt_tensor_1d(b, RT_F32, RT_DEV_CPU, 3);
     assert_int_equal(rt_comm_all_gather(c[0], &ta, &tb), VC_ERR_INVALID);
     assert_int_equal(rt_comm_all_reduce_sum(c[0], &ta), 0); /* world 1: identity */
+    assert_int_equal(rt_comm_all_reduce_start(c[0], &ta, RT_COMM_SLOTS), VC_ERR_INVALID);
+    assert_int_equal(rt_comm_all_reduce_start(c[0], &ta, -1), VC_ERR_INVALID);
+    assert_int_equal(rt_comm_wait(c[0], RT_COMM_SLOTS), VC_ERR_INVALID);
+    assert_int_equal(rt_comm_all_reduce_start(c[0], &ti, 0), VC_ERR_INVALID);
+    assert_int_equal(rt_comm_all_reduce_start(c[0], &ta, 1), 0);
+    assert_int_equal(rt_comm_wait(c[0], 1), 0);
     assert_true(a[0] == 1 && a[3] == 4);
     float d[4];
     rt_tensor td = rt_tensor_1d(d, RT_F32, RT_DEV_CPU, 4);

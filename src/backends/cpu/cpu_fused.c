@@ -37,6 +37,11 @@ static bool rows_ok(const rt_tensor *t) { return t->stride[t->ndim - 1] == 4; }
 int cpu_op_add_rmsnorm(rt_backend *be, const rt_op_args *a) {
     cpu_ctx *c = be->ctx;
     const rt_tensor *x = a->src[0], *res = a->src[1], *w = a->src[2];
+    /* A bf16 addend is the CUDA tensor-parallel path's (bf16 all-reduce of
+     * bf16 activations); the CPU never runs bf16 activations. */
+    if (res->dtype != RT_F32)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cpu add_rmsnorm: the addend must be f32 (got %s)",
+                          rt_dtype_name(res->dtype));
     if (!rows_ok(a->dst) || !rows_ok(x) || !rows_ok(res) || !rt_tensor_is_contiguous(w))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu add_rmsnorm: rows must be contiguous");
     addnorm_job j = {.k = c->k, .dst = a->dst, .x = x, .res = res, .w = w, .d = x->shape[x->ndim - 1],

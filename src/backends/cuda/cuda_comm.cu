@@ -4,7 +4,16 @@
  * ncclCommInitAll over the ranks' device ordinals (rank r = bes[r]'s
  * device), then each rank's thread enqueues its collectives on its own
  * backend stream, in the same order on every rank; nothing here waits for
- * the host. NVLink SHARP / multicast stays off (NCCL_NVLS_ENABLE=0) unless
+ * the host. rt_comm_all_reduce_start queues NCCL on a second stream of the
+ * rank (high priority, created at the first start) after an event of the
+ * backend stream, so the GEMMs queued next overlap the transfer;
+ * rt_comm_wait makes the backend stream wait for the event recorded after
+ * it. NCCL runs one communicator's collectives in the order they reach the
+ * GPU, and they reach it in issue order: a start is ordered after the
+ * backend stream's earlier work (synchronous collectives included), and the
+ * model waits every start before its next synchronous collective. While a
+ * graph is recorded a start stays on the backend stream.
+ * VLLM_TP_SM_MARGIN leaves SMs to NCCL beside the GEMMs (sm_margin). NVLink SHARP / multicast stays off (NCCL_NVLS_ENABLE=0) unless
  * the user set that variable: the lent machines do not allow it.
  */
 #include "cuda_internal.h"
@@ -19,6 +28,9 @@ extern "C" {
 
 typedef struct {
     ncclComm_t nccl;
+    cudaStream_t side; /* asynchronous collectives; NULL until the first start */
+    cudaEvent_t fork[RT_COMM_SLOTS], done[RT_COMM_SLOTS];
+    bool pending[RT_COMM_SLOTS]; /* started, not yet waited */
 } cuda_comm_rank;
 
 /* NCCL may leave a benign error in the thread's last-error slot (e.g. from
@@ -67,11 +79,66 @@ static int nccl_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     return 0;
 }
 
+/* The side stream and its events, made on the rank's thread at its first
+ * start (the device is current). */
+static int side_init(cuda_comm_rank *rk) {
+    int lo = 0, hi = 0;
+    CU_TRY(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    CU_TRY(cudaStreamCreateWithPriority(&rk->side, cudaStreamNonBlocking, hi));
+    for (int s = 0; s < RT_COMM_SLOTS; s++) {
+        CU_TRY(cudaEventCreateWithFlags(&rk->fork[s], cudaEventDisableTiming));
+        CU_TRY(cudaEventCreateWithFlags(&rk->done[s], cudaEventDisableTiming));
+    }
+    return 0;
+}
+
+static int nccl_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
+    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
+    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
+    if (cx->capturing) return nccl_all_reduce(c, t); /* one stream inside a graph */
+    ncclDataType_t dt;
+    if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    CU_TRY(cudaSetDevice(cx->device));
+    if (!rk->side && side_init(rk) < 0) return VC_ERR_RUNTIME;
+    /* A slot still pending (a forward that failed before its wait) is
+     * waited first: the stream never runs ahead of a collective it lost. */
+    if (rk->pending[slot]) CU_TRY(cudaStreamWaitEvent(cx->stream, rk->done[slot], 0));
+    rk->pending[slot] = false;
+    CU_TRY(cudaEventRecord(rk->fork[slot], cx->stream));
+    CU_TRY(cudaStreamWaitEvent(rk->side, rk->fork[slot], 0));
+    NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, rk->side));
+    nccl_clear_last_error();
+    CU_TRY(cudaEventRecord(rk->done[slot], rk->side));
+    rk->pending[slot] = true;
+    return 0;
+}
+
+static int nccl_wait(rt_comm *c, int slot) {
+    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
+    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
+    if (!rk->pending[slot]) return 0;
+    rk->pending[slot] = false;
+    CU_TRY(cudaSetDevice(cx->device));
+    CU_TRY(cudaStreamWaitEvent(cx->stream, rk->done[slot], 0));
+    return 0;
+}
+
 static void nccl_group_free(rt_comm **comms, int world) {
     for (int r = 0; r < world; r++) {
         cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
         if (rk) {
+            if (rk->side) { /* its last collectives end before the communicator goes */
+                (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
+                (void)cudaStreamSynchronize(rk->side);
+            }
             ncclCommDestroy(rk->nccl);
+            if (rk->side) {
+                for (int s = 0; s < RT_COMM_SLOTS; s++) {
+                    if (rk->fork[s]) cudaEventDestroy(rk->fork[s]);
+                    if (rk->done[s]) cudaEventDestroy(rk->done[s]);
+                }
+                cudaStreamDestroy(rk->side);
+            }
             free(rk);
         }
         free(comms[r]);
@@ -84,10 +151,30 @@ static const rt_comm_vtable g_nccl_vt = {
     nccl_all_reduce,
     nccl_all_gather,
     nccl_group_free,
+    nccl_all_reduce_start,
+    nccl_wait,
 };
+
+/* VLLM_TP_SM_MARGIN=k (world > 1): cuBLAS plans its GEMMs for k fewer SMs
+ * on every rank (cublasSetSmCountTarget), leaving them to the NCCL kernels
+ * that run beside the GEMMs in the overlapped prefill (arch_llama.c), as
+ * Transformer Engine's sm_margin. 0 (default, not measured yet): all SMs. */
+static int sm_margin(rt_backend **bes, int world) {
+    const char *e = getenv("VLLM_TP_SM_MARGIN");
+    int k = e ? atoi(e) : 0;
+    if (world < 2 || k <= 0) return 0;
+    for (int r = 0; r < world; r++) {
+        cuda_ctx *cx = (cuda_ctx *)bes[r]->ctx;
+        if (k >= cx->n_sm) return vc_err_set(VC_ERR_INVALID, "VLLM_TP_SM_MARGIN=%d: the GPU has %d SMs", k, cx->n_sm);
+        CU_TRY(cudaSetDevice(cx->device));
+        CUBLAS_TRY(cublasSetSmCountTarget(cx->blas, cx->n_sm - k));
+    }
+    return 0;
+}
 
 static int nccl_group_create(rt_backend **bes, int world, rt_comm **comms) {
     setenv("NCCL_NVLS_ENABLE", "0", 0); /* 0: keep a value the user set */
+    if (sm_margin(bes, world) < 0) return VC_ERR_INVALID;
     int *devs = (int *)calloc((size_t)world, sizeof *devs);
     ncclComm_t *nc = (ncclComm_t *)calloc((size_t)world, sizeof *nc);
     if (!devs || !nc) {

@@ -6,7 +6,8 @@
  *    (rt_backend_act_dtype: this backend asks for bf16 activations above
  *    CUDA_GEMV_MAX_N tokens); a bf16 x meets bf16 W as it is, anything else
  *    is converted to W's type into a persistent workspace (cuda_ctx.xh_ws).
- *    The result is f32 (MATMUL) or bf16 (MATMUL_GLU's scratch, below).
+ *    The result is f32 (MATMUL), or bf16 (MATMUL with a bf16 x and dst:
+ *    tensor-parallel partial sums; MATMUL_GLU's scratch, below).
  *  - quantized W: dequantized into a bf16 scratch copy [out,in] first, then
  *    as bf16. The scratch comes from the stream-ordered pool and is released
  *    right after the GEMM is queued.
@@ -224,7 +225,10 @@ static int64_t row_elems(const rt_tensor *t) {
     return 0;
 }
 
-/* MATMUL with a bf16 x (the bf16-activation mode; any n, cuBLAS). */
+/* MATMUL with a bf16 x or a bf16 dst (the bf16-activation mode; any n,
+ * cuBLAS). dst f32, or bf16 (f32 accumulation rounded once: the
+ * row-parallel partials of tensor parallelism, summed in bf16 by NCCL) for
+ * f16/bf16/quantized W and no bias; an f32 x is converted to bf16 first. */
 int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *w = a->src[1], *bias = a->src[2];
@@ -243,8 +247,14 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
     if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: dimension over INT_MAX");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    return cuda_gemm(c, w, x->data, x->dtype, x_ld, (float *)dst->data, y_ld,
-                     bias ? (const float *)bias->data : NULL, out, in, n);
+    return gemm_any(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
+                    bias ? (const float *)bias->data : NULL, out, in, n);
+}
+
+/* MATMUL, registered in place of cuda_matmul.cu's entry: a bf16 dst goes to
+ * cuBLAS here whatever x is (that entry routes a bf16 x here itself). */
+extern "C" int cuda_op_matmul_any(rt_backend *be, const rt_op_args *a) {
+    return a->dst->dtype == RT_BF16 ? cuda_gemm_matmul(be, a) : cuda_op_matmul(be, a);
 }
 
 template <typename S> __device__ __forceinline__ void ld8(const S *p, float *v);

@@ -1,7 +1,9 @@
 /* cuda_norm — the row kernels of RMSNORM (cuda_rows.cu) and ADD_RMSNORM
  * (cuda_fused.cu): y = x * s * (w_off + w), s = 1/sqrtf(mean(x^2) + eps),
  * after x += res for ADD_RMSNORM (the sum stays in x). y is f32 or bf16
- * (rounded to nearest even); x, res and w are f32.
+ * (rounded to nearest even); x and w are f32; res is f32 or bf16 (the
+ * bf16 sum of a tensor-parallel all-reduce, widened exactly to f32 before
+ * the add).
  *
  * One block per row. The vector kernel keeps the whole row in registers
  * (VPT float4 per thread) between the sum of squares and the scale pass, and
@@ -13,7 +15,8 @@
  *     enough loads are in flight to run at memory bandwidth.
  * Rows that are not 16-byte aligned, or whose length is not a multiple of 4
  * or above 16384, take the scalar loop kernel. y may be x (RMSNORM) or res
- * (ADD_RMSNORM): each thread reads its elements before writing them.
+ * of y's type (ADD_RMSNORM): each thread reads its elements before writing
+ * them.
  */
 #ifndef CUDA_NORM_CUH
 #define CUDA_NORM_CUH
@@ -22,6 +25,16 @@
 #include "backends/cuda/cuda_store.cuh"
 
 #include <cuda_bf16.h>
+
+/* Loads of the addend, widened to f32. */
+__device__ __forceinline__ float4 norm_ld4(const float *p) { return *(const float4 *)p; }
+__device__ __forceinline__ float4 norm_ld4(const __nv_bfloat16 *p) {
+    uint2 u = *(const uint2 *)p;
+    float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ float norm_ld1(const float *p) { return *p; }
+__device__ __forceinline__ float norm_ld1(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 
 /* Sum over the block; every thread gets the result. sh: 32 floats. */
 __device__ __forceinline__ float norm_block_sum(float v, float *sh) {
@@ -35,7 +48,7 @@ __device__ __forceinline__ float norm_block_sum(float v, float *sh) {
     return v;
 }
 
-template <bool ADD, int VPT, typename OT>
+template <bool ADD, int VPT, typename OT, typename RT>
 __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
     k_norm_vec(char *x, const char *res, char *y, int64_t xs, int64_t rs, int64_t ys, const float *w, int64_t d,
                int64_t nrows, float eps, float w_off) {
@@ -54,7 +67,7 @@ __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
     }
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         float4 *xr = (float4 *)(x + r * xs);
-        const float4 *rr = (const float4 *)(res + r * rs);
+        const RT *rr = (const RT *)(res + r * rs);
         float4 v[VPT], b[VPT];
 #pragma unroll
         for (int j = 0; j < VPT; j++) { /* every load before any store: all in flight at once */
@@ -62,7 +75,7 @@ __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
             v[j] = b[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (i < d4) {
                 v[j] = xr[i];
-                if (ADD) b[j] = rr[i];
+                if (ADD) b[j] = norm_ld4(rr + 4 * i);
             }
         }
         float ss = 0.0f;
@@ -91,7 +104,7 @@ __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
 }
 
 /* Any row length and alignment: two passes over the row in memory. */
-template <bool ADD, typename OT>
+template <bool ADD, typename OT, typename RT>
 __global__ void k_norm_loop(cuda_view x, cuda_view res, cuda_view y, const float *w, int64_t d, int64_t nrows,
                             float eps, float w_off) {
     CUDA_PDL_ENTER();
@@ -103,7 +116,7 @@ __global__ void k_norm_loop(cuda_view x, cuda_view res, cuda_view y, const float
         for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
             float v = xr[i];
             if (ADD) {
-                v += ((const float *)cuda_row(res, r))[i];
+                v += norm_ld1((const RT *)cuda_row(res, r) + i);
                 xr[i] = v;
             }
             ss += v * v;
@@ -125,14 +138,14 @@ static inline bool norm_rows_flat(const rt_tensor *t, int64_t align, int64_t *rs
     return true;
 }
 
-template <bool ADD, typename OT>
+template <bool ADD, typename OT, typename RT>
 static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res, const rt_tensor *y,
                           const rt_tensor *w, float eps, float w_off) {
     int64_t d = x->shape[x->ndim - 1], nrows = rt_tensor_nrows(x), d4 = d / 4;
     unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
     const float *wp = (const float *)w->data;
     int64_t xs = 0, rs = 0, ys = 0;
-    bool vec = d % 4 == 0 && norm_rows_flat(x, 16, &xs) && norm_rows_flat(res ? res : x, 16, &rs) &&
+    bool vec = d % 4 == 0 && norm_rows_flat(x, 16, &xs) && norm_rows_flat(res ? res : x, 4 * (int64_t)sizeof(RT), &rs) &&
                norm_rows_flat(y, 4 * (int64_t)sizeof(OT), &ys) && (uintptr_t)wp % 16 == 0;
     char *px = (char *)x->data, *py = (char *)y->data;
     const char *pr = (const char *)(res ? res : x)->data;
@@ -143,7 +156,7 @@ static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res,
             int64_t nt = ((d4 + vpt - 1) / vpt + 31) / 32 * 32;
             if (nt > (vpt == 8 ? 512 : max_t)) continue;
 #define NORM_VEC(V)                                                                                   \
-    cuda_launch(k_norm_vec<ADD, V, OT>, grid, (unsigned)nt, 0, c->stream, px, pr, py, xs, rs, ys, wp, d, nrows, \
+    cuda_launch(k_norm_vec<ADD, V, OT, RT>, grid, (unsigned)nt, 0, c->stream, px, pr, py, xs, rs, ys, wp, d, nrows, \
                 eps, w_off)
             if (vpt == 1) NORM_VEC(1);
             else if (vpt == 2) NORM_VEC(2);
@@ -153,17 +166,27 @@ static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res,
             return;
         }
     }
-    cuda_launch(k_norm_loop<ADD, OT>, grid, 256, 0, c->stream, cuda_view_of(x), cuda_view_of(res ? res : x),
+    cuda_launch(k_norm_loop<ADD, OT, RT>, grid, 256, 0, c->stream, cuda_view_of(x), cuda_view_of(res ? res : x),
                 cuda_view_of(y), wp, d, nrows, eps, w_off);
 }
 
 /* Queues y = rmsnorm(x [+= res]) on c's stream (rows contiguous, checked by
- * the caller); res NULL: plain RMSNORM. y f32 or bf16. */
+ * the caller); res NULL: plain RMSNORM. y f32 or bf16; res f32 or bf16. */
 template <bool ADD>
 static int cuda_norm_launch(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res, const rt_tensor *y,
                             const rt_tensor *w, float eps, float w_off) {
-    if (y->dtype == RT_BF16) norm_launch_t<ADD, __nv_bfloat16>(c, x, res, y, w, eps, w_off);
-    else norm_launch_t<ADD, float>(c, x, res, y, w, eps, w_off);
+    bool r16 = false;
+    if constexpr (ADD) r16 = res->dtype == RT_BF16;
+    if (r16) {
+        if constexpr (ADD) { /* (no bf16-addend kernels for plain RMSNORM) */
+            if (y->dtype == RT_BF16) norm_launch_t<ADD, __nv_bfloat16, __nv_bfloat16>(c, x, res, y, w, eps, w_off);
+            else norm_launch_t<ADD, float, __nv_bfloat16>(c, x, res, y, w, eps, w_off);
+        }
+    } else if (y->dtype == RT_BF16) {
+        norm_launch_t<ADD, __nv_bfloat16, float>(c, x, res, y, w, eps, w_off);
+    } else {
+        norm_launch_t<ADD, float, float>(c, x, res, y, w, eps, w_off);
+    }
     CU_LAUNCHED();
     return VC_OK;
 }

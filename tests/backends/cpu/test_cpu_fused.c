@@ -154,6 +154,16 @@ static void test_bf16_acts_rejected(void **st) {
     rt_tensor tyf = rt_tensor_2d(y, RT_F32, RT_DEV_CPU, n, f);
     assert_int_equal(rt_matmul_glu(be, &tyf, &th, &tm, RT_ACT_SILU, &ts), VC_ERR_UNSUPPORTED);
     assert_true(strstr(vc_err_msg(), "not supported") != NULL);
+    /* a bf16 addend (the CUDA TP path's bf16 all-reduce sum), f32 and bf16 dst */
+    assert_int_equal(rt_add_rmsnorm(be, &ty, &tx, &th, &tw, 1e-6f, 0.0f), VC_ERR_UNSUPPORTED);
+    assert_true(strstr(vc_err_msg(), "addend") != NULL);
+    assert_int_equal(rt_add_rmsnorm(be, &th, &tx, &th, &tw, 1e-6f, 0.0f), VC_ERR_UNSUPPORTED);
+    assert_true(strstr(vc_err_msg(), "addend") != NULL);
+    /* a bf16 matmul dst: never with a bias (checked before the backend), and
+     * not on the CPU */
+    assert_int_equal(rt_matmul(be, &th, &th, &tmm, &tw), VC_ERR_INVALID);
+    assert_int_equal(rt_matmul(be, &th, &tx, &tmm, NULL), VC_ERR_UNSUPPORTED);
+    assert_int_equal(rt_matmul(be, &th, &th, &tmm, NULL), VC_ERR_UNSUPPORTED);
     rt_backend_free(be);
 }
 

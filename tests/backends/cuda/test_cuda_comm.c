@@ -1,5 +1,7 @@
 /* Tensor-parallel pieces of the CUDA backend. NCCL collectives (runtime/comm.h): all_reduce_sum
- * (f32, bf16) and all_gather against a serial reference, many back-to-back
+ * (f32, bf16; odd rounds through all_reduce_start + wait, NCCL on the
+ * second stream, the download queued after the wait on the backend stream)
+ * and all_gather against a serial reference, many back-to-back
  * calls of changing sizes, one thread per rank.
  *
  *  - world 1 through the native path (rt_comm_group_create_native: NCCL
@@ -10,12 +12,16 @@
  * Values are small multiples of 0.25, so every sum is exact in f32 and bf16
  * whatever order NCCL adds them in. And the vocab-parallel EMBED
  * (rt_embed_shard) against the CPU op, bit for bit, with ids on the host
- * and on the device. Skipped without a GPU. */
+ * and on the device. The bf16 epilogue of TP prefill (arch_llama.c): MATMUL
+ * with bf16 x and bf16 dst, ADD_RMSNORM with a bf16 addend (f32 and bf16
+ * dst, dst over the addend), against the CPU ops in f32. Skipped without a
+ * GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +81,12 @@ static void *rank_main(void *p) {
             }
             rt_tensor ht = rt_tensor_1d(h, dt, RT_DEV_CPU, (int64_t)n);
             if (rt_tensor_copy_bytes(be, &d, &ht) < 0) note(a, "upload");
-            if (rt_comm_all_reduce_sum(c, &d) < 0) note(a, "all_reduce");
+            if (k % 2 == 0) {
+                if (rt_comm_all_reduce_sum(c, &d) < 0) note(a, "all_reduce");
+            } else { /* overlapped form: start, then wait before the download */
+                int slot = (k / 2) % RT_COMM_SLOTS;
+                if (rt_comm_all_reduce_start(c, &d, slot) < 0 || rt_comm_wait(c, slot) < 0) note(a, "all_reduce_start");
+            }
             if (rt_tensor_copy_bytes(be, &ht, &d) < 0 || rt_backend_sync(be) < 0) note(a, "download");
             for (size_t i = 0; i < n; i++) {
                 float want = 0;
@@ -219,6 +230,145 @@ static void test_embed_shard(void **st) {
     print_message("vocab-parallel embed: cuda == cpu (f32, bf16, q8_0, q4_k; 4 shards; host and device ids)\n");
 }
 
+/* bf16 values widened to f32 (what the CPU reference sees). */
+static void bf16_round(float *v, uint16_t *h, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h[i] = rt_f32_to_bf16(v[i]);
+        v[i] = rt_bf16_to_f32(h[i]);
+    }
+}
+
+static double max_err(const float *a, const float *b, size_t n, double *scale) {
+    double e = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= e)) e = d;
+        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
+    }
+    *scale = m;
+    return e / m;
+}
+
+static void test_tp_bf16_epilogue(void **st) {
+    (void)st;
+    if (!g_ngpu) skip();
+    rt_backend *cpu = rt_backend_create(RT_DEV_CPU, NULL), *gpu = g_be[0];
+    assert_non_null(cpu);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    /* ADD_RMSNORM: d = 4096 and 256 (vector kernel), 98 (loop kernel: bf16
+     * rows not 8-byte aligned); 1, 7 and 300 rows. */
+    const int64_t ds[] = {4096, 256, 98}, ns[] = {1, 7, 300};
+    double worst_f = 0, worst_b = 0;
+    for (size_t di = 0; di < 3; di++)
+        for (size_t ni = 0; ni < 3; ni++) {
+            int64_t d = ds[di], n = ns[ni];
+            size_t ne = (size_t)(n * d);
+            float *x = malloc(ne * 4), *res = malloc(ne * 4), *w = malloc((size_t)d * 4), *xr = malloc(ne * 4),
+                  *yr = malloc(ne * 4), *got = malloc(ne * 4);
+            uint16_t *rh = malloc(ne * 2), *yh = malloc(ne * 2);
+            assert_true(x && res && w && xr && yr && got && rh && yh);
+            for (size_t i = 0; i < ne; i++) {
+                seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+                x[i] = (float)((seed >> 40) & 0xFFFF) / 16384.0f - 2.0f;
+                res[i] = (float)((seed >> 16) & 0xFFFF) / 8192.0f - 4.0f;
+            }
+            for (int64_t i = 0; i < d; i++) w[i] = 0.5f + (float)(i % 13) * 0.07f;
+            bf16_round(res, rh, ne);
+            memcpy(xr, x, ne * 4);
+            int64_t s2[2] = {n, d}, s1[1] = {d};
+            rt_tensor hx = rt_tensor_2d(xr, RT_F32, RT_DEV_CPU, n, d), hr = rt_tensor_2d(res, RT_F32, RT_DEV_CPU, n, d),
+                      hw = rt_tensor_1d(w, RT_F32, RT_DEV_CPU, d), hy = rt_tensor_2d(yr, RT_F32, RT_DEV_CPU, n, d);
+            assert_int_equal(rt_add_rmsnorm(cpu, &hy, &hx, &hr, &hw, 1e-6f, 0.0f), VC_OK);
+            for (int mode = 0; mode < 2; mode++) { /* 0: f32 dst; 1: bf16 dst over the bf16 addend */
+                rt_tensor dx = rt_tensor_alloc(gpu, RT_F32, 2, s2), dr = rt_tensor_alloc(gpu, RT_BF16, 2, s2),
+                          dw = rt_tensor_alloc(gpu, RT_F32, 1, s1), dy = rt_tensor_alloc(gpu, RT_F32, 2, s2);
+                assert_true(dx.data && dr.data && dw.data && dy.data);
+                rt_tensor hx0 = rt_tensor_2d(x, RT_F32, RT_DEV_CPU, n, d), hrh = rt_tensor_2d(rh, RT_BF16, RT_DEV_CPU, n, d);
+                assert_int_equal(rt_tensor_copy_bytes(gpu, &dx, &hx0), VC_OK);
+                assert_int_equal(rt_tensor_copy_bytes(gpu, &dr, &hrh), VC_OK);
+                assert_int_equal(rt_tensor_copy_bytes(gpu, &dw, &hw), VC_OK);
+                rt_tensor *dst = mode ? &dr : &dy;
+                if (rt_add_rmsnorm(gpu, dst, &dx, &dr, &dw, 1e-6f, 0.0f) != VC_OK)
+                    fail_msg("add_rmsnorm bf16 addend %lldx%lld: %s", (long long)n, (long long)d, vc_err_msg());
+                rt_tensor hg = rt_tensor_2d(got, RT_F32, RT_DEV_CPU, n, d);
+                assert_int_equal(rt_tensor_copy_bytes(gpu, &hg, &dx), VC_OK);
+                assert_int_equal(rt_backend_sync(gpu), VC_OK);
+                /* x += res: the same f32 additions as the CPU op */
+                if (memcmp(got, xr, ne * 4)) fail_msg("add_rmsnorm bf16 addend %lldx%lld: x differs", (long long)n, (long long)d);
+                double sc, e;
+                if (mode == 0) {
+                    assert_int_equal(rt_tensor_copy_bytes(gpu, &hg, &dy), VC_OK);
+                    assert_int_equal(rt_backend_sync(gpu), VC_OK);
+                    e = max_err(got, yr, ne, &sc);
+                    if (e > worst_f) worst_f = e;
+                    assert_true(e <= 2e-6);
+                } else {
+                    rt_tensor hyh = rt_tensor_2d(yh, RT_BF16, RT_DEV_CPU, n, d);
+                    assert_int_equal(rt_tensor_copy_bytes(gpu, &hyh, &dr), VC_OK);
+                    assert_int_equal(rt_backend_sync(gpu), VC_OK);
+                    for (size_t i = 0; i < ne; i++) got[i] = rt_bf16_to_f32(yh[i]);
+                    e = max_err(got, yr, ne, &sc);
+                    if (e > worst_b) worst_b = e;
+                    assert_true(e <= 4e-3); /* one bf16 rounding (2^-9 relative) */
+                }
+                rt_backend_free_mem(gpu, dx.data);
+                rt_backend_free_mem(gpu, dr.data);
+                rt_backend_free_mem(gpu, dw.data);
+                rt_backend_free_mem(gpu, dy.data);
+            }
+            free(x), free(res), free(w), free(xr), free(yr), free(got), free(rh), free(yh);
+        }
+    /* MATMUL bf16 W -> bf16 dst (f32 accumulation, one rounding), x bf16 and
+     * x f32 (Wo's input: converted to bf16 first), vs the CPU's f32 result on
+     * the same bf16 values; a bias with a bf16 dst is refused. */
+    {
+        const int64_t n = 70, in = 512, out = 192;
+        float *xf = malloc((size_t)(n * in) * 4), *wf = malloc((size_t)(out * in) * 4),
+              *yr = malloc((size_t)(n * out) * 4), *got = malloc((size_t)(n * out) * 4);
+        uint16_t *xh = malloc((size_t)(n * in) * 2), *wh = malloc((size_t)(out * in) * 2),
+                 *yh = malloc((size_t)(n * out) * 2);
+        assert_true(xf && wf && yr && got && xh && wh && yh);
+        for (int64_t i = 0; i < n * in; i++) xf[i] = (float)((i * 37) % 101 - 50) * 0.02f;
+        for (int64_t i = 0; i < out * in; i++) wf[i] = (float)((i * 53) % 97 - 48) * 0.01f;
+        bf16_round(xf, xh, (size_t)(n * in));
+        bf16_round(wf, wh, (size_t)(out * in));
+        rt_tensor hx = rt_tensor_2d(xf, RT_F32, RT_DEV_CPU, n, in), hw = rt_tensor_2d(wh, RT_BF16, RT_DEV_CPU, out, in),
+                  hy = rt_tensor_2d(yr, RT_F32, RT_DEV_CPU, n, out);
+        assert_int_equal(rt_matmul(cpu, &hy, &hx, &hw, NULL), VC_OK);
+        int64_t sx[2] = {n, in}, sw[2] = {out, in}, sy[2] = {n, out}, sb[1] = {out};
+        rt_tensor dx = rt_tensor_alloc(gpu, RT_BF16, 2, sx), dw = rt_tensor_alloc(gpu, RT_BF16, 2, sw),
+                  dy = rt_tensor_alloc(gpu, RT_BF16, 2, sy), dxf = rt_tensor_alloc(gpu, RT_F32, 2, sx),
+                  db = rt_tensor_alloc(gpu, RT_F32, 1, sb);
+        assert_true(dx.data && dw.data && dy.data && dxf.data && db.data);
+        rt_tensor hxh = rt_tensor_2d(xh, RT_BF16, RT_DEV_CPU, n, in);
+        assert_int_equal(rt_tensor_copy_bytes(gpu, &dx, &hxh), VC_OK);
+        assert_int_equal(rt_tensor_copy_bytes(gpu, &dxf, &hx), VC_OK);
+        assert_int_equal(rt_tensor_copy_bytes(gpu, &dw, &hw), VC_OK);
+        for (int xf32 = 0; xf32 < 2; xf32++) {
+            if (rt_matmul(gpu, &dy, xf32 ? &dxf : &dx, &dw, NULL) != VC_OK)
+                fail_msg("matmul %s x -> bf16: %s", xf32 ? "f32" : "bf16", vc_err_msg());
+            rt_tensor hyh = rt_tensor_2d(yh, RT_BF16, RT_DEV_CPU, n, out);
+            assert_int_equal(rt_tensor_copy_bytes(gpu, &hyh, &dy), VC_OK);
+            assert_int_equal(rt_backend_sync(gpu), VC_OK);
+            for (int64_t i = 0; i < n * out; i++) got[i] = rt_bf16_to_f32(yh[i]);
+            double sc, e = max_err(got, yr, (size_t)(n * out), &sc);
+            print_message("tp bf16 epilogue: matmul %s x -> bf16 max normalised error %.2e\n", xf32 ? "f32" : "bf16", e);
+            assert_true(e <= 4e-3);
+        }
+        assert_int_equal(rt_matmul(gpu, &dy, &dx, &dw, &db), VC_ERR_INVALID); /* bias, bf16 dst */
+        rt_backend_free_mem(gpu, dx.data);
+        rt_backend_free_mem(gpu, dw.data);
+        rt_backend_free_mem(gpu, dy.data);
+        rt_backend_free_mem(gpu, dxf.data);
+        rt_backend_free_mem(gpu, db.data);
+        free(xf), free(wf), free(yr), free(got), free(xh), free(wh), free(yh);
+    }
+    rt_backend_free(cpu);
+    print_message("tp bf16 epilogue: add_rmsnorm bf16 addend vs cpu f32: x equal, y max normalised error %.2e (f32 "
+                  "dst), %.2e (bf16 dst over the addend)\n",
+                  worst_f, worst_b);
+}
+
 static int setup(void **st) {
     (void)st;
     for (int d = 0; d < MAX_W; d++) {
@@ -244,6 +394,7 @@ int main(void) {
         cmocka_unit_test(test_nccl_multi_gpu),
         cmocka_unit_test(test_bad_groups),
         cmocka_unit_test(test_embed_shard),
+        cmocka_unit_test(test_tp_bf16_epilogue),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
