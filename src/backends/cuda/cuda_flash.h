@@ -3,7 +3,8 @@
  * batches here when cuda_flash_eligible() holds; f32 caches, head_dim other
  * than 64/128, block sizes that are not powers of two and decode-heavy
  * batches keep the SIMT kernels there.
- * Arguments as cuda_fd_run (see ops.h PAGED_ATTENTION); CUDA C++ only.
+ * Arguments as cuda_fd_run (see ops.h PAGED_ATTENTION); q and dst f32 or
+ * both bf16 (bf16 activations). CUDA C++ only.
  */
 #ifndef CUDA_FLASH_H
 #define CUDA_FLASH_H
@@ -14,5 +15,10 @@ bool cuda_flash_eligible(const rt_tensor *q, const rt_tensor *dst, const rt_tens
 int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
                    const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                    int32_t window);
+
+/* The persistent activation workspace of cuda_gemm.cu (cuda_ctx.xh_ws),
+ * at least `bytes`, grown stream-ordered (not while a graph is recorded);
+ * its contents live for one op. NULL on failure (message in vc_err). */
+void *cuda_act_workspace(cuda_ctx *c, size_t bytes);
 
 #endif

@@ -6,7 +6,8 @@
  *    (rt_backend_act_dtype: this backend asks for bf16 activations above
  *    CUDA_GEMV_MAX_N tokens); a bf16 x meets bf16 W as it is, anything else
  *    is converted to W's type into a persistent workspace (cuda_ctx.xh_ws).
- *    The result is f32 (MATMUL) or bf16 (MATMUL_GLU's scratch, below).
+ *    The result is f32, or bf16 (a bf16 MATMUL dst: prefill's QKV output;
+ *    MATMUL_GLU's scratch, below) for bf16 or quantized W.
  *  - quantized W: dequantized into a bf16 scratch copy [out,in] first, then
  *    as bf16. The scratch comes from the stream-ordered pool and is released
  *    right after the GEMM is queued.
@@ -23,6 +24,7 @@
  * Y' = W'^T X': gemm(T, N, m=out, n=n, k=in).
  */
 #include "backends/cuda/cuda_dequant.cuh"
+#include "backends/cuda/cuda_flash.h"
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_store.cuh"
 
@@ -82,19 +84,24 @@ __global__ void k_dequant_bf16(const char *w, int64_t w_stride, __nv_bfloat16 *d
     }
 }
 
-__global__ void k_add_bias(float *y, int64_t y_ld, const float *bias, int64_t out, int64_t total) {
+/* y += bias per row (Y: f32, or bf16: the GEMM's rounded result plus the
+ * bias, rounded again). */
+template <typename Y>
+__global__ void k_add_bias(Y *y, int64_t y_ld, const float *bias, int64_t out, int64_t total) {
     CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / out, r = i % out;
-        y[t * y_ld + r] += bias[r];
+        cuda_st1(y + t * y_ld + r, ld_f(y + t * y_ld + r) + bias[r]);
     }
 }
 
 /* The persistent workspace for x in f16/bf16 (cuda_ctx.xh_ws), grown
  * stream-ordered when needed; while a graph is recorded it cannot grow
- * (the eager run of the same shape before the recording has grown it). */
-static void *xh_workspace(cuda_ctx *c, size_t bytes) {
+ * (the eager run of the same shape before the recording has grown it).
+ * Its contents live for one op: PAGED_ATTENTION borrows it too
+ * (cuda_act_workspace, cuda_flash.h). */
+void *cuda_act_workspace(cuda_ctx *c, size_t bytes) {
     if (bytes <= c->xh_bytes) return c->xh_ws;
     size_t want = bytes < ((size_t)16 << 20) ? ((size_t)16 << 20) : bytes;
     void *p = cuda_tmp_alloc(c, want);
@@ -110,7 +117,7 @@ static void *xh_workspace(cuda_ctx *c, size_t bytes) {
  * workspace; NULL on failure (message in vc_err). */
 template <typename S, typename H>
 static H *to_half(cuda_ctx *c, const S *x, int64_t x_ld, int64_t in, int64_t n) {
-    H *xh = (H *)xh_workspace(c, (size_t)(n * in) * sizeof(H));
+    H *xh = (H *)cuda_act_workspace(c, (size_t)(n * in) * sizeof(H));
     if (!xh) return NULL;
     if (sizeof(S) == 4 && sizeof(H) == 2 && in % 4 == 0 && x_ld % 4 == 0 && (uintptr_t)x % 16 == 0 &&
         n <= 65535) {
@@ -157,8 +164,9 @@ static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt,
                     int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n) {
     int64_t ws = w->stride[0], ld = 0;
     const float one = 1.0f, zero = 0.0f;
-    if ((bias || w->dtype == RT_F32) && yt != RT_F32)
-        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: bf16 result needs f16/bf16/quantized W and no bias");
+    if ((w->dtype == RT_F32 || w->dtype == RT_F16) && yt != RT_F32) /* cuBLAS: no f32 / f16 GEMM into bf16 */
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: a bf16 result needs bf16 or quantized W (W is %s)",
+                          rt_dtype_name(w->dtype));
     if (w->dtype == RT_F32) {
         if (ws % 4) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: misaligned f32 weight rows");
         const float *xf = x_as<float>(c, x, xt, x_ld, in, n, &ld);
@@ -204,7 +212,12 @@ static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt,
         if (st != CUBLAS_STATUS_SUCCESS) return cuda_blas_fail(st, "cublasGemmEx", __FILE__, __LINE__);
     }
     if (!bias) return VC_OK;
-    cuda_launch(k_add_bias, cuda_blocks(n * out, 256), 256, 0, c->stream, (float *)y, y_ld, bias, out, n * out);
+    if (yt == RT_BF16)
+        cuda_launch(k_add_bias<__nv_bfloat16>, cuda_blocks(n * out, 256), 256, 0, c->stream, (__nv_bfloat16 *)y, y_ld,
+                    bias, out, n * out);
+    else
+        cuda_launch(k_add_bias<float>, cuda_blocks(n * out, 256), 256, 0, c->stream, (float *)y, y_ld, bias, out,
+                    n * out);
     CU_LAUNCHED();
     return VC_OK;
 }
@@ -224,7 +237,9 @@ static int64_t row_elems(const rt_tensor *t) {
     return 0;
 }
 
-/* MATMUL with a bf16 x (the bf16-activation mode; any n, cuBLAS). */
+/* MATMUL with a bf16 x or dst (the bf16-activation mode; any n, cuBLAS):
+ * a bf16 dst (prefill's QKV output) gets cuBLAS's f32 accumulation rounded
+ * once, for bf16 or quantized W. */
 int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *w = a->src[1], *bias = a->src[2];
@@ -243,8 +258,8 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
     if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: dimension over INT_MAX");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    return cuda_gemm(c, w, x->data, x->dtype, x_ld, (float *)dst->data, y_ld,
-                     bias ? (const float *)bias->data : NULL, out, in, n);
+    return gemm_any(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
+                    bias ? (const float *)bias->data : NULL, out, in, n);
 }
 
 template <typename S> __device__ __forceinline__ void ld8(const S *p, float *v);
