@@ -375,23 +375,25 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
 #pragma unroll
                 for (int i = 0; i < R; i++) {
                     const int mt = i >> 1, h2 = i & 1;
-                    float mx = -INFINITY;
                     const int lo = rlo(i);
-                    if (kt0 >= lo && kt0 + FL_N - 1 <= rhi[i]) {
-#pragma unroll
-                        for (int j = 0; j < FL_N / 8; j++)
-                            mx = fmaxf(mx, fmaxf(sc[mt][j][2 * h2], sc[mt][j][2 * h2 + 1]));
-                    } else {
+                    if (!(kt0 >= lo && kt0 + FL_N - 1 <= rhi[i])) {
 #pragma unroll
                         for (int j = 0; j < FL_N / 8; j++)
 #pragma unroll
                             for (int e = 2 * h2; e < 2 * h2 + 2; e++) {
                                 const int key = kt0 + j * 8 + 2 * tq + (e & 1);
-                                const float t = key >= lo && key <= rhi[i] ? sc[mt][j][e] : -INFINITY;
-                                sc[mt][j][e] = t;
-                                mx = fmaxf(mx, t);
+                                sc[mt][j][e] = key >= lo && key <= rhi[i] ? sc[mt][j][e] : -INFINITY;
                             }
                     }
+                    /* the row's tile maximum as a tree (no chain of dependent fmax) */
+                    float mv[FL_N / 8];
+#pragma unroll
+                    for (int j = 0; j < FL_N / 8; j++) mv[j] = fmaxf(sc[mt][j][2 * h2], sc[mt][j][2 * h2 + 1]);
+#pragma unroll
+                    for (int w = FL_N / 16; w >= 1; w >>= 1)
+#pragma unroll
+                        for (int j = 0; j < w; j++) mv[j] = fmaxf(mv[j], mv[j + w]);
+                    float mx = mv[0];
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                     const float mn = fmaxf(m[i], mx * scl);
@@ -419,16 +421,21 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
                         }
                 }
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
+                for (int mt = 0; mt < MT; mt++) {
+                    /* p, and per row the lane's tile sum in two chains
+                     * (the quad is summed at the end) */
+                    float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-                    for (int j = 0; j < FL_N / 8; j++)
+                    for (int j = 0; j < FL_N / 8; j++) {
 #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int i = 2 * mt + (e >> 1);
-                            const float p = fl_exp2(fmaf(sc[mt][j][e], scl, -mb[i]));
-                            sc[mt][j][e] = p;
-                            l[i] += p; /* per-lane partial sums; the quad is summed at the end */
-                        }
+                        for (int e = 0; e < 4; e++)
+                            sc[mt][j][e] = fl_exp2(fmaf(sc[mt][j][e], scl, -mb[2 * mt + (e >> 1)]));
+                        s0 += sc[mt][j][0] + sc[mt][j][1];
+                        s1 += sc[mt][j][2] + sc[mt][j][3];
+                    }
+                    l[2 * mt] += s0;
+                    l[2 * mt + 1] += s1;
+                }
 
                 /* O += P V: P from the score registers (A operand, 4 k-steps of 16
                  * keys), V via ldmatrix.trans (two n-tiles of 8 dims per x4). */
