@@ -252,7 +252,7 @@ static int paged_f32(cuda_ctx *c, const rt_op_args *a, rt_tensor *dst, const rt_
  * rows become 0 and the next sync reports VC_ERR_INVALID). q and dst are
  * f32, or both bf16 (bf16 activations): the flash kernel reads and writes
  * bf16 rows itself; the other kernels read f32 q, so a bf16 q is widened
- * into the activation workspace and their f32 result rounded into dst
+ * into temporary memory and their f32 result rounded into dst
  * (two small copies; the model sends bf16 rows only with prompt rows in the
  * step, which flash takes when they dominate). */
 extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
@@ -279,12 +279,16 @@ extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
         return cuda_flash_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     const size_t n = (size_t)(T * h * hd);
-    float *ws = (float *)cuda_act_workspace(c, 2 * n * sizeof(float));
+    /* stream-ordered scratch, not a persistent workspace: no pointer for a
+     * recorded graph to keep (decode graphs keep f32 q; this fails cleanly
+     * while recording) */
+    float *ws = (float *)cuda_tmp_alloc(c, 2 * n * sizeof(float));
     if (!ws) return VC_ERR_OOM;
     rt_tensor qf = rt_tensor_3d(ws, RT_F32, RT_DEV_CUDA, T, h, hd), of = rt_tensor_3d(ws + n, RT_F32, RT_DEV_CUDA, T, h, hd);
     int rc = cvt_rows<__nv_bfloat16, float>(c, q, &qf);
     if (rc == 0) rc = paged_f32(c, a, &of, &qf);
     if (rc == 0) rc = cvt_rows<float, __nv_bfloat16>(c, &of, dst);
+    cuda_tmp_free(c, ws);
     return rc;
 }
 

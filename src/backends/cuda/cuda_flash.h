@@ -16,9 +16,4 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
                    const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                    int32_t window);
 
-/* The persistent activation workspace of cuda_gemm.cu (cuda_ctx.xh_ws),
- * at least `bytes`, grown stream-ordered (not while a graph is recorded);
- * its contents live for one op. NULL on failure (message in vc_err). */
-void *cuda_act_workspace(cuda_ctx *c, size_t bytes);
-
 #endif

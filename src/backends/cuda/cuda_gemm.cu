@@ -24,7 +24,6 @@
  * Y' = W'^T X': gemm(T, N, m=out, n=n, k=in).
  */
 #include "backends/cuda/cuda_dequant.cuh"
-#include "backends/cuda/cuda_flash.h"
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_store.cuh"
 
@@ -98,10 +97,8 @@ __global__ void k_add_bias(Y *y, int64_t y_ld, const float *bias, int64_t out, i
 
 /* The persistent workspace for x in f16/bf16 (cuda_ctx.xh_ws), grown
  * stream-ordered when needed; while a graph is recorded it cannot grow
- * (the eager run of the same shape before the recording has grown it).
- * Its contents live for one op: PAGED_ATTENTION borrows it too
- * (cuda_act_workspace, cuda_flash.h). */
-void *cuda_act_workspace(cuda_ctx *c, size_t bytes) {
+ * (the eager run of the same shape before the recording has grown it). */
+static void *xh_workspace(cuda_ctx *c, size_t bytes) {
     if (bytes <= c->xh_bytes) return c->xh_ws;
     size_t want = bytes < ((size_t)16 << 20) ? ((size_t)16 << 20) : bytes;
     void *p = cuda_tmp_alloc(c, want);
@@ -117,7 +114,7 @@ void *cuda_act_workspace(cuda_ctx *c, size_t bytes) {
  * workspace; NULL on failure (message in vc_err). */
 template <typename S, typename H>
 static H *to_half(cuda_ctx *c, const S *x, int64_t x_ld, int64_t in, int64_t n) {
-    H *xh = (H *)cuda_act_workspace(c, (size_t)(n * in) * sizeof(H));
+    H *xh = (H *)xh_workspace(c, (size_t)(n * in) * sizeof(H));
     if (!xh) return NULL;
     if (sizeof(S) == 4 && sizeof(H) == 2 && in % 4 == 0 && x_ld % 4 == 0 && (uintptr_t)x % 16 == 0 &&
         n <= 65535) {
