@@ -34,7 +34,7 @@ cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.
     { tail -40 "$OUT/configure.log"; exit 1; }
 
 say "build"
-TARGETS=(test_cuda_fused test_cuda_ops test_cuda_model test_cuda_comm test_cuda_sample test_cuda_flash test_cuda_combine
+TARGETS=(test_cuda_fused test_cuda_ops test_cuda_model test_cuda_comm test_cuda_sample test_cuda_flash test_cuda_bf16_attn test_cuda_combine
     test_cuda_gemm test_cuda_paged_fd)
 # CPU-backend tests that also run on the device with VLLM_TEST_DEVICE=cuda
 DEV_TARGETS=(test_model_mirror test_engine test_engine_async test_async_engine test_engine_devsample

@@ -114,15 +114,26 @@ static int llama_load(mdl_model *m) {
 static const rt_tensor *opt(const rt_tensor *t) { return t->data ? t : NULL; }
 
 /* A strided view [n, cols] (or [n, cols/hd, hd] with hd > 0) of columns
- * [c0, c0 + cols) of a contiguous [n, W] f32 buffer. */
+ * [c0, c0 + cols) of a contiguous [n, W] f32 or bf16 buffer. */
 static rt_tensor col_view(const rt_tensor *buf, int64_t n, int64_t c0, int64_t cols, int64_t hd) {
-    int64_t W = buf->shape[1];
-    float *p = (float *)buf->data + c0;
-    rt_tensor t = hd > 0 ? rt_tensor_3d(p, RT_F32, buf->device, n, cols / hd, hd)
-                         : rt_tensor_2d(p, RT_F32, buf->device, n, cols);
-    t.stride[0] = W * (int64_t)sizeof(float);
+    int64_t W = buf->shape[1], es = rt_dtype_info(buf->dtype)->block_bytes;
+    char *p = (char *)buf->data + c0 * es;
+    rt_tensor t = hd > 0 ? rt_tensor_3d(p, buf->dtype, buf->device, n, cols / hd, hd)
+                         : rt_tensor_2d(p, buf->dtype, buf->device, n, cols);
+    t.stride[0] = W * es;
     return t;
 }
+
+/* Every layer's q, k, v come from one stacked QKV matmul (weights_fuse.c). */
+static bool all_qkv_fused(const mdl_model *m) {
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        const mdl_layer *L = &m->layers[l];
+        bool has_b = L->bq.data || L->bk.data || L->bv.data;
+        if (!L->wqkv.data || (has_b && !L->bqkv.data)) return false;
+    }
+    return m->qkv.data != NULL;
+}
+
 
 /* Tensor parallelism on bf16 activations (prefill on a GPU: xn16 exists
  * and the backend asks for bf16 at this n), layers without an o bias: the
@@ -200,6 +211,19 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     bool h16 = m->xn16.data && rt_backend_act_dtype(be, n) == RT_BF16;
     rt_tensor xn = h16 ? rt_tensor_slice0(&m->xn16, 0, n) : sv.xb;
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv.gate;
+    /* The attention chain in bf16 as well on steps with prompt rows (n > S):
+     * the QKV matmul writes bf16 (f32 accumulation, rounded once),
+     * QK_ROPE_STORE reads it and writes bf16 q, attention reads that and
+     * writes bf16 rows, the Wo matmul's input. Views in the first half of
+     * the f32 qkv / q / att buffers (half the bytes per element). Decode-only
+     * steps keep f32 q for the split-KV kernel (and their CUDA graphs). */
+    const char *e16 = h16 && n > S ? getenv("VLLM_BF16_ATTN") : NULL; /* 0: f32 chain (A/B; docs/CONFIG.md) */
+    if (h16 && n > S && !(e16 && !strcmp(e16, "0")) && all_qkv_fused(m)) {
+        qkv = rt_tensor_2d(m->qkv.data, RT_BF16, m->qkv.device, n, m->qkv.shape[1]);
+        sv.q3 = rt_tensor_3d(m->q.data, RT_BF16, m->q.device, n, m->h_l, hd);
+        sv.att = rt_tensor_2d(m->att.data, RT_BF16, m->att.device, n, qd);
+        sv.att3 = rt_tensor_3d(m->att.data, RT_BF16, m->att.device, n, m->h_l, hd);
+    }
     bool p16 = tp_bf16_sums(m, h16);
     int64_t cut = tp_split_row(m, n, h16);
     bool split = cut > 0;

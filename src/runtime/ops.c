@@ -109,8 +109,8 @@ int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const
 
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias) {
-    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && (dst->dtype == RT_F32 || (dst->dtype == RT_BF16 && !bias)),
-          "matmul: x must be f32 or bf16 (rt_backend_act_dtype), dst f32 (or bf16 without a bias)");
+    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && (dst->dtype == RT_F32 || dst->dtype == RT_BF16),
+          "matmul: x and dst must be f32 or bf16 (rt_backend_act_dtype)");
     CHECK(w->ndim == 2 && last(x) == last(w) && last(dst) == w->shape[0] &&
               rt_tensor_nrows(x) == rt_tensor_nrows(dst),
           "matmul: shape mismatch (x[..,%lld] w[%lld,%lld] dst[..,%lld])", (long long)last(x),
@@ -261,8 +261,9 @@ int rt_paged_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const
                        const rt_tensor *v_cache, const rt_tensor *block_tables,
                        const rt_tensor *qsl, const rt_tensor *seq_lens, float scale,
                        float softcap, int32_t window) {
-    CHECK(q->ndim == 3 && q->dtype == RT_F32 && dst->dtype == RT_F32 && rt_tensor_same_shape(dst, q),
-          "paged_attention: q/dst f32 [T,h,hd]");
+    CHECK(q->ndim == 3 && (q->dtype == RT_F32 || q->dtype == RT_BF16) && dst->dtype == q->dtype &&
+              rt_tensor_same_shape(dst, q),
+          "paged_attention: q/dst f32 or bf16 [T,h,hd] of one dtype");
     CHECK(k_cache->ndim == 4 && v_cache->ndim == 4 && k_cache->dtype == v_cache->dtype &&
               (k_cache->dtype == RT_F32 || k_cache->dtype == RT_F16 || k_cache->dtype == RT_BF16),
           "paged_attention: caches f32/f16/bf16 [num_blocks,B,kvh,hd]");
@@ -311,9 +312,10 @@ static bool is_norm_w(const rt_tensor *t, int64_t hd) {
 
 int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                      const rt_rope_store_params *p) {
-    CHECK(q->dtype == RT_F32 && k->dtype == RT_F32 && v->dtype == RT_F32 && dst->dtype == RT_F32 &&
-              q->ndim == 3 && k->ndim == 3 && rt_tensor_same_shape(dst, q) && rt_tensor_same_shape(k, v),
-          "qk_rope_store: q/dst f32 [n,h,hd], k/v f32 [n,kvh,hd]");
+    CHECK((q->dtype == RT_F32 || q->dtype == RT_BF16) && k->dtype == q->dtype && v->dtype == q->dtype &&
+              dst->dtype == q->dtype && q->ndim == 3 && k->ndim == 3 && rt_tensor_same_shape(dst, q) &&
+              rt_tensor_same_shape(k, v),
+          "qk_rope_store: q/dst [n,h,hd], k/v [n,kvh,hd], all f32 or all bf16");
     int64_t n = q->shape[0], hd = q->shape[2];
     CHECK(k->shape[0] == n && k->shape[2] == hd, "qk_rope_store: q and k disagree on tokens/head_dim");
     CHECK(is_norm_w(p->q_norm, hd) && is_norm_w(p->k_norm, hd), "qk_rope_store: QK-norm weights f32 [hd]");
@@ -340,6 +342,9 @@ int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const r
     a.p.rope_store.neox = p->neox;
     a.p.rope_store.attn_factor = p->attn_factor;
     if (rt_op_supported(be, RT_OP_QK_ROPE_STORE, &a)) return rt_op_exec(be, RT_OP_QK_ROPE_STORE, &a);
+    if (q->dtype != RT_F32) /* the unfused ops take f32 rows only */
+        return vc_err_set(VC_ERR_UNSUPPORTED, "qk_rope_store: backend %s has no kernel for bf16 q/k/v",
+                          be->vt->name);
     /* Unfused, in place on dst and on k (so this path modifies k). */
     rt_tensor kk = *k;
     int rc = dst->data != q->data ? rt_copy(be, dst, q) : VC_OK;

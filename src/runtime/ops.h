@@ -10,9 +10,8 @@
  * h = heads, kvh = kv heads, hd = head_dim, V = vocab):
  *   EMBED      dst[n,d] f32  <- table[V,d] (any dtype) at ids[n] i32
  *   MATMUL     dst[n,out] f32 = x[n,in] f32 · w[out,in]^T (w any dtype)
- *              (+ bias[out] f32 when src[2] != NULL); x may be bf16
- *              (rt_backend_act_dtype); dst may be bf16 without a bias on
- *              GPUs (tensor-parallel partial sums, rounded once)
+ *              (+ bias[out] f32 when src[2] != NULL). x and dst may be bf16
+ *              on backends that ask for bf16 activations (rt_backend_act_dtype).
  *   RMSNORM    dst[r,d] = x[r,d] * rsqrt(mean(x^2) + eps) * (w_offset + w[d])
  *              (in place allowed; use a [n*h, hd] view for per-head QK-norm)
  *   ROPE       x[n,h,hd] rotated in place; pos[n] i32; inv_freq[rot_dim/2] f32
@@ -34,14 +33,15 @@
  *   KV_STORE   cache[slots, kvh, hd] (any leading view: [num_blocks, B, kvh, hd]
  *              is slot-major) gets src[T, kvh, hd] row t at slot slots[t] (i32);
  *              slot < 0 skips the row (padding). f32 src into f32/f16/bf16 cache.
- *   PAGED_ATTENTION  dst[T,h,hd] f32 = causal GQA attention for a varlen batch
+ *   PAGED_ATTENTION  dst[T,h,hd] = causal GQA attention for a varlen batch
  *              of sequences over a paged cache k/v[num_blocks, B, kvh, hd].
  *              Sequence s owns query rows [qsl[s], qsl[s+1]) (qsl i32[S+1])
  *              and has seq_lens[s] tokens in the cache incl. this step's, so
  *              its query row i sits at position seq_lens[s] - q_len + i and
  *              sees keys 0..pos (last `window` only if window > 0). Key j of
  *              s lives in block block_tables[s, j / B] (i32 [S, max_blocks]),
- *              slot j % B. scale/softcap as ATTENTION.
+ *              slot j % B. scale/softcap as ATTENTION. q and dst f32, or
+ *              both bf16 where the backend asks for bf16 activations.
  *   COPY       dst <- src, same shape, dtype conversion f32<->f16/bf16 and
  *              quantized->f32 allowed; strided views allowed.
  *   ARGMAX     dst[r] i32 = argmax over the last dim of src[r,c] f32
@@ -78,7 +78,8 @@
  *              res may be bf16 (GPU backends, tensor parallelism: the bf16
  *              all-reduce sum; widened exactly, then added in f32).
  *   QK_ROPE_STORE  per token t of q[n,h,hd], k[n,kvh,hd], v[n,kvh,hd] (f32,
- *              head rows contiguous, tokens may be strided views of one
+ *              or all four with dst bf16 on a backend with bf16 activations:
+ *              math in f32, q rounded once into dst; head rows contiguous, tokens may be strided views of one
  *              fused QKV output): q head rows -> RMSNORM(q_norm) (when
  *              given) -> ROPE -> dst[n,h,hd] (may be q itself); k head rows
  *              -> RMSNORM(k_norm) -> ROPE -> KV_STORE into k_cache at

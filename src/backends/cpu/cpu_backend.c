@@ -55,6 +55,8 @@ static bool cpu_supports(rt_backend *be, int op, const void *argp) {
      * the CPU quantizes or reads f32 rows and never asks for them. */
     case RT_OP_MATMUL:
         return a->src[0]->dtype == RT_F32 && a->dst->dtype == RT_F32 && c->k->mm[a->src[1]->dtype] != NULL;
+    case RT_OP_QK_ROPE_STORE:
+    case RT_OP_PAGED_ATTENTION: return a->src[0]->dtype == RT_F32;
     case RT_OP_RMSNORM:
     case RT_OP_ADD_RMSNORM: return a->dst->dtype == RT_F32;
     case RT_OP_MATMUL_GLU: return a->dst->dtype == RT_F32 && a->src[0]->dtype == RT_F32;

@@ -221,9 +221,40 @@ static bool flash_enabled(void) {
     return !(e && !strcmp(e, "0"));
 }
 
+/* f32 <-> bf16 head rows [T, h, hd] between strided views (cvt_rows). */
+template <typename S, typename D>
+__global__ void k_cvt_rows(const char *src, int64_t s0, int64_t s1, char *dst, int64_t d0, int64_t d1, int64_t h,
+                           int64_t hd, int64_t total) {
+    CUDA_PDL_ENTER();
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = i % hd, r = i / hd, t = r / h, g = r % h;
+        const float v = kv_ld((const S *)(src + t * s0 + g * s1) + e);
+        D *o = (D *)(dst + t * d0 + g * d1) + e;
+        if constexpr (std::is_same<D, float>::value) *o = v;
+        else *o = __float2bfloat16_rn(v);
+    }
+}
+
+template <typename S, typename D> static int cvt_rows(cuda_ctx *c, const rt_tensor *src, rt_tensor *dst) {
+    const int64_t total = rt_tensor_nelem(src);
+    cuda_launch(k_cvt_rows<S, D>, cuda_blocks(total, 256), 256, 0, c->stream, (const char *)src->data,
+                src->stride[0], src->stride[1], (char *)dst->data, dst->stride[0], dst->stride[1], src->shape[1],
+                src->shape[2], total);
+    CU_LAUNCHED();
+    return VC_OK;
+}
+
+static int paged_f32(cuda_ctx *c, const rt_op_args *a, rt_tensor *dst, const rt_tensor *q);
+
 /* PAGED_ATTENTION: caches [num_blocks, B, kvh, hd]; metadata on the device is
  * validated by the kernel (bad tables or lengths: CUDA_FLAG_BAD_PAGED, the
- * rows become 0 and the next sync reports VC_ERR_INVALID). */
+ * rows become 0 and the next sync reports VC_ERR_INVALID). q and dst are
+ * f32, or both bf16 (bf16 activations): the flash kernel reads and writes
+ * bf16 rows itself; the other kernels read f32 q, so a bf16 q is widened
+ * into temporary memory and their f32 result rounded into dst
+ * (two small copies; the model sends bf16 rows only with prompt rows in the
+ * step, which flash takes when they dominate). */
 extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *q = a->src[0], *kc = a->src[1], *vc = a->src[2], *bt = a->src[3], *qsl = a->src[4],
@@ -234,14 +265,39 @@ extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
     if (cuda_check_dev(dst, "paged attention")) return VC_ERR_INVALID;
     int64_t T = q->shape[0], h = q->shape[1], hd = q->shape[2];
     if (hd > ATT_MAX_HD) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: head_dim > %d", ATT_MAX_HD);
-    size_t es = kc->dtype == RT_F32 ? 4 : 2;
-    if (q->stride[2] != 4 || dst->stride[2] != 4 || kc->stride[3] != (int64_t)es || vc->stride[3] != (int64_t)es ||
-        !rt_tensor_is_contiguous(bt) || !rt_tensor_is_contiguous(qsl) || !rt_tensor_is_contiguous(sl))
+    if ((q->dtype != RT_F32 && q->dtype != RT_BF16) || dst->dtype != q->dtype)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: q and dst must be both f32 or both bf16");
+    size_t es = kc->dtype == RT_F32 ? 4 : 2, qes = q->dtype == RT_F32 ? 4 : 2;
+    if (q->stride[2] != (int64_t)qes || dst->stride[2] != (int64_t)qes || kc->stride[3] != (int64_t)es ||
+        vc->stride[3] != (int64_t)es || !rt_tensor_is_contiguous(bt) || !rt_tensor_is_contiguous(qsl) ||
+        !rt_tensor_is_contiguous(sl))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: head rows and metadata must be contiguous");
     if (T == 0 || h == 0 || hd == 0) return VC_OK;
     if (bt->shape[0] <= 0) return vc_err_set(VC_ERR_INVALID, "cuda paged attention: no sequences");
-    /* Mostly prompt rows (>= 4 per sequence on average) over a bf16/f16
-     * cache: the tensor-core flash kernel (cuda_flash.cu). */
+    if (q->dtype == RT_F32) return paged_f32(c, a, dst, q);
+    if (T >= 4 * bt->shape[0] && T >= 64 && flash_enabled() && cuda_flash_eligible(q, dst, kc, vc))
+        return cuda_flash_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    const size_t n = (size_t)(T * h * hd);
+    /* stream-ordered scratch, not a persistent workspace: no pointer for a
+     * recorded graph to keep (decode graphs keep f32 q; this fails cleanly
+     * while recording) */
+    float *ws = (float *)cuda_tmp_alloc(c, 2 * n * sizeof(float));
+    if (!ws) return VC_ERR_OOM;
+    rt_tensor qf = rt_tensor_3d(ws, RT_F32, RT_DEV_CUDA, T, h, hd), of = rt_tensor_3d(ws + n, RT_F32, RT_DEV_CUDA, T, h, hd);
+    int rc = cvt_rows<__nv_bfloat16, float>(c, q, &qf);
+    if (rc == 0) rc = paged_f32(c, a, &of, &qf);
+    if (rc == 0) rc = cvt_rows<float, __nv_bfloat16>(c, &of, dst);
+    cuda_tmp_free(c, ws);
+    return rc;
+}
+
+/* PAGED_ATTENTION with f32 q and dst: mostly prompt rows (>= 4 per sequence
+ * on average) over a bf16/f16 cache take the tensor-core flash kernel
+ * (cuda_flash.cu); else split-KV flash-decoding, or the tiled kernel. */
+static int paged_f32(cuda_ctx *c, const rt_op_args *a, rt_tensor *dst, const rt_tensor *q) {
+    const rt_tensor *kc = a->src[1], *vc = a->src[2], *bt = a->src[3], *qsl = a->src[4], *sl = a->src[5];
+    const int64_t T = q->shape[0], h = q->shape[1];
     if (T >= 4 * bt->shape[0] && T >= 64 && flash_enabled() && cuda_flash_eligible(q, dst, kc, vc))
         return cuda_flash_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
     if (cuda_fd_eligible(q, kc, vc))

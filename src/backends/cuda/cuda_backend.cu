@@ -467,13 +467,12 @@ static rt_backend *cuda_create(const rt_backend_params *p) {
  * cuda_fused.cu's cuda_op_add_rmsnorm); cuda_gemm.cu: MATMUL with a bf16
  * dst too (else cuda_matmul.cu's cuda_op_matmul). */
 extern "C" int cuda_op_add_rmsnorm_any(rt_backend *be, const rt_op_args *a);
-extern "C" int cuda_op_matmul_any(rt_backend *be, const rt_op_args *a);
 
 void cuda_backend_register(void) {
     rt_backend_register(RT_DEV_CUDA, cuda_create);
     static rt_op_fn fns[RT_OP_COUNT];
     fns[RT_OP_EMBED] = cuda_op_embed;
-    fns[RT_OP_MATMUL] = cuda_op_matmul_any;
+    fns[RT_OP_MATMUL] = cuda_op_matmul;
     fns[RT_OP_RMSNORM] = cuda_op_rmsnorm;
     fns[RT_OP_ROPE] = cuda_op_rope;
     fns[RT_OP_GLU] = cuda_op_glu;

@@ -49,6 +49,10 @@
  * mostly on fixed-latency dependencies; instruction count and occupancy
  * are the levers left, then wgmma/TMA (FA3).
  *
+ * q and out are f32 or bf16 rows (A; bf16 with bf16 activations: the
+ * prefill's QK_ROPE_STORE writes bf16 q, the Wo GEMM reads bf16 rows), two
+ * elements per load / store.
+ *
  * Shapes: hd 64 or 128, G <= 64, block size a power of two, cache rows
  * 16-byte aligned, 32-bit byte strides (cuda_flash_eligible). Precision: q and p rounded to the cache dtype
  * (normalised error ~1e-3 vs the f32 reference); f32 caches and other
@@ -140,6 +144,25 @@ template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, floa
     return r;
 }
 
+/* Two q elements (A: f32 or bf16) at p as one register of the cache type. */
+template <typename A, typename KV> __device__ __forceinline__ uint32_t fl_ld_q2(const char *p) {
+    if constexpr (std::is_same<A, float>::value) {
+        const float2 v = *(const float2 *)p;
+        return fl_pack<KV>(v.x, v.y);
+    } else {
+        const uint32_t u = *(const uint32_t *)p;
+        if constexpr (std::is_same<KV, __nv_bfloat16>::value) return u; /* already the operand */
+        const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&u);
+        return fl_pack<KV>(f.x, f.y);
+    }
+}
+
+/* Two output elements (A: f32 or bf16) to p. */
+template <typename A> __device__ __forceinline__ void fl_st_o2(char *p, float x, float y) {
+    if constexpr (std::is_same<A, float>::value) *(float2 *)p = make_float2(x, y);
+    else *(__nv_bfloat162 *)p = __floats2bfloat162_rn(x, y);
+}
+
 /* ---- the kernel --------------------------------------------------------- */
 
 /* Issue the cp.async loads of keys kt0 .. kt0+FL_N-1 (those > khi
@@ -186,7 +209,7 @@ __device__ __forceinline__ void fl_row(const fl_args &a, int g, int64_t t0, int6
 }
 
 /* MT m-tiles of 16 rows per warp: BM = 64 * MT packed rows per CTA. */
-template <typename KV, int HD, int MT>
+template <typename KV, typename A, int HD, int MT>
 __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_args a) {
     CUDA_PDL_ENTER();
     constexpr int LD = HD + FL_PAD; /* smem row pitch, elements */
@@ -224,13 +247,11 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
 #pragma unroll
             for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-                for (int half = 0; half < 2; half++) {
-                    float2 v = make_float2(0.0f, 0.0f);
-                    if (live)
-                        v = *(const float2 *)(a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 +
-                                              (int64_t)(ks * 16 + half * 8 + 2 * tq) * 4);
-                    qf[ks][h2 + 2 * half] = fl_pack<KV>(v.x, v.y);
-                }
+                for (int half = 0; half < 2; half++)
+                    qf[ks][h2 + 2 * half] =
+                        live ? fl_ld_q2<A, KV>(a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 +
+                                               (int64_t)(ks * 16 + half * 8 + 2 * tq) * (int64_t)sizeof(A))
+                             : 0u;
         }
     } else {
         for (int idx = threadIdx.x; idx < BM * HD / 2; idx += FL_WARPS * 32) {
@@ -239,9 +260,9 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
             int hq;
             bool live;
             fl_row(a, g, t0, t1, r, &tok, &hq, &live);
-            float2 v = make_float2(0.0f, 0.0f);
-            if (live) v = *(const float2 *)(a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c2 * 8);
-            *(uint32_t *)(qs + r * LD + 2 * c2) = fl_pack<KV>(v.x, v.y);
+            *(uint32_t *)(qs + r * LD + 2 * c2) =
+                live ? fl_ld_q2<A, KV>(a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c2 * 2 * (int64_t)sizeof(A))
+                     : 0u;
         }
         /* visible to ldmatrix after the __syncthreads opening the first segment */
     }
@@ -354,23 +375,25 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
 #pragma unroll
                 for (int i = 0; i < R; i++) {
                     const int mt = i >> 1, h2 = i & 1;
-                    float mx = -INFINITY;
                     const int lo = rlo(i);
-                    if (kt0 >= lo && kt0 + FL_N - 1 <= rhi[i]) {
-#pragma unroll
-                        for (int j = 0; j < FL_N / 8; j++)
-                            mx = fmaxf(mx, fmaxf(sc[mt][j][2 * h2], sc[mt][j][2 * h2 + 1]));
-                    } else {
+                    if (!(kt0 >= lo && kt0 + FL_N - 1 <= rhi[i])) {
 #pragma unroll
                         for (int j = 0; j < FL_N / 8; j++)
 #pragma unroll
                             for (int e = 2 * h2; e < 2 * h2 + 2; e++) {
                                 const int key = kt0 + j * 8 + 2 * tq + (e & 1);
-                                const float t = key >= lo && key <= rhi[i] ? sc[mt][j][e] : -INFINITY;
-                                sc[mt][j][e] = t;
-                                mx = fmaxf(mx, t);
+                                sc[mt][j][e] = key >= lo && key <= rhi[i] ? sc[mt][j][e] : -INFINITY;
                             }
                     }
+                    /* the row's tile maximum as a tree (no chain of dependent fmax) */
+                    float mv[FL_N / 8];
+#pragma unroll
+                    for (int j = 0; j < FL_N / 8; j++) mv[j] = fmaxf(sc[mt][j][2 * h2], sc[mt][j][2 * h2 + 1]);
+#pragma unroll
+                    for (int w = FL_N / 16; w >= 1; w >>= 1)
+#pragma unroll
+                        for (int j = 0; j < w; j++) mv[j] = fmaxf(mv[j], mv[j + w]);
+                    float mx = mv[0];
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                     const float mn = fmaxf(m[i], mx * scl);
@@ -398,16 +421,21 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
                         }
                 }
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
+                for (int mt = 0; mt < MT; mt++) {
+                    /* p, and per row the lane's tile sum in two chains
+                     * (the quad is summed at the end) */
+                    float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-                    for (int j = 0; j < FL_N / 8; j++)
+                    for (int j = 0; j < FL_N / 8; j++) {
 #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int i = 2 * mt + (e >> 1);
-                            const float p = fl_exp2(fmaf(sc[mt][j][e], scl, -mb[i]));
-                            sc[mt][j][e] = p;
-                            l[i] += p; /* per-lane partial sums; the quad is summed at the end */
-                        }
+                        for (int e = 0; e < 4; e++)
+                            sc[mt][j][e] = fl_exp2(fmaf(sc[mt][j][e], scl, -mb[2 * mt + (e >> 1)]));
+                        s0 += sc[mt][j][0] + sc[mt][j][1];
+                        s1 += sc[mt][j][2] + sc[mt][j][3];
+                    }
+                    l[2 * mt] += s0;
+                    l[2 * mt + 1] += s1;
+                }
 
                 /* O += P V: P from the score registers (A operand, 4 k-steps of 16
                  * keys), V via ldmatrix.trans (two n-tiles of 8 dims per x4). */
@@ -454,10 +482,10 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
         fl_row(a, g, t0, t1, wrow + mt * 16 + gq + 8 * h2, &tok, &hq, &live);
         if (!live) continue;
         const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-        float *orow = (float *)(a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1);
+        char *orow = a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1;
 #pragma unroll
         for (int j = 0; j < NO; j++)
-            *(float2 *)(orow + j * 8 + 2 * tq) = make_float2(o[mt][j][2 * h2] * inv, o[mt][j][2 * h2 + 1] * inv);
+            fl_st_o2<A>(orow + (j * 8 + 2 * tq) * (int)sizeof(A), o[mt][j][2 * h2] * inv, o[mt][j][2 * h2 + 1] * inv);
     }
 }
 
@@ -482,24 +510,31 @@ bool cuda_flash_eligible(const rt_tensor *q, const rt_tensor *dst, const rt_tens
             st[1] * (B - 1) + st[2] * (kvh - 1) + hd * 2 > INT32_MAX)
             return false;
     }
-    /* q and out: f32 rows read and written as float2 */
-    return q->stride[2] == 4 && q->stride[1] % 8 == 0 && q->stride[0] % 8 == 0 && (uintptr_t)q->data % 8 == 0 &&
-           dst->stride[2] == 4 && dst->stride[1] % 8 == 0 && dst->stride[0] % 8 == 0 && (uintptr_t)dst->data % 8 == 0;
+    /* q and out: f32 or bf16 rows (one type), read and written two elements at a time */
+    if (q->dtype != dst->dtype || (q->dtype != RT_F32 && q->dtype != RT_BF16)) return false;
+    const int64_t es = q->dtype == RT_F32 ? 4 : 2, pair = 2 * es;
+    return q->stride[2] == es && q->stride[1] % pair == 0 && q->stride[0] % pair == 0 &&
+           (uintptr_t)q->data % pair == 0 && dst->stride[2] == es && dst->stride[1] % pair == 0 &&
+           dst->stride[0] % pair == 0 && (uintptr_t)dst->data % pair == 0;
 }
 
-template <typename KV, int HD, int MT> static int fl_go(cuda_ctx *c, const fl_args &a, dim3 grid) {
+template <typename KV, typename A, int HD, int MT> static int fl_go(cuda_ctx *c, const fl_args &a, dim3 grid) {
     const size_t smem = fl_smem(HD, MT);
     /* The opt-in to > 48 KiB of shared memory is per device: set it at every
      * (prefill-sized, so rare) launch. */
-    cudaError_t e = cudaFuncSetAttribute(k_flash<KV, HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(k_flash<KV, A, HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return cuda_fail(e, "flash attention smem opt-in", __FILE__, __LINE__);
-    cuda_launch(k_flash<KV, HD, MT>, grid, FL_WARPS * 32, smem, c->stream, a);
+    cuda_launch(k_flash<KV, A, HD, MT>, grid, FL_WARPS * 32, smem, c->stream, a);
     CU_LAUNCHED();
     return VC_OK;
 }
 
-template <typename KV, int MT> static int fl_go_hd(cuda_ctx *c, const fl_args &a, dim3 grid, int64_t hd) {
-    return hd == 64 ? fl_go<KV, 64, MT>(c, a, grid) : fl_go<KV, 128, MT>(c, a, grid);
+template <typename KV, int MT>
+static int fl_go_hd(cuda_ctx *c, const fl_args &a, dim3 grid, int64_t hd, rt_dtype at) {
+    if (at == RT_BF16)
+        return hd == 64 ? fl_go<KV, __nv_bfloat16, 64, MT>(c, a, grid) : fl_go<KV, __nv_bfloat16, 128, MT>(c, a, grid);
+    return hd == 64 ? fl_go<KV, float, 64, MT>(c, a, grid) : fl_go<KV, float, 128, MT>(c, a, grid);
 }
 
 int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
@@ -557,10 +592,11 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
         a.y0 = (int)y0;
         dim3 grid((unsigned)kvh, (unsigned)(tiles - y0 < 65535 ? tiles - y0 : 65535));
         int rc;
+        const rt_dtype at = q->dtype;
         if (kc->dtype == RT_BF16)
-            rc = mt == 2 ? fl_go_hd<__nv_bfloat16, 2>(c, a, grid, hd) : fl_go_hd<__nv_bfloat16, 1>(c, a, grid, hd);
+            rc = mt == 2 ? fl_go_hd<__nv_bfloat16, 2>(c, a, grid, hd, at) : fl_go_hd<__nv_bfloat16, 1>(c, a, grid, hd, at);
         else
-            rc = mt == 2 ? fl_go_hd<__half, 2>(c, a, grid, hd) : fl_go_hd<__half, 1>(c, a, grid, hd);
+            rc = mt == 2 ? fl_go_hd<__half, 2>(c, a, grid, hd, at) : fl_go_hd<__half, 1>(c, a, grid, hd, at);
         if (rc < 0) return rc;
     }
     return VC_OK;

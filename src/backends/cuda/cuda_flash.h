@@ -3,7 +3,8 @@
  * batches here when cuda_flash_eligible() holds; f32 caches, head_dim other
  * than 64/128, block sizes that are not powers of two and decode-heavy
  * batches keep the SIMT kernels there.
- * Arguments as cuda_fd_run (see ops.h PAGED_ATTENTION); CUDA C++ only.
+ * Arguments as cuda_fd_run (see ops.h PAGED_ATTENTION); q and dst f32 or
+ * both bf16 (bf16 activations). CUDA C++ only.
  */
 #ifndef CUDA_FLASH_H
 #define CUDA_FLASH_H

@@ -7,7 +7,9 @@
  * Arithmetic as cuda_rows.cu (RMSNORM: f32 tree sum, s = 1/sqrtf(ss/d+eps);
  * ROPE: theta = pos * inv_freq in f32) and cuda_attention.cu's KV_STORE
  * (round to nearest into f16/bf16). ADD_RMSNORM shares RMSNORM's kernels
- * (cuda_norm.cuh; f32 or bf16 dst). QK_ROPE_STORE has a vector kernel (one
+ * (cuda_norm.cuh; f32 or bf16 dst). QK_ROPE_STORE reads f32 or bf16 q/k/v
+ * (A: prefill's bf16 QKV GEMM output) and writes q in the same type, the
+ * math in f32 either way. It has a vector kernel (one
  * warp per head row, cos/sin once per token and block) for more than
  * RS_SCALAR_MAX_N tokens with aligned rows and head_dim % 4 == 0, and a
  * scalar one (a block per head row) for decode and the rest.
@@ -54,10 +56,20 @@ typedef struct {
     int *flags;
 } rs_args;
 
+/* One activation element / four of them (A: f32 or bf16) as f32. */
+__device__ __forceinline__ float rs_ld1(const float *p) { return *p; }
+__device__ __forceinline__ float rs_ld1(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float4 rs_ld4(const float *p) { return *(const float4 *)p; }
+__device__ __forceinline__ float4 rs_ld4(const __nv_bfloat16 *p) {
+    uint2 u = *(const uint2 *)p;
+    float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+
 /* Block (head slot j, token t), one thread per element of a head row:
  * j < h: q head j -> norm -> rope -> dst; j < h + kvh: k head -> norm ->
  * rope -> k cache; else v head -> v cache. */
-template <typename KV>
+template <typename KV, typename A>
 __global__ void k_qk_rope_store(rs_args p) {
     CUDA_PDL_ENTER();
     __shared__ float row[1024];
@@ -75,7 +87,7 @@ __global__ void k_qk_rope_store(rs_args p) {
     const char *src = kind == 0 ? p.q + t * p.q_s0 + head * p.q_s1
                     : kind == 1 ? p.k + t * p.k_s0 + head * p.k_s1
                                 : p.v + t * p.v_s0 + head * p.v_s1;
-    float x = in ? ((const float *)src)[i] : 0.0f;
+    float x = in ? rs_ld1((const A *)src + i) : 0.0f;
     int64_t coff = ((int64_t)slot * p.kvh + head) * p.hd + i;
     if (kind == 2) {
         if (in) cuda_st1((KV *)p.vc + coff, x);
@@ -101,25 +113,25 @@ __global__ void k_qk_rope_store(rs_args p) {
         y = first ? a * c - b * s : a * s + b * c;
     }
     if (!in) return;
-    if (kind == 0) ((float *)(p.dst + t * p.d_s0 + head * p.d_s1))[i] = y;
+    if (kind == 0) cuda_st1((A *)(p.dst + t * p.d_s0 + head * p.d_s1) + i, y);
     else cuda_st1((KV *)p.kc + coff, y);
 }
 
 /* Head row j of token t (j < h: q, then k, then v). */
-__device__ __forceinline__ const float *rs_src(const rs_args &p, int64_t t, int j) {
-    if (j < p.h) return (const float *)(p.q + t * p.q_s0 + j * p.q_s1);
-    if (j < p.h + p.kvh) return (const float *)(p.k + t * p.k_s0 + (j - p.h) * p.k_s1);
-    return (const float *)(p.v + t * p.v_s0 + (j - p.h - p.kvh) * p.v_s1);
+template <typename A> __device__ __forceinline__ const A *rs_src(const rs_args &p, int64_t t, int j) {
+    if (j < p.h) return (const A *)(p.q + t * p.q_s0 + j * p.q_s1);
+    if (j < p.h + p.kvh) return (const A *)(p.k + t * p.k_s0 + (j - p.h) * p.k_s1);
+    return (const A *)(p.v + t * p.v_s0 + (j - p.h - p.kvh) * p.v_s1);
 }
 
-/* Lane l holds float4 number c * 32 + l of a head row (CH * 128 >= hd). */
-template <int CH>
+/* Lane l holds elements 4 (c * 32 + l) .. +3 of a head row (CH * 128 >= hd). */
+template <typename A, int CH>
 __device__ __forceinline__ void rs_load(const rs_args &p, int64_t t, int j, int hd, int lane, float4 *v) {
-    const float4 *src = (const float4 *)rs_src(p, t, j);
+    const A *src = rs_src<A>(p, t, j);
 #pragma unroll
     for (int c = 0; c < CH; c++) {
         int e = (c * 32 + lane) * 4;
-        v[c] = e < hd ? src[c * 32 + lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[c] = e < hd ? rs_ld4(src + e) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 }
 
@@ -138,7 +150,7 @@ struct rs_smem_t {
 
 /* One head row j of token t (in registers, `v`) through QK-norm and RoPE
  * into dst / the caches. */
-template <typename KV, int CH>
+template <typename KV, typename A, int CH>
 __device__ __forceinline__ void rs_row(const rs_args &p, int64_t t, int j, int32_t slot, bool store, float4 *v,
                                        const rs_smem_t &sm, int lane) {
     const int hd = (int)p.hd, half = p.rot_dim / 2;
@@ -194,7 +206,7 @@ __device__ __forceinline__ void rs_row(const rs_args &p, int64_t t, int j, int32
     for (int c = 0; c < CH; c++) {
         int e = (c * 32 + lane) * 4;
         if (e >= hd) continue;
-        if (kind == 0) *(float4 *)(p.dst + t * p.d_s0 + head * p.d_s1 + (int64_t)e * 4) = v[c];
+        if (kind == 0) cuda_st4((A *)(p.dst + t * p.d_s0 + head * p.d_s1) + e, v[c]);
         else if (store) cuda_st4((KV *)p.kc + coff + e, v[c]);
     }
 }
@@ -210,7 +222,7 @@ __device__ __forceinline__ void rs_row(const rs_args &p, int64_t t, int j, int32
  * issued up front. Many tokens: gridDim.x = 1 (a block per token); fewer:
  * a token's rows spread over more blocks. The register cap (40 at hd <= 128:
  * 6 blocks of 8 warps per SM, no spills) keeps enough rows in flight. */
-template <typename KV, int CH>
+template <typename KV, typename A, int CH>
 __global__ void __launch_bounds__(RS_WARPS * 32, CH == 1 ? 6 : CH == 2 ? 4 : 1) k_qk_rope_store_vec(rs_args p) {
     CUDA_PDL_ENTER();
     extern __shared__ float4 rs_smem4[];
@@ -229,7 +241,7 @@ __global__ void __launch_bounds__(RS_WARPS * 32, CH == 1 ? 6 : CH == 2 ? 4 : 1) 
     const float pf = (float)p.pos[t];
     const float f0 = (int)threadIdx.x < half ? p.inv_freq[threadIdx.x] : 0.0f;
     float4 cur[CH];
-    if (j < rows) rs_load<CH>(p, t, j, hd, lane, cur);
+    if (j < rows) rs_load<A, CH>(p, t, j, hd, lane, cur);
     for (int k = threadIdx.x; k < half; k += blockDim.x) {
         float sv, cv;
         sincosf(pf * (k == (int)threadIdx.x ? f0 : p.inv_freq[k]), &sv, &cv);
@@ -244,15 +256,15 @@ __global__ void __launch_bounds__(RS_WARPS * 32, CH == 1 ? 6 : CH == 2 ? 4 : 1) 
     const bool store = slot >= 0 && slot < p.n_slots; /* < 0: padding row, nothing stored */
     for (; j < rows; j += step) {
         float4 nxt[CH];
-        if (j + step < rows) rs_load<CH>(p, t, j + step, hd, lane, nxt);
-        rs_row<KV, CH>(p, t, j, slot, store, cur, sm, lane);
+        if (j + step < rows) rs_load<A, CH>(p, t, j + step, hd, lane, nxt);
+        rs_row<KV, A, CH>(p, t, j, slot, store, cur, sm, lane);
 #pragma unroll
         for (int c = 0; c < CH; c++) cur[c] = nxt[c];
     }
     if (slot >= p.n_slots && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.flags, CUDA_FLAG_BAD_SLOT);
 }
 
-template <typename KV>
+template <typename KV, typename A>
 static void rs_launch_vec(cuda_ctx *c, const rs_args &p, int64_t n) {
     /* Few tokens: 4-warp blocks, enough of them to cover every head row of a
      * token with one warp; many: one 8-warp block per token. */
@@ -264,10 +276,26 @@ static void rs_launch_vec(cuda_ctx *c, const rs_args &p, int64_t n) {
     dim3 grid((unsigned)gx, (unsigned)n);
     unsigned threads = (unsigned)(nw * 32);
     int ch = (int)((p.hd + 127) / 128);
-    if (ch <= 1) cuda_launch(k_qk_rope_store_vec<KV, 1>, grid, threads, smem, c->stream, p);
-    else if (ch <= 2) cuda_launch(k_qk_rope_store_vec<KV, 2>, grid, threads, smem, c->stream, p);
-    else if (ch <= 4) cuda_launch(k_qk_rope_store_vec<KV, 4>, grid, threads, smem, c->stream, p);
-    else cuda_launch(k_qk_rope_store_vec<KV, 8>, grid, threads, smem, c->stream, p);
+    if (ch <= 1) cuda_launch(k_qk_rope_store_vec<KV, A, 1>, grid, threads, smem, c->stream, p);
+    else if (ch <= 2) cuda_launch(k_qk_rope_store_vec<KV, A, 2>, grid, threads, smem, c->stream, p);
+    else if (ch <= 4) cuda_launch(k_qk_rope_store_vec<KV, A, 4>, grid, threads, smem, c->stream, p);
+    else cuda_launch(k_qk_rope_store_vec<KV, A, 8>, grid, threads, smem, c->stream, p);
+}
+
+/* The vector kernel, or (decode, odd head_dim or unaligned views) the
+ * scalar one with a block per (head row, token); A: the activation type. */
+template <typename A> static void rs_launch(cuda_ctx *c, const rs_args &p, int64_t n, bool vec, rt_dtype kvt) {
+    if (vec) {
+        if (kvt == RT_BF16) rs_launch_vec<__nv_bfloat16, A>(c, p, n);
+        else if (kvt == RT_F16) rs_launch_vec<__half, A>(c, p, n);
+        else rs_launch_vec<float, A>(c, p, n);
+        return;
+    }
+    dim3 grid((unsigned)(p.h + 2 * p.kvh), (unsigned)n);
+    unsigned threads = (unsigned)((p.hd + 31) / 32 * 32);
+    if (kvt == RT_BF16) cuda_launch(k_qk_rope_store<__nv_bfloat16, A>, grid, threads, 0, c->stream, p);
+    else if (kvt == RT_F16) cuda_launch(k_qk_rope_store<__half, A>, grid, threads, 0, c->stream, p);
+    else cuda_launch(k_qk_rope_store<float, A>, grid, threads, 0, c->stream, p);
 }
 
 /* Every head row of t starts on a 16-byte boundary. */
@@ -291,7 +319,11 @@ extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
         cuda_check_dev(vc, nm) || (qn && cuda_check_dev(qn, nm)) || (kn && cuda_check_dev(kn, nm)))
         return VC_ERR_INVALID;
     if (kc->dtype != vc->dtype) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda qk_rope_store: K and V caches differ in dtype");
-    if (q->stride[2] != 4 || k->stride[2] != 4 || v->stride[2] != 4 || a->dst->stride[2] != 4 ||
+    const rt_dtype at = q->dtype; /* f32 or bf16, one for q, k, v and dst (ops.c) */
+    const int64_t es = at == RT_BF16 ? 2 : 4;
+    if ((at != RT_F32 && at != RT_BF16) || k->dtype != at || v->dtype != at || a->dst->dtype != at)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda qk_rope_store: q/k/v/dst must be all f32 or all bf16");
+    if (q->stride[2] != es || k->stride[2] != es || v->stride[2] != es || a->dst->stride[2] != es ||
         !rt_tensor_is_contiguous(pos) || !rt_tensor_is_contiguous(inv) || !rt_tensor_is_contiguous(slots) ||
         (qn && !rt_tensor_is_contiguous(qn)) || (kn && !rt_tensor_is_contiguous(kn)))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda qk_rope_store: head rows must be contiguous");
@@ -333,17 +365,8 @@ extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
     p.flags = c->d_flags;
     bool vec = n > RS_SCALAR_MAX_N && hd % 4 == 0 && rs_aligned(q) && rs_aligned(k) && rs_aligned(v) && rs_aligned(a->dst) &&
                (uintptr_t)kc->data % 16 == 0 && (uintptr_t)vc->data % 16 == 0 && rs_aligned(qn) && rs_aligned(kn);
-    if (vec) {
-        if (kc->dtype == RT_BF16) rs_launch_vec<__nv_bfloat16>(c, p, n);
-        else if (kc->dtype == RT_F16) rs_launch_vec<__half>(c, p, n);
-        else rs_launch_vec<float>(c, p, n);
-    } else { /* decode, odd head_dim or unaligned views: one block per (head row, token) */
-        dim3 grid((unsigned)(h + 2 * kvh), (unsigned)n);
-        unsigned threads = (unsigned)((hd + 31) / 32 * 32);
-        if (kc->dtype == RT_BF16) cuda_launch(k_qk_rope_store<__nv_bfloat16>, grid, threads, 0, c->stream, p);
-        else if (kc->dtype == RT_F16) cuda_launch(k_qk_rope_store<__half>, grid, threads, 0, c->stream, p);
-        else cuda_launch(k_qk_rope_store<float>, grid, threads, 0, c->stream, p);
-    }
+    if (at == RT_BF16) rs_launch<__nv_bfloat16>(c, p, n, vec, kc->dtype);
+    else rs_launch<float>(c, p, n, vec, kc->dtype);
     CU_LAUNCHED();
     return VC_OK;
 }

@@ -6,8 +6,9 @@
  *    (rt_backend_act_dtype: this backend asks for bf16 activations above
  *    CUDA_GEMV_MAX_N tokens); a bf16 x meets bf16 W as it is, anything else
  *    is converted to W's type into a persistent workspace (cuda_ctx.xh_ws).
- *    The result is f32 (MATMUL), or bf16 (MATMUL with a bf16 x and dst:
- *    tensor-parallel partial sums; MATMUL_GLU's scratch, below).
+ *    The result is f32, or bf16 (a bf16 MATMUL dst: prefill's QKV output,
+ *    tensor-parallel partial sums; MATMUL_GLU's scratch, below) for bf16 or
+ *    quantized W.
  *  - quantized W: dequantized into a bf16 scratch copy [out,in] first, then
  *    as bf16. The scratch comes from the stream-ordered pool and is released
  *    right after the GEMM is queued.
@@ -83,12 +84,15 @@ __global__ void k_dequant_bf16(const char *w, int64_t w_stride, __nv_bfloat16 *d
     }
 }
 
-__global__ void k_add_bias(float *y, int64_t y_ld, const float *bias, int64_t out, int64_t total) {
+/* y += bias per row (Y: f32, or bf16: the GEMM's rounded result plus the
+ * bias, rounded again). */
+template <typename Y>
+__global__ void k_add_bias(Y *y, int64_t y_ld, const float *bias, int64_t out, int64_t total) {
     CUDA_PDL_ENTER();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / out, r = i % out;
-        y[t * y_ld + r] += bias[r];
+        cuda_st1(y + t * y_ld + r, ld_f(y + t * y_ld + r) + bias[r]);
     }
 }
 
@@ -158,8 +162,9 @@ static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt,
                     int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n) {
     int64_t ws = w->stride[0], ld = 0;
     const float one = 1.0f, zero = 0.0f;
-    if ((bias || w->dtype == RT_F32) && yt != RT_F32)
-        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: bf16 result needs f16/bf16/quantized W and no bias");
+    if ((w->dtype == RT_F32 || w->dtype == RT_F16) && yt != RT_F32) /* cuBLAS: no f32 / f16 GEMM into bf16 */
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: a bf16 result needs bf16 or quantized W (W is %s)",
+                          rt_dtype_name(w->dtype));
     if (w->dtype == RT_F32) {
         if (ws % 4) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: misaligned f32 weight rows");
         const float *xf = x_as<float>(c, x, xt, x_ld, in, n, &ld);
@@ -205,7 +210,12 @@ static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt,
         if (st != CUBLAS_STATUS_SUCCESS) return cuda_blas_fail(st, "cublasGemmEx", __FILE__, __LINE__);
     }
     if (!bias) return VC_OK;
-    cuda_launch(k_add_bias, cuda_blocks(n * out, 256), 256, 0, c->stream, (float *)y, y_ld, bias, out, n * out);
+    if (yt == RT_BF16)
+        cuda_launch(k_add_bias<__nv_bfloat16>, cuda_blocks(n * out, 256), 256, 0, c->stream, (__nv_bfloat16 *)y, y_ld,
+                    bias, out, n * out);
+    else
+        cuda_launch(k_add_bias<float>, cuda_blocks(n * out, 256), 256, 0, c->stream, (float *)y, y_ld, bias, out,
+                    n * out);
     CU_LAUNCHED();
     return VC_OK;
 }
@@ -225,10 +235,10 @@ static int64_t row_elems(const rt_tensor *t) {
     return 0;
 }
 
-/* MATMUL with a bf16 x or a bf16 dst (the bf16-activation mode; any n,
- * cuBLAS). dst f32, or bf16 (f32 accumulation rounded once: the
- * row-parallel partials of tensor parallelism, summed in bf16 by NCCL) for
- * f16/bf16/quantized W and no bias; an f32 x is converted to bf16 first. */
+/* MATMUL with a bf16 x or dst (the bf16-activation mode; any n, cuBLAS):
+ * a bf16 dst (prefill's QKV output, the row-parallel partials of tensor
+ * parallelism that NCCL sums in bf16) gets cuBLAS's f32 accumulation rounded
+ * once, for bf16 or quantized W; an f32 x is converted to bf16 first. */
 int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *w = a->src[1], *bias = a->src[2];
@@ -249,12 +259,6 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     return gemm_any(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
                     bias ? (const float *)bias->data : NULL, out, in, n);
-}
-
-/* MATMUL, registered in place of cuda_matmul.cu's entry: a bf16 dst goes to
- * cuBLAS here whatever x is (that entry routes a bf16 x here itself). */
-extern "C" int cuda_op_matmul_any(rt_backend *be, const rt_op_args *a) {
-    return a->dst->dtype == RT_BF16 ? cuda_gemm_matmul(be, a) : cuda_op_matmul(be, a);
 }
 
 template <typename S> __device__ __forceinline__ void ld8(const S *p, float *v);

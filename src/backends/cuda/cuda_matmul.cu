@@ -448,7 +448,7 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
 }
 
 extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
-    if (a->src[0]->dtype == RT_BF16) return cuda_gemm_matmul(be, a); /* bf16 activations */
+    if (a->src[0]->dtype == RT_BF16 || a->dst->dtype == RT_BF16) return cuda_gemm_matmul(be, a); /* bf16 acts */
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *w = a->src[1], *bias = a->src[2];
     rt_tensor *dst = a->dst;

@@ -167,8 +167,41 @@ static void test_bf16_acts_rejected(void **st) {
     rt_backend_free(be);
 }
 
+/* The bf16 attention chain of a GPU prefill (bf16 QKV output, QK_ROPE_STORE
+ * and PAGED_ATTENTION on bf16 rows) is refused by the CPU with a message,
+ * never run on the wrong element type. */
+static void test_bf16_attention_rejected(void **st) {
+    (void)st;
+    rt_backend *be = make_backend(g_isas[0], 1);
+    enum { n = 2, h = 2, kvh = 1, hd = 16, NB = 2, B = 4 };
+    uint16_t q16[n * h * hd] = {0}, k16[n * kvh * hd] = {0}, v16[n * kvh * hd] = {0}, o16[n * h * hd];
+    float x[n * hd] = {0}, wm[hd * hd] = {0}, kc[NB * B * kvh * hd], vc[NB * B * kvh * hd], inv[hd / 2] = {0};
+    int32_t pos[n] = {0, 1}, slots[n] = {0, 1}, bt[1 * NB] = {0, 1}, qsl[2] = {0, n}, sl[1] = {n};
+    rt_tensor tx = rt_tensor_2d(x, RT_F32, RT_DEV_CPU, n, hd), tw = rt_tensor_2d(wm, RT_F32, RT_DEV_CPU, hd, hd);
+    rt_tensor ty16 = rt_tensor_2d(o16, RT_BF16, RT_DEV_CPU, n, hd);
+    assert_int_equal(rt_matmul(be, &ty16, &tx, &tw, NULL), VC_ERR_UNSUPPORTED);
+    assert_true(strstr(vc_err_msg(), "not supported") != NULL);
+    rt_tensor tq = rt_tensor_3d(q16, RT_BF16, RT_DEV_CPU, n, h, hd), to = rt_tensor_3d(o16, RT_BF16, RT_DEV_CPU, n, h, hd);
+    rt_tensor tk = rt_tensor_3d(k16, RT_BF16, RT_DEV_CPU, n, kvh, hd), tv = rt_tensor_3d(v16, RT_BF16, RT_DEV_CPU, n, kvh, hd);
+    int64_t sc4[4] = {NB, B, kvh, hd}, sbt[2] = {1, NB};
+    rt_tensor tkc = rt_tensor_make(kc, RT_F32, RT_DEV_CPU, 4, sc4), tvc = rt_tensor_make(vc, RT_F32, RT_DEV_CPU, 4, sc4);
+    rt_tensor tpos = rt_tensor_1d(pos, RT_I32, RT_DEV_CPU, n), tsl = rt_tensor_1d(slots, RT_I32, RT_DEV_CPU, n);
+    rt_tensor tinv = rt_tensor_1d(inv, RT_F32, RT_DEV_CPU, hd / 2);
+    rt_rope_store_params rp = {.eps = 1e-6f, .pos = &tpos, .inv_freq = &tinv, .rot_dim = hd, .attn_factor = 1.0f,
+                               .k_cache = &tkc, .v_cache = &tvc, .slots = &tsl};
+    assert_int_equal(rt_qk_rope_store(be, &to, &tq, &tk, &tv, &rp), VC_ERR_UNSUPPORTED);
+    assert_true(strstr(vc_err_msg(), "bf16") != NULL);
+    rt_tensor tbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt), tqsl = rt_tensor_1d(qsl, RT_I32, RT_DEV_CPU, 2);
+    rt_tensor tlen = rt_tensor_1d(sl, RT_I32, RT_DEV_CPU, 1);
+    assert_int_equal(rt_paged_attention(be, &to, &tq, &tkc, &tvc, &tbt, &tqsl, &tlen, 0.25f, 0.0f, 0),
+                     VC_ERR_UNSUPPORTED);
+    assert_true(strstr(vc_err_msg(), "not supported") != NULL);
+    rt_backend_free(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_add_rmsnorm), cmocka_unit_test(test_qk_rope_store),
-                                       cmocka_unit_test(test_bf16_acts_rejected)};
+                                       cmocka_unit_test(test_bf16_acts_rejected),
+                                       cmocka_unit_test(test_bf16_attention_rejected)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

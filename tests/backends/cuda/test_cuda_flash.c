@@ -6,8 +6,11 @@
  * sliding windows, soft-capping; a bad block table is reported at the next
  * sync. Every case runs at both tile heights (VLLM_CUDA_FLASH_TILE 64 and
  * 128 packed rows); a block size that is not a power of two and hd 256 take
- * the SIMT fallback. Ends with the time of one 2048-token causal prefill at
- * the Qwen3-0.6B (16/8 heads) and Llama-3.1-8B (32/8 heads) shapes, hd 128.
+ * the SIMT fallback. Cases marked act16 run with bf16 q and output (the
+ * bf16-activation prefill: q values rounded to bf16 on both sides, the
+ * GPU's output once more, 2^-8 added to the bound). Ends with the time of
+ * one 2048-token causal prefill at the Qwen3-0.6B (16/8 heads) and
+ * Llama-3.1-8B (32/8 heads) shapes, hd 128, f32 and bf16 q/out.
  * VLLM_TEST_FILTER=<test name> runs only that test (profiling).
  *
  * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i|. Bounds: q and the
@@ -51,6 +54,7 @@ typedef struct {
     int S;
     const int32_t *seq_lens, *q_lens;
     bool bad_table; /* also check that a bad block id is reported */
+    bool act16;     /* bf16 q and output */
 } flash_case;
 
 static void run_case(const flash_case *c) {
@@ -80,6 +84,13 @@ static void run_case(const flash_case *c) {
             sqsl[1] = {c->S + 1};
     float *q = rand_rows(RT_F32, T * h, hd, 1.0f, rnd), *ref = xmalloc((size_t)(T * h * hd) * 4),
           *got = xmalloc((size_t)(T * h * hd) * 4);
+    uint16_t *q16 = xmalloc((size_t)(T * h * hd) * 2), *o16 = xmalloc((size_t)(T * h * hd) * 2);
+    if (c->act16) /* the CPU sees the bf16 values of q */
+        for (int64_t i = 0; i < T * h * hd; i++) {
+            q16[i] = rt_f32_to_bf16(q[i]);
+            q[i] = rt_bf16_to_f32(q16[i]);
+        }
+    const rt_dtype at = c->act16 ? RT_BF16 : RT_F32;
     void *k = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f, rnd), *v = rand_rows(c->kvt, NB * c->B * kvh, hd, 1.0f, rnd);
     const float scale = 2.5f / sqrtf((float)hd);
     rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
@@ -89,9 +100,10 @@ static void run_case(const flash_case *c) {
     rt_tensor hsl = rt_tensor_make((void *)c->seq_lens, RT_I32, RT_DEV_CPU, 1, ssl);
     assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, c->softcap, c->window),
                      VC_OK);
-    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, c->kvt, 4, sc), dv = up(v, c->kvt, 4, sc);
+    rt_tensor dq = c->act16 ? up(q16, RT_BF16, 3, sq) : up(q, RT_F32, 3, sq), dk = up(k, c->kvt, 4, sc),
+              dv = up(v, c->kvt, 4, sc);
     rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(c->seq_lens, RT_I32, 1, ssl);
-    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, at, 3, sq);
     assert_non_null(dout.data);
     /* both tile heights (64 / 128 packed rows) on every case */
     static const char *tiles[2] = {"64", "128"};
@@ -100,16 +112,19 @@ static void run_case(const flash_case *c) {
         memset(got, 0, (size_t)(T * h * hd) * 4);
         assert_int_equal(
             rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
-        rt_tensor hg = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
+        rt_tensor hg = rt_tensor_make(c->act16 ? (void *)o16 : (void *)got, at, RT_DEV_CPU, 3, sq);
         assert_int_equal(rt_tensor_copy_bytes(g_gpu, &hg, &dout), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        const double e = nerr(got, ref, T * h * hd), bound = c->kvt == RT_BF16 ? 1.5e-2 : 3e-3;
+        if (c->act16)
+            for (int64_t i = 0; i < T * h * hd; i++) got[i] = rt_bf16_to_f32(o16[i]);
+        const double e = nerr(got, ref, T * h * hd),
+                     bound = (c->kvt == RT_BF16 ? 1.5e-2 : 3e-3) + (c->act16 ? 1.0 / 256 : 0.0);
         double *worst = &g_worst[c->kvt == RT_BF16 ? 0 : 1];
         if (!(e <= *worst)) *worst = e;
         print_message("flash: T=%-5lld S=%d h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s tile %s: normalised error "
-                      "%.3e\n",
+                      "%.3e%s\n",
                       (long long)T, c->S, (long long)h, (long long)kvh, (long long)hd, (long long)c->B, c->window,
-                      c->softcap, rt_dtype_name(c->kvt), tiles[ti], e);
+                      c->softcap, rt_dtype_name(c->kvt), tiles[ti], e, c->act16 ? " (bf16 q/out)" : "");
         if (!(e <= bound)) fail_msg("normalised error %.3e > %.1e (tile %s)", e, bound, tiles[ti]);
         if (c->bad_table) { /* the block of sequence 0's last key: every row of it reads it */
             const int32_t keep = bt[(c->seq_lens[0] - 1) / c->B];
@@ -135,6 +150,8 @@ static void run_case(const flash_case *c) {
     free(q);
     free(ref);
     free(got);
+    free(q16);
+    free(o16);
     free(k);
     free(v);
     free(bt);
@@ -163,6 +180,12 @@ static void test_flash_gqa(void **st) {
     flash_case c = {.h = 6, .kvh = 2, .hd = 64, .B = 16, .kvt = RT_BF16, .S = 5, .seq_lens = mix_sl,
                     .q_lens = mix_ql};
     run_case(&c);
+    /* bf16 q and output (the bf16-activation prefill) over bf16 and f16 caches */
+    flash_case d = {.h = 32, .kvh = 8, .hd = 128, .B = 16, .kvt = RT_BF16, .S = 5, .seq_lens = mix_sl,
+                    .q_lens = mix_ql, .act16 = true};
+    run_case(&d);
+    d.h = 16, d.kvh = 4, d.hd = 64, d.kvt = RT_F16, d.window = 50;
+    run_case(&d);
 }
 
 static void test_flash_window_softcap(void **st) {
@@ -197,6 +220,9 @@ static void test_flash_long(void **st) {
     flash_case c = {.h = 16, .kvh = 8, .hd = 128, .B = 16, .kvt = RT_BF16, .S = 1, .seq_lens = sl1,
                     .q_lens = ql1, .bad_table = true};
     run_case(&c);
+    c.act16 = true; /* bf16 q and output */
+    c.bad_table = false;
+    run_case(&c);
     /* chunked prefill: 1024- and 64-token chunks after cached prefixes, a
      * decode row, a 7-token chunk */
     static const int32_t sl2[4] = {2000, 900, 513, 7}, ql2[4] = {1024, 64, 1, 7};
@@ -229,17 +255,18 @@ static void test_flash_speed(void **st) {
     (void)st;
     NEED_GPU();
     static const int64_t hs[2][2] = {{16, 8}, {32, 8}};
-    for (int i = 0; i < 2; i++) {
-        const int64_t T = 2048, h = hs[i][0], kvh = hs[i][1], hd = 128, B = 16, NB = T / B;
+    for (int i = 0; i < 4; i++) { /* q/out f32, then bf16 (the bf16-activation prefill) */
+        const rt_dtype at = i < 2 ? RT_F32 : RT_BF16;
+        const int64_t T = 2048, h = hs[i % 2][0], kvh = hs[i % 2][1], hd = 128, B = 16, NB = T / B;
         int64_t sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {1, NB}, s1[1] = {1}, s2[1] = {2};
         int32_t *bt = xmalloc((size_t)NB * 4), qsl[2] = {0, (int32_t)T}, sl[1] = {(int32_t)T};
         for (int64_t b = 0; b < NB; b++) bt[b] = (int32_t)b;
-        rt_tensor dq = rt_tensor_alloc(g_gpu, RT_F32, 3, sq), dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+        rt_tensor dq = rt_tensor_alloc(g_gpu, at, 3, sq), dout = rt_tensor_alloc(g_gpu, at, 3, sq);
         rt_tensor dk = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc), dv = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc);
         assert_true(dq.data && dout.data && dk.data && dv.data);
         /* zero caches and q: the speed does not depend on the values */
         float *zero = xmalloc((size_t)(T * h * hd) * 4);
-        rt_tensor hz = rt_tensor_make(zero, RT_F32, RT_DEV_CPU, 3, sq);
+        rt_tensor hz = rt_tensor_make(zero, at, RT_DEV_CPU, 3, sq);
         assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dq, &hz), VC_OK);
         rt_tensor hzk = rt_tensor_make(zero, RT_BF16, RT_DEV_CPU, 4, sc);
         assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dk, &hzk), VC_OK);
@@ -262,9 +289,10 @@ static void test_flash_speed(void **st) {
                                  VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
             const double dt = (vc_now_s() - t0) / ITERS, flop = 4.0 * (double)hd * (double)h * (double)T * (T + 1) / 2;
-            print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16 tile %s: %.1f us/layer, %.0f TFLOP/s\n",
-                          (long long)T, (long long)h, (long long)kvh, (long long)hd, tiles[ti] ? tiles[ti] : "auto",
-                          dt * 1e6, flop / dt * 1e-12);
+            print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16 cache, %s q/out, tile %s: %.1f us/layer, "
+                          "%.0f TFLOP/s\n",
+                          (long long)T, (long long)h, (long long)kvh, (long long)hd, rt_dtype_name(at),
+                          tiles[ti] ? tiles[ti] : "auto", dt * 1e6, flop / dt * 1e-12);
         }
         unsetenv("VLLM_CUDA_FLASH_TILE");
         drop(&dq);
