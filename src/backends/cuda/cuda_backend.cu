@@ -303,6 +303,7 @@ static void cuda_destroy(rt_backend *be) {
         cudaSetDevice(c->device);
         cuda_profile_report();
         if (c->xh_ws && c->stream) cudaFreeAsync(c->xh_ws, c->stream);
+        for (int i = 0; i < c->n_xh_old && c->stream; i++) cudaFreeAsync(c->xh_old[i], c->stream);
         if (c->stream) cudaStreamSynchronize(c->stream);
         if (c->blas) cublasDestroy(c->blas);
         if (c->blas_ws) cudaFree(c->blas_ws);

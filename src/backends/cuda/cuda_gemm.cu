@@ -98,13 +98,22 @@ __global__ void k_add_bias(Y *y, int64_t y_ld, const float *bias, int64_t out, i
 
 /* The persistent workspace for x in f16/bf16 (cuda_ctx.xh_ws), grown
  * stream-ordered when needed; while a graph is recorded it cannot grow
- * (the eager run of the same shape before the recording has grown it). */
+ * (the eager run of the same shape before the recording has grown it).
+ * An outgrown block stays allocated until the backend goes (xh_old): decode
+ * graphs recorded with it still read it when replayed after a larger
+ * eager step grew the workspace. Growth at least doubles, so the retired
+ * blocks add up to less than the live one. */
 static void *xh_workspace(cuda_ctx *c, size_t bytes) {
     if (bytes <= c->xh_bytes) return c->xh_ws;
     size_t want = bytes < ((size_t)16 << 20) ? ((size_t)16 << 20) : bytes;
+    if (want < 2 * c->xh_bytes) want = 2 * c->xh_bytes;
+    if (c->xh_ws && c->n_xh_old == CUDA_XH_OLD) {
+        vc_err_set(VC_ERR_OOM, "cuda matmul: activation workspace grown too often");
+        return NULL;
+    }
     void *p = cuda_tmp_alloc(c, want);
     if (!p) return NULL;
-    cuda_tmp_free(c, c->xh_ws);
+    if (c->xh_ws) c->xh_old[c->n_xh_old++] = c->xh_ws;
     c->xh_ws = p;
     c->xh_bytes = want;
     return p;

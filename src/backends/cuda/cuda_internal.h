@@ -96,6 +96,8 @@ __device__ __forceinline__ int cuda_row_seq(const int32_t *qsl, int S, int64_t i
 #define CUDA_STAGE_CHUNKS 4
 #define CUDA_STAGE_CHUNK_BYTES ((size_t)4 << 20)
 
+#define CUDA_XH_OLD 24
+
 typedef struct {
     int device;
     int n_sm; /* streaming multiprocessors (work sizing) */
@@ -122,6 +124,11 @@ typedef struct {
     int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above CUDA_GEMV_MAX_N tokens */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
+    /* Outgrown xh_ws blocks, freed only with the backend: a recorded decode
+     * graph keeps the address it was recorded with (growth doubles, so a
+     * few at most). */
+    void *xh_old[CUDA_XH_OLD];
+    int n_xh_old;
 } cuda_ctx;
 
 /* Partials of the split-KV attention never exceed 64 * n_sm (row, head,
