@@ -320,7 +320,7 @@ static void test_tp_bf16_epilogue(void **st) {
         }
     /* MATMUL bf16 W -> bf16 dst (f32 accumulation, one rounding), x bf16 and
      * x f32 (Wo's input: converted to bf16 first), vs the CPU's f32 result on
-     * the same bf16 values; a bias with a bf16 dst is refused. */
+     * the same bf16 values; with a bias too. */
     {
         const int64_t n = 70, in = 512, out = 192;
         float *xf = malloc((size_t)(n * in) * 4), *wf = malloc((size_t)(out * in) * 4),
@@ -355,7 +355,24 @@ static void test_tp_bf16_epilogue(void **st) {
             print_message("tp bf16 epilogue: matmul %s x -> bf16 max normalised error %.2e\n", xf32 ? "f32" : "bf16", e);
             assert_true(e <= 4e-3);
         }
-        assert_int_equal(rt_matmul(gpu, &dy, &dx, &dw, &db), VC_ERR_INVALID); /* bias, bf16 dst */
+        /* a bias with a bf16 dst (prefill's QKV output): added in f32 before the rounding */
+        float bias[192];
+        for (int64_t j = 0; j < out; j++) bias[j] = (float)(j % 7) * 0.25f - 0.75f;
+        rt_tensor hb = rt_tensor_1d(bias, RT_F32, RT_DEV_CPU, out);
+        assert_int_equal(rt_tensor_copy_bytes(gpu, &db, &hb), VC_OK);
+        if (rt_matmul(gpu, &dy, &dx, &dw, &db) != VC_OK) fail_msg("matmul bf16 x + bias -> bf16: %s", vc_err_msg());
+        {
+            rt_tensor hyh = rt_tensor_2d(yh, RT_BF16, RT_DEV_CPU, n, out);
+            assert_int_equal(rt_tensor_copy_bytes(gpu, &hyh, &dy), VC_OK);
+            assert_int_equal(rt_backend_sync(gpu), VC_OK);
+            for (int64_t i = 0; i < n * out; i++) {
+                got[i] = rt_bf16_to_f32(yh[i]);
+                yr[i] += bias[i % out];
+            }
+            double sc, e = max_err(got, yr, (size_t)(n * out), &sc);
+            print_message("tp bf16 epilogue: matmul bf16 x + bias -> bf16 max normalised error %.2e\n", e);
+            assert_true(e <= 4e-3);
+        }
         rt_backend_free_mem(gpu, dx.data);
         rt_backend_free_mem(gpu, dw.data);
         rt_backend_free_mem(gpu, dy.data);
