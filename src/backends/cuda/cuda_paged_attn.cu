@@ -91,6 +91,11 @@ typedef struct {
     float *part_ml; /* [T, h, n_splits, 2] (m, l) */
     int *counters;  /* [T, kvh] finished splits (zero between launches) */
     int *flags;
+    /* k_fd v2: bytes per block and per slot, the same for K and V and
+     * below 2^31 (fd_v2_ok); 32-bit fields so that the offsets are 32 x 32
+     * -> 64-bit multiplies. Last, so that the fields above keep their
+     * offsets in the original kernel. */
+    int kv_s0, kv_sb;
 } fd_args;
 
 /* Keys per warp run of k_fd: 16 raw 32-bit words of K (and as many of V)
@@ -292,8 +297,7 @@ __device__ __forceinline__ void fd_kv2(const fd_args &a, const char *kbase, cons
         const bool ok = (unsigned)bl[u] < (unsigned)a.num_blocks;
         if (!SPEC) *bad |= in && !ok;
         if (SPEC || in) {
-            /* K's strides serve V too, in 32 bits (fd_v2_ok) */
-            const int64_t off = (int64_t)(ok ? bl[u] : 0) * (int)a.k_s0 + r * (int)a.k_sb;
+            const int64_t off = (int64_t)(ok ? bl[u] : 0) * a.kv_s0 + r * a.kv_sb;
             fd_ld<RW>(kbase + off, K[u]);
             fd_ld<RW>(vbase + off, V[u]);
         } else {
@@ -840,6 +844,8 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     a.scale = scale;
     a.softcap = softcap;
     a.flags = c->d_flags;
+    a.kv_s0 = (int)(kc->stride[0] <= INT32_MAX ? kc->stride[0] : 0); /* read by v2 only (fd_v2_ok) */
+    a.kv_sb = (int)(kc->stride[1] <= INT32_MAX ? kc->stride[1] : 0);
     if ((int64_t)a.max_blocks * a.B > INT32_MAX / 2 || T > 65535 || kvh > 65535)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: context or batch too large");
     /* Mostly prompt rows (T >= 4 rows per sequence on average): the
