@@ -789,8 +789,8 @@ template <typename KV> static void fd_launch_kv(const fd_args &a, int hd, bool v
 /* The v2 kernel addresses K and V rows with one 32-bit (block, slot) byte
  * offset: equal block and slot strides, a block's slots below 2^31. */
 static bool fd_v2_ok(const rt_tensor *kc, const rt_tensor *vc) {
-    return kc->stride[0] == vc->stride[0] && kc->stride[1] == vc->stride[1] && kc->stride[0] <= INT32_MAX &&
-           kc->shape[1] * kc->stride[1] <= INT32_MAX;
+    return kc->stride[0] == vc->stride[0] && kc->stride[1] == vc->stride[1] && kc->stride[0] > 0 &&
+           kc->stride[1] > 0 && kc->stride[0] <= INT32_MAX && kc->shape[1] * kc->stride[1] <= INT32_MAX;
 }
 
 /* Which k_fd for a launch of T rows (VLLM_CUDA_FD_V2, read at each launch;
