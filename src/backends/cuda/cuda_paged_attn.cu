@@ -35,6 +35,19 @@
  * then sums over the splits of float4 columns with independent loads (no
  * chain of dependent loads per split).
  *
+ * Variant v2 (template flag V2; VLLM_CUDA_FD_V2, by default only for
+ * launches of T <= FD_V2_MAX_T rows, where it measured faster; slower at
+ * T = 8 and 64 on the H200): the first run's K/V rows are requested with
+ * its block-table entries, before the sequence lengths arrive
+ * (speculatively, assuming no window moves the split: reads stay inside the
+ * table row and, through a bad id, block 0; rows past the context are then
+ * zeroed, and a window that moves lo loads the real runs), so the chain of
+ * dependent DRAM trips is block table -> K/V -> partials; K and V share one
+ * 32-bit (block, slot) byte offset (equal strides: fd_v2_ok) and the key
+ * position advances by a precomputed step without divisions; the merge
+ * loads a lane's (m, l) pairs in one trip and keeps up to 16 column loads
+ * in flight per thread. The V2 = false instances are the original kernel.
+ *
  * n_splits is chosen from the host-known upper bound of the context
  * (block-table width x block size, or the window), T and kvh only, never
  * from the device-side seq_lens, so the launch shape depends only on the
@@ -64,6 +77,7 @@
 #define FD_CTAS 2    /* CTAs per SM the split count aims at */
 #define FD_MAXS 128  /* most splits: the merge keeps a factor per split and head in shared memory */
 #define FD_FULL 0xffffffffu
+#define FD_V2_MAX_T 2 /* VLLM_CUDA_FD_V2=auto: the v2 kernel for launches of at most this many rows */
 
 typedef struct {
     const char *q, *k, *v;
@@ -77,6 +91,11 @@ typedef struct {
     float *part_ml; /* [T, h, n_splits, 2] (m, l) */
     int *counters;  /* [T, kvh] finished splits (zero between launches) */
     int *flags;
+    /* k_fd v2: bytes per block and per slot, the same for K and V and
+     * below 2^31 (fd_v2_ok); 32-bit fields so that the offsets are 32 x 32
+     * -> 64-bit multiplies. Last, so that the fields above keep their
+     * offsets in the original kernel. */
+    int kv_s0, kv_sb;
 } fd_args;
 
 /* Keys per warp run of k_fd: 16 raw 32-bit words of K (and as many of V)
@@ -236,6 +255,59 @@ __device__ __forceinline__ void fd_kv(const fd_args &a, const char *kbase, const
     }
 }
 
+/* v2: key j = b*B + r of a row's context; runs advance by a fixed step (db
+ * blocks + dr slots, dr < B), so the loop needs no division. */
+struct fd_pos {
+    int j, b, r;
+};
+
+__device__ __forceinline__ fd_pos fd_at(const fd_args &a, int j) {
+    const int b = j / a.B;
+    return {j, b, j - b * a.B};
+}
+
+__device__ __forceinline__ fd_pos fd_adv(const fd_args &a, fd_pos p, int step, int db, int dr) {
+    p.j += step, p.b += db, p.r += dr;
+    if (p.r >= a.B) p.r -= a.B, p.b++;
+    return p;
+}
+
+/* v2: block-table entries of keys p.j .. p.j+U-1 (raw; checked where
+ * used). Keys past the table row read nothing, so p may run ahead. */
+template <int U> __device__ __forceinline__ void fd_bt2(const fd_args &a, const int32_t *btrow, fd_pos p, int *bl) {
+    int b = p.b, r = p.r;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        bl[u] = b < a.max_blocks ? btrow[b] : 0;
+        if (++r == a.B) r = 0, b++;
+    }
+}
+
+/* v2: K and V rows of keys p.j .. p.j+U-1: those <= ke (all of them when
+ * SPEC: requested before ke is known; the caller masks them later), zero
+ * past ke. A bad block id reads block 0 (memory stays in bounds) and, for
+ * a key in range, sets *bad. */
+template <int RW, int U, bool SPEC>
+__device__ __forceinline__ void fd_kv2(const fd_args &a, const char *kbase, const char *vbase, fd_pos p, int ke,
+                                       const int *bl, uint32_t (*K)[RW], uint32_t (*V)[RW], bool *bad) {
+    int r = p.r;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const bool in = p.j + u <= ke;
+        const bool ok = (unsigned)bl[u] < (unsigned)a.num_blocks;
+        if (!SPEC) *bad |= in && !ok;
+        if (SPEC || in) {
+            const int64_t off = (int64_t)(ok ? bl[u] : 0) * a.kv_s0 + r * a.kv_sb;
+            fd_ld<RW>(kbase + off, K[u]);
+            fd_ld<RW>(vbase + off, V[u]);
+        } else {
+#pragma unroll
+            for (int w = 0; w < RW; w++) K[u][w] = V[u][w] = 0u;
+        }
+        if (++r == a.B) r = 0;
+    }
+}
+
 /* Reduce-scatter of a warp's partial scores s[0..N-1], step K (offset
  * 16 >> K): while a lane holds c = N >> K >= 2 values it keeps the lower
  * (bit o of the lane clear) or upper half and adds its partner's copy of
@@ -261,7 +333,7 @@ template <int N, int K> __device__ __forceinline__ void fd_rs(float *s, int lane
     }
 }
 
-template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT) k_fd(fd_args a) {
+template <typename KV, int DPL, int GM, bool V2> __global__ void __launch_bounds__(FD_NT) k_fd(fd_args a) {
     CUDA_PDL_ENTER();
     constexpr int HD = 32 * DPL, RW = DPL * (int)sizeof(KV) / 4, U = fd_keys((int)sizeof(KV), DPL, GM);
     constexpr int N = U * GM;                                                     /* score pairs of a run */
@@ -281,11 +353,26 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT)
 
     const int s0 = cuda_row_seq(a.qsl, a.S, i); /* the sequence of row i */
     const int32_t *btrow = a.bt + (int64_t)s0 * a.max_blocks;
-    /* Block-table entries of the warp's first two runs assuming lo = 0,
-     * requested before the lengths arrive. */
+    const char *kbase = nullptr, *vbase = nullptr; /* this lane's dims of kv head g in block 0, slot 0 */
+    /* Block-table entries of the warp's first two runs assuming lo = 0 (and
+     * in v2 the first run's K/V rows), requested before the lengths arrive. */
     int bl0[U], bl1[U];
-    fd_bt<U>(a, btrow, sp * a.split_len + warp * U, bl0);
-    fd_bt<U>(a, btrow, sp * a.split_len + warp * U + step, bl1);
+    uint32_t K0[V2 ? U : 1][RW], V0[V2 ? U : 1][RW]; /* v2: K/V rows of the first run */
+    fd_pos p0 = {0, 0, 0}; /* v2: the position of the warp's current run */
+    int db = 0, dr = 0;    /* v2: a step of the warp, in blocks and slots */
+    bool badk = false;     /* v2: a bad block id of a key in range seen */
+    if constexpr (V2) {
+        kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
+        vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
+        db = step / a.B, dr = step - db * a.B;
+        p0 = fd_at(a, sp * a.split_len + warp * U);
+        fd_bt2<U>(a, btrow, p0, bl0);
+        fd_bt2<U>(a, btrow, fd_adv(a, p0, step, db, dr), bl1);
+        fd_kv2<RW, U, true>(a, kbase, vbase, p0, 0, bl0, K0, V0, &badk);
+    } else {
+        fd_bt<U>(a, btrow, sp * a.split_len + warp * U, bl0);
+        fd_bt<U>(a, btrow, sp * a.split_len + warp * U + step, bl1);
+    }
     float qr[GM][DPL], acc[GM][DPL];
 #pragma unroll
     for (int gg = 0; gg < GM; gg++) {
@@ -304,24 +391,58 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT)
     const int lo = a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0;
     const int kb = lo + sp * a.split_len;
     const int ke = min(hi, kb + a.split_len - 1); /* kb > ke: no keys */
-    if (lo != 0) {                                /* a window moved the split */
-        fd_bt<U>(a, btrow, kb + warp * U, bl0);
-        fd_bt<U>(a, btrow, kb + warp * U + step, bl1);
+    if constexpr (V2) {
+        if (lo != 0) { /* a window moved the split: the real first runs */
+            p0 = fd_at(a, kb + warp * U);
+            fd_bt2<U>(a, btrow, p0, bl0);
+            fd_bt2<U>(a, btrow, fd_adv(a, p0, step, db, dr), bl1);
+            fd_kv2<RW, U, false>(a, kbase, vbase, p0, ke, bl0, K0, V0, &badk);
+        } else { /* keep the speculative rows of keys <= ke only */
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const bool in = p0.j + u <= ke;
+                badk |= in && (unsigned)bl0[u] >= (unsigned)a.num_blocks;
+#pragma unroll
+                for (int w = 0; w < RW; w++) {
+                    K0[u][w] = in ? K0[u][w] : 0u;
+                    V0[u][w] = in ? V0[u][w] : 0u;
+                }
+            }
+        }
+    } else {
+        if (lo != 0) { /* a window moved the split */
+            fd_bt<U>(a, btrow, kb + warp * U, bl0);
+            fd_bt<U>(a, btrow, kb + warp * U + step, bl1);
+        }
+        kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
+        vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
     }
-    const char *kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
-    const char *vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
 
     /* This lane's score pair after the reduce-scatter: head gl, key ul of the run. */
     const int idx = lane / DUP, gl = idx / U, ul = idx % U;
     float m_run = -INFINITY, l_run = 0.0f; /* head gl's running max (shared by its lanes), partial sum */
-    int j0 = kb + warp * U;
+    int j0 = kb + warp * U; /* = p0.j in v2 */
     uint32_t K[U][RW], V[U][RW];
-    fd_kv<RW, U>(a, kbase, vbase, j0, ke, bl0, K, V);
+    if constexpr (V2) {
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int w = 0; w < RW; w++) K[u][w] = K0[u][w], V[u][w] = V0[u][w];
+    } else {
+        fd_kv<RW, U>(a, kbase, vbase, j0, ke, bl0, K, V);
+    }
     for (; j0 <= ke; j0 += step) {
         uint32_t Kn[U][RW], Vn[U][RW];
         int bl2[U];
-        fd_kv<RW, U>(a, kbase, vbase, j0 + step, ke, bl1, Kn, Vn);
-        fd_bt<U>(a, btrow, j0 + 2 * step, bl2);
+        if constexpr (V2) {
+            const fd_pos p1 = fd_adv(a, p0, step, db, dr);
+            fd_kv2<RW, U, false>(a, kbase, vbase, p1, ke, bl1, Kn, Vn, &badk);
+            fd_bt2<U>(a, btrow, fd_adv(a, p1, step, db, dr), bl2);
+            p0 = p1;
+        } else {
+            fd_kv<RW, U>(a, kbase, vbase, j0 + step, ke, bl1, Kn, Vn);
+            fd_bt<U>(a, btrow, j0 + 2 * step, bl2);
+        }
         float s[N]; /* s[gg * U + u]: this lane's part of q_gg . k_u */
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -376,6 +497,8 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT)
             for (int w = 0; w < RW; w++) K[u][w] = Kn[u][w], V[u][w] = Vn[u][w];
         }
     }
+    if constexpr (V2)
+        if (badk) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
 
     /* Merge the warps. */
 #pragma unroll
@@ -428,29 +551,54 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT)
     if (!last) return;
     __threadfence();
     const int ns = a.n_splits;
-    /* Factors e^(m_s - M) / L per head and split (one warp per head). */
+    /* Factors e^(m_s - M) / L per head and split (one warp per head; in v2
+     * a lane's (m, l) pairs are loaded once, all at the same time). */
     for (int gg = warp; gg < G; gg += FD_WARPS) {
         const float2 *ml = (const float2 *)a.part_ml + (i * a.h + (int64_t)g * G + gg) * ns;
-        float M = -INFINITY;
-        for (int t = lane; t < ns; t += 32) M = fmaxf(M, __ldcg(ml + t).x);
+        if constexpr (V2) {
+            float2 v[FD_MAXS / 32];
+            float M = -INFINITY;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FD_FULL, M, o));
-        float L = 0.0f;
-        for (int t = lane; t < ns; t += 32) {
-            const float2 v = __ldcg(ml + t);
-            const float f = v.x == -INFINITY ? 0.0f : expf(v.x - M);
-            sm_f[gg][t] = f;
-            L += v.y * f;
+            for (int k = 0; k < FD_MAXS / 32; k++) {
+                v[k] = lane + 32 * k < ns ? __ldcg(ml + lane + 32 * k) : make_float2(-INFINITY, 0.0f);
+                M = fmaxf(M, v[k].x);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FD_FULL, M, o));
+            float L = 0.0f;
+#pragma unroll
+            for (int k = 0; k < FD_MAXS / 32; k++) {
+                v[k].x = v[k].x == -INFINITY ? 0.0f : expf(v[k].x - M);
+                L += v[k].y * v[k].x;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(FD_FULL, L, o);
+            const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+#pragma unroll
+            for (int k = 0; k < FD_MAXS / 32; k++)
+                if (lane + 32 * k < ns) sm_f[gg][lane + 32 * k] = v[k].x * inv;
+        } else {
+            float M = -INFINITY;
+            for (int t = lane; t < ns; t += 32) M = fmaxf(M, __ldcg(ml + t).x);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(FD_FULL, M, o));
+            float L = 0.0f;
+            for (int t = lane; t < ns; t += 32) {
+                const float2 v = __ldcg(ml + t);
+                const float f = v.x == -INFINITY ? 0.0f : expf(v.x - M);
+                sm_f[gg][t] = f;
+                L += v.y * f;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(FD_FULL, L, o);
+            const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+            for (int t = lane; t < ns; t += 32) sm_f[gg][t] *= inv;
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(FD_FULL, L, o);
-        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-        for (int t = lane; t < ns; t += 32) sm_f[gg][t] *= inv;
     }
     __syncthreads();
     /* Columns of 4 dims: sum over the splits (R threads per column when
      * there are fewer columns than threads, each taking every R-th split). */
-    constexpr int C4 = HD / 4;
+    constexpr int C4 = HD / 4, MU = V2 ? 16 : 8; /* loads in flight per thread */
     const int cols = G * C4, R = cols >= FD_NT ? 1 : FD_NT / cols;
     const float4 *p4 = (const float4 *)a.part;
     for (int c0 = 0; c0 < cols; c0 += FD_NT) {
@@ -459,7 +607,7 @@ template <typename KV, int DPL, int GM> __global__ void __launch_bounds__(FD_NT)
         float4 A = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c < cols && r < R) {
             const float4 *src = p4 + (i * a.h + (int64_t)g * G + gg) * ns * C4 + c % C4;
-#pragma unroll 8
+#pragma unroll MU
             for (int t = r; t < ns; t += R) {
                 const float4 x = __ldcg(src + (int64_t)t * C4);
                 const float f = sm_f[gg][t];
@@ -620,17 +768,40 @@ bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *
     return q->stride[2] == 4 && q->stride[1] % 4 == 0 && q->stride[0] % 4 == 0;
 }
 
-template <typename KV, int DPL> static void fd_launch_g(const fd_args &a, dim3 grid, cudaStream_t st) {
-    if (a.G <= 1) cuda_launch(k_fd<KV, DPL, 1>, grid, FD_NT, 0, st, a);
-    else if (a.G <= 2) cuda_launch(k_fd<KV, DPL, 2>, grid, FD_NT, 0, st, a);
-    else if (a.G <= 4) cuda_launch(k_fd<KV, DPL, 4>, grid, FD_NT, 0, st, a);
-    else cuda_launch(k_fd<KV, DPL, 8>, grid, FD_NT, 0, st, a);
+template <typename KV, int DPL, bool V2> static void fd_launch_g(const fd_args &a, dim3 grid, cudaStream_t st) {
+    if (a.G <= 1) cuda_launch(k_fd<KV, DPL, 1, V2>, grid, FD_NT, 0, st, a);
+    else if (a.G <= 2) cuda_launch(k_fd<KV, DPL, 2, V2>, grid, FD_NT, 0, st, a);
+    else if (a.G <= 4) cuda_launch(k_fd<KV, DPL, 4, V2>, grid, FD_NT, 0, st, a);
+    else cuda_launch(k_fd<KV, DPL, 8, V2>, grid, FD_NT, 0, st, a);
 }
 
-template <typename KV> static void fd_launch_kv(const fd_args &a, int hd, dim3 grid, cudaStream_t st) {
-    if (hd == 64) fd_launch_g<KV, 2>(a, grid, st);
-    else if (hd == 128) fd_launch_g<KV, 4>(a, grid, st);
-    else fd_launch_g<KV, 8>(a, grid, st);
+template <typename KV, bool V2> static void fd_launch_hd(const fd_args &a, int hd, dim3 grid, cudaStream_t st) {
+    if (hd == 64) fd_launch_g<KV, 2, V2>(a, grid, st);
+    else if (hd == 128) fd_launch_g<KV, 4, V2>(a, grid, st);
+    else fd_launch_g<KV, 8, V2>(a, grid, st);
+}
+
+template <typename KV> static void fd_launch_kv(const fd_args &a, int hd, bool v2, dim3 grid, cudaStream_t st) {
+    if (v2) fd_launch_hd<KV, true>(a, hd, grid, st);
+    else fd_launch_hd<KV, false>(a, hd, grid, st);
+}
+
+/* The v2 kernel addresses K and V rows with one 32-bit (block, slot) byte
+ * offset: equal block and slot strides, a block's slots below 2^31. */
+static bool fd_v2_ok(const rt_tensor *kc, const rt_tensor *vc) {
+    return kc->stride[0] == vc->stride[0] && kc->stride[1] == vc->stride[1] && kc->stride[0] > 0 &&
+           kc->stride[1] > 0 && kc->stride[0] <= INT32_MAX && kc->shape[1] * kc->stride[1] <= INT32_MAX;
+}
+
+/* Which k_fd for a launch of T rows (VLLM_CUDA_FD_V2, read at each launch;
+ * a graph keeps the kernel of its capture): 0 the original, 1 v2 at every
+ * T, auto (unset or any other value) v2 for T <= FD_V2_MAX_T. */
+static bool fd_use_v2(int64_t T, const rt_tensor *kc, const rt_tensor *vc) {
+    if (!fd_v2_ok(kc, vc)) return false;
+    const char *e = getenv("VLLM_CUDA_FD_V2");
+    if (e && !strcmp(e, "0")) return false;
+    if (e && !strcmp(e, "1")) return true;
+    return T <= FD_V2_MAX_T;
 }
 
 /* CTAs per SM the split count aims at (VLLM_CUDA_FD_CTAS, 1..4). */
@@ -673,6 +844,8 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     a.scale = scale;
     a.softcap = softcap;
     a.flags = c->d_flags;
+    a.kv_s0 = (int)(kc->stride[0] <= INT32_MAX ? kc->stride[0] : 0); /* read by v2 only (fd_v2_ok) */
+    a.kv_sb = (int)(kc->stride[1] <= INT32_MAX ? kc->stride[1] : 0);
     if ((int64_t)a.max_blocks * a.B > INT32_MAX / 2 || T > 65535 || kvh > 65535)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: context or batch too large");
     /* Mostly prompt rows (T >= 4 rows per sequence on average): the
@@ -740,10 +913,11 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
         return VC_ERR_RUNTIME;
     }
     dim3 grid((unsigned)kvh, (unsigned)T, (unsigned)ns);
+    const bool v2 = fd_use_v2(T, kc, vc);
     switch (kc->dtype) {
-    case RT_BF16: fd_launch_kv<__nv_bfloat16>(a, (int)hd, grid, c->stream); break;
-    case RT_F16: fd_launch_kv<__half>(a, (int)hd, grid, c->stream); break;
-    default: fd_launch_kv<float>(a, (int)hd, grid, c->stream); break;
+    case RT_BF16: fd_launch_kv<__nv_bfloat16>(a, (int)hd, v2, grid, c->stream); break;
+    case RT_F16: fd_launch_kv<__half>(a, (int)hd, v2, grid, c->stream); break;
+    default: fd_launch_kv<float>(a, (int)hd, v2, grid, c->stream); break;
     }
     cudaError_t e = cudaGetLastError();
     cuda_tmp_free(c, tmp);

@@ -8,12 +8,14 @@
  * windows (which move the first split), softcap, batches of decode rows
  * with short prompt chunks among them, 64 decode rows; graph replays (the
  * split counters must be back at zero after each launch); bad block ids
- * inside the context flagged, garbage past the context ignored.
+ * inside the context flagged, garbage past the context ignored. Every
+ * case runs with both kernel variants (VLLM_CUDA_FD_V2 = 0: the original,
+ * 1: v2 at every batch size).
  *
  * test_fd_speed (skipped when VLLM_CUDA_SPEED=0) times the kernel in a CUDA
  * graph of 32 calls over 32 different caches (one per "layer", so the L2
- * holds none of them) for each VLLM_CUDA_FD_CTAS = 1..4, and prints us
- * per call and GB/s of K/V read.
+ * holds none of them) for each VLLM_CUDA_FD_CTAS = 1..4 and each variant,
+ * and prints us per call and GB/s of K/V read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,8 +50,12 @@ typedef struct {
     int graph;            /* run through a graph of two calls, replayed three times */
 } fd_case;
 
-/* One case against the CPU op (normalised error <= 1e-5); the block table
- * past each context holds garbage that must never be read as an error. */
+/* k_fd variants (VLLM_CUDA_FD_V2, read by the backend at each launch). */
+static const char *const g_v2[2] = {"0", "1"};
+
+/* One case against the CPU op (normalised error <= 1e-5) with each k_fd
+ * variant; the block table past each context holds garbage that must never
+ * be read as an error. */
 static void run_case(const fd_case *c) {
     int64_t maxlen = 0, T = 0;
     for (int s = 0; s < c->S; s++) {
@@ -92,17 +98,24 @@ static void run_case(const fd_case *c) {
         sl[0] = (int32_t)(MB * c->B + 1);
     }
     rt_tensor dbt = up(bt, RT_I32, 2, sbt), dsl = up(sl, RT_I32, 1, ssl);
-    if (c->bad) {
-        assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window),
-                         VC_OK);
-        if (rt_backend_sync(g_gpu) != VC_ERR_INVALID) fail_msg("%s: bad=%d not reported", what, c->bad);
-    } else {
+    if (!c->bad) {
         rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
         rt_tensor hk = rt_tensor_make(k, c->kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, c->kvt, RT_DEV_CPU, 4, sc);
         rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt);
         rt_tensor hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl), hsl = rt_tensor_make(sl, RT_I32, RT_DEV_CPU, 1, ssl);
         assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, c->softcap, c->window),
                          VC_OK);
+    }
+    for (int var = 0; var < 2; var++) {
+        setenv("VLLM_CUDA_FD_V2", g_v2[var], 1);
+        if (c->bad) {
+            assert_int_equal(
+                rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window),
+                VC_OK);
+            if (rt_backend_sync(g_gpu) != VC_ERR_INVALID)
+                fail_msg("%s v2=%s: bad=%d not reported", what, g_v2[var], c->bad);
+            continue;
+        }
         int reps = 1;
         void *g = NULL;
         if (c->graph && rt_backend_has_graphs(g_gpu)) {
@@ -126,10 +139,11 @@ static void run_case(const fd_case *c) {
             down(got, &dout);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
             double e = nerr(got, ref, (int64_t)qn);
-            if (!(e <= 1e-5)) fail_msg("%s: normalised error %.3e (replay %d)", what, e, r);
+            if (!(e <= 1e-5)) fail_msg("%s v2=%s: normalised error %.3e (replay %d)", what, g_v2[var], e, r);
         }
         if (g) rt_backend_graph_free(g_gpu, g);
     }
+    unsetenv("VLLM_CUDA_FD_V2");
     drop(&dq);
     drop(&dk);
     drop(&dv);
@@ -232,10 +246,11 @@ static void test_fd_graph_and_flags(void **st) {
 }
 
 /* us per call of T decode rows over ctx keys each, per VLLM_CUDA_FD_CTAS
- * value: a graph of L calls, each over its own part of the cache (>= 768 MB
- * of K/V in all, L <= 64), so that the L2 never holds the next call's rows. */
-static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, const char *const *ctas, double *us,
-                    double *gbps) {
+ * value (ctas[v]) and k_fd variant (VLLM_CUDA_FD_V2 = v2[v]): a graph of
+ * L calls, each over its own part of the cache (>= 768 MB of K/V in all,
+ * L <= 64), so that the L2 never holds the next call's rows. */
+static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, const char *const *ctas,
+                    const char *const *v2, double *us, double *gbps) {
     enum { LMAX = 64, B = 16, HD = 128 };
     const int64_t MB = (ctx + B - 1) / B, layer = T * MB * B * kvh * HD * 2 * 2;
     const int L = (int)((768ll << 20) / layer < 1 ? 1 : (768ll << 20) / layer > LMAX ? LMAX : (768ll << 20) / layer);
@@ -256,6 +271,7 @@ static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, cons
     for (int l = 0; l < L; l++) dbt[l] = up(bt + (size_t)l * T * MB, RT_I32, 2, sbt);
     for (int v = 0; v < nv; v++) {
         setenv("VLLM_CUDA_FD_CTAS", ctas[v], 1);
+        setenv("VLLM_CUDA_FD_V2", v2[v], 1);
         void *g = NULL;
         assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
         for (int l = 0; l < L; l++)
@@ -274,6 +290,7 @@ static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, cons
         gbps[v] = (double)T * ctx * kvh * HD * 2 * 2 / dt * 1e-9;
     }
     unsetenv("VLLM_CUDA_FD_CTAS");
+    unsetenv("VLLM_CUDA_FD_V2");
     for (int l = 0; l < L; l++) drop(&dbt[l]);
     drop(&dk);
     drop(&dv);
@@ -298,14 +315,20 @@ static void test_fd_speed(void **st) {
         int32_t ctx;
     } cs[] = {{"llama-8b T=1 ctx 640", 32, 8, 1, 640},   {"llama-8b T=1 ctx 2048", 32, 8, 1, 2048},
               {"qwen3-0.6b T=1 ctx 640", 16, 8, 1, 640}, {"qwen3-0.6b T=1 ctx 2048", 16, 8, 1, 2048},
+              {"llama-8b T=2 ctx 640", 32, 8, 2, 640},   {"llama-8b T=2 ctx 2048", 32, 8, 2, 2048},
               {"llama-8b T=8 ctx 1024", 32, 8, 8, 1024}, {"llama-8b T=64 ctx 1024", 32, 8, 64, 1024}};
-    static const char *const ctas[] = {"1", "2", "3", "4"};
+    /* v1 (the original kernel) then v2, each at VLLM_CUDA_FD_CTAS 1..4 */
+    static const char *const ctas[] = {"1", "2", "3", "4", "1", "2", "3", "4"};
+    static const char *const v2[] = {"0", "0", "0", "0", "1", "1", "1", "1"};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-        double us[4], gb[4];
-        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 4, ctas, us, gb);
-        print_message("speed: fd %-24s", cs[k].name);
-        for (int v = 0; v < 4; v++) print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us[v], gb[v]);
-        print_message("\n");
+        double us[8], gb[8];
+        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 8, ctas, v2, us, gb);
+        for (int x = 0; x < 2; x++) {
+            print_message("speed: fd %-24s v%d", cs[k].name, x + 1);
+            for (int v = 4 * x; v < 4 * x + 4; v++)
+                print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us[v], gb[v]);
+            print_message("\n");
+        }
     }
 }
 
