@@ -349,7 +349,9 @@ __device__ static inline u64 topp_need(float top_p, u64 S) {
 }
 
 /* ev of a valid-or-not x, as sample_tail computes it. */
-__device__ static inline float ev_of(float v, float cut, float mx) { return v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f; }
+__device__ static inline float ev_of(float v, float cut, float mx) {
+    return v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f;
+}
 
 /* Bin of an ev with mass: its top 12 float bits (8 bins per binade of ev,
  * ev <= 1 -> <= 1016): a larger bin means a strictly larger ev. */
