@@ -354,17 +354,27 @@ __device__ static inline float ev_of(float v, float cut, float mx) {
 }
 
 /* Bin of an ev with mass: its top 12 float bits (8 bins per binade of ev,
- * ev <= 1 -> <= 1016): a larger bin means a strictly larger ev. */
-__device__ static inline unsigned ebin(float e) { return __float_as_uint(e) >> 20; }
+ * ev <= 1 -> <= 1016), all ev < 2^-24 (over 16.6 nats under the max) in
+ * one bin. Monotone: a token in a higher bin has a strictly larger ev. The
+ * floor only merges bins (a nucleus reaching that far is thousands of
+ * tokens on an LM's row: the fallback either way), so most of a peaked row
+ * shares a bin and the warp-aggregated histogram needs few atomics. */
+#define EBIN_FLOOR ((127u - 24u) << 3)
+__device__ static inline unsigned ebin(float e) {
+    unsigned b = __float_as_uint(e) >> 20;
+    return b > EBIN_FLOOR ? b : EBIN_FLOOR;
+}
 
 /* The top_p candidate cut (rows that reach the tail without candidates,
  * top_p < 1). One pass over the row computes every ev (ev_of) and its mass
  * fx(ev), their total S (sample_tail's S, exactly: integer sums) and, per
  * ebin, the count and mass of the tokens with mass. With N = topp_need(S),
- * b = the highest bin such that bins >= b hold mass >= N. Every token in
- * bins >= b has a larger ev than every token outside, so for the tail's
- * radix select over ev (the tau with weight(> tau) < N <= weight(>= tau))
- * tau lies in a bin >= b and every weight at or above it is a candidate's:
+ * b = the highest bin such that bins >= b hold mass >= N. Every token with
+ * mass in bins >= b has a larger ev than any other with mass (tokens
+ * without mass never count: not in a select, a tie or the draw), so for
+ * the tail's radix select over ev (the tau with weight(> tau) < N <=
+ * weight(>= tau)) tau lies in a bin >= b, every weight at or above it a
+ * candidate's:
  * tau, the ties at tau, the kept mass and the draw in id order come out the
  * same over the candidates (given S) as over the row. Returns C, the number
  * of tokens with mass in bins >= b (CAND_CAP + 1 when more, or when no b
