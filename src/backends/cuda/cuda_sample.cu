@@ -374,9 +374,9 @@ __device__ static inline unsigned ebin(float e) {
  * without mass never count: not in a select, a tie or the draw), so for
  * the tail's radix select over ev (the tau with weight(> tau) < N <=
  * weight(>= tau)) tau lies in a bin >= b, every weight at or above it a
- * candidate's:
- * tau, the ties at tau, the kept mass and the draw in id order come out the
- * same over the candidates (given S) as over the row. Returns C, the number
+ * candidate's: tau, the ties at tau, the kept mass and the draw in id order
+ * come out the same over the candidates (given S) as over the row. A bin
+ * b < EBIN_FLOOR cannot be chosen: bins are >= it. Returns C, the number
  * of tokens with mass in bins >= b (CAND_CAP + 1 when more, or when no b
  * exists), *bsel = b, *Srow = S. */
 __device__ static int topp_bins(const float *x, int V, float mx, float cut, float top_p, unsigned *bsel, u64 *Srow,
