@@ -34,7 +34,8 @@
  *   them). When they are <= CAND_CAP tokens they are copied to shared
  *   memory in id order and the tail runs on them with the row's S: the
  *   same tau, kept mass and token as over the row. Otherwise (flat rows,
- *   the nucleus too wide) the tail runs on the row as before.
+ *   the nucleus too wide) the tail runs on the row as before, minus its
+ *   first pass (ev and S come from the cut's pass).
  *
  * Masses are fixed point (round(ev * 2^40) in 64-bit integers), so every
  * sum is exact and independent of the order threads add in: the kernel is
@@ -378,8 +379,9 @@ __device__ static inline unsigned ebin(float e) {
  * come out the same over the candidates (given S) as over the row. A bin
  * b < EBIN_FLOOR cannot be chosen: bins are >= it. Returns C, the number
  * of tokens with mass in bins >= b (CAND_CAP + 1 when more, or when no b
- * exists), *bsel = b, *Srow = S. */
-__device__ static int topp_bins(const float *x, int V, float mx, float cut, float top_p, unsigned *bsel, u64 *Srow,
+ * exists), *bsel = b, *Srow = S. Overwrites x with ev (sample_tail's
+ * first pass, done here). */
+__device__ static int topp_bins(float *x, int V, float mx, float cut, float top_p, unsigned *bsel, u64 *Srow,
                                 samp_smem &s) {
     const int lane = threadIdx.x & 31;
     unsigned *cnt = reinterpret_cast<unsigned *>(s.cid); /* free until the gather */
@@ -392,6 +394,7 @@ __device__ static int topp_bins(const float *x, int V, float mx, float cut, floa
         u64 w = 0;
         if (i < V) {
             float e = ev_of(x[i], cut, mx);
+            x[i] = e; /* from here on the row holds ev */
             w = fx(e);
             if (w) bin = ebin(e);
         }
@@ -426,20 +429,22 @@ __device__ static int topp_bins(const float *x, int V, float mx, float cut, floa
 
 /* From the final cut on: ev, top_p and the draw over xv [n] (the row, or
  * candidates in id order: the top_k ones, every token that can carry mass,
- * or the top_p ones, every token that can be kept). Srow: the row's total
- * mass when xv holds top_p candidates (the target is top_p of it), else 0.
- * Overwrites xv with ev. Returns the drawn index into xv, or -1 (rounding
- * ran past the end). */
+ * or the top_p ones, every token that can be kept). Overwrites xv with ev
+ * (cut and mx give it), unless Srow > 0: then xv holds ev already and Srow
+ * is the row's total mass (topp_bins' pass; the top_p target is a fraction
+ * of it even when xv holds candidates only). Returns the drawn index into
+ * xv, or -1 (rounding ran past the end). */
 __device__ static int sample_tail(float *xv, int n, float cut, float mx, float top_p, double u, u64 Srow,
                                   samp_smem &s) {
-    u64 S = 0;
-    for (int i = threadIdx.x; i < n; i += ST) {
-        float e = ev_of(xv[i], cut, mx);
-        xv[i] = e; /* from here on xv holds ev */
-        S += fx(e);
+    u64 S = Srow;
+    if (!S) { /* Srow > 0 whenever given: the max's ev is 1 */
+        for (int i = threadIdx.x; i < n; i += ST) {
+            float e = ev_of(xv[i], cut, mx);
+            xv[i] = e; /* from here on xv holds ev */
+            S += fx(e);
+        }
+        S = block_sum(S, s);
     }
-    S = block_sum(S, s);
-    if (Srow) S = Srow;
     bool topp = false;
     float tau = 0.0f;
     int idcut = n;
@@ -630,21 +635,14 @@ __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float
     if (!cands && top_p < 1.0f) { /* top_p without top_k candidates: try the top_p cut */
         unsigned b;
         u64 S;
-        int C = topp_bins(x, V, mx, cut, top_p, &b, &S, s);
+        int C = topp_bins(x, V, mx, cut, top_p, &b, &S, s); /* x holds ev now */
         if (C <= CAND_CAP) {
-            const float cf = cut;
-            gather_cands(
-                x, V,
-                [&](int, float v) {
-                    float e = ev_of(v, cf, mx);
-                    return fx(e) != 0 && ebin(e) >= b;
-                },
-                s);
+            gather_cands(x, V, [&](int, float e) { return fx(e) != 0 && ebin(e) >= b; }, s);
             xv = s.cx;
             n = C;
             cands = true;
-            Srow = S;
         } /* else the nucleus is wider than the cap (flat rows): the whole row */
+        Srow = S; /* either way xv holds ev and S is known */
     }
     int j = sample_tail(xv, n, cut, mx, top_p, u, Srow, s);
     if (threadIdx.x == 0) out[row] = j < 0 ? amx : cands ? s.cid[j] : j;
