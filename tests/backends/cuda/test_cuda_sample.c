@@ -27,11 +27,12 @@
  *  - top_p paths: top_p without top_k candidates (no top_k, or k past the
  *    candidate cap) on peaked rows (the nucleus fits the kernel's top_p
  *    candidate cut), flat rows (it does not: the whole-row fallback),
- *    plateaus of 3071..3073 tied tokens at the top (the cap's edge, ties at
- *    the top_p value), staircases of logits a bin width apart and a few
- *    tied dominant tokens (the target near a bin or tie boundary), with
- *    min_p and penalties on some rows; checked as above, and both kinds of
- *    row must occur (judged from the CPU's nucleus sizes);
+ *    plateaus of 3071..3073 tied tokens alone (the cap's edge, ties at the
+ *    top_p value), staircases of logits one ev bin apart (the target near
+ *    a bin edge), 2 or 3 tied tokens alone at top_p 1/2, 1/3, 2/3 (the
+ *    target exactly at a tie), with min_p and penalties on some rows;
+ *    checked as above, and both kinds of row must occur (judged from the
+ *    CPU's nucleus sizes);
  *  - speed at V = 151936 (B = 1, 64, 256) printed for the record, top_p
  *    alone both on flat rows (fallback) and on peaked rows (the cut);
  *    VLLM_CUDA_SPEED=0 skips it.
