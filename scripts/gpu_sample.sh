@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # gpu_sample.sh — on the H200 machine, device sampling (issue 6) in one call:
-#   - test_cuda_sample (SAMPLE on CUDA vs the CPU op, distribution, speed);
+#   - test_cuda_sample (SAMPLE on CUDA vs the CPU op, distribution, speed:
+#     its speed lines time T 1, greedy, top_k + top_p, and top_p alone on
+#     flat rows (the whole-row fallback) and on peaked rows (the top_p
+#     candidate cut));
 #   - `vllm bench --device cuda` on the random Qwen3-0.6B-shaped bf16
 #     checkpoint of gpu_e2e.sh (made here, in the background while the rest
 #     runs), temperature 1 (bench's default), host sampling
@@ -43,7 +46,7 @@ fi
 say "test_cuda_sample"
 (cd $B && timeout 100 ./test_cuda_sample) >"$OUT/test_cuda_sample.log" 2>&1
 echo "test_cuda_sample exit $?"
-grep -E "differ|distribution|speed|FAILED|ERROR|OK \]" "$OUT/test_cuda_sample.log" | head -40
+grep -E "differ|nucleus|distribution|speed|FAILED|ERROR|OK \]" "$OUT/test_cuda_sample.log" | head -60
 wait $MPID || { tail -5 "$OUT/make_model.log"; exit 1; }
 say "vllm bench: host (VLLM_DEVICE_SAMPLING=0) vs device sampling"
 bench() { # tag ds num seqs

@@ -26,6 +26,16 @@
  *   cumulative mass reaches top_p * S, ties at tau kept lowest id first;
  *   the draw: the first token in id order whose inclusive cumulative mass
  *   exceeds u * S_kept.
+ *   top_p without top_k candidates (no top_k, or its whole-row fallback)
+ *   first tries a candidate cut of its own: one pass computes every ev, the
+ *   total mass S and a count and mass per bin of ev (8 bins per binade);
+ *   the highest bins holding >= the top_p target of S hold the nucleus
+ *   (their ev are larger than any outside, so tau and its ties lie among
+ *   them). When they are <= CAND_CAP tokens they are copied to shared
+ *   memory in id order and the tail runs on them with the row's S: the
+ *   same tau, kept mass and token as over the row. Otherwise (flat rows,
+ *   the nucleus too wide) the tail runs on the row as before, minus its
+ *   first pass (ev and S come from the cut's pass).
  *
  * Masses are fixed point (round(ev * 2^40) in 64-bit integers), so every
  * sum is exact and independent of the order threads add in: the kernel is
@@ -48,6 +58,7 @@ typedef unsigned long long u64;
 
 #define CAND_CAP 3072 /* top_k candidates kept in shared memory */
 static_assert(RB == 2 * ST, "topk_bins scans two bins per thread");
+static_assert(CAND_CAP >= RB, "topp_bins counts in s.cid");
 
 struct samp_smem {
     union {
@@ -297,10 +308,11 @@ __device__ static int topk_bins(const float *x, int V, float mx, float c0, int k
     return C > (u64)CAND_CAP ? CAND_CAP + 1 : (int)C;
 }
 
-/* Copy the valid x with dbin <= b (C <= CAND_CAP of them) into s.cx / s.cid
- * in id order: warp w takes a contiguous segment, counts, then writes at
- * its offset (a ballot compaction). */
-__device__ static void gather_cands(const float *x, int V, float mx, float c0, unsigned b, samp_smem &s) {
+/* Copy the x[i] with keep(i, x[i]) (C <= CAND_CAP of them, counted by the
+ * caller with the same predicate) into s.cx / s.cid in id order: warp w
+ * takes a contiguous segment, counts, then writes at its offset (a ballot
+ * compaction). */
+template <class P> __device__ static void gather_cands(const float *x, int V, P keep, samp_smem &s) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int seg = (V + NWARP - 1) / NWARP, lo = w * seg, hi = lo + seg < V ? lo + seg : V;
     const unsigned below = (1u << lane) - 1u;
@@ -308,7 +320,7 @@ __device__ static void gather_cands(const float *x, int V, float mx, float c0, u
     for (int base = lo; base < hi; base += 32) {
         int i = base + lane;
         float v = i < hi ? x[i] : -INFINITY;
-        n += (unsigned)__popc(__ballot_sync(0xffffffffu, v >= c0 && v != -INFINITY && dbin(mx, v) <= b));
+        n += (unsigned)__popc(__ballot_sync(0xffffffffu, i < hi && keep(i, v)));
     }
     if (lane == 0) s.wsum[w] = n;
     __syncthreads();
@@ -321,7 +333,7 @@ __device__ static void gather_cands(const float *x, int V, float mx, float c0, u
     for (int base = lo; base < hi; base += 32) {
         int i = base + lane;
         float v = i < hi ? x[i] : -INFINITY;
-        bool p = v >= c0 && v != -INFINITY && dbin(mx, v) <= b;
+        bool p = i < hi && keep(i, v);
         unsigned m = __ballot_sync(0xffffffffu, p);
         unsigned j = pos + (unsigned)__popc(m & below);
         if (p && j < CAND_CAP) s.cx[j] = v, s.cid[j] = i;
@@ -330,27 +342,115 @@ __device__ static void gather_cands(const float *x, int V, float mx, float c0, u
     __syncthreads();
 }
 
-/* From the final cut on: ev, top_p and the draw over xv [n] (the row, or
- * the top_k candidates in id order: either way every token that can carry
- * mass, in id order). Overwrites xv with ev. Returns the drawn index into
- * xv, or -1 (rounding ran past the end). */
-__device__ static int sample_tail(float *xv, int n, float cut, float mx, float top_p, double u, samp_smem &s) {
+/* Integer mass target of top_p over a total S: keep while the mass before
+ * a token is < top_p * S, i.e. for integer masses < ceil(top_p * S). */
+__device__ static inline u64 topp_need(float top_p, u64 S) {
+    double need = ceil((double)top_p * (double)S);
+    return need < 1.0 ? 1 : (u64)need;
+}
+
+/* ev of a valid-or-not x, as sample_tail computes it. */
+__device__ static inline float ev_of(float v, float cut, float mx) {
+    return v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f;
+}
+
+/* Bin of an ev with mass: its top 12 float bits (8 bins per binade of ev,
+ * ev <= 1 -> <= 1016), all ev < 2^-24 (over 16.6 nats under the max) in
+ * one bin. Monotone: a token in a higher bin has a strictly larger ev. The
+ * floor only merges bins (a nucleus reaching that far is thousands of
+ * tokens on an LM's row: the fallback either way), so most of a peaked row
+ * shares a bin and the warp-aggregated histogram needs few atomics. */
+#define EBIN_FLOOR ((127u - 24u) << 3)
+__device__ static inline unsigned ebin(float e) {
+    unsigned b = __float_as_uint(e) >> 20;
+    return b > EBIN_FLOOR ? b : EBIN_FLOOR;
+}
+
+/* The top_p candidate cut (rows that reach the tail without candidates,
+ * top_p < 1). One pass over the row computes every ev (ev_of) and its mass
+ * fx(ev), their total S (sample_tail's S, exactly: integer sums) and, per
+ * ebin, the count and mass of the tokens with mass. With N = topp_need(S),
+ * b = the highest bin such that bins >= b hold mass >= N. Every token with
+ * mass in bins >= b has a larger ev than any other with mass (tokens
+ * without mass never count: not in a select, a tie or the draw), so for
+ * the tail's radix select over ev (the tau with weight(> tau) < N <=
+ * weight(>= tau)) tau lies in a bin >= b, every weight at or above it a
+ * candidate's: tau, the ties at tau, the kept mass and the draw in id order
+ * come out the same over the candidates (given S) as over the row. A bin
+ * b < EBIN_FLOOR cannot be chosen: bins are >= it. Returns C, the number
+ * of tokens with mass in bins >= b (CAND_CAP + 1 when more, or when no b
+ * exists), *bsel = b, *Srow = S. Overwrites x with ev (sample_tail's
+ * first pass, done here). */
+__device__ static int topp_bins(float *x, int V, float mx, float cut, float top_p, unsigned *bsel, u64 *Srow,
+                                samp_smem &s) {
+    const int lane = threadIdx.x & 31;
+    unsigned *cnt = reinterpret_cast<unsigned *>(s.cid); /* free until the gather */
+    for (int b = threadIdx.x; b < RB; b += ST) s.mass[b] = 0, cnt[b] = 0;
+    __syncthreads();
     u64 S = 0;
-    for (int i = threadIdx.x; i < n; i += ST) {
-        float v = xv[i], e = v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f;
-        xv[i] = e; /* from here on xv holds ev */
-        S += fx(e);
+    for (int base = 0; base < V; base += ST) {
+        int i = base + (int)threadIdx.x;
+        unsigned bin = 0xFFFFFFFFu;
+        u64 w = 0;
+        if (i < V) {
+            float e = ev_of(x[i], cut, mx);
+            x[i] = e; /* from here on the row holds ev */
+            w = fx(e);
+            if (w) bin = ebin(e);
+        }
+        S += w;
+        /* warp-aggregated as in radix_select (w <= 2^40: two 20-bit halves) */
+        if (!__any_sync(0xffffffffu, bin != 0xFFFFFFFFu)) continue; /* warp-uniform */
+        unsigned grp = __match_any_sync(0xffffffffu, bin);
+        unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
+        if (bin != 0xFFFFFFFFu && lane == __ffs(grp) - 1) {
+            add_u64(&s.mass[bin], ((u64)hi << 20) + lo);
+            atomicAdd(&cnt[bin], (unsigned)__popc(grp));
+        }
     }
-    S = block_sum(S, s);
+    S = block_sum(S, s); /* synchronises: the bins are complete */
+    const u64 N = topp_need(top_p, S);
+    /* bins in descending order (largest ev first), two per thread */
+    const int b0 = RB - 1 - 2 * (int)threadIdx.x, b1 = b0 - 1;
+    const u64 m0 = s.mass[b0], m1 = s.mass[b1], c0 = cnt[b0], c1 = cnt[b1];
+    if (threadIdx.x == 0) s.sel = -1;
+    u64 tot, ex = block_excl_scan(m0 + m1, &tot, s), cx = block_excl_scan(c0 + c1, &tot, s);
+    if (ex < N && N <= ex + m0) s.sel = b0, s.u1 = cx + c0;
+    else if (ex + m0 < N && N <= ex + m0 + m1) s.sel = b1, s.u1 = cx + c0 + c1;
+    __syncthreads();
+    const int sel = s.sel;
+    const u64 C = s.u1;
+    __syncthreads();
+    *Srow = S;
+    if (sel < 0) return CAND_CAP + 1; /* block-uniform: N > S (no top_p cut at all) */
+    *bsel = (unsigned)sel;
+    return C > (u64)CAND_CAP ? CAND_CAP + 1 : (int)C;
+}
+
+/* From the final cut on: ev, top_p and the draw over xv [n] (the row, or
+ * candidates in id order: the top_k ones, every token that can carry mass,
+ * or the top_p ones, every token that can be kept). Overwrites xv with ev
+ * (cut and mx give it), unless Srow > 0: then xv holds ev already and Srow
+ * is the row's total mass (topp_bins' pass; the top_p target is a fraction
+ * of it even when xv holds candidates only). Returns the drawn index into
+ * xv, or -1 (rounding ran past the end). */
+__device__ static int sample_tail(float *xv, int n, float cut, float mx, float top_p, double u, u64 Srow,
+                                  samp_smem &s) {
+    u64 S = Srow;
+    if (!S) { /* Srow > 0 whenever given: the max's ev is 1 */
+        for (int i = threadIdx.x; i < n; i += ST) {
+            float e = ev_of(xv[i], cut, mx);
+            xv[i] = e; /* from here on xv holds ev */
+            S += fx(e);
+        }
+        S = block_sum(S, s);
+    }
     bool topp = false;
     float tau = 0.0f;
     int idcut = n;
     u64 Sk = S;
     if (top_p < 1.0f) {
-        /* keep while the mass before a token is < top_p * S: for integer
-         * masses, < ceil(top_p * S) */
-        double need = ceil((double)top_p * (double)S);
-        u64 N = need < 1.0 ? 1 : (u64)need;
+        const u64 N = topp_need(top_p, S);
         unsigned key;
         u64 above, at;
         bool found = radix_select(
@@ -489,7 +589,8 @@ __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float
             if (C < 0) {
                 done = true; /* fewer than k valid: top_k keeps all */
             } else if (C <= CAND_CAP) {
-                gather_cands(x, V, mx, c0, b, s);
+                gather_cands(
+                    x, V, [&](int, float v) { return v >= c0 && v != -INFINITY && dbin(mx, v) <= b; }, s);
                 xv = s.cx;
                 n = C;
                 cands = true;
@@ -529,7 +630,21 @@ __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float
             }
         }
     }
-    int j = sample_tail(xv, n, cut, mx, f[RT_SAMPLE_TOP_P], u, s);
+    const float top_p = f[RT_SAMPLE_TOP_P];
+    u64 Srow = 0;
+    if (!cands && top_p < 1.0f) { /* top_p without top_k candidates: try the top_p cut */
+        unsigned b;
+        u64 S;
+        int C = topp_bins(x, V, mx, cut, top_p, &b, &S, s); /* x holds ev now */
+        if (C <= CAND_CAP) {
+            gather_cands(x, V, [&](int, float e) { return fx(e) != 0 && ebin(e) >= b; }, s);
+            xv = s.cx;
+            n = C;
+            cands = true;
+        } /* else the nucleus is wider than the cap (flat rows): the whole row */
+        Srow = S; /* either way xv holds ev and S is known */
+    }
+    int j = sample_tail(xv, n, cut, mx, top_p, u, Srow, s);
     if (threadIdx.x == 0) out[row] = j < 0 ? amx : cands ? s.cid[j] : j;
 }
 

@@ -24,7 +24,18 @@
  *  - top_k paths: rows for the kernel's candidate path and its fallback
  *    (k 1..V-1, top_p 1e-4..1, min_p, ties at the k-th, few finite
  *    values), checked as above;
- *  - speed at V = 151936 (B = 1, 64, 256) printed for the record.
+ *  - top_p paths: top_p without top_k candidates (no top_k, or k past the
+ *    candidate cap) on peaked rows (the nucleus fits the kernel's top_p
+ *    candidate cut), flat rows (it does not: the whole-row fallback),
+ *    plateaus of 3071..3073 tied tokens alone (the cap's edge, ties at the
+ *    top_p value), staircases of logits one ev bin apart (the target near
+ *    a bin edge), 2 or 3 tied tokens alone at top_p 1/2, 1/3, 2/3 (the
+ *    target exactly at a tie), with min_p and penalties on some rows;
+ *    checked as above, and both kinds of row must occur (judged from the
+ *    CPU's nucleus sizes);
+ *  - speed at V = 151936 (B = 1, 64, 256) printed for the record, top_p
+ *    alone both on flat rows (fallback) and on peaked rows (the cut);
+ *    VLLM_CUDA_SPEED=0 skips it.
  * Skips when no CUDA device is present.
  */
 #include <setjmp.h>
@@ -338,6 +349,100 @@ static void test_topk_paths(void **st) {
     step_free(&s);
 }
 
+/* A peaked row, roughly an LM's: a bell of spread ~2 over the vocabulary
+ * and 30 tokens 8..16 above it. */
+static void peak_row(float *x, int64_t V) {
+    for (int64_t j = 0; j < V; j++) x[j] = 2.0f * (rnd() + rnd() + rnd());
+    for (int j = 0; j < 30; j++) x[next() % V] += (float)(8.0 + 8.0 * unif());
+}
+
+/* Rows aimed at the kernel's top_p paths (see the file comment). */
+static void topp_rows(step *s) {
+    const int64_t V = s->V;
+    const float ps[] = {1e-4f, 0.3f, 0.5f, 0.7f, 0.9f, 0.95f, 0.99f, 0.999f};
+    for (int64_t r = 0; r < s->R; r++) {
+        float *x = s->logits + r * V, *f = s->fp + r * RT_SAMPLE_NF;
+        int32_t *q = s->ip + r * RT_SAMPLE_NI;
+        int k = 0;
+        switch (r % 7) {
+        case 0: /* peaked: the cut applies */
+        case 6: /* the same behind top_k's whole-row path (k past the cap) */
+            peak_row(x, V);
+            if (r % 7 == 6) k = (r / 7) % 2 ? 3073 : 20000;
+            break;
+        case 1: /* flat: the nucleus is thousands of tokens wide */
+            for (int64_t j = 0; j < V; j++) x[j] = 0.5f * rnd();
+            break;
+        case 2: { /* a plateau of 3071..3073 tied tokens, nothing else: exact masses on both sides (a
+                   * tail far under the plateau would carry mass on the CPU only, making 1/2 of 3072 a
+                   * rounding boundary that is allowed to differ, and such rows count against the 1%) */
+            int64_t n = 3071 + (r / 7) % 3, st = 1 + (int64_t)(next() % 7);
+            for (int64_t j = 0; j < V; j++) x[j] = -INFINITY;
+            for (int64_t j = 0; j < n && j * st < V; j++) x[j * st] = 5.0f;
+            break;
+        }
+        case 3: /* a staircase one ev bin (ln 2 / 8) per step, 1..4 tokens per stair */
+            for (int64_t j = 0; j < V; j++) x[j] = 4.0f * rnd() - 20.0f;
+            for (int j = 0; j < 64; j++)
+                for (int t = 0; t < 1 + j % 4; t++) x[next() % V] = 10.0f - 0.0866433976f * (float)j;
+            break;
+        case 4: /* 2 or 3 tied tokens alone (as case 2): top_p targets exactly at their tie */
+            for (int64_t j = 0; j < V; j++) x[j] = -INFINITY;
+            for (int t = 0; t < 2 + (int)(r / 7) % 2; t++) x[next() % V] = 20.0f;
+            break;
+        default: /* make_step's row (ties, NaN, -inf, +inf, all -inf) */
+            break;
+        }
+        f[RT_SAMPLE_TEMP] = (float)(0.3 + 1.2 * unif());
+        q[RT_SAMPLE_TOP_K] = k < V ? k : 0;
+        const int nt = 2 + (int)(r / 7) % 2, num = 1 + (int)(r / 14) % (nt - 1); /* case 4: 1/2, 1/3, 2/3 */
+        f[RT_SAMPLE_TOP_P] = r % 7 == 4 ? (float)num / (float)nt : ps[(r / 3) % 8];
+        f[RT_SAMPLE_MIN_P] = r % 3 == 0 ? (float)(0.001 + 0.2 * unif()) : 0.0f;
+        f[RT_SAMPLE_LOG_MIN_P] = f[RT_SAMPLE_MIN_P] > 0 ? logf(f[RT_SAMPLE_MIN_P]) : -INFINITY;
+        set_u(q, unif());
+    }
+}
+
+/* Rows of s whose CPU nucleus (finite tokens after all cuts) has <= cap
+ * tokens, and rows with more. */
+static void nucleus_sizes(const step *s, int cap, int *n_small, int *n_wide) {
+    int32_t *tc = xmalloc((size_t)s->R * sizeof *tc);
+    float *p = xmalloc((size_t)(s->R * s->V) * sizeof *p);
+    run_cpu(s, tc, p);
+    *n_small = *n_wide = 0;
+    for (int64_t r = 0; r < s->R; r++) {
+        if (!(s->fp[r * RT_SAMPLE_NF + RT_SAMPLE_TOP_P] < 1.0f)) continue;
+        int64_t n = 0;
+        for (int64_t j = 0; j < s->V; j++) n += p[r * s->V + j] > -INFINITY;
+        if (n > cap) (*n_wide)++;
+        else if (n > 0) (*n_small)++;
+    }
+    free(tc);
+    free(p);
+}
+
+static void test_topp_paths(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t Vs[] = {151936, 32000, 5000};
+    const int64_t Rs[] = {210, 70, 70};
+    int n_small = 0, n_wide = 0;
+    for (int vi = 0; vi < 3; vi++) {
+        step s = make_step(Rs[vi], Vs[vi], 6.0f, 1);
+        topp_rows(&s);
+        int small, wide;
+        nucleus_sizes(&s, 3072, &small, &wide);
+        n_small += small;
+        n_wide += wide;
+        char what[64];
+        snprintf(what, sizeof what, "top_p paths V=%lld", (long long)Vs[vi]);
+        print_message("%s: %d top_p rows with a nucleus <= 3072 tokens, %d wider\n", what, small, wide);
+        compare(&s, what);
+        step_free(&s);
+    }
+    assert_true(n_small >= 60 && n_wide >= 20); /* both the cut and the fallback were exercised */
+}
+
 static void test_distribution(void **st) {
     (void)st;
     NEED_GPU();
@@ -395,6 +500,8 @@ static void test_distribution(void **st) {
 static void test_speed(void **st) {
     (void)st;
     NEED_GPU();
+    const char *env = getenv("VLLM_CUDA_SPEED"); /* 0: skip (e.g. under compute-sanitizer) */
+    if (env && !strcmp(env, "0")) skip();
     const int64_t V = 151936;
     int64_t Rs[] = {1, 64, 256};
     for (int ri = 0; ri < 3; ri++) {
@@ -402,13 +509,15 @@ static void test_speed(void **st) {
         step s = make_step(R, V, 4.0f, 0);
         int32_t *tg = xmalloc((size_t)R * sizeof *tg);
         const char *names[] = {"T=1", "T=0.8 top_k=50 top_p=0.9", "greedy", "T=0.8 top_k=1000 top_p=0.95",
-                               "T=0.8 top_p=0.9"};
-        for (int cfg = 0; cfg < 5; cfg++) {
+                               "T=0.8 top_p=0.9", "T=0.8 top_p=0.9 peaked"};
+        for (int cfg = 0; cfg < 6; cfg++) {
+            if (cfg == 5) /* LM-like rows: the top_p cut applies (the rows above are flat) */
+                for (int64_t r = 0; r < R; r++) peak_row(s.logits + r * V, V);
             for (int64_t r = 0; r < R; r++) {
                 float *f = s.fp + r * RT_SAMPLE_NF;
                 int32_t *q = s.ip + r * RT_SAMPLE_NI;
                 f[RT_SAMPLE_TEMP] = cfg == 0 ? 1.0f : cfg == 2 ? 0.0f : 0.8f;
-                f[RT_SAMPLE_TOP_P] = cfg == 1 || cfg == 4 ? 0.9f : cfg == 3 ? 0.95f : 1.0f;
+                f[RT_SAMPLE_TOP_P] = cfg == 1 || cfg >= 4 ? 0.9f : cfg == 3 ? 0.95f : 1.0f;
                 f[RT_SAMPLE_MIN_P] = 0.0f;
                 f[RT_SAMPLE_LOG_MIN_P] = -INFINITY;
                 f[RT_SAMPLE_REP] = 1.0f;
@@ -420,7 +529,7 @@ static void test_speed(void **st) {
             s.n_hist = 0;
             run_gpu(&s, tg, 3);
             s.n_hist = nh;
-            print_message("speed: sample B=%-3lld V=%lld %-26s %8.1f us (incl. sync)\n", (long long)R, (long long)V,
+            print_message("speed: sample B=%-3lld V=%lld %-27s %8.1f us (incl. sync)\n", (long long)R, (long long)V,
                           names[cfg], g_gpu_us);
         }
         free(tg);
@@ -443,6 +552,7 @@ int main(void) {
         cmocka_unit_test(test_small_vocab),
         cmocka_unit_test(test_large_vocab),
         cmocka_unit_test(test_topk_paths),
+        cmocka_unit_test(test_topp_paths),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_speed),
     };
