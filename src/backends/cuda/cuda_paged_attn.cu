@@ -77,7 +77,8 @@
 #define FD_CTAS 2    /* CTAs per SM the split count aims at */
 #define FD_MAXS 128  /* most splits: the merge keeps a factor per split and head in shared memory */
 #define FD_FULL 0xffffffffu
-#define FD_V2_MAX_T 2 /* VLLM_CUDA_FD_V2=auto: the v2 kernel for launches of at most this many rows */
+#define FD_V2_MAX_T 1 /* VLLM_CUDA_FD_V2=auto: the v2 kernel for launches of at most this many rows
+                        * (H200, session 5: faster at T = 1 and <= 640 keys, slower at T = 2) */
 
 typedef struct {
     const char *q, *k, *v;
