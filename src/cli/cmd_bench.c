@@ -31,7 +31,11 @@ static void usage(FILE *f) {
                "  --async-scheduling          schedule step N+1 while step N runs (vLLM's flag)\n"
                "  --kv-cache-dtype T          auto (default), float32, float16, bfloat16\n"
                "  --gpu-memory-utilization F  device backends: KV cache fills the device to F (0.9)\n"
-               "  --seed S                    prompt and sampling seed (default 0)\n");
+               "  --seed S                    prompt and sampling seed (default 0)\n"
+               "  --temperature T             sampling temperature (default 1.0; 0 = greedy)\n"
+               "  --top-p P                   nucleus sampling (default 1.0: off)\n"
+               "  --top-k K                   top-k sampling (default 0: off)\n"
+               "  --min-p P                   min-p sampling (default 0: off)\n");
 }
 
 typedef struct {
@@ -59,6 +63,7 @@ static void stat_line(const char *name, const char *unit, double *v, int64_t n) 
 int cli_bench(int argc, char **argv) {
     eng_params ep = eng_params_default();
     int64_t num = 64, in_len = 128, out_len = 64, conc = 0, v, seed = 0;
+    ereq_sampling sp = ereq_sampling_default(); /* every request samples with these */
     char defpath[4096];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -72,6 +77,10 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--output-len")) rc = cli_parse_i64(a, val, 1, 1 << 20, &out_len);
         else if (!strcmp(a, "--concurrency")) rc = cli_parse_i64(a, val, 1, 1 << 20, &conc);
         else if (!strcmp(a, "--seed")) rc = cli_parse_i64(a, val, 0, INT64_MAX, &seed);
+        else if (!strcmp(a, "--temperature")) rc = cli_parse_f32(a, val, 0.0f, 1e6f, &sp.temperature);
+        else if (!strcmp(a, "--top-p")) rc = cli_parse_f32(a, val, 1e-9f, 1.0f, &sp.top_p);
+        else if (!strcmp(a, "--min-p")) rc = cli_parse_f32(a, val, 0.0f, 1.0f, &sp.min_p);
+        else if (!strcmp(a, "--top-k")) { rc = cli_parse_i64(a, val, -1, INT32_MAX, &v); sp.top_k = (int32_t)v; }
         else if (!strcmp(a, "--gpu-memory-utilization")) rc = cli_parse_f32d(a, val, &ep.gpu_memory_utilization);
         else if (!strcmp(a, "--device")) {
             int d = 0;
@@ -105,7 +114,6 @@ int cli_bench(int argc, char **argv) {
     double *tmp = malloc((size_t)num * sizeof *tmp);
     if (!prompt || !rt || !itl || !tmp) { fprintf(stderr, "vllm bench: out of memory\n"); goto done; }
     uint64_t x = (uint64_t)seed * 2654435761u + 1;
-    ereq_sampling sp = ereq_sampling_default();
     sp.max_tokens = (int32_t)out_len;
     sp.ignore_eos = true;
     int64_t submitted = 0, finished = 0, n_itl = 0, in_flight = 0, total_out = 0;
@@ -146,6 +154,8 @@ int cli_bench(int argc, char **argv) {
     double dur = vc_now_s() - t0;
     printf("============ Serving Benchmark Result ============\n");
     printf("%-40s %10lld\n", "Successful requests:", (long long)num);
+    printf("Sampling: temperature %g, top_p %g, top_k %d, min_p %g\n", (double)sp.temperature, (double)sp.top_p,
+           (int)sp.top_k, (double)sp.min_p);
     printf("%-40s %10.2f\n", "Benchmark duration (s):", dur);
     printf("%-40s %10lld\n", "Total input tokens:", (long long)(num * in_len));
     printf("%-40s %10lld\n", "Total generated tokens:", (long long)total_out);
