@@ -4,13 +4,15 @@
 # default "qwen3-0.6b llama-8b"; made there by scripts/gpu_hf.py make):
 #   - ceilings measured in this run with torch (gpu_hf.py roof): the
 #     device-to-device copy bandwidth and the cuBLAS bf16 GEMM time of the
-#     model's own matmuls for a 2048-token prefill;
+#     model's own matmuls for a 2048-token prefill, as a 5-layer burst and
+#     sustained (a whole forward's matmuls, median of 8 back to back);
 #   - ours: `vllm run --device $DEV` batch-1 greedy decode (512-token prompt,
 #     256 tokens) and the prefill of a 2048-token prompt (median TTFT of
 #     `vllm bench` 2048-in / 1-out at concurrency 1), as fractions of those
 #     ceilings;
 #   - ours: `vllm bench --device $DEV` on random 1024-in / 128-out at
-#     concurrency 1, 16, 64, 256 (throughput, TTFT, TPOT);
+#     concurrency 1, 16, 64, 256 (throughput, TTFT, TPOT), and at 16 again
+#     with temperature 0.8 + top_p 0.9 (the device sampler's nucleus path);
 #   - HF transformers on the same checkpoint (gpu_hf.py hf): greedy
 #     generate (decode tok/s), prefill of the same 2048 tokens, a batch-16
 #     1024/128 generate, and the oracle check: our 128 greedy tokens vs HF
@@ -101,6 +103,14 @@ for shape in $SHAPES; do
         echo "conc $c ($np prompts): $(grep -E 'Request throughput|Output token throughput|Mean TTFT|Mean TPOT' \
             "$OUT/bench_${shape}_c$c.log" | sed 's/  */ /g' | tr '\n' ';')"
     done
+
+    # the same at concurrency 16 with nucleus sampling (device sampler's
+    # top_p path; the rows above sample at temperature 1 without top_p)
+    $V bench --device $DEV --model "$M" --num-prompts 32 --input-len 1024 --output-len 128 --concurrency 16 \
+        --max-num-seqs 16 --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9 --temperature 0.8 --top-p 0.9 \
+        >"$OUT/bench_${shape}_c16_topp.log" 2>&1
+    echo "conc 16, T 0.8 top_p 0.9: $(grep -E 'Output token throughput|Mean TPOT' \
+        "$OUT/bench_${shape}_c16_topp.log" | sed 's/  */ /g' | tr '\n' ';')"
 
     case " ${VLLM_BENCH_ASYNC_SHAPES:-qwen3-0.6b} " in *" $shape "*)
         say "$shape: async scheduling at concurrency 64 (device mirror on / off)"
