@@ -464,11 +464,6 @@ static rt_backend *cuda_create(const rt_backend_params *p) {
     return be;
 }
 
-/* cuda_rows.cu: ADD_RMSNORM with an f32 or a bf16 addend (the f32 case is
- * cuda_fused.cu's cuda_op_add_rmsnorm); cuda_gemm.cu: MATMUL with a bf16
- * dst too (else cuda_matmul.cu's cuda_op_matmul). */
-extern "C" int cuda_op_add_rmsnorm_any(rt_backend *be, const rt_op_args *a);
-
 void cuda_backend_register(void) {
     rt_backend_register(RT_DEV_CUDA, cuda_create);
     static rt_op_fn fns[RT_OP_COUNT];
@@ -486,7 +481,7 @@ void cuda_backend_register(void) {
     fns[RT_OP_KV_STORE] = cuda_op_kv_store;
     fns[RT_OP_PAGED_ATTENTION] = cuda_op_paged_attention;
     fns[RT_OP_SAMPLE] = cuda_op_sample;
-    fns[RT_OP_ADD_RMSNORM] = cuda_op_add_rmsnorm_any;
+    fns[RT_OP_ADD_RMSNORM] = cuda_op_add_rmsnorm;
     fns[RT_OP_QK_ROPE_STORE] = cuda_op_qk_rope_store;
     fns[RT_OP_MATMUL_GLU] = cuda_op_matmul_glu;
     fns[RT_OP_COMBINE] = cuda_op_combine;

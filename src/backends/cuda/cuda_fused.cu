@@ -7,7 +7,7 @@
  * Arithmetic as cuda_rows.cu (RMSNORM: f32 tree sum, s = 1/sqrtf(ss/d+eps);
  * ROPE: theta = pos * inv_freq in f32) and cuda_attention.cu's KV_STORE
  * (round to nearest into f16/bf16). ADD_RMSNORM shares RMSNORM's kernels
- * (cuda_norm.cuh; f32 or bf16 dst). QK_ROPE_STORE reads f32 or bf16 q/k/v
+ * (cuda_norm.cuh; f32 or bf16 dst; f32 or bf16 addend). QK_ROPE_STORE reads f32 or bf16 q/k/v
  * (A: prefill's bf16 QKV GEMM output) and writes q in the same type, the
  * math in f32 either way. It has a vector kernel (one
  * warp per head row, cos/sin once per token and block) for more than
@@ -24,6 +24,9 @@
 
 #define RS_WARPS 8 /* max warps per QK_ROPE_STORE block (vector kernel) */
 
+/* ADD_RMSNORM: x += res; dst = rmsnorm(x). res is f32, or bf16 (the bf16
+ * sum of a tensor-parallel all-reduce, arch_llama.c), which dst may
+ * overwrite when dst is bf16 too. */
 extern "C" int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     const rt_tensor *x = a->src[0], *res = a->src[1], *w = a->src[2];
@@ -33,9 +36,12 @@ extern "C" int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a) {
     if (a->dst->dtype != RT_F32 && a->dst->dtype != RT_BF16)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: dst must be f32 or bf16");
     int last = x->ndim - 1;
+    bool res16 = res->dtype == RT_BF16;
     if (a->dst->stride[a->dst->ndim - 1] != (a->dst->dtype == RT_F32 ? 4 : 2) || x->stride[last] != 4 ||
-        res->stride[res->ndim - 1] != 4 || !rt_tensor_is_contiguous(w))
+        res->stride[res->ndim - 1] != (res16 ? 2 : 4) || !rt_tensor_is_contiguous(w))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: rows must be contiguous");
+    if (res16 && a->dst->data == res->data && a->dst->dtype != RT_BF16)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: dst may alias a bf16 addend only as bf16");
     if (rt_tensor_nrows(x) == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     return cuda_norm_launch<true>(c, x, res, a->dst, w, a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);

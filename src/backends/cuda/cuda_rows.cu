@@ -3,8 +3,9 @@
  *
  * Semantics follow the CPU kernels (backends/cpu/cpu_norm.c, cpu_rope.c,
  * cpu_elementwise.c): RMSNORM y = x * rsqrt(mean(x^2) + eps) * (w_off + w)
- * into an f32 or bf16 y (kernels in cuda_norm.cuh; ADD_RMSNORM with a
- * bf16 addend too, the f32 one is cuda_fused.cu's); SOFTMAX of an all -inf row is uniform; ARGMAX skips NaN and the lowest
+ * into an f32 or bf16 y (kernels in cuda_norm.cuh, shared with
+ * cuda_fused.cu's ADD_RMSNORM); SOFTMAX of an all -inf row is uniform;
+ * ARGMAX skips NaN and the lowest
  * index wins ties (0 for a row of NaN); ROPE uses theta = pos * inv_freq in
  * f32 and cos/sin scaled by attn_factor. Sums run in f32 over a fixed tree,
  * so they differ from the CPU's sequential (double) sums only by rounding.
@@ -141,28 +142,6 @@ extern "C" int cuda_op_rmsnorm(rt_backend *be, const rt_op_args *a) {
     if (rt_tensor_nrows(x) == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     return cuda_norm_launch<false>(c, x, NULL, a->dst, w, a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);
-}
-
-/* ADD_RMSNORM, registered in place of cuda_fused.cu's entry: a bf16
- * addend (the bf16 sum of a tensor-parallel all-reduce, arch_llama.c) is
- * handled here, an f32 one there. */
-extern "C" int cuda_op_add_rmsnorm_any(rt_backend *be, const rt_op_args *a) {
-    cuda_ctx *c = (cuda_ctx *)be->ctx;
-    const rt_tensor *x = a->src[0], *res = a->src[1], *w = a->src[2];
-    if (res->dtype != RT_BF16) return cuda_op_add_rmsnorm(be, a);
-    if (cuda_check_dev(a->dst, "add_rmsnorm") || cuda_check_dev(x, "add_rmsnorm") ||
-        cuda_check_dev(res, "add_rmsnorm") || cuda_check_dev(w, "add_rmsnorm"))
-        return VC_ERR_INVALID;
-    if (a->dst->dtype != RT_F32 && a->dst->dtype != RT_BF16)
-        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: dst must be f32 or bf16");
-    if (a->dst->stride[a->dst->ndim - 1] != (a->dst->dtype == RT_F32 ? 4 : 2) || !rows_ok(x) ||
-        res->stride[res->ndim - 1] != 2 || !rt_tensor_is_contiguous(w))
-        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: rows must be contiguous");
-    if (a->dst->data == res->data && a->dst->dtype != RT_BF16)
-        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda add_rmsnorm: dst may alias a bf16 addend only as bf16");
-    if (rt_tensor_nrows(x) == 0) return VC_OK;
-    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    return cuda_norm_launch<true>(c, x, res, a->dst, w, a->p.rmsnorm.eps, a->p.rmsnorm.w_offset);
 }
 
 extern "C" int cuda_op_softmax(rt_backend *be, const rt_op_args *a) {
