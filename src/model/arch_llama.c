@@ -217,8 +217,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
      * writes bf16 rows, the Wo matmul's input. Views in the first half of
      * the f32 qkv / q / att buffers (half the bytes per element). Decode-only
      * steps keep f32 q for the split-KV kernel (and their CUDA graphs). */
-    const char *e16 = h16 && n > S ? getenv("VLLM_BF16_ATTN") : NULL; /* 0: f32 chain (A/B; docs/CONFIG.md) */
-    if (h16 && n > S && !(e16 && !strcmp(e16, "0")) && all_qkv_fused(m)) {
+    if (h16 && n > S && !env_off("VLLM_BF16_ATTN") && all_qkv_fused(m)) { /* 0: f32 chain (A/B) */
         qkv = rt_tensor_2d(m->qkv.data, RT_BF16, m->qkv.device, n, m->qkv.shape[1]);
         sv.q3 = rt_tensor_3d(m->q.data, RT_BF16, m->q.device, n, m->h_l, hd);
         sv.att = rt_tensor_2d(m->att.data, RT_BF16, m->att.device, n, qd);

@@ -728,6 +728,14 @@ void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks,
     sv->k2 = rt_tensor_reshape(&sv->k, 2, s_k2);
 }
 
+/* The LM head over the n_logits normed rows xl (under TP: this rank's
+ * vocab rows, then the all-gather). */
+static int head_matmul(mdl_model *m, const rt_tensor *xl, int64_t n_logits) {
+    rt_tensor lg = rt_tensor_slice0(m->tp_size > 1 ? &m->logits_l : &m->logits, 0, n_logits);
+    MDL_TRY(rt_matmul(m->be, &lg, xl, &m->output, NULL));
+    return m->tp_size > 1 ? mdl_tp_gather_logits(m, n_logits) : VC_OK;
+}
+
 int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64_t n_logits, const rt_tensor *res,
                         float eps, float w_off) {
     if (n_logits <= 0) return VC_OK; /* x is not read after the forward */
@@ -744,13 +752,10 @@ int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64
     float *scratch = (float *)sv->gate.data;
     rt_tensor a = rt_tensor_2d(scratch, RT_F32, sv->gate.device, n_logits, d);
     rt_tensor b = rt_tensor_2d(scratch + n_logits * d, RT_F32, sv->gate.device, n_logits, d);
-    rt_tensor lg = rt_tensor_slice0(m->tp_size > 1 ? &m->logits_l : &m->logits, 0, n_logits);
     MDL_TRY(rt_embed(m->be, &b, res, &rows)); /* res may be xb: gathered before xl overwrites it */
     MDL_TRY(rt_embed(m->be, &a, &sv->x, &rows));
     MDL_TRY(rt_add_rmsnorm(m->be, &xl, &a, &b, &m->out_norm, eps, w_off));
-    MDL_TRY(rt_matmul(m->be, &lg, &xl, &m->output, NULL));
-    if (m->tp_size > 1) MDL_TRY(mdl_tp_gather_logits(m, n_logits));
-    return VC_OK;
+    return head_matmul(m, &xl, n_logits);
 }
 
 int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, float eps, float w_off) {
@@ -758,10 +763,7 @@ int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, fl
     /* Gather the rows that need logits (EMBED over the f32 hidden states). */
     rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
     rt_tensor xl = rt_tensor_slice0(&sv->xb, 0, n_logits);
-    rt_tensor lg = rt_tensor_slice0(m->tp_size > 1 ? &m->logits_l : &m->logits, 0, n_logits);
     MDL_TRY(rt_embed(m->be, &xl, &sv->x, &rows));
     MDL_TRY(rt_rmsnorm(m->be, &xl, &xl, &m->out_norm, eps, w_off));
-    MDL_TRY(rt_matmul(m->be, &lg, &xl, &m->output, NULL));
-    if (m->tp_size > 1) MDL_TRY(mdl_tp_gather_logits(m, n_logits));
-    return VC_OK;
+    return head_matmul(m, &xl, n_logits);
 }
