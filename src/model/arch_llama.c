@@ -9,9 +9,11 @@
  * copies (GPUs), Wq|Wk|Wv and Wgate|Wup are stacked into one matrix each
  * (weights_fuse.c) and the step uses the fused ops ADD_RMSNORM,
  * QK_ROPE_STORE, and MATMUL_GLU: 8 kernels per decode layer instead of ~20.
- * Tensor-parallel prefill on a GPU all-reduces bf16 partial sums and runs
- * the row-wise ops in two row halves so that communication overlaps the
- * GEMMs (tp_bf16_sums, tp_split_row below; docs/DISTRIBUTED.md).
+ * Tensor-parallel prefill on a GPU sums bf16 partials (tp_bf16_sums) and
+ * runs sequence-parallel (llama_forward_sp: reduce-scatter, norms on the
+ * rank's rows, all-gather); with VLLM_TP_SP=0 it all-reduces and runs the
+ * row-wise ops in two row halves so that communication overlaps the GEMMs
+ * (tp_split_row below; docs/DISTRIBUTED.md).
  */
 #include "model/model_impl.h"
 
@@ -189,6 +191,138 @@ static int tp_wait(mdl_model *m, bool split, int part) {
 
 static int g_tp_told; /* the path of the first TP prefill was logged */
 
+/* Sequence-parallel steps (mdl_sp_plan; tp.c): VLLM_TP_SP_OVERLAP=1
+ * gathers the normed rows on the comm's side stream while the GEMMs of
+ * the rank's own rows run (then the other rows'); 0 (default): the gather
+ * runs before the GEMMs. */
+static bool sp_overlap(void) {
+    const char *e = getenv("VLLM_TP_SP_OVERLAP");
+    return e && !strcmp(e, "1");
+}
+
+/* The column-parallel GEMMs of a sequence-parallel layer over rows
+ * [r0, r0 + nr) of its input xn: QKV (qkv_rows) or gate|up + GLU
+ * (glu_rows). */
+typedef struct {
+    const mdl_layer *L;
+    mdl_step_views *sv;
+    rt_tensor *xn, *qkv, *gu, *gh;
+    bool fused;
+} sp_rows_ctx;
+
+typedef int (*sp_rows_fn)(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr);
+
+static int qkv_rows(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr) {
+    const mdl_layer *L = x->L;
+    rt_tensor xn = rt_tensor_slice0(x->xn, r0, nr);
+    if (x->fused) {
+        rt_tensor o = rt_tensor_slice0(x->qkv, r0, nr);
+        return rt_matmul(m->be, &o, &xn, &L->wqkv, opt(&L->bqkv));
+    }
+    rt_tensor q = rt_tensor_slice0(&x->sv->q, r0, nr), k = rt_tensor_slice0(&x->sv->k, r0, nr),
+              v = rt_tensor_slice0(&x->sv->v, r0, nr);
+    MDL_TRY(rt_matmul(m->be, &q, &xn, &L->wq, opt(&L->bq)));
+    MDL_TRY(rt_matmul(m->be, &k, &xn, &L->wk, opt(&L->bk)));
+    return rt_matmul(m->be, &v, &xn, &L->wv, opt(&L->bv));
+}
+
+static int glu_rows(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr) {
+    const mdl_layer *L = x->L;
+    rt_tensor xn = rt_tensor_slice0(x->xn, r0, nr);
+    if (x->fused) {
+        rt_tensor gu = rt_tensor_slice0(x->gu, r0, nr), gh = rt_tensor_slice0(x->gh, r0, nr);
+        return rt_matmul_glu(m->be, &gh, &xn, &L->w_gu, RT_ACT_SILU, &gu);
+    }
+    rt_tensor g = rt_tensor_slice0(&x->sv->gate, r0, nr), u = rt_tensor_slice0(&x->sv->up, r0, nr);
+    MDL_TRY(rt_matmul(m->be, &g, &xn, &L->w_gate, NULL));
+    MDL_TRY(rt_matmul(m->be, &u, &xn, &L->w_up, NULL));
+    return rt_glu(m->be, &g, &g, &u, RT_ACT_SILU);
+}
+
+/* All-gather the rank's normed rows of xnF [n_pad, d], then fn over rows
+ * [0, n). Overlapped: the gather runs on the comm's side stream while fn
+ * runs over the rank's own rows (they are here already), then over the
+ * others once it has arrived. fn only reads xn, so the gather may still
+ * be sending the own rows meanwhile. */
+static int sp_gather_then(mdl_model *m, const mdl_sp *sp, rt_tensor *xnF, bool ovl, sp_rows_fn fn,
+                          const sp_rows_ctx *x) {
+    if (!ovl) {
+        MDL_TRY(mdl_sp_gather(m, sp, xnF, false));
+        return fn(m, x, 0, sp->n);
+    }
+    int64_t a = sp->r0 < sp->n ? sp->r0 : sp->n, b = sp->r0 + sp->m < sp->n ? sp->r0 + sp->m : sp->n;
+    MDL_TRY(mdl_sp_gather(m, sp, xnF, true));
+    if (b > a) MDL_TRY(fn(m, x, a, b - a));
+    MDL_TRY(rt_comm_wait(m->comm, 0));
+    if (a > 0) MDL_TRY(fn(m, x, 0, a));
+    if (b < sp->n) MDL_TRY(fn(m, x, b, sp->n - b));
+    return VC_OK;
+}
+
+/* A sequence-parallel forward (Megatron-style sequence parallelism; tp.c):
+ * the residual stream x is sharded by rows (rank r keeps rows [r0, r0+m)
+ * of the padded step), the partial sums of Wo and Wdown are
+ * reduce-scattered instead of all-reduced, add+RMSNorm runs on the own
+ * rows only, and the normed rows are all-gathered into the full input of
+ * the next column-parallel GEMM (QKV, gate|up). Attention and the GEMMs
+ * run on all n rows as before. The views (sv, qkv, gu, xn dtype) are the
+ * caller's; xn here spans the n_pad rows. */
+static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const mdl_sp *sp, rt_tensor *qkv,
+                            rt_tensor *gu, bool h16, bool p16, int64_t n_logits) {
+    const mdl_config *c = &m->cfg;
+    rt_backend *be = m->be;
+    int64_t n = sp->n, hd = c->head_dim, qd = m->h_l * hd, kvd = m->kvh_l * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    rt_tensor xF = rt_tensor_slice0(&m->x, 0, sp->n_pad), xbF = rt_tensor_slice0(&m->xb, 0, sp->n_pad);
+    rt_tensor xnF = h16 ? rt_tensor_slice0(&m->xn16, 0, sp->n_pad) : xbF;
+    rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv->gate;
+    rt_tensor xs = rt_tensor_slice0(&xF, sp->r0, sp->m), xns = rt_tensor_slice0(&xnF, sp->r0, sp->m);
+    rt_tensor *oF = p16 ? &xnF : &xbF, *dF = oF; /* partial sums of Wo / Wdown */
+    bool ovl = sp_overlap();
+    MDL_TRY(mdl_embed_sp(m, sp, &xF, &sv->ids));
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const mdl_layer *L = &m->layers[l];
+        bool has_b = L->bq.data || L->bk.data || L->bv.data;
+        bool fqkv = L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data);
+        if (l == 0) {
+            MDL_TRY(rt_rmsnorm(be, &xns, &xs, &L->attn_norm, c->rms_eps, 0.0f));
+        } else {
+            rt_tensor rs = rt_tensor_slice0(dF, sp->r0, sp->m);
+            MDL_TRY(rt_add_rmsnorm(be, &xns, &xs, &rs, &L->attn_norm, c->rms_eps, 0.0f));
+        }
+        sp_rows_ctx cx = {.L = L, .sv = sv, .xn = &xnF, .qkv = qkv, .gu = gu, .gh = &gh, .fused = fqkv};
+        MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, qkv_rows, &cx));
+        rt_tensor q3 = sv->q3, k3 = sv->k3, v3 = sv->v3;
+        if (fqkv) {
+            q3 = col_view(qkv, n, 0, qd, hd);
+            k3 = col_view(qkv, n, qd, kvd, hd);
+            v3 = col_view(qkv, n, qd + kvd, kvd, hd);
+        }
+        rt_rope_store_params rp = {.q_norm = opt(&L->q_norm), .k_norm = opt(&L->k_norm), .eps = c->rms_eps,
+                                   .w_offset = 0.0f, .pos = &sv->pos, .inv_freq = &m->inv_freq,
+                                   .rot_dim = (int)c->rot_dim, .neox = c->rope_neox, .attn_factor = 1.0f,
+                                   .k_cache = &kv->k[l], .v_cache = &kv->v[l], .slots = &sv->slots};
+        MDL_TRY(rt_qk_rope_store(be, &sv->q3, &q3, &k3, &v3, &rp));
+        MDL_TRY(rt_paged_attention(be, &sv->att3, &sv->q3, &kv->k[l], &kv->v[l], &sv->bt, &sv->qsl,
+                                   &sv->seq_lens, scale, 0.0f, (int32_t)c->sliding_window));
+        rt_tensor o = rt_tensor_slice0(oF, 0, n);
+        MDL_TRY(rt_matmul(be, &o, &sv->att, &L->wo, m->tp_rank == 0 ? opt(&L->bo) : NULL));
+        MDL_TRY(mdl_sp_reduce(m, sp, oF));
+        rt_tensor os = rt_tensor_slice0(oF, sp->r0, sp->m);
+        MDL_TRY(rt_add_rmsnorm(be, &xns, &xs, &os, &L->ffn_norm, c->rms_eps, 0.0f));
+        bool fgu = L->w_gu.data && m->gu.data;
+        cx.fused = fgu;
+        MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, glu_rows, &cx));
+        /* Wdown after all rows' GLU: its output may be xn, which an
+         * overlapped gather reads until the wait. */
+        dF = p16 && l < c->n_layers - 1 ? &xnF : &xbF;
+        rt_tensor dn = rt_tensor_slice0(dF, 0, n), din = fgu ? gh : sv->gate;
+        MDL_TRY(rt_matmul(be, &dn, &din, &L->w_down, NULL));
+        MDL_TRY(mdl_sp_reduce(m, sp, dF));
+    }
+    return mdl_logits_head_sp(m, sv, sp, n_logits, &xF, &xbF, c->rms_eps, 0.0f);
+}
+
 /* Per layer: [add+]RMSNorm, QKV matmul(s), QK-norm + RoPE + KV store (one
  * op), attention, Wo, add+RMSNorm, gate|up matmul + GLU (one op with
  * stacked weights; a GPU fuses them at decode), Wdown. The
@@ -224,11 +358,18 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         sv.att3 = rt_tensor_3d(m->att.data, RT_BF16, m->att.device, n, m->h_l, hd);
     }
     bool p16 = tp_bf16_sums(m, h16);
-    int64_t cut = tp_split_row(m, n, h16);
+    mdl_sp sp;
+    bool seq = mdl_sp_plan(m, n, h16 && n >= TP_SPLIT_MIN, &sp);
+    int64_t cut = seq ? 0 : tp_split_row(m, n, h16); /* sequence parallel or row halves, not both */
     bool split = cut > 0;
-    if ((p16 || split) && m->tp_rank == 0 && !__atomic_exchange_n(&g_tp_told, 1, __ATOMIC_RELAXED))
-        VC_INFO("tensor parallel prefill (%lld tokens): %s all-reduce sums, %s", (long long)n, p16 ? "bf16" : "f32",
-                split ? "rows in two halves (all-reduce of one overlaps the GEMMs of the other)" : "no overlap");
+    if ((p16 || split || seq) && m->tp_rank == 0 && !__atomic_exchange_n(&g_tp_told, 1, __ATOMIC_RELAXED))
+        VC_INFO("tensor parallel prefill (%lld tokens): %s partial sums, %s", (long long)n, p16 ? "bf16" : "f32",
+                seq ? (sp_overlap() ? "sequence parallel (reduce-scatter, norms on own rows, all-gather beside "
+                                      "the own rows' GEMMs)"
+                                    : "sequence parallel (reduce-scatter, norms on own rows, all-gather)")
+                : split ? "rows in two halves (all-reduce of one overlaps the GEMMs of the other)"
+                        : "all-reduce, no overlap");
+    if (seq) return llama_forward_sp(m, kv, &sv, &sp, &qkv, &gu, h16, p16, n_logits);
     int np = split ? 2 : 1;
     int64_t r0[2] = {0, cut}, nr[2] = {split ? cut : n, n - cut};
 #define ROWS(t, p) rt_tensor_slice0(&(t), r0[p], nr[p])

@@ -767,3 +767,31 @@ int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, fl
     MDL_TRY(rt_rmsnorm(m->be, &xl, &xl, &m->out_norm, eps, w_off));
     return head_matmul(m, &xl, n_logits);
 }
+
+int mdl_logits_head_sp(mdl_model *m, const mdl_step_views *sv, const mdl_sp *sp, int64_t n_logits,
+                       rt_tensor *x_full, const rt_tensor *res_full, float eps, float w_off) {
+    if (n_logits <= 0) return VC_OK;
+    int64_t d = m->cfg.hidden;
+    rt_tensor xs = rt_tensor_slice0(x_full, sp->r0, sp->m), rs = rt_tensor_slice0(res_full, sp->r0, sp->m);
+    bool gather = sv->gate.data && sv->gate.dtype == RT_F32 && 2 * n_logits * d <= sp->n * sv->gate.shape[1];
+    if (!gather) { /* many rows want logits: finish the own rows, gather them all */
+        MDL_TRY(rt_add(m->be, &xs, &xs, &rs));
+        MDL_TRY(mdl_sp_gather(m, sp, x_full, false));
+        return mdl_logits_head(m, sv, n_logits, eps, w_off);
+    }
+    /* Each wanted row lives on one rank: every rank gathers the wanted rows
+     * of x and res it holds (zeros for the others: EMBED of a shard), and
+     * one all-reduce of those 2 x [n_logits, d] f32 rows completes them
+     * exactly (adding zeros). Scratch: the FFN buffer, free after the last
+     * layer (as mdl_logits_head_res). */
+    rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
+    float *scratch = (float *)sv->gate.data;
+    rt_tensor ab = rt_tensor_2d(scratch, RT_F32, sv->gate.device, 2 * n_logits, d);
+    rt_tensor a = rt_tensor_slice0(&ab, 0, n_logits), b = rt_tensor_slice0(&ab, n_logits, n_logits);
+    MDL_TRY(rt_embed_shard(m->be, &a, &xs, &rows, sp->r0));
+    MDL_TRY(rt_embed_shard(m->be, &b, &rs, &rows, sp->r0));
+    MDL_TRY(mdl_tp_all_reduce(m, &ab));
+    rt_tensor xl = rt_tensor_slice0(&sv->xb, 0, n_logits);
+    MDL_TRY(rt_add_rmsnorm(m->be, &xl, &a, &b, &m->out_norm, eps, w_off));
+    return head_matmul(m, &xl, n_logits);
+}

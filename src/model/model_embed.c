@@ -9,7 +9,8 @@
  * ranks' [n, d] partials, so every rank gets the full rows (adding zeros is
  * exact: the result equals the unsplit lookup bit for bit). On a GPU per
  * rank this keeps a 1/W share of the table (Llama-3.1-8B: 1.05 GB -> 0.53
- * GB per rank at W = 2). */
+ * GB per rank at W = 2). Sequence-parallel steps (mdl_embed_sp)
+ * reduce-scatter the partials instead: each rank gets its own rows. */
 #include "model/model_impl.h"
 
 #include "runtime/ops.h"
@@ -31,4 +32,13 @@ int mdl_embed(mdl_model *m, rt_tensor *x, const rt_tensor *ids) {
     if (m->tp_size <= 1) return rt_embed(m->be, x, &m->tok_embd, ids);
     int rc = rt_embed_shard(m->be, x, &m->tok_embd, ids, (int64_t)m->tp_rank * m->vocab_l);
     return rc < 0 ? rc : mdl_tp_all_reduce(m, x);
+}
+
+int mdl_embed_sp(mdl_model *m, const mdl_sp *sp, rt_tensor *x_full, const rt_tensor *ids) {
+    /* rows [0, n): this rank's partial lookup; the pad rows are zeroed and
+     * the partials reduce-scattered (half an all-reduce's traffic at W = 2;
+     * exact: each row has one nonzero contributor). */
+    rt_tensor x = rt_tensor_slice0(x_full, 0, sp->n);
+    MDL_TRY(rt_embed_shard(m->be, &x, &m->tok_embd, ids, (int64_t)m->tp_rank * m->vocab_l));
+    return mdl_sp_reduce(m, sp, x_full);
 }

@@ -114,6 +114,7 @@ struct mdl_model {
     int64_t h_l, kvh_l, ff_l, vocab_l;
     rt_comm *comm;                 /* NULL when tp_size == 1 */
     rt_tensor logits_l;            /* [rows, vocab_l] this rank's LM-head output (TP) */
+    rt_tensor sp_zero;             /* [tp_size - 1, d] f32 zeros: pad rows of sequence-parallel steps */
     struct mdl_tp_group *tp;       /* rank 0 of a TP group: the other ranks and their threads */
 };
 
@@ -263,6 +264,37 @@ int mdl_bind_embedding(mdl_model *m);
 int mdl_embed(mdl_model *m, rt_tensor *x, const rt_tensor *ids);
 /* Under TP: all-reduce a partial sum (row-parallel output) in place. */
 int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t);
+/* Sequence-parallel TP steps (Megatron-style; tp.c, arch_llama.c): a
+ * row-parallel GEMM's partial sums are reduce-scattered by rows instead of
+ * all-reduced, each rank runs the residual add + RMSNorm on its own rows
+ * only, and the normed rows are all-gathered into the next column-parallel
+ * GEMM's input. The step's n rows are padded to n_pad = W * m (pad rows
+ * zero); rank r owns rows [r0, r0 + m). */
+typedef struct {
+    int64_t n, n_pad, m, r0;
+} mdl_sp;
+/* Whether a step of n tokens runs sequence-parallel: TP > 1 and `big` (the
+ * caller's prefill rule), or VLLM_TP_SP=force (every TP step of 2+ tokens,
+ * any backend: tests); VLLM_TP_SP=0 never; n_pad must fit max_batch. */
+bool mdl_sp_plan(mdl_model *m, int64_t n, bool big, mdl_sp *sp);
+/* Sequence-parallel steps planned so far (process-wide, rank 0's): tests
+ * check that the path they force really ran. */
+uint64_t mdl_sp_step_count(void);
+/* full [n_pad, d] (contiguous) partial sums: rows [n, n_pad) are zeroed,
+ * then reduce-scattered in place: rows [r0, r0 + m) hold the sum. */
+int mdl_sp_reduce(mdl_model *m, const mdl_sp *sp, rt_tensor *full);
+/* full [n_pad, d]: rows [r0, r0 + m) all-gathered in place; start: on
+ * comm slot 0 (rt_comm_wait(m->comm, 0) before the other rows are read). */
+int mdl_sp_gather(mdl_model *m, const mdl_sp *sp, rt_tensor *full, bool start);
+/* The vocab-parallel embedding of a sequence-parallel step: x_full
+ * [n_pad, d] f32, rows [r0, r0 + m) = the rank's rows of the lookup
+ * (model_embed.c: the partial lookups reduce-scattered, not all-reduced). */
+int mdl_embed_sp(mdl_model *m, const mdl_sp *sp, rt_tensor *x_full, const rt_tensor *ids);
+/* The step's tail when the residual stream is sharded (model.c): logits of
+ * the n_logits rows of x + res, each rank holding rows [r0, r0 + m) of
+ * x_full and res_full ([n_pad, d] f32). */
+int mdl_logits_head_sp(mdl_model *m, const mdl_step_views *sv, const mdl_sp *sp, int64_t n_logits,
+                       rt_tensor *x_full, const rt_tensor *res_full, float eps, float w_off);
 /* Under TP: the LM head's local logits [L, vocab_l] -> m->logits
  * [tp, L, vocab_l] on every rank (rank-major, see mdl_forward_batch). */
 int mdl_tp_gather_logits(mdl_model *m, int64_t L);

@@ -15,6 +15,11 @@
  * issues in the same order because they run the same code on the same
  * batch.
  *
+ * Sequence-parallel steps (big prefills; mdl_sp_*): the row-parallel
+ * partial sums are reduce-scattered by rows, each rank norms its 1/W of
+ * the rows, and an all-gather rebuilds the next GEMM's input: the bytes
+ * of an all-reduce, 1/W of the norm work.
+ *
  * Shards are views into the mmap where the split is along rows (zero
  * copy on the CPU); a column split copies each row's slice (quantized
  * weights: the slice must start and end on a block boundary).
@@ -130,6 +135,52 @@ mdl_model *mdl_tp_rank_model(mdl_model *m0, int rank) { return m0->tp->ranks[ran
 
 int mdl_tp_all_reduce(mdl_model *m, rt_tensor *t) { return m->comm ? rt_comm_all_reduce_sum(m->comm, t) : VC_OK; }
 
+static uint64_t g_sp_steps; /* sequence-parallel steps run (rank 0), for tests */
+
+uint64_t mdl_sp_step_count(void) { return __atomic_load_n(&g_sp_steps, __ATOMIC_RELAXED); }
+
+bool mdl_sp_plan(mdl_model *m, int64_t n, bool big, mdl_sp *sp) {
+    memset(sp, 0, sizeof *sp);
+    if (m->tp_size <= 1 || !m->comm || !m->sp_zero.data || n < 2) return false;
+    const char *e = getenv("VLLM_TP_SP");
+    bool force = e && !strcmp(e, "force");
+    if ((e && !strcmp(e, "0")) || (!big && !force)) return false;
+    int64_t W = m->tp_size, mr = (n + W - 1) / W;
+    if (mr * W > m->max_batch) return false; /* the pad rows must fit the buffers */
+    *sp = (mdl_sp){.n = n, .n_pad = mr * W, .m = mr, .r0 = mr * m->tp_rank};
+    if (m->tp_rank == 0) __atomic_add_fetch(&g_sp_steps, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
+int mdl_sp_reduce(mdl_model *m, const mdl_sp *sp, rt_tensor *full) {
+    if (sp->n_pad > sp->n) {
+        rt_tensor pad = rt_tensor_slice0(full, sp->n, sp->n_pad - sp->n);
+        rt_tensor z = rt_tensor_2d(m->sp_zero.data, full->dtype, full->device, pad.shape[0], pad.shape[1]);
+        MDL_TRY(rt_tensor_copy_bytes(m->be, &pad, &z));
+    }
+    rt_tensor own = rt_tensor_slice0(full, sp->r0, sp->m);
+    return rt_comm_reduce_scatter_sum(m->comm, full, &own);
+}
+
+int mdl_sp_gather(mdl_model *m, const mdl_sp *sp, rt_tensor *full, bool start) {
+    rt_tensor own = rt_tensor_slice0(full, sp->r0, sp->m);
+    return start ? rt_comm_all_gather_start(m->comm, &own, full, 0) : rt_comm_all_gather(m->comm, &own, full);
+}
+
+/* Every rank's sp_zero: (W - 1) rows of d f32 zeros on its device (the
+ * most pad rows a step can have, in the widest dtype). */
+static int sp_zero_alloc(mdl_model *m) {
+    int64_t s[2] = {m->tp_size - 1, m->cfg.hidden};
+    MDL_TRY(mdl_own_tensor(m, &m->sp_zero, RT_F32, 2, s));
+    float *z = calloc((size_t)(s[0] * s[1]), sizeof *z);
+    if (!z) return vc_err_set(VC_ERR_OOM, "out of memory");
+    rt_tensor hz = rt_tensor_2d(z, RT_F32, RT_DEV_CPU, s[0], s[1]);
+    int rc = rt_tensor_copy_bytes(m->be, &m->sp_zero, &hz);
+    if (rc == 0) rc = rt_backend_sync(m->be);
+    free(z);
+    return rc;
+}
+
 int mdl_tp_gather_logits(mdl_model *m, int64_t L) {
     rt_tensor src = rt_tensor_slice0(&m->logits_l, 0, L);
     rt_tensor dst = rt_tensor_slice0(&m->logits, 0, m->tp_size * L);
@@ -208,6 +259,7 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
         g->ranks[r] = mdl_load_rank(path, p->tp_backends[r], p, r, W);
         if (!g->ranks[r]) return VC_ERR_INVALID;
     }
+    for (int r = 0; r < W; r++) MDL_TRY(sp_zero_alloc(g->ranks[r]));
     int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
     if (rc < 0) return rc;
     for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];

@@ -21,6 +21,7 @@ static int single_all_reduce(rt_comm *c, rt_tensor *t) {
 }
 
 static int single_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    if (src->data == dst->data) return 0; /* in place */
     rt_tensor s = *src;
     return rt_tensor_copy_bytes(c->be, dst, &s);
 }
@@ -34,6 +35,7 @@ static const rt_comm_vtable g_single = {
     .all_reduce_sum = single_all_reduce,
     .all_gather = single_all_gather,
     .group_free = single_group_free,
+    .reduce_scatter_sum = single_all_gather, /* one rank: the sum is src itself */
 };
 
 static int check_group(rt_backend **bes, int world, rt_comm **comms) {
@@ -109,14 +111,43 @@ int rt_comm_wait(rt_comm *c, int slot) {
     return c->vt->wait ? c->vt->wait(c, slot) : VC_OK;
 }
 
-int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
-    int rc = check_float(c, src, "all_gather");
-    if (rc == 0) rc = check_float(c, dst, "all_gather");
+/* part [m] and whole [W * m] of one dtype; part either outside whole or
+ * exactly whole's block `rank` (in place). */
+static int check_parts(const rt_comm *c, const rt_tensor *part, const rt_tensor *whole, const char *what) {
+    int rc = check_float(c, part, what);
+    if (rc == 0) rc = check_float(c, whole, what);
     if (rc < 0) return rc;
-    if (src->dtype != dst->dtype || rt_tensor_nelem(dst) != (int64_t)c->world * rt_tensor_nelem(src))
-        return vc_err_set(VC_ERR_INVALID, "comm all_gather: dst must hold world (%d) x src elements of its dtype",
-                          c->world);
-    return c->vt->all_gather(c, src, dst);
+    int64_t m = rt_tensor_nelem(part);
+    if (part->dtype != whole->dtype || rt_tensor_nelem(whole) != (int64_t)c->world * m)
+        return vc_err_set(VC_ERR_INVALID, "comm %s: the whole must hold world (%d) x the part's elements of its dtype",
+                          what, c->world);
+    size_t es = rt_dtype_info(part->dtype)->block_bytes, pb = (size_t)m * es;
+    const char *p = part->data, *w = whole->data, *own = w + (size_t)c->rank * pb;
+    if (p != own && p + pb > w && p < w + (size_t)c->world * pb)
+        return vc_err_set(VC_ERR_INVALID, "comm %s: the part overlaps the whole but is not block %d of it", what,
+                          c->rank);
+    return 0;
+}
+
+int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    int rc = check_parts(c, src, dst, "all_gather");
+    return rc < 0 ? rc : c->vt->all_gather(c, src, dst);
+}
+
+int rt_comm_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot) {
+    if (slot < 0 || slot >= RT_COMM_SLOTS)
+        return vc_err_set(VC_ERR_INVALID, "comm all_gather_start: slot %d not in [0, %d)", slot, RT_COMM_SLOTS);
+    int rc = check_parts(c, src, dst, "all_gather");
+    if (rc < 0) return rc;
+    return c->vt->all_gather_start ? c->vt->all_gather_start(c, src, dst, slot) : c->vt->all_gather(c, src, dst);
+}
+
+int rt_comm_reduce_scatter_sum(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    int rc = check_parts(c, dst, src, "reduce_scatter");
+    if (rc < 0) return rc;
+    if (!c->vt->reduce_scatter_sum)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "comm %s: no reduce_scatter", c->vt->name);
+    return c->vt->reduce_scatter_sum(c, src, dst);
 }
 
 int rt_backends_create_group(rt_device dev, int tp, const rt_backend_params *p, rt_backend **out) {

@@ -12,6 +12,7 @@
  *   ... on rank r's thread:
  *   rt_comm_all_reduce_sum(c[r], &partial);    // in place, [n, d] -> sum over ranks
  *   rt_comm_all_gather(c[r], &shard, &full);   // [m] per rank -> [W * m], rank-major
+ *   rt_comm_reduce_scatter_sum(c[r], &full, &shard); // [W * m] -> block r of the sum, [m]
  *   rt_comm_all_reduce_start(c[r], &half, 0);  // overlapped with the work queued next ...
  *   rt_comm_wait(c[r], 0);                     // ... until here (before `half` is read)
  *   rt_comm_group_free(c, 2);
@@ -40,6 +41,9 @@ typedef struct {
      * once and rt_comm_wait does nothing). */
     int (*all_reduce_start)(rt_comm *c, rt_tensor *t, int slot);
     int (*wait)(rt_comm *c, int slot);
+    int (*reduce_scatter_sum)(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
+    /* Optional (NULL: rt_comm_all_gather_start gathers at once). */
+    int (*all_gather_start)(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot);
 } rt_comm_vtable;
 
 struct rt_comm {
@@ -68,7 +72,14 @@ int rt_backends_create_group(rt_device dev, int tp, const rt_backend_params *p, 
 void rt_backends_free_group(rt_backend **bes, int tp);
 
 int rt_comm_all_reduce_sum(rt_comm *c, rt_tensor *t);
+/* dst [W * m] = the ranks' src [m] in rank order. src may be dst's own
+ * block (rank * m elements in): an in-place gather. */
 int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
+/* Reduce-scatter (sequence-parallel prefill): src [W * m] on every rank,
+ * dst [m] = block `rank` of the element-wise sum over the ranks (summed in
+ * f32 on the CPU, in the dtype by NCCL, as the all-reduce). dst may be
+ * src's own block (in place); the other blocks of src are left unspecified. */
+int rt_comm_reduce_scatter_sum(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
 
 /* Overlap of communication with compute (tensor-parallel prefill): the
  * all-reduce of t is queued after the work already queued on the rank's
@@ -84,6 +95,10 @@ int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
  * rank issues the same sequence of starts and synchronous collectives. */
 #define RT_COMM_SLOTS 2
 int rt_comm_all_reduce_start(rt_comm *c, rt_tensor *t, int slot);
+/* The all-gather in the same overlapped form: until the wait, the caller
+ * may read src (its own block of dst, in place) but must not touch the
+ * other blocks of dst. */
+int rt_comm_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot);
 int rt_comm_wait(rt_comm *c, int slot);
 
 #endif

@@ -1,6 +1,7 @@
 /* Collectives of the CPU backend (rank = thread): all_reduce_sum (odd
- * rounds through all_reduce_start + wait, which run it at once here) and
- * all_gather against a serial reference, for several world sizes and
+ * rounds through all_reduce_start + wait, which run it at once here),
+ * all_gather, and reduce_scatter_sum followed by an in-place all_gather
+ * (the sequence-parallel pair; in place and not) against a serial reference, for several world sizes and
  * dtypes, many back-to-back calls of changing sizes, and bad arguments. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,6 +70,34 @@ static void *rank_main(void *p) {
         free(src);
         free(dst);
         free(buf);
+        /* reduce_scatter [W * n] -> block rank of the sum (even rounds out
+         * of place, odd rounds in place into the own block), then the
+         * all_gather of those blocks in place (odd rounds through
+         * all_gather_start + wait): every rank ends with the full sum. */
+        char *whole = malloc((size_t)W * n * es), *part = malloc(n * es);
+        for (size_t i = 0; i < (size_t)W * n; i++) {
+            float v = val(c->rank, k + 2, i);
+            if (a->dt == RT_F32) ((float *)whole)[i] = v;
+            else ((uint16_t *)whole)[i] = rt_f32_to_bf16(v);
+        }
+        rt_tensor tw = rt_tensor_1d(whole, a->dt, RT_DEV_CPU, (int64_t)(W * n));
+        rt_tensor own = rt_tensor_1d(whole + (size_t)c->rank * n * es, a->dt, RT_DEV_CPU, (int64_t)n);
+        rt_tensor tp = k % 2 ? own : rt_tensor_1d(part, a->dt, RT_DEV_CPU, (int64_t)n);
+        if (rt_comm_reduce_scatter_sum(c, &tw, &tp) < 0) a->failures++;
+        if (tp.data != own.data) memcpy(own.data, tp.data, n * es);
+        int slot = k % RT_COMM_SLOTS;
+        if (k % 2 == 0 ? rt_comm_all_gather(c, &own, &tw) < 0
+                       : rt_comm_all_gather_start(c, &own, &tw, slot) < 0 || rt_comm_wait(c, slot) < 0)
+            a->failures++;
+        for (size_t i = 0; i < (size_t)W * n; i++) {
+            float want = 0;
+            for (int r = 0; r < W; r++) want += val(r, k + 2, i);
+            if (a->dt == RT_BF16) want = rt_bf16_to_f32(rt_f32_to_bf16(want));
+            float got = a->dt == RT_F32 ? ((float *)whole)[i] : rt_bf16_to_f32(((uint16_t *)whole)[i]);
+            if (got != want) a->failures++;
+        }
+        free(whole);
+        free(part);
     }
     return NULL;
 }
@@ -138,7 +167,24 @@ static void test_bad_arguments(void **s) {
     rt_tensor td = rt_tensor_1d(d, RT_F32, RT_DEV_CPU, 4);
     assert_int_equal(rt_comm_all_gather(c[0], &ta, &td), 0);
     assert_memory_equal(a, d, sizeof d);
+    /* reduce_scatter: the whole must be world x the part; a part that
+     * overlaps the whole must be exactly its own block */
+    assert_int_equal(rt_comm_reduce_scatter_sum(c[0], &ta, &tb), VC_ERR_INVALID);
+    assert_int_equal(rt_comm_reduce_scatter_sum(c[0], &ta, &td), 0);
+    assert_memory_equal(a, d, sizeof d);
+    rt_tensor inner = rt_tensor_1d(a + 1, RT_F32, RT_DEV_CPU, 3);
+    float e[3];
+    rt_tensor te = rt_tensor_1d(e, RT_F32, RT_DEV_CPU, 3);
+    assert_int_equal(rt_comm_all_gather(c[0], &inner, &te), 0); /* disjoint: fine */
+    assert_int_equal(rt_comm_all_gather_start(c[0], &ta, &td, RT_COMM_SLOTS), VC_ERR_INVALID);
     rt_comm_group_free(c, 1);
+    rt_comm *c2[2];
+    assert_int_equal(rt_comm_group_create(bes, 2, c2), 0);
+    float w4[4] = {0};
+    rt_tensor whole4 = rt_tensor_1d(w4, RT_F32, RT_DEV_CPU, 4), mid = rt_tensor_1d(w4 + 1, RT_F32, RT_DEV_CPU, 2);
+    assert_int_equal(rt_comm_reduce_scatter_sum(c2[0], &whole4, &mid), VC_ERR_INVALID); /* not block 0 */
+    assert_non_null(strstr(vc_err_msg(), "overlaps"));
+    rt_comm_group_free(c2, 2);
     rt_backend_free(be);
 }
 

@@ -9,6 +9,12 @@
  * all ranks end bit-identical and a run repeats exactly. Three barriers
  * per call: publish, reduce, copy-out (the last stops a fast rank from
  * overwriting the scratch with its next collective too early).
+ *
+ * reduce_scatter_sum: the same sums, but rank r sums only block r (the
+ * elements its all-reduce slice would be, in the same order, so the result
+ * equals the all-reduce's block bit for bit) straight into its dst; two
+ * barriers (publish; everyone has read the sources). all_gather copies the
+ * other ranks' sources into dst (its own block only when not in place).
  */
 #include "backends/cpu/cpu_internal.h"
 #include "base/err.h"
@@ -82,7 +88,27 @@ static int cpu_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     size_t bytes = rt_tensor_nbytes(src);
     g->bufs[c->rank] = src->data;
     pthread_barrier_wait(&g->bar);
-    for (int r = 0; r < g->world; r++) memcpy((char *)dst->data + (size_t)r * bytes, g->bufs[r], bytes);
+    for (int r = 0; r < g->world; r++) {
+        char *to = (char *)dst->data + (size_t)r * bytes;
+        if (to != g->bufs[r]) memcpy(to, g->bufs[r], bytes); /* own block in place: nothing to copy */
+    }
+    pthread_barrier_wait(&g->bar);
+    return 0;
+}
+
+static int cpu_reduce_scatter(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    cpu_comm_group *g = c->ctx;
+    size_t m = (size_t)rt_tensor_nelem(dst), lo = m * (size_t)c->rank;
+    g->bufs[c->rank] = src->data;
+    pthread_barrier_wait(&g->bar);
+    /* Element i of dst is read from every source before it is written: in
+     * place (dst = this rank's block of src) is safe, and other ranks read
+     * only their own blocks of this rank's src. */
+    for (size_t i = 0; i < m; i++) {
+        float acc = 0.0f;
+        for (int r = 0; r < g->world; r++) acc += load_f(src->dtype, g->bufs[r], lo + i);
+        store_f(dst->dtype, dst->data, i, acc);
+    }
     pthread_barrier_wait(&g->bar);
     return 0;
 }
@@ -101,6 +127,7 @@ static const rt_comm_vtable g_cpu_comm_vt = {
     .all_reduce_sum = cpu_all_reduce,
     .all_gather = cpu_all_gather,
     .group_free = cpu_group_free,
+    .reduce_scatter_sum = cpu_reduce_scatter,
 };
 
 static int cpu_group_create(rt_backend **bes, int world, rt_comm **comms) {

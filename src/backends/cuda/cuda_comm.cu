@@ -92,12 +92,10 @@ static int side_init(cuda_comm_rank *rk) {
     return 0;
 }
 
-static int nccl_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
-    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
-    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
-    if (cx->capturing) return nccl_all_reduce(c, t); /* one stream inside a graph */
-    ncclDataType_t dt;
-    if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+/* The side stream's half of a start: it waits for the work queued so far
+ * on the backend stream (slot's fork event); the caller queues its NCCL
+ * call on rk->side, then side_done records the slot's completion. */
+static int side_fork(cuda_ctx *cx, cuda_comm_rank *rk, int slot) {
     CU_TRY(cudaSetDevice(cx->device));
     if (!rk->side && side_init(rk) < 0) return VC_ERR_RUNTIME;
     /* A slot still pending (a forward that failed before its wait) is
@@ -106,10 +104,47 @@ static int nccl_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
     rk->pending[slot] = false;
     CU_TRY(cudaEventRecord(rk->fork[slot], cx->stream));
     CU_TRY(cudaStreamWaitEvent(rk->side, rk->fork[slot], 0));
-    NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, rk->side));
+    return 0;
+}
+
+static int side_done(cuda_comm_rank *rk, int slot) {
     nccl_clear_last_error();
     CU_TRY(cudaEventRecord(rk->done[slot], rk->side));
     rk->pending[slot] = true;
+    return 0;
+}
+
+static int nccl_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
+    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
+    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
+    if (cx->capturing) return nccl_all_reduce(c, t); /* one stream inside a graph */
+    ncclDataType_t dt;
+    if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
+    NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, rk->side));
+    return side_done(rk, slot);
+}
+
+static int nccl_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot) {
+    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
+    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
+    if (cx->capturing) return nccl_all_gather(c, src, dst);
+    ncclDataType_t dt;
+    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
+    NCCL_TRY(ncclAllGather(src->data, dst->data, (size_t)rt_tensor_nelem(src), dt, rk->nccl, rk->side));
+    return side_done(rk, slot);
+}
+
+/* In place when dst is src's block `rank` (NCCL's own in-place form). */
+static int nccl_reduce_scatter(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
+    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
+    ncclDataType_t dt;
+    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    CU_TRY(cudaSetDevice(cx->device));
+    NCCL_TRY(ncclReduceScatter(src->data, dst->data, (size_t)rt_tensor_nelem(dst), dt, ncclSum, rk->nccl, cx->stream));
+    nccl_clear_last_error();
     return 0;
 }
 
@@ -153,6 +188,8 @@ static const rt_comm_vtable g_nccl_vt = {
     nccl_group_free,
     nccl_all_reduce_start,
     nccl_wait,
+    nccl_reduce_scatter,
+    nccl_all_gather_start,
 };
 
 /* VLLM_TP_SM_MARGIN=k (world > 1): cuBLAS plans its GEMMs for k fewer SMs
@@ -172,9 +209,53 @@ static int sm_margin(rt_backend **bes, int world) {
     return 0;
 }
 
+/* VLLM_TP_NCCL_CTA=efficiency|zero (NCCL >= 2.27): the communicators'
+ * CTA policy (ncclConfig_t.CTAPolicy: fewest CTAs for a decent bandwidth,
+ * or none where NCCL can use copy engines), so that collectives running
+ * beside the GEMMs take fewer SMs. Unset: ncclCommInitAll's defaults. */
+static int cta_policy(int *out) {
+    const char *e = getenv("VLLM_TP_NCCL_CTA");
+    if (!e || !*e || !strcmp(e, "default")) return 0;
+#if defined(NCCL_CTA_POLICY_EFFICIENCY)
+    if (!strcmp(e, "efficiency")) *out = NCCL_CTA_POLICY_EFFICIENCY;
+#if defined(NCCL_CTA_POLICY_ZERO)
+    else if (!strcmp(e, "zero")) *out = NCCL_CTA_POLICY_ZERO;
+#endif
+    else return vc_err_set(VC_ERR_INVALID, "VLLM_TP_NCCL_CTA=%s: expected default, efficiency or zero", e);
+    return 1;
+#else
+    (void)out;
+    return vc_err_set(VC_ERR_UNSUPPORTED, "VLLM_TP_NCCL_CTA=%s: this NCCL has no CTA policies", e);
+#endif
+}
+
+static ncclResult_t init_comms(ncclComm_t *nc, int world, const int *devs, int policy, bool with_policy) {
+    if (!with_policy) return ncclCommInitAll(nc, world, devs);
+#if defined(NCCL_CTA_POLICY_EFFICIENCY)
+    ncclUniqueId id;
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) return r;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.CTAPolicy = policy;
+    r = ncclGroupStart();
+    for (int i = 0; i < world && r == ncclSuccess; i++) {
+        if (cudaSetDevice(devs[i]) != cudaSuccess) r = ncclUnhandledCudaError;
+        else r = ncclCommInitRankConfig(&nc[i], world, id, i, &cfg);
+    }
+    ncclResult_t e = ncclGroupEnd();
+    (void)cudaSetDevice(devs[0]); /* the caller is rank 0's thread */
+    return r != ncclSuccess ? r : e;
+#else
+    (void)policy;
+    return ncclInvalidUsage;
+#endif
+}
+
 static int nccl_group_create(rt_backend **bes, int world, rt_comm **comms) {
     setenv("NCCL_NVLS_ENABLE", "0", 0); /* 0: keep a value the user set */
     if (sm_margin(bes, world) < 0) return VC_ERR_INVALID;
+    int policy = 0, with_policy = cta_policy(&policy);
+    if (with_policy < 0) return with_policy;
     int *devs = (int *)calloc((size_t)world, sizeof *devs);
     ncclComm_t *nc = (ncclComm_t *)calloc((size_t)world, sizeof *nc);
     if (!devs || !nc) {
@@ -183,7 +264,7 @@ static int nccl_group_create(rt_backend **bes, int world, rt_comm **comms) {
         return vc_err_set(VC_ERR_OOM, "out of memory");
     }
     for (int r = 0; r < world; r++) devs[r] = ((cuda_ctx *)bes[r]->ctx)->device;
-    ncclResult_t res = ncclCommInitAll(nc, world, devs);
+    ncclResult_t res = init_comms(nc, world, devs, policy, with_policy > 0);
     free(devs);
     nccl_clear_last_error();
     if (res != ncclSuccess) {
