@@ -19,6 +19,7 @@
 # "VLLM_TP_OVERLAP=0 VLLM_TP_BF16_SUMS=0,VLLM_TP_OVERLAP=0").
 # With 2+ GPUs, tools/tp_probe times the pieces of a TP=2 prefill step
 # (all-reduce bf16/f32, a rank's gate|up GEMM, both overlapped, ADD_RMSNORM).
+# VLLM_TP_BUILD: the build directory (default build-gpu).
 # VLLM_TP_EXTRA_TESTS: CUDA test executables to build and run after
 # test_cuda_comm (e.g. "test_cuda_fused test_cuda_gemm").
 set -u -o pipefail
@@ -28,7 +29,7 @@ mkdir -p "$OUT"
 t0=$(date +%s)
 say() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 PY=${PYTHON:-python3}
-BUILD=build-gpu
+BUILD=${VLLM_TP_BUILD:-build-gpu} # a build dir outside the copied tree survives between calls
 source scripts/gpu_deps.sh || exit 1
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 say "$ngpu GPU(s)"

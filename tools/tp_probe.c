@@ -12,7 +12,13 @@
  *     (rt_comm_all_reduce_start / rt_comm_wait: the overlap arch_llama.c
  *     uses), against the two one after the other;
  *   - ADD_RMSNORM over [n, d] with a bf16 addend and a bf16 dst (replicated
- *     work: every rank runs it on all n rows).
+ *     work: every rank runs it on all n rows), and over n/W rows (a
+ *     sequence-parallel rank's share);
+ *   - the sequence-parallel collectives: reduce-scatter and all-gather of
+ *     [n, d] bf16 in place, and the all-gather followed by the gate|up GEMM
+ *     in two row halves, serial (gather, GEMM, GEMM) against overlapped
+ *     (rt_comm_all_gather_start, the GEMM of the own half, wait, the other
+ *     half: arch_llama.c's VLLM_TP_SP_OVERLAP=1).
  * Ranks meet at a barrier before each measurement and sync their backend
  * after it; rank 0 prints. Weights and activations are small constants:
  * the timings do not depend on the values. Exits 1 with a message when the
@@ -32,10 +38,10 @@
 
 typedef struct {
     int64_t n, d, ff;
-    int reps;
+    int reps, W;
     pthread_barrier_t bar;
     rt_comm *comms[MAX_W];
-    double ms[MAX_W][8]; /* [rank][measurement] */
+    double ms[MAX_W][16]; /* [rank][measurement] */
     int failed;
 } probe;
 
@@ -44,7 +50,7 @@ typedef struct {
     int rank;
 } rank_arg;
 
-enum { M_AR16, M_AR32, M_GEMM, M_SERIAL, M_OVERLAP, M_NORM, M_COUNT };
+enum { M_AR16, M_AR32, M_GEMM, M_SERIAL, M_OVERLAP, M_NORM, M_RS16, M_AG16, M_AG_SER, M_AG_OVL, M_NORM_SP, M_COUNT };
 
 /* A device tensor filled with v (f32 or bf16), NULL data on failure. */
 static rt_tensor filled(rt_backend *be, rt_dtype dt, int64_t rows, int64_t cols, float v) {
@@ -112,6 +118,21 @@ static void *rank_main(void *argp) {
           ok = rt_comm_all_reduce_start(c, &half, 0) == 0 && rt_matmul(be, &y, &x, &w, NULL) == 0 &&
                rt_comm_wait(c, 0) == 0);
     TIMED(p, r, M_NORM, ok = rt_add_rmsnorm(be, &a16, &res, &a16, &nw1, 1e-6f, 0.0f) == 0);
+    /* sequence parallelism: rank r's block of n/W rows (n rounded down to W) */
+    int64_t mr = n / p->W;
+    rt_tensor whole = rt_tensor_slice0(&a16, 0, mr * p->W), own = rt_tensor_slice0(&a16, mr * r, mr);
+    rt_tensor own_res = rt_tensor_slice0(&res, mr * r, mr);
+    rt_tensor x0 = rt_tensor_slice0(&x, 0, h), x1 = rt_tensor_slice0(&x, h, n - h);
+    rt_tensor y0 = rt_tensor_slice0(&y, 0, h), y1 = rt_tensor_slice0(&y, h, n - h);
+    TIMED(p, r, M_RS16, ok = rt_comm_reduce_scatter_sum(c, &whole, &own) == 0);
+    TIMED(p, r, M_AG16, ok = rt_comm_all_gather(c, &own, &whole) == 0);
+    TIMED(p, r, M_AG_SER,
+          ok = rt_comm_all_gather(c, &own, &whole) == 0 && rt_matmul(be, &y0, &x0, &w, NULL) == 0 &&
+               rt_matmul(be, &y1, &x1, &w, NULL) == 0);
+    TIMED(p, r, M_AG_OVL,
+          ok = rt_comm_all_gather_start(c, &own, &whole, 0) == 0 && rt_matmul(be, &y0, &x0, &w, NULL) == 0 &&
+               rt_comm_wait(c, 0) == 0 && rt_matmul(be, &y1, &x1, &w, NULL) == 0);
+    TIMED(p, r, M_NORM_SP, ok = rt_add_rmsnorm(be, &own, &own_res, &own, &nw1, 1e-6f, 0.0f) == 0);
     if (!ok) {
         fprintf(stderr, "tp_probe rank %d: %s\n", r, vc_err_msg());
         __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
@@ -164,6 +185,7 @@ int main(int argc, char **argv) {
         rt_backends_free_group(bes, W);
         return 1;
     }
+    p.W = W;
     pthread_barrier_init(&p.bar, NULL, (unsigned)W);
     pthread_t th[MAX_W];
     rank_arg args[MAX_W];
@@ -192,6 +214,14 @@ int main(int argc, char **argv) {
            2.0 * (double)p.n * (double)p.d * 2.0 * (double)p.ff / (g * 1e9));
     printf("  all_reduce [n/2, d] bf16 then GEMM: %.3f ms; overlapped (start, GEMM, wait): %.3f ms\n",
            worst(&p, W, M_SERIAL), worst(&p, W, M_OVERLAP));
-    printf("  add_rmsnorm [n, d] (f32 x, bf16 addend, bf16 dst): %.3f ms\n", worst(&p, W, M_NORM));
+    printf("  add_rmsnorm [n, d] (f32 x, bf16 addend, bf16 dst): %.3f ms; own n/W rows: %.3f ms\n",
+           worst(&p, W, M_NORM), worst(&p, W, M_NORM_SP));
+    double rs = worst(&p, W, M_RS16), ag = worst(&p, W, M_AG16), busw = (double)(W - 1) / W;
+    printf("  reduce_scatter [n, d] bf16 in place: %.3f ms (busbw %.0f GB/s); all_gather in place: %.3f ms (busbw "
+           "%.0f GB/s)\n",
+           rs, nd * 2 * busw / (rs * 1e6), ag, nd * 2 * busw / (ag * 1e6));
+    printf("  all_gather then gate|up GEMM in two row halves: %.3f ms; overlapped (start, own half, wait, other "
+           "half): %.3f ms\n",
+           worst(&p, W, M_AG_SER), worst(&p, W, M_AG_OVL));
     return 0;
 }

@@ -1,7 +1,8 @@
 /* Tensor-parallel pieces of the CUDA backend. NCCL collectives (runtime/comm.h): all_reduce_sum
  * (f32, bf16; odd rounds through all_reduce_start + wait, NCCL on the
- * second stream, the download queued after the wait on the backend stream)
- * and all_gather against a serial reference, many back-to-back
+ * second stream, the download queued after the wait on the backend stream),
+ * all_gather, and reduce_scatter_sum + in-place all_gather (sequence
+ * parallelism; all_gather_start in odd rounds) against a serial reference, many back-to-back
  * calls of changing sizes, one thread per rank.
  *
  *  - world 1 through the native path (rt_comm_group_create_native: NCCL
@@ -54,8 +55,62 @@ static void note(rank_arg *a, const char *what) {
     if (!a->err[0]) snprintf(a->err, sizeof a->err, "%s: %s", what, vc_err_msg());
 }
 
-/* One rank: ROUNDS of all_reduce (f32 then bf16) and all_gather on device
- * tensors, each checked on the host. */
+/* The sequence-parallel pair on one rank (round k, n per block): the
+ * reduce-scatter of [W * n] (bf16 in even rounds, f32 in odd; in place
+ * into the own block in rounds k % 4 >= 2, else into a separate tensor
+ * copied there), then the all-gather of the blocks in place (odd rounds
+ * through all_gather_start + wait on the side stream): the full sum on
+ * every rank. */
+static void sp_round(rank_arg *a, int k, size_t n) {
+    rt_comm *c = a->c;
+    rt_backend *be = c->be;
+    int W = c->world;
+    rt_dtype dt = k % 2 ? RT_F32 : RT_BF16;
+    size_t es = k % 2 ? 4 : 2, tot = (size_t)W * n;
+    char *h = malloc(tot * es);
+    int64_t sw[1] = {(int64_t)tot}, sp1[1] = {(int64_t)n};
+    rt_tensor dw = rt_tensor_alloc(be, dt, 1, sw), dp = rt_tensor_alloc(be, dt, 1, sp1);
+    if (!h || !dw.data || !dp.data) {
+        note(a, "alloc");
+        goto out;
+    }
+    for (size_t i = 0; i < tot; i++) {
+        float v = val(c->rank, k + 3, i);
+        if (es == 2) ((uint16_t *)h)[i] = rt_f32_to_bf16(v);
+        else ((float *)h)[i] = v;
+    }
+    rt_tensor ht = rt_tensor_1d(h, dt, RT_DEV_CPU, (int64_t)tot);
+    if (rt_tensor_copy_bytes(be, &dw, &ht) < 0) note(a, "upload");
+    rt_tensor own = rt_tensor_slice0(&dw, (int64_t)((size_t)c->rank * n), (int64_t)n);
+    bool in_place = k % 4 >= 2;
+    if (rt_comm_reduce_scatter_sum(c, &dw, in_place ? &own : &dp) < 0) note(a, "reduce_scatter");
+    if (!in_place && rt_tensor_copy_bytes(be, &own, &dp) < 0) note(a, "copy");
+    int slot = k % RT_COMM_SLOTS;
+    if (k % 2 == 0 ? rt_comm_all_gather(c, &own, &dw) < 0
+                   : rt_comm_all_gather_start(c, &own, &dw, slot) < 0 || rt_comm_wait(c, slot) < 0)
+        note(a, "all_gather in place");
+    if (rt_tensor_copy_bytes(be, &ht, &dw) < 0 || rt_backend_sync(be) < 0) note(a, "download");
+    for (size_t i = 0; i < tot; i++) {
+        float want = 0;
+        for (int r = 0; r < W; r++) want += val(r, k + 3, i);
+        float got = es == 2 ? rt_bf16_to_f32(((uint16_t *)h)[i]) : ((float *)h)[i];
+        if (got != want) {
+            if (!a->err[0])
+                snprintf(a->err, sizeof a->err, "reduce_scatter + all_gather %s round %d [%zu]: %g, want %g",
+                         rt_dtype_name(dt), k, i, got, want);
+            a->failures++;
+            break;
+        }
+    }
+out:
+    if (dw.data) rt_backend_free_mem(be, dw.data);
+    if (dp.data) rt_backend_free_mem(be, dp.data);
+    free(h);
+}
+
+/* One rank: ROUNDS of all_reduce (f32 then bf16), all_gather and the
+ * reduce_scatter + in-place all_gather pair on device tensors, each
+ * checked on the host. */
 static void *rank_main(void *p) {
     rank_arg *a = p;
     rt_comm *c = a->c;
@@ -128,6 +183,7 @@ static void *rank_main(void *p) {
         if (dd.data) rt_backend_free_mem(be, dd.data);
         free(src);
         free(dst);
+        sp_round(a, k, n);
     }
     return NULL;
 }
@@ -147,7 +203,9 @@ static void run_world(int W, bool native) {
     rt_comm_group_free(c, W);
     for (int r = 0; r < W; r++)
         if (args[r].failures) fail_msg("world %d rank %d: %d failures, first: %s", W, r, args[r].failures, args[r].err);
-    print_message("nccl world %d: %d rounds of all_reduce f32/bf16 + all_gather equal to the reference\n", W, ROUNDS);
+    print_message("nccl world %d: %d rounds of all_reduce f32/bf16 + all_gather + reduce_scatter/all_gather in place "
+                  "equal to the reference\n",
+                  W, ROUNDS);
 }
 
 static void test_nccl_world1(void **st) {
