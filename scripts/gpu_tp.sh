@@ -38,7 +38,7 @@ cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/tp_configu
 cmake --build $BUILD -j"$(nproc)" --target vllm test_cuda_comm tp_probe ${VLLM_TP_EXTRA_TESTS:-} ${VLLM_TP_EXTRA_TARGETS:-} \
     >"$OUT/tp_build.log" 2>&1 ||
     { grep -E "error" "$OUT/tp_build.log" | head -30; exit 1; }
-V=./$BUILD/vllm
+V=$BUILD/vllm
 say "NCCL collectives (test_cuda_comm)"
 (cd $BUILD && timeout 300 ./test_cuda_comm) >"$OUT/test_cuda_comm.log" 2>&1
 echo "test_cuda_comm exit $?: $(grep -E 'nccl world|GPU\(s\)|tp bf16|FAILED|ERROR' "$OUT/test_cuda_comm.log" | tr '\n' ';')"
@@ -48,7 +48,7 @@ for t in ${VLLM_TP_EXTRA_TESTS:-}; do
 done
 if [ "$ngpu" -ge 2 ]; then
     say "tp_probe (TP=2 step pieces)"
-    timeout 120 ./$BUILD/tp_probe --tp 2 2>&1 | tee "$OUT/tp_probe.log"
+    timeout 120 $BUILD/tp_probe --tp 2 2>&1 | tee "$OUT/tp_probe.log"
 fi
 
 M=/tmp/rand-llama-8b
