@@ -18,7 +18,10 @@
 # each word NAME=VALUE[,NAME=VALUE...] of environment (e.g.
 # "VLLM_TP_OVERLAP=0 VLLM_TP_BF16_SUMS=0,VLLM_TP_OVERLAP=0").
 # With 2+ GPUs, tools/tp_probe times the pieces of a TP=2 prefill step
-# (all-reduce bf16/f32, a rank's gate|up GEMM, both overlapped, ADD_RMSNORM).
+# (all-reduce bf16/f32, a rank's gate|up GEMM, both overlapped, ADD_RMSNORM,
+# the sequence-parallel reduce-scatter / all-gather); VLLM_TP_PROBE_AB="A B"
+# runs it again per word of NAME=VALUE[,NAME=VALUE] environment (e.g.
+# "VLLM_TP_SYM=1,VLLM_TP_NCCL_CTA=zero").
 # VLLM_TP_BUILD: the build directory (default build-gpu).
 # VLLM_TP_EXTRA_TESTS: CUDA test executables to build and run after
 # test_cuda_comm (e.g. "test_cuda_fused test_cuda_gemm").
@@ -49,6 +52,10 @@ done
 if [ "$ngpu" -ge 2 ]; then
     say "tp_probe (TP=2 step pieces)"
     timeout 120 $BUILD/tp_probe --tp 2 2>&1 | tee "$OUT/tp_probe.log"
+    for pe in ${VLLM_TP_PROBE_AB:-}; do
+        echo "tp_probe with $pe:"
+        env ${pe//,/ } timeout 120 $BUILD/tp_probe --tp 2 2>&1 | tee -a "$OUT/tp_probe.log"
+    done
 fi
 
 M=/tmp/rand-llama-8b

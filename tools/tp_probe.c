@@ -19,6 +19,9 @@
  *     in two row halves, serial (gather, GEMM, GEMM) against overlapped
  *     (rt_comm_all_gather_start, the GEMM of the own half, wait, the other
  *     half: arch_llama.c's VLLM_TP_SP_OVERLAP=1).
+ * VLLM_TP_SYM=1 puts the bf16 buffer of the collectives in a symmetric
+ * window (rt_comm_group_alloc_sym); with VLLM_TP_NCCL_CTA=zero NCCL may
+ * then all-gather with copy engines (compare the overlapped gather).
  * Ranks meet at a barrier before each measurement and sync their backend
  * after it; rank 0 prints. Weights and activations are small constants:
  * the timings do not depend on the values. Exits 1 with a message when the
@@ -41,6 +44,7 @@ typedef struct {
     int reps, W;
     pthread_barrier_t bar;
     rt_comm *comms[MAX_W];
+    void *sym[MAX_W]; /* VLLM_TP_SYM=1: the [n, d] bf16 buffer of the collectives, symmetric */
     double ms[MAX_W][16]; /* [rank][measurement] */
     int failed;
 } probe;
@@ -97,6 +101,12 @@ static void *rank_main(void *argp) {
     rt_backend *be = c->be;
     int64_t n = p->n, d = p->d, ff = p->ff, h = n / 2;
     rt_tensor a16 = filled(be, RT_BF16, n, d, 0.25f), a32 = filled(be, RT_F32, n, d, 0.25f);
+    void *own16 = a16.data; /* freed here; a symmetric one goes with the group */
+    if (a16.data && p->sym[r]) {
+        rt_tensor s16 = rt_tensor_2d(p->sym[r], RT_BF16, a16.device, n, d);
+        if (rt_tensor_copy_bytes(be, &s16, &a16) < 0) s16.data = NULL;
+        a16 = s16;
+    }
     rt_tensor x = filled(be, RT_BF16, n, d, 0.5f), w = filled(be, RT_BF16, 2 * ff, d, 0.01f);
     rt_tensor y = filled(be, RT_BF16, n, 2 * ff, 0.0f), res = filled(be, RT_F32, n, d, 1.0f);
     rt_tensor nw = filled(be, RT_F32, 1, d, 1.0f);
@@ -137,7 +147,8 @@ static void *rank_main(void *argp) {
         fprintf(stderr, "tp_probe rank %d: %s\n", r, vc_err_msg());
         __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
     }
-    rt_tensor *all[] = {&a16, &a32, &x, &w, &y, &res, &nw};
+    if (own16) rt_backend_free_mem(be, own16);
+    rt_tensor *all[] = {&a32, &x, &w, &y, &res, &nw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) rt_backend_free_mem(be, all[i]->data);
     return NULL;
@@ -186,6 +197,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     p.W = W;
+    const char *sym = getenv("VLLM_TP_SYM");
+    if (sym && !strcmp(sym, "1") && rt_comm_group_alloc_sym(p.comms, W, (size_t)(p.n * p.d) * 2, p.sym) < 0)
+        fprintf(stderr, "tp_probe: no symmetric buffers (%s): ordinary memory\n", vc_err_msg());
     pthread_barrier_init(&p.bar, NULL, (unsigned)W);
     pthread_t th[MAX_W];
     rank_arg args[MAX_W];
@@ -206,8 +220,11 @@ int main(int argc, char **argv) {
     if (p.failed) return 1;
     double nd = (double)(p.n * p.d), bus = 2.0 * (W - 1) / W;
     double ar16 = worst(&p, W, M_AR16), ar32 = worst(&p, W, M_AR32), g = worst(&p, W, M_GEMM);
-    printf("tp_probe W=%d n=%lld d=%lld ff/rank=%lld (%s), ms per call, slowest rank:\n", W, (long long)p.n,
-           (long long)p.d, (long long)p.ff, dev_name);
+    const char *cta = getenv("VLLM_TP_NCCL_CTA");
+    printf("tp_probe W=%d n=%lld d=%lld ff/rank=%lld (%s; bf16 collectives in %s memory, NCCL CTA policy %s), ms "
+           "per call, slowest rank:\n",
+           W, (long long)p.n, (long long)p.d, (long long)p.ff, dev_name, p.sym[0] ? "symmetric" : "ordinary",
+           cta ? cta : "default");
     printf("  all_reduce [n, d] bf16: %.3f ms (busbw %.0f GB/s); f32: %.3f ms (busbw %.0f GB/s)\n", ar16,
            nd * 2 * bus / (ar16 * 1e6), ar32, nd * 4 * bus / (ar32 * 1e6));
     printf("  gate|up GEMM [n, d] x [2ff, d] bf16: %.3f ms (%.0f TFLOP/s)\n", g,

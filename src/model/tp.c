@@ -239,6 +239,28 @@ int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg) {
     return rc;
 }
 
+/* VLLM_TP_SYM=1: the ranks' bf16 GEMM-input buffers xn16 (what the
+ * sequence-parallel steps reduce-scatter into and all-gather in place)
+ * move into symmetric buffers of the group (rt_comm_group_alloc_sym), so
+ * that NCCL may use its symmetric kernels and, with VLLM_TP_NCCL_CTA=zero,
+ * copy engines for the all-gather. Where that fails the step keeps its
+ * own buffer (a warning). The first xn16 stays allocated (freed with the
+ * model): an experiment's cost of max_batch x d bf16 per rank. */
+static void sym_xn(mdl_tp_group *g) {
+    const char *e = getenv("VLLM_TP_SYM");
+    mdl_model *m0 = g->ranks[0];
+    if (!e || strcmp(e, "1") || !m0->xn16.data) return;
+    void *ptrs[64];
+    if (g->world > 64) return;
+    size_t bytes = rt_tensor_nbytes(&m0->xn16);
+    if (rt_comm_group_alloc_sym(g->comms, g->world, bytes, ptrs) < 0) {
+        VC_WARN("tensor parallel: no symmetric buffers (%s): xn stays in ordinary memory", vc_err_msg());
+        return;
+    }
+    for (int r = 0; r < g->world; r++) g->ranks[r]->xn16.data = ptrs[r];
+    VC_INFO("tensor parallel: xn in symmetric buffers (%zu bytes per rank)", bytes);
+}
+
 int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
     int W = p->tp_size;
     mdl_tp_group *g = calloc(1, sizeof *g);
@@ -263,6 +285,7 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
     int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
     if (rc < 0) return rc;
     for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];
+    sym_xn(g);
     for (int r = 1; r < W; r++) {
         tp_worker_arg *a = malloc(sizeof *a);
         if (!a) return vc_err_set(VC_ERR_OOM, "out of memory");

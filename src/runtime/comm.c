@@ -142,6 +142,15 @@ int rt_comm_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, i
     return c->vt->all_gather_start ? c->vt->all_gather_start(c, src, dst, slot) : c->vt->all_gather(c, src, dst);
 }
 
+int rt_comm_group_alloc_sym(rt_comm **comms, int world, size_t bytes, void **ptrs) {
+    for (int r = 0; r < world; r++) ptrs[r] = NULL;
+    if (world < 1 || !comms[0]) return vc_err_set(VC_ERR_INVALID, "comm alloc_sym: no group");
+    if (!comms[0]->vt->group_alloc_sym)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "comm %s: no symmetric buffers", comms[0]->vt->name);
+    if (bytes == 0) return vc_err_set(VC_ERR_INVALID, "comm alloc_sym: zero bytes");
+    return comms[0]->vt->group_alloc_sym(comms, world, bytes, ptrs);
+}
+
 int rt_comm_reduce_scatter_sum(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     int rc = check_parts(c, dst, src, "reduce_scatter");
     if (rc < 0) return rc;

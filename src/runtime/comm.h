@@ -44,6 +44,8 @@ typedef struct {
     int (*reduce_scatter_sum)(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
     /* Optional (NULL: rt_comm_all_gather_start gathers at once). */
     int (*all_gather_start)(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot);
+    /* Optional (NULL: rt_comm_group_alloc_sym is unsupported). */
+    int (*group_alloc_sym)(rt_comm **comms, int world, size_t bytes, void **ptrs);
 } rt_comm_vtable;
 
 struct rt_comm {
@@ -94,6 +96,16 @@ int rt_comm_reduce_scatter_sum(rt_comm *c, const rt_tensor *src, rt_tensor *dst)
  * the start runs the all-reduce at once and the wait does nothing. Every
  * rank issues the same sequence of starts and synchronous collectives. */
 #define RT_COMM_SLOTS 2
+
+/* Symmetric buffers (called once for the whole group, from one thread):
+ * ptrs[r] = `bytes` of rank r's device memory registered with the group as
+ * one symmetric window (CUDA: ncclMemAlloc + ncclCommWindowRegister with
+ * NCCL_WIN_COLL_SYMMETRIC), freed with the group. Collectives whose
+ * buffers lie in such a window at the same offset on every rank may use
+ * NCCL's symmetric kernels, and under VLLM_TP_NCCL_CTA=zero the all-gather
+ * may run on the copy engines (no SMs taken from the GEMMs beside it).
+ * VC_ERR_UNSUPPORTED where the device has none (CPU, world 1). */
+int rt_comm_group_alloc_sym(rt_comm **comms, int world, size_t bytes, void **ptrs);
 int rt_comm_all_reduce_start(rt_comm *c, rt_tensor *t, int slot);
 /* The all-gather in the same overlapped form: until the wait, the caller
  * may read src (its own block of dst, in place) but must not touch the

@@ -26,8 +26,16 @@ extern "C" {
 
 #include <string.h>
 
+/* A symmetric buffer of the rank (rt_comm_group_alloc_sym). */
+typedef struct {
+    void *ptr;
+    ncclWindow_t win;
+} sym_buf;
+
 typedef struct {
     ncclComm_t nccl;
+    sym_buf *sym; /* [n_sym], freed with the group */
+    int n_sym;
     cudaStream_t side; /* asynchronous collectives; NULL until the first start */
     cudaEvent_t fork[RT_COMM_SLOTS], done[RT_COMM_SLOTS];
     bool pending[RT_COMM_SLOTS]; /* started, not yet waited */
@@ -158,14 +166,45 @@ static int nccl_wait(rt_comm *c, int slot) {
     return 0;
 }
 
+/* Deregisters (a collective: every rank in one group call) and frees the
+ * ranks' symmetric buffers. */
+static void sym_free_all(rt_comm **comms, int world) {
+    bool any = false;
+    for (int r = 0; r < world; r++) any |= ((cuda_comm_rank *)comms[r]->ctx)->n_sym > 0;
+    if (!any) return;
+    (void)ncclGroupStart();
+    for (int r = 0; r < world; r++) {
+        cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
+        (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
+        for (int i = 0; i < rk->n_sym; i++)
+            if (rk->sym[i].win) (void)ncclCommWindowDeregister(rk->nccl, rk->sym[i].win);
+    }
+    (void)ncclGroupEnd();
+    for (int r = 0; r < world; r++) {
+        cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
+        (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
+        for (int i = 0; i < rk->n_sym; i++) (void)ncclMemFree(rk->sym[i].ptr);
+        free(rk->sym);
+        rk->sym = NULL;
+        rk->n_sym = 0;
+    }
+}
+
 static void nccl_group_free(rt_comm **comms, int world) {
+    for (int r = 0; r < world; r++) { /* the ranks' last collectives end first */
+        cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
+        cuda_ctx *cx = (cuda_ctx *)comms[r]->be->ctx;
+        if (!rk) continue;
+        (void)cudaSetDevice(cx->device);
+        if (rk->side) (void)cudaStreamSynchronize(rk->side);
+        (void)cudaStreamSynchronize(cx->stream);
+    }
+    bool all = true;
+    for (int r = 0; r < world; r++) all &= comms[r]->ctx != NULL;
+    if (all) sym_free_all(comms, world);
     for (int r = 0; r < world; r++) {
         cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
         if (rk) {
-            if (rk->side) { /* its last collectives end before the communicator goes */
-                (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
-                (void)cudaStreamSynchronize(rk->side);
-            }
             ncclCommDestroy(rk->nccl);
             if (rk->side) {
                 for (int s = 0; s < RT_COMM_SLOTS; s++) {
@@ -181,6 +220,59 @@ static void nccl_group_free(rt_comm **comms, int world) {
     nccl_clear_last_error();
 }
 
+/* ncclMemAlloc on every rank, then one group of ncclCommWindowRegister
+ * (a collective) with NCCL_WIN_COLL_SYMMETRIC. */
+static int nccl_group_alloc_sym(rt_comm **comms, int world, size_t bytes, void **ptrs) {
+    size_t al = NCCL_WIN_REQUIRED_ALIGNMENT;
+    bytes = (bytes + al - 1) / al * al;
+    int rc = 0, dev0 = ((cuda_ctx *)comms[0]->be->ctx)->device;
+    ncclWindow_t *wins = (ncclWindow_t *)calloc((size_t)world, sizeof *wins);
+    if (!wins) return vc_err_set(VC_ERR_OOM, "out of memory");
+    for (int r = 0; r < world && rc == 0; r++) {
+        cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
+        sym_buf *nb = (sym_buf *)realloc(rk->sym, (size_t)(rk->n_sym + 1) * sizeof *nb);
+        if (!nb) {
+            rc = vc_err_set(VC_ERR_OOM, "out of memory");
+            break;
+        }
+        rk->sym = nb;
+        (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
+        ncclResult_t e = ncclMemAlloc(&ptrs[r], bytes);
+        if (e != ncclSuccess) {
+            ptrs[r] = NULL;
+            rc = vc_err_set(VC_ERR_RUNTIME, "nccl: ncclMemAlloc of %zu bytes on rank %d: %s", bytes, r,
+                            ncclGetErrorString(e));
+        }
+    }
+    if (rc == 0) {
+        ncclResult_t e = ncclGroupStart();
+        for (int r = 0; r < world && e == ncclSuccess; r++) {
+            (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
+            e = ncclCommWindowRegister(((cuda_comm_rank *)comms[r]->ctx)->nccl, ptrs[r], bytes, &wins[r],
+                                       NCCL_WIN_COLL_SYMMETRIC);
+        }
+        ncclResult_t e2 = ncclGroupEnd();
+        if (e == ncclSuccess) e = e2;
+        if (e != ncclSuccess)
+            rc = vc_err_set(VC_ERR_RUNTIME, "nccl: symmetric window registration: %s", ncclGetErrorString(e));
+    }
+    for (int r = 0; r < world; r++) {
+        if (!ptrs[r]) continue;
+        cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
+        if (rc == 0) {
+            rk->sym[rk->n_sym++] = (sym_buf){ptrs[r], wins[r]};
+        } else {
+            (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
+            (void)ncclMemFree(ptrs[r]);
+            ptrs[r] = NULL;
+        }
+    }
+    free(wins);
+    (void)cudaSetDevice(dev0);
+    nccl_clear_last_error();
+    return rc;
+}
+
 static const rt_comm_vtable g_nccl_vt = {
     "nccl",
     nccl_all_reduce,
@@ -190,6 +282,7 @@ static const rt_comm_vtable g_nccl_vt = {
     nccl_wait,
     nccl_reduce_scatter,
     nccl_all_gather_start,
+    nccl_group_alloc_sym,
 };
 
 /* VLLM_TP_SM_MARGIN=k (world > 1): cuBLAS plans its GEMMs for k fewer SMs

@@ -208,6 +208,97 @@ static void run_world(int W, bool native) {
                   W, ROUNDS);
 }
 
+/* Collectives in symmetric buffers (rt_comm_group_alloc_sym; with the
+ * zero-CTA policy NCCL may all-gather on the copy engines): per round,
+ * the whole buffer [W * n] reduce-scattered in place into the own block
+ * and all-gathered back in place (sync, or start + wait), then an
+ * all-reduce in place; bf16 and f32. */
+#define SYM_N 65536
+typedef struct {
+    rank_arg a;
+    void *buf; /* W * SYM_N * 4 bytes, symmetric */
+} sym_arg;
+
+static void *sym_main(void *p) {
+    sym_arg *sa = p;
+    rank_arg *a = &sa->a;
+    rt_comm *c = a->c;
+    rt_backend *be = c->be;
+    int W = c->world;
+    for (int k = 0; k < 8 && !a->failures; k++) {
+        size_t n = k < 4 ? SYM_N : (size_t)(1 + k * 1237), tot = (size_t)W * n, es = k % 2 ? 4 : 2;
+        rt_dtype dt = k % 2 ? RT_F32 : RT_BF16;
+        char *h = malloc(tot * es);
+        if (!h) {
+            note(a, "alloc");
+            break;
+        }
+        for (size_t i = 0; i < tot; i++) {
+            float v = val(c->rank, k + 5, i);
+            if (es == 2) ((uint16_t *)h)[i] = rt_f32_to_bf16(v);
+            else ((float *)h)[i] = v;
+        }
+        rt_tensor ht = rt_tensor_1d(h, dt, RT_DEV_CPU, (int64_t)tot), dw = rt_tensor_1d(sa->buf, dt, RT_DEV_CUDA, (int64_t)tot);
+        rt_tensor own = rt_tensor_slice0(&dw, (int64_t)((size_t)c->rank * n), (int64_t)n);
+        if (rt_tensor_copy_bytes(be, &dw, &ht) < 0) note(a, "upload");
+        if (rt_comm_reduce_scatter_sum(c, &dw, &own) < 0) note(a, "sym reduce_scatter");
+        int slot = k % RT_COMM_SLOTS;
+        if (k % 4 < 2 ? rt_comm_all_gather(c, &own, &dw) < 0
+                      : rt_comm_all_gather_start(c, &own, &dw, slot) < 0 || rt_comm_wait(c, slot) < 0)
+            note(a, "sym all_gather");
+        if (rt_comm_all_reduce_sum(c, &dw) < 0) note(a, "sym all_reduce"); /* W x the sum */
+        if (rt_tensor_copy_bytes(be, &ht, &dw) < 0 || rt_backend_sync(be) < 0) note(a, "download");
+        for (size_t i = 0; i < tot && !a->failures; i++) {
+            float want = 0;
+            for (int r = 0; r < W; r++) want += val(r, k + 5, i);
+            want *= (float)W;
+            float got = es == 2 ? rt_bf16_to_f32(((uint16_t *)h)[i]) : ((float *)h)[i];
+            if (got != want) {
+                snprintf(a->err, sizeof a->err, "symmetric %s round %d [%zu]: %g, want %g", rt_dtype_name(dt), k, i,
+                         got, want);
+                a->failures++;
+            }
+        }
+        free(h);
+    }
+    return NULL;
+}
+
+static void sym_world(int W, const char *cta) {
+    if (cta) setenv("VLLM_TP_NCCL_CTA", cta, 1);
+    rt_comm *c[MAX_W];
+    int rc = rt_comm_group_create_native(g_be, W, c);
+    unsetenv("VLLM_TP_NCCL_CTA");
+    if (rc < 0) fail_msg("group of %d (CTA policy %s): %s", W, cta ? cta : "default", vc_err_msg());
+    void *bufs[MAX_W];
+    if (rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_N * 4, bufs) < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", vc_err_msg());
+        rt_comm_group_free(c, W);
+        fail_msg("symmetric buffers, world %d: %s", W, msg);
+    }
+    pthread_t th[MAX_W];
+    sym_arg args[MAX_W];
+    for (int r = 0; r < W; r++) {
+        args[r] = (sym_arg){.a = {.c = c[r]}, .buf = bufs[r]};
+        assert_int_equal(pthread_create(&th[r], NULL, sym_main, &args[r]), 0);
+    }
+    for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+    rt_comm_group_free(c, W);
+    for (int r = 0; r < W; r++)
+        if (args[r].a.failures) fail_msg("symmetric world %d rank %d: %s", W, r, args[r].a.err);
+    print_message("nccl symmetric buffers, world %d, CTA policy %s: reduce_scatter/all_gather/all_reduce in place "
+                  "equal to the reference\n",
+                  W, cta ? cta : "default");
+}
+
+static void test_nccl_symmetric(void **st) {
+    (void)st;
+    if (g_ngpu < 2) skip();
+    sym_world(2, NULL);
+    sym_world(2, "zero");
+}
+
 static void test_nccl_world1(void **st) {
     (void)st;
     if (!g_ngpu) skip();
@@ -468,6 +559,7 @@ int main(void) {
         cmocka_unit_test(test_nccl_world1),
         cmocka_unit_test(test_nccl_multi_gpu),
         cmocka_unit_test(test_bad_groups),
+        cmocka_unit_test(test_nccl_symmetric),
         cmocka_unit_test(test_embed_shard),
         cmocka_unit_test(test_tp_bf16_epilogue),
     };
