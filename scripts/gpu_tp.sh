@@ -43,8 +43,8 @@ cmake --build $BUILD -j"$(nproc)" --target vllm test_cuda_comm tp_probe ${VLLM_T
     { grep -E "error" "$OUT/tp_build.log" | head -30; exit 1; }
 V=$BUILD/vllm
 say "NCCL collectives (test_cuda_comm)"
-(cd $BUILD && timeout 300 ./test_cuda_comm) >"$OUT/test_cuda_comm.log" 2>&1
-echo "test_cuda_comm exit $?: $(grep -E 'nccl world|GPU\(s\)|tp bf16|FAILED|ERROR' "$OUT/test_cuda_comm.log" | tr '\n' ';')"
+(cd $BUILD && timeout 120 ./test_cuda_comm) >"$OUT/test_cuda_comm.log" 2>&1
+echo "test_cuda_comm exit $?: $(grep -E 'nccl world|nccl symmetric|GPU\(s\)|tp bf16|FAILED|ERROR' "$OUT/test_cuda_comm.log" | tr '\n' ';')"
 for t in ${VLLM_TP_EXTRA_TESTS:-}; do
     (cd $BUILD && timeout 300 ./"$t") >"$OUT/$t.log" 2>&1
     echo "$t exit $?: $(grep -E 'PASSED|FAILED|ERROR' "$OUT/$t.log" | tr '\n' ';')"
@@ -54,7 +54,7 @@ if [ "$ngpu" -ge 2 ]; then
     timeout 120 $BUILD/tp_probe --tp 2 2>&1 | tee "$OUT/tp_probe.log"
     for pe in ${VLLM_TP_PROBE_AB:-}; do
         echo "tp_probe with $pe:"
-        env ${pe//,/ } timeout 120 $BUILD/tp_probe --tp 2 2>&1 | tee -a "$OUT/tp_probe.log"
+        env ${pe//,/ } timeout 60 $BUILD/tp_probe --tp 2 2>&1 | tee -a "$OUT/tp_probe.log"
     done
 fi
 
