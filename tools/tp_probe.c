@@ -18,7 +18,9 @@
  *     [n, d] bf16 in place, and the all-gather followed by the gate|up GEMM
  *     in two row halves, serial (gather, GEMM, GEMM) against overlapped
  *     (rt_comm_all_gather_start, the GEMM of the own half, wait, the other
- *     half: arch_llama.c's VLLM_TP_SP_OVERLAP=1).
+ *     half: arch_llama.c's VLLM_TP_SP_OVERLAP=1);
+ *   - the all-to-all of [n, d] bf16 (VLLM_TP_SP_A2A=1's exchange of the
+ *     partials) alone, and started between the GEMMs of the two halves.
  * VLLM_TP_SYM=1 puts the bf16 buffer of the collectives in a symmetric
  * window (rt_comm_group_alloc_sym); with VLLM_TP_NCCL_CTA=zero NCCL may
  * then all-gather with copy engines (compare the overlapped gather).
@@ -44,7 +46,7 @@ typedef struct {
     int reps, W;
     pthread_barrier_t bar;
     rt_comm *comms[MAX_W];
-    void *sym[MAX_W]; /* VLLM_TP_SYM=1: the [n, d] bf16 buffer of the collectives, symmetric */
+    void *sym[MAX_W], *sym2[MAX_W]; /* VLLM_TP_SYM=1: the [n, d] bf16 buffers of the collectives, symmetric */
     double ms[MAX_W][16]; /* [rank][measurement] */
     int failed;
 } probe;
@@ -54,7 +56,7 @@ typedef struct {
     int rank;
 } rank_arg;
 
-enum { M_AR16, M_AR32, M_GEMM, M_SERIAL, M_OVERLAP, M_NORM, M_RS16, M_AG16, M_AG_SER, M_AG_OVL, M_NORM_SP, M_COUNT };
+enum { M_AR16, M_AR32, M_GEMM, M_SERIAL, M_OVERLAP, M_NORM, M_RS16, M_AG16, M_AG_SER, M_AG_OVL, M_NORM_SP, M_A2A, M_A2A_OVL, M_COUNT };
 
 /* A device tensor filled with v (f32 or bf16), NULL data on failure. */
 static rt_tensor filled(rt_backend *be, rt_dtype dt, int64_t rows, int64_t cols, float v) {
@@ -101,16 +103,18 @@ static void *rank_main(void *argp) {
     rt_backend *be = c->be;
     int64_t n = p->n, d = p->d, ff = p->ff, h = n / 2;
     rt_tensor a16 = filled(be, RT_BF16, n, d, 0.25f), a32 = filled(be, RT_F32, n, d, 0.25f);
-    void *own16 = a16.data; /* freed here; a symmetric one goes with the group */
+    rt_tensor b16 = filled(be, RT_BF16, n, d, 0.0f); /* the all-to-all's destination */
+    void *own16 = a16.data, *ownb = b16.data; /* freed here; symmetric ones go with the group */
     if (a16.data && p->sym[r]) {
         rt_tensor s16 = rt_tensor_2d(p->sym[r], RT_BF16, a16.device, n, d);
         if (rt_tensor_copy_bytes(be, &s16, &a16) < 0) s16.data = NULL;
         a16 = s16;
     }
+    if (b16.data && p->sym2[r]) b16.data = p->sym2[r];
     rt_tensor x = filled(be, RT_BF16, n, d, 0.5f), w = filled(be, RT_BF16, 2 * ff, d, 0.01f);
     rt_tensor y = filled(be, RT_BF16, n, 2 * ff, 0.0f), res = filled(be, RT_F32, n, d, 1.0f);
     rt_tensor nw = filled(be, RT_F32, 1, d, 1.0f);
-    bool ok = a16.data && a32.data && x.data && w.data && y.data && res.data && nw.data;
+    bool ok = a16.data && b16.data && a32.data && x.data && w.data && y.data && res.data && nw.data;
     if (!ok) fprintf(stderr, "tp_probe rank %d: out of device memory: %s\n", r, vc_err_msg());
     rt_tensor half = rt_tensor_slice0(&a16, 0, h), nw1 = rt_tensor_1d(nw.data, RT_F32, nw.device, d);
     /* warm-up: NCCL channels, cuBLAS heuristics, the side stream */
@@ -143,11 +147,19 @@ static void *rank_main(void *argp) {
           ok = rt_comm_all_gather_start(c, &own, &whole, 0) == 0 && rt_matmul(be, &y0, &x0, &w, NULL) == 0 &&
                rt_comm_wait(c, 0) == 0 && rt_matmul(be, &y1, &x1, &w, NULL) == 0);
     TIMED(p, r, M_NORM_SP, ok = rt_add_rmsnorm(be, &own, &own_res, &own, &nw1, 1e-6f, 0.0f) == 0);
+    /* the all-to-all of the partials (arch_llama.c VLLM_TP_SP_A2A=1), alone
+     * and started before the GEMM of one row half */
+    rt_tensor wb = rt_tensor_slice0(&b16, 0, mr * p->W);
+    TIMED(p, r, M_A2A, ok = rt_comm_all_to_all(c, &whole, &wb) == 0);
+    TIMED(p, r, M_A2A_OVL,
+          ok = rt_matmul(be, &y1, &x1, &w, NULL) == 0 && rt_comm_all_to_all_start(c, &whole, &wb, 1) == 0 &&
+               rt_matmul(be, &y0, &x0, &w, NULL) == 0 && rt_comm_wait(c, 1) == 0);
     if (!ok) {
         fprintf(stderr, "tp_probe rank %d: %s\n", r, vc_err_msg());
         __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
     }
     if (own16) rt_backend_free_mem(be, own16);
+    if (ownb) rt_backend_free_mem(be, ownb);
     rt_tensor *all[] = {&a32, &x, &w, &y, &res, &nw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) rt_backend_free_mem(be, all[i]->data);
@@ -198,7 +210,8 @@ int main(int argc, char **argv) {
     }
     p.W = W;
     const char *sym = getenv("VLLM_TP_SYM");
-    if (sym && !strcmp(sym, "1") && rt_comm_group_alloc_sym(p.comms, W, (size_t)(p.n * p.d) * 2, p.sym) < 0)
+    if (sym && !strcmp(sym, "1") && (rt_comm_group_alloc_sym(p.comms, W, (size_t)(p.n * p.d) * 2, p.sym) < 0 ||
+                                     rt_comm_group_alloc_sym(p.comms, W, (size_t)(p.n * p.d) * 2, p.sym2) < 0))
         fprintf(stderr, "tp_probe: no symmetric buffers (%s): ordinary memory\n", vc_err_msg());
     pthread_barrier_init(&p.bar, NULL, (unsigned)W);
     pthread_t th[MAX_W];
@@ -240,5 +253,8 @@ int main(int argc, char **argv) {
     printf("  all_gather then gate|up GEMM in two row halves: %.3f ms; overlapped (start, own half, wait, other "
            "half): %.3f ms\n",
            worst(&p, W, M_AG_SER), worst(&p, W, M_AG_OVL));
+    printf("  all_to_all [n, d] bf16: %.3f ms; GEMM half, all_to_all started, GEMM other half, wait: %.3f ms (the "
+           "two halves alone: see above)\n",
+           worst(&p, W, M_A2A), worst(&p, W, M_A2A_OVL));
     return 0;
 }

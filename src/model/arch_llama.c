@@ -259,14 +259,73 @@ static int sp_gather_then(mdl_model *m, const mdl_sp *sp, rt_tensor *xnF, bool o
     return VC_OK;
 }
 
+/* A row-parallel GEMM (Wo, Wdown: in [n, k] x w) of a sequence-parallel
+ * layer, the sum of its partials over the ranks for the own rows, and the
+ * add + RMSNorm (weight nw) of those rows into xns (x += the sum).
+ * Reduce-scatter form: the GEMM of all rows into oF [n_pad, d], its
+ * reduce-scatter, one ADD_RMSNORM. All-to-all form (a2a: oF's dtype
+ * buffer m->sp_recv): the GEMM of the other ranks' rows first, their
+ * partials sent with an all-to-all on the side stream while the GEMM of
+ * the own rows runs (NCCL can do it on copy engines: VLLM_TP_SYM=1,
+ * VLLM_TP_NCCL_CTA=zero), then x += the own partial and x += each
+ * received one, one ADD_RMSNORM each (ADD_RMSNORM has one addend; the
+ * last one's norm is the output, the others' land on the addend itself). */
+static int sp_row_parallel(mdl_model *m, const mdl_sp *sp, rt_tensor *oF, const rt_tensor *in, const rt_tensor *w,
+                           const rt_tensor *bias, bool a2a, rt_tensor *xs, rt_tensor *xns, const rt_tensor *nw) {
+    rt_backend *be = m->be;
+    float eps = m->cfg.rms_eps;
+    rt_tensor os = rt_tensor_slice0(oF, sp->r0, sp->m);
+    if (!a2a) {
+        rt_tensor o = rt_tensor_slice0(oF, 0, sp->n), x = rt_tensor_slice0(in, 0, sp->n);
+        MDL_TRY(rt_matmul(be, &o, &x, w, bias));
+        MDL_TRY(mdl_sp_reduce(m, sp, oF));
+        return rt_add_rmsnorm(be, xns, xs, &os, nw, eps, 0.0f);
+    }
+    int64_t n = sp->n, a = sp->r0 < n ? sp->r0 : n, b = sp->r0 + sp->m < n ? sp->r0 + sp->m : n;
+    int64_t r0s[3] = {0, b, a}, nrs[3] = {a, n - b, b - a}; /* the others' rows, then the own */
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) {
+            if (sp->n_pad > n) { /* pad rows (the last rank's block) are zero partials */
+                rt_tensor pad = rt_tensor_slice0(oF, n, sp->n_pad - n);
+                rt_tensor z = rt_tensor_2d(m->sp_zero.data, oF->dtype, oF->device, pad.shape[0], pad.shape[1]);
+                MDL_TRY(rt_tensor_copy_bytes(be, &pad, &z));
+            }
+            rt_tensor recv = rt_tensor_2d(m->sp_recv.data, oF->dtype, oF->device, sp->n_pad, oF->shape[1]);
+            MDL_TRY(rt_comm_all_to_all_start(m->comm, oF, &recv, 1));
+        }
+        if (nrs[i] <= 0) continue;
+        rt_tensor o = rt_tensor_slice0(oF, r0s[i], nrs[i]), x = rt_tensor_slice0(in, r0s[i], nrs[i]);
+        MDL_TRY(rt_matmul(be, &o, &x, w, bias));
+    }
+    MDL_TRY(rt_comm_wait(m->comm, 1));
+    rt_tensor recv = rt_tensor_2d(m->sp_recv.data, oF->dtype, oF->device, sp->n_pad, oF->shape[1]);
+    MDL_TRY(rt_add_rmsnorm(be, &os, xs, &os, nw, eps, 0.0f)); /* x += own partial (the norm is overwritten) */
+    int last = m->tp_rank == m->tp_size - 1 ? m->tp_size - 2 : m->tp_size - 1;
+    for (int q = 0; q < m->tp_size; q++) {
+        if (q == m->tp_rank) continue;
+        rt_tensor rq = rt_tensor_slice0(&recv, (int64_t)q * sp->m, sp->m);
+        MDL_TRY(rt_add_rmsnorm(be, q == last ? xns : &rq, xs, &rq, nw, eps, 0.0f));
+    }
+    return VC_OK;
+}
+
+/* The all-to-all form of sp_row_parallel: VLLM_TP_SP_A2A=1 (the receive
+ * buffer m->sp_recv is made at load then, tp.c) and a partial of its dtype. */
+static bool sp_a2a(const mdl_model *m, const rt_tensor *oF) {
+    return m->sp_recv.data && m->sp_recv.dtype == oF->dtype;
+}
+
 /* A sequence-parallel forward (Megatron-style sequence parallelism; tp.c):
  * the residual stream x is sharded by rows (rank r keeps rows [r0, r0+m)
  * of the padded step), the partial sums of Wo and Wdown are
- * reduce-scattered instead of all-reduced, add+RMSNorm runs on the own
- * rows only, and the normed rows are all-gathered into the full input of
- * the next column-parallel GEMM (QKV, gate|up). Attention and the GEMMs
- * run on all n rows as before. The views (sv, qkv, gu, xn dtype) are the
- * caller's; xn here spans the n_pad rows. */
+ * reduce-scattered instead of all-reduced (or exchanged all-to-all:
+ * sp_row_parallel), add+RMSNorm runs on the own rows only, and the normed
+ * rows are all-gathered into the full input of the next column-parallel
+ * GEMM (QKV, gate|up). Attention and the GEMMs run on all n rows as
+ * before. The views (sv, qkv, gu, xn dtype) are the caller's; xn here
+ * spans the n_pad rows. A layer's Wdown sum is normed with the next
+ * layer's attn_norm; the last one's is reduce-scattered in f32 for the
+ * logits head. */
 static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const mdl_sp *sp, rt_tensor *qkv,
                             rt_tensor *gu, bool h16, bool p16, int64_t n_logits) {
     const mdl_config *c = &m->cfg;
@@ -277,19 +336,14 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
     rt_tensor xnF = h16 ? rt_tensor_slice0(&m->xn16, 0, sp->n_pad) : xbF;
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv->gate;
     rt_tensor xs = rt_tensor_slice0(&xF, sp->r0, sp->m), xns = rt_tensor_slice0(&xnF, sp->r0, sp->m);
-    rt_tensor *oF = p16 ? &xnF : &xbF, *dF = oF; /* partial sums of Wo / Wdown */
-    bool ovl = sp_overlap();
+    rt_tensor *oF = p16 ? &xnF : &xbF; /* partial sums of Wo and (but the last) Wdown */
+    bool ovl = sp_overlap(), a2a = sp_a2a(m, oF);
     MDL_TRY(mdl_embed_sp(m, sp, &xF, &sv->ids));
+    MDL_TRY(rt_rmsnorm(be, &xns, &xs, &m->layers[0].attn_norm, c->rms_eps, 0.0f));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
         bool fqkv = L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data);
-        if (l == 0) {
-            MDL_TRY(rt_rmsnorm(be, &xns, &xs, &L->attn_norm, c->rms_eps, 0.0f));
-        } else {
-            rt_tensor rs = rt_tensor_slice0(dF, sp->r0, sp->m);
-            MDL_TRY(rt_add_rmsnorm(be, &xns, &xs, &rs, &L->attn_norm, c->rms_eps, 0.0f));
-        }
         sp_rows_ctx cx = {.L = L, .sv = sv, .xn = &xnF, .qkv = qkv, .gu = gu, .gh = &gh, .fused = fqkv};
         MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, qkv_rows, &cx));
         rt_tensor q3 = sv->q3, k3 = sv->k3, v3 = sv->v3;
@@ -305,20 +359,21 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
         MDL_TRY(rt_qk_rope_store(be, &sv->q3, &q3, &k3, &v3, &rp));
         MDL_TRY(rt_paged_attention(be, &sv->att3, &sv->q3, &kv->k[l], &kv->v[l], &sv->bt, &sv->qsl,
                                    &sv->seq_lens, scale, 0.0f, (int32_t)c->sliding_window));
-        rt_tensor o = rt_tensor_slice0(oF, 0, n);
-        MDL_TRY(rt_matmul(be, &o, &sv->att, &L->wo, m->tp_rank == 0 ? opt(&L->bo) : NULL));
-        MDL_TRY(mdl_sp_reduce(m, sp, oF));
-        rt_tensor os = rt_tensor_slice0(oF, sp->r0, sp->m);
-        MDL_TRY(rt_add_rmsnorm(be, &xns, &xs, &os, &L->ffn_norm, c->rms_eps, 0.0f));
+        MDL_TRY(sp_row_parallel(m, sp, oF, &sv->att, &L->wo, m->tp_rank == 0 ? opt(&L->bo) : NULL, a2a, &xs, &xns,
+                                &L->ffn_norm));
         bool fgu = L->w_gu.data && m->gu.data;
         cx.fused = fgu;
         MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, glu_rows, &cx));
         /* Wdown after all rows' GLU: its output may be xn, which an
          * overlapped gather reads until the wait. */
-        dF = p16 && l < c->n_layers - 1 ? &xnF : &xbF;
-        rt_tensor dn = rt_tensor_slice0(dF, 0, n), din = fgu ? gh : sv->gate;
-        MDL_TRY(rt_matmul(be, &dn, &din, &L->w_down, NULL));
-        MDL_TRY(mdl_sp_reduce(m, sp, dF));
+        rt_tensor din = fgu ? gh : sv->gate;
+        if (l < c->n_layers - 1) {
+            MDL_TRY(sp_row_parallel(m, sp, oF, &din, &L->w_down, NULL, a2a, &xs, &xns, &m->layers[l + 1].attn_norm));
+        } else {
+            rt_tensor dn = rt_tensor_slice0(&xbF, 0, n);
+            MDL_TRY(rt_matmul(be, &dn, &din, &L->w_down, NULL));
+            MDL_TRY(mdl_sp_reduce(m, sp, &xbF));
+        }
     }
     return mdl_logits_head_sp(m, sv, sp, n_logits, &xF, &xbF, c->rms_eps, 0.0f);
 }

@@ -115,6 +115,7 @@ struct mdl_model {
     rt_comm *comm;                 /* NULL when tp_size == 1 */
     rt_tensor logits_l;            /* [rows, vocab_l] this rank's LM-head output (TP) */
     rt_tensor sp_zero;             /* [tp_size - 1, d] f32 zeros: pad rows of sequence-parallel steps */
+    rt_tensor sp_recv;             /* [B, d] partial sums received by the all-to-all (VLLM_TP_SP_A2A=1) */
     struct mdl_tp_group *tp;       /* rank 0 of a TP group: the other ranks and their threads */
 };
 

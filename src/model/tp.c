@@ -246,19 +246,48 @@ int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg) {
  * copy engines for the all-gather. Where that fails the step keeps its
  * own buffer (a warning). The first xn16 stays allocated (freed with the
  * model): an experiment's cost of max_batch x d bf16 per rank. */
-static void sym_xn(mdl_tp_group *g) {
-    const char *e = getenv("VLLM_TP_SYM");
+static bool env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && !strcmp(e, "1");
+}
+
+static bool sym_xn(mdl_tp_group *g) {
     mdl_model *m0 = g->ranks[0];
-    if (!e || strcmp(e, "1") || !m0->xn16.data) return;
+    if (!env_on("VLLM_TP_SYM") || !m0->xn16.data || g->world > 64) return false;
     void *ptrs[64];
-    if (g->world > 64) return;
     size_t bytes = rt_tensor_nbytes(&m0->xn16);
     if (rt_comm_group_alloc_sym(g->comms, g->world, bytes, ptrs) < 0) {
         VC_WARN("tensor parallel: no symmetric buffers (%s): xn stays in ordinary memory", vc_err_msg());
-        return;
+        return false;
     }
     for (int r = 0; r < g->world; r++) g->ranks[r]->xn16.data = ptrs[r];
     VC_INFO("tensor parallel: xn in symmetric buffers (%zu bytes per rank)", bytes);
+    return true;
+}
+
+/* VLLM_TP_SP_A2A=1: every rank's receive buffer sp_recv [max_batch, d] for
+ * the all-to-all of the sequence-parallel partial sums (arch_llama.c
+ * sp_row_parallel), in the partials' dtype (bf16 where xn16 exists, else
+ * f32); symmetric when xn is (sym). */
+static int sp_recv_alloc(mdl_tp_group *g, bool sym) {
+    if (!env_on("VLLM_TP_SP_A2A")) return VC_OK;
+    mdl_model *m0 = g->ranks[0];
+    rt_dtype dt = m0->xn16.data ? RT_BF16 : RT_F32;
+    int64_t s[2] = {m0->max_batch, m0->cfg.hidden};
+    void *ptrs[64];
+    if (sym) {
+        rt_tensor probe = rt_tensor_make(NULL, dt, m0->be->device, 2, s);
+        if (rt_comm_group_alloc_sym(g->comms, g->world, rt_tensor_nbytes(&probe), ptrs) == 0) {
+            for (int r = 0; r < g->world; r++) {
+                g->ranks[r]->sp_recv = probe;
+                g->ranks[r]->sp_recv.data = ptrs[r];
+            }
+            return VC_OK;
+        }
+        VC_WARN("tensor parallel: no symmetric all-to-all buffer (%s): ordinary memory", vc_err_msg());
+    }
+    for (int r = 0; r < g->world; r++) MDL_TRY(mdl_own_tensor(g->ranks[r], &g->ranks[r]->sp_recv, dt, 2, s));
+    return VC_OK;
 }
 
 int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
@@ -285,7 +314,7 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
     int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
     if (rc < 0) return rc;
     for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];
-    sym_xn(g);
+    MDL_TRY(sp_recv_alloc(g, sym_xn(g)));
     for (int r = 1; r < W; r++) {
         tp_worker_arg *a = malloc(sizeof *a);
         if (!a) return vc_err_set(VC_ERR_OOM, "out of memory");

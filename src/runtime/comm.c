@@ -36,6 +36,7 @@ static const rt_comm_vtable g_single = {
     .all_gather = single_all_gather,
     .group_free = single_group_free,
     .reduce_scatter_sum = single_all_gather, /* one rank: the sum is src itself */
+    .all_to_all = single_all_gather,         /* one rank: dst = src */
 };
 
 static int check_group(rt_backend **bes, int world, rt_comm **comms) {
@@ -140,6 +141,38 @@ int rt_comm_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, i
     int rc = check_parts(c, src, dst, "all_gather");
     if (rc < 0) return rc;
     return c->vt->all_gather_start ? c->vt->all_gather_start(c, src, dst, slot) : c->vt->all_gather(c, src, dst);
+}
+
+/* src and dst: [W * m] each, one dtype, not overlapping. */
+static int check_a2a(const rt_comm *c, const rt_tensor *src, const rt_tensor *dst) {
+    int rc = check_float(c, src, "all_to_all");
+    if (rc == 0) rc = check_float(c, dst, "all_to_all");
+    if (rc < 0) return rc;
+    int64_t ne = rt_tensor_nelem(src);
+    if (src->dtype != dst->dtype || rt_tensor_nelem(dst) != ne || ne % c->world)
+        return vc_err_set(VC_ERR_INVALID, "comm all_to_all: src and dst must hold world (%d) x m elements of one dtype",
+                          c->world);
+    size_t nb = rt_tensor_nbytes(src);
+    const char *a = src->data, *b = dst->data;
+    if (a < b + nb && b < a + nb) return vc_err_set(VC_ERR_INVALID, "comm all_to_all: src and dst overlap");
+    return 0;
+}
+
+int rt_comm_all_to_all(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    int rc = check_a2a(c, src, dst);
+    if (rc < 0) return rc;
+    if (!c->vt->all_to_all) return vc_err_set(VC_ERR_UNSUPPORTED, "comm %s: no all_to_all", c->vt->name);
+    return c->vt->all_to_all(c, src, dst);
+}
+
+int rt_comm_all_to_all_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot) {
+    if (slot < 0 || slot >= RT_COMM_SLOTS)
+        return vc_err_set(VC_ERR_INVALID, "comm all_to_all_start: slot %d not in [0, %d)", slot, RT_COMM_SLOTS);
+    int rc = check_a2a(c, src, dst);
+    if (rc < 0) return rc;
+    if (c->vt->all_to_all_start) return c->vt->all_to_all_start(c, src, dst, slot);
+    if (!c->vt->all_to_all) return vc_err_set(VC_ERR_UNSUPPORTED, "comm %s: no all_to_all", c->vt->name);
+    return c->vt->all_to_all(c, src, dst);
 }
 
 int rt_comm_group_alloc_sym(rt_comm **comms, int world, size_t bytes, void **ptrs) {

@@ -46,6 +46,9 @@ typedef struct {
     int (*all_gather_start)(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot);
     /* Optional (NULL: rt_comm_group_alloc_sym is unsupported). */
     int (*group_alloc_sym)(rt_comm **comms, int world, size_t bytes, void **ptrs);
+    int (*all_to_all)(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
+    /* Optional (NULL: rt_comm_all_to_all_start exchanges at once). */
+    int (*all_to_all_start)(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot);
 } rt_comm_vtable;
 
 struct rt_comm {
@@ -82,6 +85,9 @@ int rt_comm_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
  * f32 on the CPU, in the dtype by NCCL, as the all-reduce). dst may be
  * src's own block (in place); the other blocks of src are left unspecified. */
 int rt_comm_reduce_scatter_sum(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
+/* All-to-all: src and dst [W * m] each (separate buffers); block q of dst
+ * = rank q's block `rank` of src (dst's own block: a copy of src's). */
+int rt_comm_all_to_all(rt_comm *c, const rt_tensor *src, rt_tensor *dst);
 
 /* Overlap of communication with compute (tensor-parallel prefill): the
  * all-reduce of t is queued after the work already queued on the rank's
@@ -111,6 +117,11 @@ int rt_comm_all_reduce_start(rt_comm *c, rt_tensor *t, int slot);
  * may read src (its own block of dst, in place) but must not touch the
  * other blocks of dst. */
 int rt_comm_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot);
+/* And the all-to-all: until the wait, nothing may write src's blocks of
+ * the other ranks or touch dst; src's own block may be written (dst's own
+ * block is then unspecified: the sequence-parallel steps send the peers'
+ * rows of a partial sum while the GEMM of the own rows runs). */
+int rt_comm_all_to_all_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot);
 int rt_comm_wait(rt_comm *c, int slot);
 
 #endif

@@ -210,7 +210,9 @@ static void compare_last(const char *name, int tp) {
  * 17-token prompts, 16-token chunks at TP=4... ), unfused q/k/v with biases
  * (qwen2), both logits-head paths, and the all-gather beside the own
  * rows' GEMMs (VLLM_TP_SP_OVERLAP=1; the CPU gathers at once but the GEMMs
- * still run per row range). Logits and greedy ids as TP=1 and HF. */
+ * still run per row range), and the partial sums exchanged all-to-all
+ * instead of reduce-scattered (VLLM_TP_SP_A2A=1). Logits and greedy ids as
+ * TP=1 and HF. */
 static void test_sequence_parallel(void **st) {
     (void)st;
     assert_int_equal(setenv("VLLM_TP_SP", "force", 1), 0);
@@ -225,7 +227,16 @@ static void test_sequence_parallel(void **st) {
     fixture("tiny-llama", 2);
     fixture("tiny-qwen2", 2);
     compare_last("tiny-mistral", 4);
+    /* the partial sums exchanged all-to-all (own rows' GEMM last), summed
+     * by one ADD_RMSNORM per rank: W = 2 and 4, padded row counts */
+    assert_int_equal(setenv("VLLM_TP_SP_A2A", "1", 1), 0);
+    fixture("tiny-llama", 2);
+    fixture("tiny-qwen3", 2);
+    fixture("tiny-mistral", 4);
+    compare_last("tiny-mistral", 4);
     unsetenv("VLLM_TP_SP_OVERLAP");
+    fixture("tiny-qwen2", 2);
+    unsetenv("VLLM_TP_SP_A2A");
     uint64_t ran = mdl_sp_step_count() - before;
     unsetenv("VLLM_TP_SP");
     print_message("  %llu sequence-parallel steps\n", (unsigned long long)ran);

@@ -1,7 +1,7 @@
 /* Collectives of the CPU backend (rank = thread): all_reduce_sum (odd
  * rounds through all_reduce_start + wait, which run it at once here),
  * all_gather, and reduce_scatter_sum followed by an in-place all_gather
- * (the sequence-parallel pair; in place and not) against a serial reference, for several world sizes and
+ * (the sequence-parallel pair; in place and not), all_to_all against a serial reference, for several world sizes and
  * dtypes, many back-to-back calls of changing sizes, and bad arguments. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -98,6 +98,20 @@ static void *rank_main(void *p) {
         }
         free(whole);
         free(part);
+        /* all_to_all (odd rounds through the start + wait): block q of dst
+         * = rank q's block `rank` of src */
+        float *as = malloc((size_t)W * n * sizeof *as), *ad = malloc((size_t)W * n * sizeof *ad);
+        for (size_t i = 0; i < (size_t)W * n; i++) as[i] = val(c->rank, k + 4, i);
+        rt_tensor tas = rt_tensor_1d(as, RT_F32, RT_DEV_CPU, (int64_t)(W * n)),
+                  tad = rt_tensor_1d(ad, RT_F32, RT_DEV_CPU, (int64_t)(W * n));
+        if (k % 2 == 0 ? rt_comm_all_to_all(c, &tas, &tad) < 0
+                       : rt_comm_all_to_all_start(c, &tas, &tad, slot) < 0 || rt_comm_wait(c, slot) < 0)
+            a->failures++;
+        for (int q = 0; q < W; q++)
+            for (size_t i = 0; i < n; i++)
+                if (ad[(size_t)q * n + i] != val(q, k + 4, (size_t)c->rank * n + i)) a->failures++;
+        free(as);
+        free(ad);
     }
     return NULL;
 }
@@ -177,6 +191,11 @@ static void test_bad_arguments(void **s) {
     rt_tensor te = rt_tensor_1d(e, RT_F32, RT_DEV_CPU, 3);
     assert_int_equal(rt_comm_all_gather(c[0], &inner, &te), 0); /* disjoint: fine */
     assert_int_equal(rt_comm_all_gather_start(c[0], &ta, &td, RT_COMM_SLOTS), VC_ERR_INVALID);
+    assert_int_equal(rt_comm_all_to_all(c[0], &ta, &ta), VC_ERR_INVALID); /* src and dst overlap */
+    assert_int_equal(rt_comm_all_to_all(c[0], &ta, &tb), VC_ERR_INVALID); /* sizes differ */
+    memset(d, 0, sizeof d);
+    assert_int_equal(rt_comm_all_to_all(c[0], &ta, &td), 0);             /* world 1: a copy */
+    assert_memory_equal(a, d, sizeof d);
     rt_comm_group_free(c, 1);
     rt_comm *c2[2];
     assert_int_equal(rt_comm_group_create(bes, 2, c2), 0);

@@ -14,7 +14,8 @@
  * elements its all-reduce slice would be, in the same order, so the result
  * equals the all-reduce's block bit for bit) straight into its dst; two
  * barriers (publish; everyone has read the sources). all_gather copies the
- * other ranks' sources into dst (its own block only when not in place).
+ * other ranks' sources into dst (its own block only when not in place);
+ * all_to_all copies block `rank` of every rank's source.
  */
 #include "backends/cpu/cpu_internal.h"
 #include "base/err.h"
@@ -96,6 +97,18 @@ static int cpu_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     return 0;
 }
 
+/* dst block q = rank q's src block `rank` (two barriers: publish; read). */
+static int cpu_all_to_all(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    cpu_comm_group *g = c->ctx;
+    size_t bb = rt_tensor_nbytes(src) / (size_t)g->world;
+    g->bufs[c->rank] = src->data;
+    pthread_barrier_wait(&g->bar);
+    for (int q = 0; q < g->world; q++)
+        memcpy((char *)dst->data + (size_t)q * bb, (const char *)g->bufs[q] + (size_t)c->rank * bb, bb);
+    pthread_barrier_wait(&g->bar);
+    return 0;
+}
+
 static int cpu_reduce_scatter(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     cpu_comm_group *g = c->ctx;
     size_t m = (size_t)rt_tensor_nelem(dst), lo = m * (size_t)c->rank;
@@ -128,6 +141,7 @@ static const rt_comm_vtable g_cpu_comm_vt = {
     .all_gather = cpu_all_gather,
     .group_free = cpu_group_free,
     .reduce_scatter_sum = cpu_reduce_scatter,
+    .all_to_all = cpu_all_to_all,
 };
 
 static int cpu_group_create(rt_backend **bes, int world, rt_comm **comms) {

@@ -144,6 +144,28 @@ static int nccl_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *ds
     return side_done(rk, slot);
 }
 
+static int nccl_all_to_all(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
+    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
+    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
+    ncclDataType_t dt;
+    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    CU_TRY(cudaSetDevice(cx->device));
+    NCCL_TRY(ncclAlltoAll(src->data, dst->data, (size_t)(rt_tensor_nelem(src) / c->world), dt, rk->nccl, cx->stream));
+    nccl_clear_last_error();
+    return 0;
+}
+
+static int nccl_all_to_all_start(rt_comm *c, const rt_tensor *src, rt_tensor *dst, int slot) {
+    cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
+    cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
+    if (cx->capturing) return nccl_all_to_all(c, src, dst);
+    ncclDataType_t dt;
+    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
+    NCCL_TRY(ncclAlltoAll(src->data, dst->data, (size_t)(rt_tensor_nelem(src) / c->world), dt, rk->nccl, rk->side));
+    return side_done(rk, slot);
+}
+
 /* In place when dst is src's block `rank` (NCCL's own in-place form). */
 static int nccl_reduce_scatter(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
@@ -283,6 +305,8 @@ static const rt_comm_vtable g_nccl_vt = {
     nccl_reduce_scatter,
     nccl_all_gather_start,
     nccl_group_alloc_sym,
+    nccl_all_to_all,
+    nccl_all_to_all_start,
 };
 
 /* VLLM_TP_SM_MARGIN=k (world > 1): cuBLAS plans its GEMMs for k fewer SMs

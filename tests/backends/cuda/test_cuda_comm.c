@@ -2,7 +2,9 @@
  * (f32, bf16; odd rounds through all_reduce_start + wait, NCCL on the
  * second stream, the download queued after the wait on the backend stream),
  * all_gather, and reduce_scatter_sum + in-place all_gather (sequence
- * parallelism; all_gather_start in odd rounds) against a serial reference, many back-to-back
+ * parallelism; all_gather_start in odd rounds), all_to_all (and its start)
+ * against a serial reference; the same in symmetric buffers (default and
+ * zero-CTA communicators), many back-to-back
  * calls of changing sizes, one thread per rank.
  *
  *  - world 1 through the native path (rt_comm_group_create_native: NCCL
@@ -108,6 +110,51 @@ out:
     free(h);
 }
 
+/* all_to_all of [W * n] (bf16 in even rounds, f32 in odd; odd rounds via
+ * the start + wait) from src to dst (device buffers of W * n * 4 bytes at
+ * least; NULL: allocated here): block q of dst = rank q's block `rank`. */
+static void a2a_round(rank_arg *a, int k, size_t n, void *src, void *dst) {
+    rt_comm *c = a->c;
+    rt_backend *be = c->be;
+    int W = c->world;
+    rt_dtype dt = k % 2 ? RT_F32 : RT_BF16;
+    size_t es = k % 2 ? 4 : 2, tot = (size_t)W * n;
+    int64_t sw[1] = {(int64_t)tot};
+    rt_tensor ds = src ? rt_tensor_1d(src, dt, RT_DEV_CUDA, (int64_t)tot) : rt_tensor_alloc(be, dt, 1, sw);
+    rt_tensor dd = dst ? rt_tensor_1d(dst, dt, RT_DEV_CUDA, (int64_t)tot) : rt_tensor_alloc(be, dt, 1, sw);
+    char *h = malloc(tot * es);
+    if (!h || !ds.data || !dd.data) {
+        note(a, "alloc");
+    } else {
+        for (size_t i = 0; i < tot; i++) {
+            float v = val(c->rank, k + 7, i);
+            if (es == 2) ((uint16_t *)h)[i] = rt_f32_to_bf16(v);
+            else ((float *)h)[i] = v;
+        }
+        rt_tensor ht = rt_tensor_1d(h, dt, RT_DEV_CPU, (int64_t)tot);
+        if (rt_tensor_copy_bytes(be, &ds, &ht) < 0) note(a, "upload");
+        int slot = k % RT_COMM_SLOTS;
+        if (k % 2 == 0 ? rt_comm_all_to_all(c, &ds, &dd) < 0
+                       : rt_comm_all_to_all_start(c, &ds, &dd, slot) < 0 || rt_comm_wait(c, slot) < 0)
+            note(a, "all_to_all");
+        if (rt_tensor_copy_bytes(be, &ht, &dd) < 0 || rt_backend_sync(be) < 0) note(a, "download");
+        for (int q = 0; q < W && !a->failures; q++)
+            for (size_t i = 0; i < n; i++) {
+                float want = val(q, k + 7, (size_t)c->rank * n + i);
+                float got = es == 2 ? rt_bf16_to_f32(((uint16_t *)h)[(size_t)q * n + i]) : ((float *)h)[(size_t)q * n + i];
+                if (got != want) {
+                    snprintf(a->err, sizeof a->err, "all_to_all %s round %d block %d [%zu]: %g, want %g",
+                             rt_dtype_name(dt), k, q, i, got, want);
+                    a->failures++;
+                    break;
+                }
+            }
+    }
+    if (!src && ds.data) rt_backend_free_mem(be, ds.data);
+    if (!dst && dd.data) rt_backend_free_mem(be, dd.data);
+    free(h);
+}
+
 /* One rank: ROUNDS of all_reduce (f32 then bf16), all_gather and the
  * reduce_scatter + in-place all_gather pair on device tensors, each
  * checked on the host. */
@@ -184,6 +231,7 @@ static void *rank_main(void *p) {
         free(src);
         free(dst);
         sp_round(a, k, n);
+        a2a_round(a, k, n, NULL, NULL);
     }
     return NULL;
 }
@@ -204,7 +252,7 @@ static void run_world(int W, bool native) {
     for (int r = 0; r < W; r++)
         if (args[r].failures) fail_msg("world %d rank %d: %d failures, first: %s", W, r, args[r].failures, args[r].err);
     print_message("nccl world %d: %d rounds of all_reduce f32/bf16 + all_gather + reduce_scatter/all_gather in place "
-                  "equal to the reference\n",
+                  "+ all_to_all equal to the reference\n",
                   W, ROUNDS);
 }
 
@@ -216,7 +264,7 @@ static void run_world(int W, bool native) {
 #define SYM_N 65536
 typedef struct {
     rank_arg a;
-    void *buf; /* W * SYM_N * 4 bytes, symmetric */
+    void *buf, *buf2; /* W * SYM_N * 4 bytes each, symmetric */
 } sym_arg;
 
 static void *sym_main(void *p) {
@@ -260,6 +308,7 @@ static void *sym_main(void *p) {
             }
         }
         free(h);
+        a2a_round(a, k, n, sa->buf, sa->buf2);
     }
     return NULL;
 }
@@ -270,8 +319,9 @@ static void sym_world(int W, const char *cta) {
     int rc = rt_comm_group_create_native(g_be, W, c);
     unsetenv("VLLM_TP_NCCL_CTA");
     if (rc < 0) fail_msg("group of %d (CTA policy %s): %s", W, cta ? cta : "default", vc_err_msg());
-    void *bufs[MAX_W];
-    if (rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_N * 4, bufs) < 0) {
+    void *bufs[MAX_W], *bufs2[MAX_W];
+    if (rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_N * 4, bufs) < 0 ||
+        rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_N * 4, bufs2) < 0) {
         /* a platform without them (VLLM_TP_SYM then keeps ordinary memory) */
         print_message("nccl symmetric buffers, world %d, CTA policy %s: not available: %s\n", W,
                       cta ? cta : "default", vc_err_msg());
@@ -281,15 +331,15 @@ static void sym_world(int W, const char *cta) {
     pthread_t th[MAX_W];
     sym_arg args[MAX_W];
     for (int r = 0; r < W; r++) {
-        args[r] = (sym_arg){.a = {.c = c[r]}, .buf = bufs[r]};
+        args[r] = (sym_arg){.a = {.c = c[r]}, .buf = bufs[r], .buf2 = bufs2[r]};
         assert_int_equal(pthread_create(&th[r], NULL, sym_main, &args[r]), 0);
     }
     for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
     rt_comm_group_free(c, W);
     for (int r = 0; r < W; r++)
         if (args[r].a.failures) fail_msg("symmetric world %d rank %d: %s", W, r, args[r].a.err);
-    print_message("nccl symmetric buffers, world %d, CTA policy %s: reduce_scatter/all_gather/all_reduce in place "
-                  "equal to the reference\n",
+    print_message("nccl symmetric buffers, world %d, CTA policy %s: reduce_scatter/all_gather/all_reduce in place, "
+                  "all_to_all equal to the reference\n",
                   W, cta ? cta : "default");
 }
 
