@@ -93,6 +93,7 @@ for n in $sizes; do
             tail -3 "$OUT/tp${n}_pf_ab$k.log"
         ttft=$(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$OUT/tp${n}_pf_ab$k.log" | head -1)
         echo "prefill 8000 with $ab: ${ttft:-?} ms"
+        grep -m2 -o "tensor parallel: xn in symmetric.*\|tensor parallel: no symmetric.*" "$OUT/tp${n}_pf_ab$k.log"
     done
     if [ "$n" != 1 ] && [ -f "$OUT/tp1.ids" ]; then
         if cmp -s "$OUT/tp1.ids" "$OUT/tp$n.ids"; then echo "TP=$n greedy ids == TP=1"
