@@ -43,7 +43,7 @@ if [ "${VLLM_DEC_SKIP_TESTS:-0}" != 1 ]; then
     say "memcheck (speed sweeps off)"
     pids=
     for t in test_cuda_paged_fd test_cuda_fused; do
-        (cd $B && VLLM_CUDA_SPEED=0 timeout 200 compute-sanitizer --tool memcheck ./$t) >"$LOG/memcheck_$t.log" 2>&1 &
+        (cd $B && VLLM_CUDA_SPEED=0 timeout 100 compute-sanitizer --tool memcheck ./$t) >"$LOG/memcheck_$t.log" 2>&1 &
         pids="$pids $!"
     done
     wait $pids
