@@ -8,8 +8,9 @@
 # of VLLM_DEC_CFGS in turn, VLLM_DEC_ROUNDS rounds (alternated), greedy ids
 # of every run compared with the first configuration's.
 #   configurations: name=ENV,ENV (ENV as VAR:VALUE), e.g. off=VLLM_CUDA_FD_PRE:0
-# VLLM_DEC_SKIP_TESTS=1 skips the tests and memcheck; VLLM_DEC_SHAPES picks
-# the shapes (default "llama-8b qwen3-0.6b"). Logs under $LOG (default
+# VLLM_DEC_SKIP_TESTS=1 skips the tests and memcheck, VLLM_DEC_TESTS picks
+# them (default "test_cuda_paged_fd test_cuda_fused"); VLLM_DEC_SHAPES picks
+# the shapes (default "llama-8b qwen3-0.6b"; empty: no runs). Logs under $LOG (default
 # /tmp/declog); the test and memcheck logs are copied to $OUT.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,8 @@ t0=$(date +%s)
 say() { echo "== [$(($(date +%s) - t0))s] $*"; }
 source scripts/gpu_deps.sh || exit 1
 PY=${PYTHON:-python3}
-SHAPES=${VLLM_DEC_SHAPES:-llama-8b qwen3-0.6b}
+SHAPES=${VLLM_DEC_SHAPES-llama-8b qwen3-0.6b}
+TESTS=${VLLM_DEC_TESTS-test_cuda_paged_fd test_cuda_fused}
 CFGS=${VLLM_DEC_CFGS:-"off=VLLM_CUDA_FD_PRE:0,VLLM_CUDA_ROW_PRE:0 fd=VLLM_CUDA_FD_PRE:1,VLLM_CUDA_ROW_PRE:0 row=VLLM_CUDA_FD_PRE:0,VLLM_CUDA_ROW_PRE:1 both=VLLM_CUDA_FD_PRE:1,VLLM_CUDA_ROW_PRE:1"}
 ROUNDS=${VLLM_DEC_ROUNDS:-2}
 ( for s in $SHAPES; do
@@ -31,10 +33,10 @@ B=build-gpu
 say "build"
 cmake -S . -B $B -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 ||
     { tail -30 "$LOG/configure.log"; exit 1; }
-cmake --build $B -j"$(nproc)" --target vllm test_cuda_paged_fd test_cuda_fused >"$LOG/build.log" 2>&1 ||
+cmake --build $B -j"$(nproc)" --target ${SHAPES:+vllm} $TESTS >"$LOG/build.log" 2>&1 ||
     { grep -E "error" "$LOG/build.log" | head -30; exit 1; }
 if [ "${VLLM_DEC_SKIP_TESTS:-0}" != 1 ]; then
-    for t in test_cuda_paged_fd test_cuda_fused; do
+    for t in $TESTS; do
         say "$t"
         (cd $B && timeout 120 ./$t) >"$LOG/$t.log" 2>&1
         echo "$t exit $?: $(grep -cE '^\[       OK \]' "$LOG/$t.log") ok, $(grep -cE '^\[  FAILED  \]' "$LOG/$t.log") failed"
@@ -42,12 +44,12 @@ if [ "${VLLM_DEC_SKIP_TESTS:-0}" != 1 ]; then
     done
     say "memcheck (speed sweeps off)"
     pids=
-    for t in test_cuda_paged_fd test_cuda_fused; do
+    for t in $TESTS; do
         (cd $B && VLLM_CUDA_SPEED=0 timeout 100 compute-sanitizer --tool memcheck ./$t) >"$LOG/memcheck_$t.log" 2>&1 &
         pids="$pids $!"
     done
     wait $pids
-    for t in test_cuda_paged_fd test_cuda_fused; do
+    for t in $TESTS; do
         echo "memcheck $t: $(grep -E 'ERROR SUMMARY' "$LOG/memcheck_$t.log" | tail -1); $(grep -cE '^\[  PASSED  \]' "$LOG/memcheck_$t.log") passed lines"
     done
 fi

@@ -46,7 +46,8 @@
  * 32-bit (block, slot) byte offset (equal strides: fd_v2_ok) and the key
  * position advances by a precomputed step without divisions; the merge
  * loads a lane's (m, l) pairs in one trip and keeps up to 16 column loads
- * in flight per thread. The VAR = 0 instances are the original kernel.
+ * in flight per thread, the first 16 requested with the (m, l) pairs
+ * (VLLM_CUDA_FD_MPF, default 1). The VAR = 0 instances are the original kernel.
  *
  * Variant v2 with pre-wait loads (VAR = 2; VLLM_CUDA_FD_PRE, on by default
  * wherever v2 runs): under programmatic dependent launch a k_fd CTA is
@@ -111,6 +112,7 @@ typedef struct {
      * -> 64-bit multiplies. Last, so that the fields above keep their
      * offsets in the original kernel. */
     int kv_s0, kv_sb;
+    int mpf; /* v2: split merge requests its first partials with the (m, l) pairs (VLLM_CUDA_FD_MPF) */
 } fd_args;
 
 /* Keys per warp run of k_fd: 16 raw 32-bit words of K (and as many of V)
@@ -621,6 +623,25 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
     if (!last) return;
     __threadfence();
     const int ns = a.n_splits;
+    /* Columns of 4 dims, summed over the splits below (R threads per column
+     * when there are fewer columns than threads, each taking every R-th
+     * split). v2 with a.mpf: the first MU partials of this thread's first
+     * column are requested now, so that they arrive with the (m, l) pairs
+     * instead of one memory trip after them (same sums, same order). */
+    constexpr int C4 = HD / 4, MU = V2 ? 16 : 8; /* loads in flight per thread */
+    const int cols = G * C4, R = cols >= FD_NT ? 1 : FD_NT / cols;
+    const float4 *p4 = (const float4 *)a.part;
+    [[maybe_unused]] float4 xp[V2 ? MU : 1];
+    if constexpr (V2) {
+        const int c = R == 1 ? threadIdx.x : threadIdx.x % cols, r = R == 1 ? 0 : threadIdx.x / cols;
+        const bool go = a.mpf && c < cols && r < R;
+        const float4 *src = p4 + (i * a.h + (int64_t)g * G + (go ? c / C4 : 0)) * ns * C4 + (go ? c % C4 : 0);
+#pragma unroll
+        for (int k = 0; k < MU; k++) {
+            const int t = r + k * R;
+            xp[k] = go && t < ns ? __ldcg(src + (int64_t)t * C4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
     /* Factors e^(m_s - M) / L per head and split (one warp per head; in v2
      * a lane's (m, l) pairs are loaded once, all at the same time). */
     for (int gg = warp; gg < G; gg += FD_WARPS) {
@@ -666,19 +687,25 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
         }
     }
     __syncthreads();
-    /* Columns of 4 dims: sum over the splits (R threads per column when
-     * there are fewer columns than threads, each taking every R-th split). */
-    constexpr int C4 = HD / 4, MU = V2 ? 16 : 8; /* loads in flight per thread */
-    const int cols = G * C4, R = cols >= FD_NT ? 1 : FD_NT / cols;
-    const float4 *p4 = (const float4 *)a.part;
     for (int c0 = 0; c0 < cols; c0 += FD_NT) {
         const int c = c0 + (R == 1 ? threadIdx.x : threadIdx.x % cols), r = R == 1 ? 0 : threadIdx.x / cols;
         const int gg = c / C4;
         float4 A = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c < cols && r < R) {
             const float4 *src = p4 + (i * a.h + (int64_t)g * G + gg) * ns * C4 + c % C4;
+            int t = r;
+            if constexpr (V2) {
+                if (a.mpf && c0 == 0) { /* the prefetched partials first */
+#pragma unroll
+                    for (int k = 0; k < MU; k++, t += R) {
+                        if (t >= ns) break;
+                        const float f = sm_f[gg][t];
+                        A.x += xp[k].x * f, A.y += xp[k].y * f, A.z += xp[k].z * f, A.w += xp[k].w * f;
+                    }
+                }
+            }
 #pragma unroll MU
-            for (int t = r; t < ns; t += R) {
+            for (; t < ns; t += R) {
                 const float4 x = __ldcg(src + (int64_t)t * C4);
                 const float f = sm_f[gg][t];
                 A.x += x.x * f, A.y += x.y * f, A.z += x.z * f, A.w += x.w * f;
@@ -929,6 +956,8 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     a.flags = c->d_flags;
     a.kv_s0 = (int)(kc->stride[0] <= INT32_MAX ? kc->stride[0] : 0); /* read by v2 only (fd_v2_ok) */
     a.kv_sb = (int)(kc->stride[1] <= INT32_MAX ? kc->stride[1] : 0);
+    const char *mpf = getenv("VLLM_CUDA_FD_MPF");
+    a.mpf = !(mpf && !strcmp(mpf, "0"));
     if ((int64_t)a.max_blocks * a.B > INT32_MAX / 2 || T > 65535 || kvh > 65535)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: context or batch too large");
     /* Mostly prompt rows (T >= 4 rows per sequence on average): the

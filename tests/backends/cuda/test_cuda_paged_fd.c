@@ -11,7 +11,9 @@
  * inside the context flagged, garbage past the context ignored. Every
  * case runs with each kernel variant (VLLM_CUDA_FD_V2 = 0: the original;
  * 1: v2 at every batch size, with VLLM_CUDA_FD_PRE = 0 waiting for the
- * previous kernel first, and 1 reading metadata and old K/V before that).
+ * previous kernel first, and 1 reading metadata and old K/V before that,
+ * the latter also with VLLM_CUDA_FD_MPF = 0: split merge without the
+ * early partial loads).
  * test_fd_store_then_attend: KV stores of the new tokens' rows right
  * before the attention (eager and in a graph), over stale rows in those
  * slots: the pre-wait variant must see the stored rows.
@@ -56,17 +58,20 @@ typedef struct {
 
 /* k_fd variants (VLLM_CUDA_FD_V2 and VLLM_CUDA_FD_PRE, read by the
  * backend at each launch). */
-enum { NVAR = 3 };
-static const char *const g_v2[NVAR] = {"0", "1", "1"}, *const g_pre[NVAR] = {"0", "0", "1"};
+enum { NVAR = 4 };
+static const char *const g_v2[NVAR] = {"0", "1", "1", "1"}, *const g_pre[NVAR] = {"0", "0", "1", "1"},
+                         *const g_mpf[NVAR] = {"1", "1", "1", "0"};
 
 static void set_var(int var) {
     setenv("VLLM_CUDA_FD_V2", g_v2[var], 1);
     setenv("VLLM_CUDA_FD_PRE", g_pre[var], 1);
+    setenv("VLLM_CUDA_FD_MPF", g_mpf[var], 1);
 }
 
 static void unset_var(void) {
     unsetenv("VLLM_CUDA_FD_V2");
     unsetenv("VLLM_CUDA_FD_PRE");
+    unsetenv("VLLM_CUDA_FD_MPF");
 }
 
 /* One case against the CPU op (normalised error <= 1e-5) with each k_fd
@@ -364,7 +369,7 @@ static void test_fd_store_then_attend(void **st) {
  * L calls, each over its own part of the cache (>= 768 MB of K/V in all,
  * L <= 64), so that the L2 never holds the next call's rows. */
 static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, const char *const *ctas,
-                    const char *const *v2, const char *const *pre, double *us, double *gbps) {
+                    const char *const *v2, const char *const *pre, const char *const *mpf, double *us, double *gbps) {
     enum { LMAX = 64, B = 16, HD = 128 };
     const int64_t MB = (ctx + B - 1) / B, layer = T * MB * B * kvh * HD * 2 * 2;
     const int L = (int)((768ll << 20) / layer < 1 ? 1 : (768ll << 20) / layer > LMAX ? LMAX : (768ll << 20) / layer);
@@ -387,6 +392,7 @@ static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, cons
         setenv("VLLM_CUDA_FD_CTAS", ctas[v], 1);
         setenv("VLLM_CUDA_FD_V2", v2[v], 1);
         setenv("VLLM_CUDA_FD_PRE", pre[v], 1);
+        setenv("VLLM_CUDA_FD_MPF", mpf[v], 1);
         void *g = NULL;
         assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
         for (int l = 0; l < L; l++)
@@ -432,17 +438,20 @@ static void test_fd_speed(void **st) {
               {"qwen3-0.6b T=1 ctx 640", 16, 8, 1, 640}, {"qwen3-0.6b T=1 ctx 2048", 16, 8, 1, 2048},
               {"llama-8b T=2 ctx 640", 32, 8, 2, 640},   {"llama-8b T=2 ctx 2048", 32, 8, 2, 2048},
               {"llama-8b T=8 ctx 1024", 32, 8, 8, 1024}, {"llama-8b T=64 ctx 1024", 32, 8, 64, 1024}};
-    /* v1 (the original kernel), v2, v2 with pre-wait loads ("v3"), each at
-     * VLLM_CUDA_FD_CTAS 1..4. In this graph of attention calls the pre-wait
-     * loads overlap the previous call (in a model, QK_ROPE_STORE). */
-    static const char *const ctas[] = {"1", "2", "3", "4", "1", "2", "3", "4", "1", "2", "3", "4"};
-    static const char *const v2[] = {"0", "0", "0", "0", "1", "1", "1", "1", "1", "1", "1", "1"};
-    static const char *const pre[] = {"0", "0", "0", "0", "0", "0", "0", "0", "1", "1", "1", "1"};
+    /* v1 (the original kernel), v2, v2 with pre-wait loads ("v3"), v3 with
+     * the split merge's partials loaded after the (m, l) pairs ("v3-"), each
+     * at VLLM_CUDA_FD_CTAS 1..4. In this graph of attention calls the
+     * pre-wait loads overlap the previous call (in a model, QK_ROPE_STORE). */
+    static const char *const name[] = {"v1 ", "v2 ", "v3 ", "v3-"};
+    static const char *const ctas[] = {"1", "2", "3", "4", "1", "2", "3", "4", "1", "2", "3", "4", "1", "2", "3", "4"};
+    static const char *const v2[] = {"0", "0", "0", "0", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1"};
+    static const char *const pre[] = {"0", "0", "0", "0", "0", "0", "0", "0", "1", "1", "1", "1", "1", "1", "1", "1"};
+    static const char *const mpf[] = {"1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "0", "0", "0", "0"};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-        double us[12], gb[12];
-        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 12, ctas, v2, pre, us, gb);
-        for (int x = 0; x < 3; x++) {
-            print_message("speed: fd %-24s v%d", cs[k].name, x + 1);
+        double us[16], gb[16];
+        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 16, ctas, v2, pre, mpf, us, gb);
+        for (int x = 0; x < 4; x++) {
+            print_message("speed: fd %-24s %s", cs[k].name, name[x]);
             for (int v = 4 * x; v < 4 * x + 4; v++)
                 print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us[v], gb[v]);
             print_message("\n");
