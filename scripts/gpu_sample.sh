@@ -14,8 +14,8 @@
 #     sampling, async == sync, batch invariance and seeds.
 # GPU_SAMPLE_QUICK=1 instead: test_cuda_sample, then ncu's kernel times of
 # its top_p speed lines (VLLM_CUDA_SPEED=topp: block, cluster in turn) and
-# compute-sanitizer memcheck of the cluster kernel at 8 CTAs a row
-# (VLLM_CUDA_CFG=2; small-vocab, top_k and top_p path tests); no model, no bench.
+# compute-sanitizer memcheck of the cluster kernel, auto size and 8 CTAs a row
+# (VLLM_CUDA_CFG=02; small-vocab, top_k and top_p path tests); no model, no bench.
 # Logs into $OUT. VLLM_PREBUILT=DIR takes the binaries from DIR (built with
 # -DVLLM_CUDA=ON elsewhere, same CUDA major) instead of building here.
 set -u -o pipefail
@@ -64,7 +64,7 @@ grep -E "differ|nucleus|distribution|speed|FAILED|ERROR|OK \]|^\[ *(SKIPPED|PASS
     | grep -vE ": 0 differ \(|: 0 rows differ" | head -80
 echo "comparisons with no differing row (vs the CPU op, vs the block kernel): $(grep -cE ': 0 differ \(|: 0 rows differ' "$OUT/test_cuda_sample.log")"
 if [ "$QUICK" = 1 ]; then
-    say "ncu: top_p speed lines (per line: block kernel, then cluster kernel)"
+    say "ncu: top_p speed lines (kernel us: block, cluster auto, cluster 16, cluster match-aggregated bins)"
     (cd $B && VLLM_TEST_FILTER=test_speed VLLM_CUDA_SPEED=topp timeout 60 /usr/local/cuda/bin/ncu -k regex:k_sample \
         --metrics gpu__time_duration.sum --clock-control none --csv --print-units base ./test_cuda_sample) \
         >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
@@ -76,12 +76,12 @@ rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
 if rows:
     h = rows[0]
     k, v = h.index("Kernel Name"), h.index("Metric Value")
-    out = ["%s %.1f" % (r[k].split("(")[0], float(r[v]) / 1e3) for r in rows[1:] if len(r) > v]
+    out = ["%s %.1f" % (r[k].split("(")[0].split("<")[0], float(r[v].replace(",", "")) / 1e3) for r in rows[1:] if len(r) > v]
     for i in range(0, len(out), 4):
         print("ncu us: " + "  ".join(out[i:i + 4]))
 PY
-    say "compute-sanitizer memcheck (cluster kernel, 8 CTAs a row)"
-    (cd $B && VLLM_CUDA_SPEED=0 VLLM_CUDA_CFG=2 VLLM_TEST_SKIP=test_large_vocab,test_distribution,test_speed timeout 60 \
+    say "compute-sanitizer memcheck (cluster kernel: auto size, 8 CTAs a row)"
+    (cd $B && VLLM_CUDA_SPEED=0 VLLM_CUDA_CFG=02 VLLM_TEST_SKIP=test_large_vocab,test_distribution,test_speed timeout 60 \
         /usr/local/cuda/bin/compute-sanitizer --tool memcheck ./test_cuda_sample) >"$OUT/memcheck.log" 2>&1
     echo "memcheck exit $?"
     grep -E "ERROR SUMMARY|FAILED|OK \]" "$OUT/memcheck.log" | head -12

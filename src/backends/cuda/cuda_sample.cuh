@@ -49,6 +49,8 @@ struct samp_smem {
     u64 cu;          /* a per-CTA sum */
     float cf, ccut;  /* a per-CTA max; rank 0's cut after top_k */
     int ci, cdec, cres; /* its index; rank 0's top_k outcome; a find's result */
+    u64 cS;             /* the row's total mass */
+    int cbest;          /* a find's result over the cluster */
 };
 
 __device__ static inline u64 fx(float e) { return __double2ull_rn((double)e * 1099511627776.0); /* 2^40 */ }

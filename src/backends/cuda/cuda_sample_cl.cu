@@ -38,6 +38,7 @@
 
 #include <cooperative_groups.h>
 #include <stdlib.h>
+#include <string.h>
 
 namespace cg = cooperative_groups;
 
@@ -48,23 +49,50 @@ namespace cg = cooperative_groups;
 static_assert(CL_MAX * NWARP <= ST, "cl_find scans (rank, warp) sums one per thread");
 static_assert(TOPP_NB <= ST && TOPP_NB <= RB, "level-0 bins: one per thread, in s.mass");
 
+/* The kernel comes in two builds: C (launched with clusters of 2 or more
+ * CTAs) and !C (one CTA a row, launched plainly: the exchanges reduce to
+ * the block's own shared memory). */
+
 /* Cluster barrier: every thread of every CTA of the cluster; release /
  * acquire at cluster scope (shared and global memory). */
-__device__ static inline void cl_sync() { cg::this_cluster().sync(); }
-
-/* p (a field of this CTA's s) in CTA `rank` of the cluster. */
-template <class T> __device__ static inline T *peer(T *p, unsigned rank) {
-    return cg::this_cluster().map_shared_rank(p, rank);
+template <bool C> __device__ static inline void cl_sync() {
+    if constexpr (C) cg::this_cluster().sync();
+    else __syncthreads();
 }
 
-/* h[bin] += w summed over the lanes of a warp with the same bin (bin
- * NO_BIN: nothing). Every lane of the warp calls it. w <= 2^40: two 20-bit
- * halves, each summed over <= 32 lanes in 32 bits. */
-__device__ static inline void hist_add(u64 *h, unsigned bin, u64 w) {
-    if (!__any_sync(0xffffffffu, bin != NO_BIN)) return; /* warp-uniform */
-    const unsigned grp = __match_any_sync(0xffffffffu, bin);
-    const unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
-    if (bin != NO_BIN && (int)(threadIdx.x & 31) == __ffs(grp) - 1) add_u64(&h[bin], ((u64)hi << 20) + lo);
+/* p (a field of this CTA's s) in CTA `rank` of the cluster. */
+template <bool C, class T> __device__ static inline T *peer(T *p, unsigned rank) {
+    if constexpr (C) return cg::this_cluster().map_shared_rank(p, rank);
+    else return (void)rank, p;
+}
+
+/* h[bin] += w for the lanes of a warp with bin != NO_BIN; every lane
+ * calls it. When the lanes with a bin share one (most of a peaked row: the
+ * floor bin), one warp sum and one atomic; otherwise each lane adds its
+ * own (spread bins: few address conflicts). hagg (VLLM_CUDA_TOPP_HIST=
+ * match, A/B): k_sample's aggregation instead, lanes grouped by
+ * __match_any_sync and summed per group, which measured slow on flat rows
+ * (many groups a warp). w <= 2^40: two 20-bit halves, each summed over <=
+ * 32 lanes in 32 bits. */
+__device__ static inline void hist_add(u64 *h, unsigned bin, u64 w, bool hagg) {
+    const unsigned mem = __ballot_sync(0xffffffffu, bin != NO_BIN), lane = threadIdx.x & 31;
+    if (!mem) return; /* warp-uniform */
+    if (hagg) {
+        const unsigned grp = __match_any_sync(0xffffffffu, bin);
+        const unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
+        if (bin != NO_BIN && (int)lane == __ffs(grp) - 1) add_u64(&h[bin], ((u64)hi << 20) + lo);
+        return;
+    }
+    const int first = __ffs(mem) - 1;
+    const unsigned b0 = __shfl_sync(0xffffffffu, bin, first);
+    if (__all_sync(0xffffffffu, bin == NO_BIN || bin == b0)) { /* warp-uniform */
+        const u64 v = bin != NO_BIN ? w : 0;
+        const unsigned lo = __reduce_add_sync(0xffffffffu, (unsigned)(v & 0xFFFFF)),
+                       hi = __reduce_add_sync(0xffffffffu, (unsigned)(v >> 20));
+        if ((int)lane == first) add_u64(&h[b0], ((u64)hi << 20) + lo);
+    } else if (bin != NO_BIN) {
+        add_u64(&h[bin], w);
+    }
 }
 
 /* f(i, x[i]) over the slice [lo, hi) thread-strided (thread t: lo + t,
@@ -89,18 +117,23 @@ template <class F> __device__ static inline void slice_for(const float *x, int l
 
 /* (max, lowest index among maxima) over the cluster: each CTA's
  * block_max_idx, combined in rank order. */
-__device__ static void cl_max_idx(float &v, int &idx, unsigned CL, samp_smem &s) {
+template <bool C> __device__ static void cl_max_idx(float &v, int &idx, unsigned CL, samp_smem &s) {
     block_max_idx(v, idx, s);
     if (threadIdx.x == 0) s.cf = v, s.ci = idx;
-    cl_sync();
-    v = -INFINITY;
-    idx = 0x7fffffff;
-    for (unsigned r = 0; r < CL; r++) {
-        const float v2 = *peer(&s.cf, r);
-        const int i2 = *peer(&s.ci, r);
-        if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+    cl_sync<C>();
+    if (threadIdx.x == 0) {
+        v = -INFINITY;
+        idx = 0x7fffffff;
+        for (unsigned r = 0; r < CL; r++) {
+            const float v2 = *peer<C>(&s.cf, r);
+            const int i2 = *peer<C>(&s.ci, r);
+            if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+        }
+        s.f0 = v, s.i0 = idx;
     }
-    cl_sync();
+    cl_sync<C>(); /* the peers read; s.f0 / s.i0 set */
+    v = s.f0;
+    idx = s.i0;
 }
 
 /* block_find over the cluster: the first i of the row in id order whose
@@ -108,7 +141,7 @@ __device__ static void cl_max_idx(float &v, int &idx, unsigned CL, samp_smem &s)
  * w of rank r owns a contiguous segment of r's slice; the (rank, warp)
  * sums are scanned in that order, then the warp holding tgt scans its
  * segment. */
-template <class F>
+template <bool C, class F>
 __device__ static int cl_find(const float *x, int lo, int hi, F wf, u64 tgt, unsigned rank, unsigned CL, samp_smem &s) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int seg = (hi - lo + NWARP - 1) / NWARP, a = lo + w * seg, z = a + seg < hi ? a + seg : hi;
@@ -128,9 +161,9 @@ __device__ static int cl_find(const float *x, int lo, int hi, F wf, u64 tgt, uns
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (lane == 0) s.cws[w] = sum;
-    cl_sync();
+    cl_sync<C>();
     u64 v = 0, tot;
-    if (threadIdx.x < CL * NWARP) v = peer(s.cws, threadIdx.x / NWARP)[threadIdx.x % NWARP];
+    if (threadIdx.x < CL * NWARP) v = peer<C>(s.cws, threadIdx.x / NWARP)[threadIdx.x % NWARP];
     const u64 ex = block_excl_scan(v, &tot, s);
     if (threadIdx.x / NWARP == rank) s.woff[threadIdx.x % NWARP] = ex;
     if (threadIdx.x == 0) s.cres = -1;
@@ -148,14 +181,17 @@ __device__ static int cl_find(const float *x, int lo, int hi, F wf, u64 tgt, uns
             acc += __shfl_sync(0xffffffffu, inc, 31);
         }
     }
-    cl_sync(); /* every CTA's result in place; the peers' s.cws read */
-    int res = -1;
-    for (unsigned r = 0; r < CL; r++) {
-        const int t = *peer(&s.cres, r);
-        if (t >= 0) res = t;
+    cl_sync<C>(); /* every CTA's result in place; the peers' s.cws read */
+    if (threadIdx.x == 0) {
+        int res = -1;
+        for (unsigned r = 0; r < CL; r++) {
+            const int t = *peer<C>(&s.cres, r);
+            if (t >= 0) res = t;
+        }
+        s.cbest = res;
     }
-    cl_sync(); /* the peers' s.cres read before it is written again */
-    return res;
+    cl_sync<C>(); /* the peers' s.cres read before it is written again; s.cbest set */
+    return s.cbest;
 }
 
 /* tau inside level-0 bin sel of the tail's top_p select (see the file
@@ -165,8 +201,9 @@ __device__ static int cl_find(const float *x, int lo, int hi, F wf, u64 tgt, uns
  * every ev with bits >> 20 <= EBIN_FLOOR: 3 levels (11, 11, 10 bits) over
  * those. *above: the mass of keys > tau; *at: of keys == tau. false when
  * no bin is selected (cluster-uniform; cannot happen given sel). */
+template <bool C>
 __device__ static bool cl_refine(const float *x, int lo, int hi, int sel, u64 N, u64 acc, unsigned *key, u64 *above,
-                                 u64 *at, unsigned CL, samp_smem &s) {
+                                 u64 *at, unsigned CL, bool hagg, samp_smem &s) {
     const bool fl = sel == 0;
     unsigned prefix = fl ? 0u : ((unsigned)sel + EBIN_FLOOR) << 20;
     int hs = fl ? 32 : 20; /* the bits >= hs are fixed */
@@ -179,19 +216,21 @@ __device__ static bool cl_refine(const float *x, int lo, int hi, int sel, u64 N,
         const int hl = hs;
         slice_for(x, lo, hi, [&](int i, float e) {
             const unsigned k = __float_as_uint(e);
-            const u64 w = i >= 0 ? fx(e) : 0;
+            u64 w = 0;
             unsigned bin = NO_BIN;
-            if (w && (!fl || (k >> 20) <= EBIN_FLOOR) && (hl >= 32 || (k >> hl) == (pf >> hl)))
-                bin = (k >> sh) & (unsigned)(nb - 1);
-            hist_add(s.mass, bin, w);
+            if (i >= 0 && (hl >= 32 || (k >> hl) == (pf >> hl)) && (!fl || (k >> 20) <= EBIN_FLOOR)) {
+                w = fx(e); /* only for tokens under the prefix */
+                if (w) bin = (k >> sh) & (unsigned)(nb - 1);
+            }
+            hist_add(s.mass, bin, w, hagg);
         });
         __syncthreads();
-        cl_sync(); /* every CTA's bins complete */
+        cl_sync<C>(); /* every CTA's bins complete */
         /* merged bins in descending order, two per thread */
         const int b0 = nb - 1 - 2 * (int)threadIdx.x, b1 = b0 - 1;
         u64 m0 = 0, m1 = 0, tot;
         for (unsigned r = 0; r < CL; r++) {
-            const u64 *pm = peer(&s.mass[0], r);
+            const u64 *pm = peer<C>(&s.mass[0], r);
             if (b0 >= 0) m0 += pm[b0];
             if (b1 >= 0) m1 += pm[b1];
         }
@@ -199,7 +238,7 @@ __device__ static bool cl_refine(const float *x, int lo, int hi, int sel, u64 N,
         const u64 ex = block_excl_scan(m0 + m1, &tot, s) + acc;
         if (b0 >= 0 && ex < N && N <= ex + m0) s.sel = b0, s.u1 = ex, s.u2 = m0;
         else if (b1 >= 0 && ex + m0 < N && N <= ex + m0 + m1) s.sel = b1, s.u1 = ex + m0, s.u2 = m1;
-        cl_sync(); /* the peers' bins read (reset next level); s.sel set */
+        cl_sync<C>(); /* the peers' bins read (reset next level); s.sel set */
         const int sl = s.sel;
         acc = s.u1;
         atv = s.u2;
@@ -214,11 +253,14 @@ __device__ static bool cl_refine(const float *x, int lo, int hi, int sel, u64 N,
     return true;
 }
 
+template <bool C>
 __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const float *fp, const int32_t *ip,
-                                                  const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out) {
+                                                  const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out,
+                                                  bool hagg) {
     CUDA_PDL_ENTER();
     __shared__ samp_smem s;
-    const unsigned CL = cg::this_cluster().num_blocks(), rank = cg::this_cluster().block_rank();
+    unsigned CL = 1, rank = 0;
+    if constexpr (C) CL = cg::this_cluster().num_blocks(), rank = cg::this_cluster().block_rank();
     const int64_t row = blockIdx.x / CL;
     float *x = logits + row * (int64_t)V;
     const float *f = fp + row * RT_SAMPLE_NF;
@@ -233,9 +275,9 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
         slice_for(x, lo, hi, [&](int i, float v) {
             if (i >= 0 && v != v) x[i] = -INFINITY;
         });
-        cl_sync(); /* the row NaN-free before rank 0 reads it */
+        cl_sync<C>(); /* the row NaN-free before rank 0 reads it */
         if (rank == 0) apply_penalties(x, V, f, hist + off, np, no, cnt + row * (int64_t)V);
-        cl_sync(); /* the penalised row visible to every CTA */
+        cl_sync<C>(); /* the penalised row visible to every CTA */
     }
     /* NaN -> -inf (when no penalties came first), temperature and the max
      * (lowest index among maxima); -inf / T stays -inf */
@@ -250,7 +292,7 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
         if (div || nan) x[i] = v;
         if (v > mx || (v == mx && i < amx)) mx = v, amx = i;
     });
-    cl_max_idx(mx, amx, CL, s); /* a cluster barrier: every slice written */
+    cl_max_idx<C>(mx, amx, CL, s); /* a cluster barrier: every slice written */
     if (greedy || mx == -INFINITY) { /* nothing to draw from: token 0 (amx is 0 then) */
         if (rank == 0 && threadIdx.x == 0) out[row] = greedy ? amx : 0;
         return;
@@ -274,18 +316,18 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
     const float top_p = f[RT_SAMPLE_TOP_P];
     if (k > 0) { /* rank 0: top_k over the row; its candidates take the single-block tail */
         if (rank == 0) {
-            const int C = topk_stage(x, V, mx, k, &cut, s);
-            if (C > 0) {
-                const int j = sample_tail(s.cx, C, cut, mx, top_p, u, 0, s);
+            const int nc = topk_stage(x, V, mx, k, &cut, s);
+            if (nc > 0) {
+                const int j = sample_tail(s.cx, nc, cut, mx, top_p, u, 0, s);
                 if (threadIdx.x == 0) out[row] = j < 0 ? amx : s.cid[j];
             }
-            if (threadIdx.x == 0) s.cdec = C, s.ccut = cut;
+            if (threadIdx.x == 0) s.cdec = nc, s.ccut = cut;
         }
-        cl_sync();
-        const int C = *peer(&s.cdec, 0);
-        cut = *peer(&s.ccut, 0);
-        cl_sync();
-        if (C > 0) return;
+        cl_sync<C>();
+        const int nc = *peer<C>(&s.cdec, 0);
+        cut = *peer<C>(&s.ccut, 0);
+        cl_sync<C>();
+        if (nc > 0) return;
     }
     /* the tail over the row, every CTA on its slice: ev, S, level-0 bins */
     const bool want_p = top_p < 1.0f;
@@ -303,26 +345,30 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
         S += w;
         if (want_p) { /* block-uniform */
             unsigned b = ebin(e) - EBIN_FLOOR;
-            hist_add(s.mass, w ? (b < TOPP_NB ? b : TOPP_NB - 1) : NO_BIN, w);
+            hist_add(s.mass, w ? (b < TOPP_NB ? b : TOPP_NB - 1) : NO_BIN, w, hagg);
         }
     });
     S = block_sum(S, s); /* synchronises: the bins are complete */
     if (threadIdx.x == 0) s.cu = S;
-    cl_sync();
-    S = 0;
-    for (unsigned r = 0; r < CL; r++) S += *peer(&s.cu, r);
+    cl_sync<C>();
+    if (threadIdx.x == 0) {
+        u64 t = 0;
+        for (unsigned r = 0; r < CL; r++) t += *peer<C>(&s.cu, r);
+        s.cS = t;
+    }
     u64 N = 0;
     if (want_p) { /* the level-0 bin where the descending cumulative mass reaches N, one bin per thread */
-        N = topp_need(top_p, S);
         const int bi = TOPP_NB - 1 - (int)threadIdx.x;
         u64 m = 0, tot;
         if (bi >= 0)
-            for (unsigned r = 0; r < CL; r++) m += peer(&s.mass[0], r)[bi];
+            for (unsigned r = 0; r < CL; r++) m += peer<C>(&s.mass[0], r)[bi];
         if (threadIdx.x == 0) s.sel = -1;
-        const u64 ex = block_excl_scan(m, &tot, s);
+        const u64 ex = block_excl_scan(m, &tot, s); /* synchronises: s.cS set */
+        N = topp_need(top_p, s.cS);
         if (bi >= 0 && ex < N && N <= ex + m) s.sel = bi, s.u1 = ex;
     }
-    cl_sync(); /* the peers' bins and s.cu read; s.sel set */
+    cl_sync<C>(); /* the peers' bins and s.cu read; s.sel and s.cS set */
+    S = s.cS;
     bool topp = false;
     float tau = 0.0f;
     int idcut = V;
@@ -333,7 +379,7 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
         __syncthreads(); /* read before cl_refine writes them */
         unsigned key;
         u64 above, at;
-        if (sel >= 0 && cl_refine(x, lo, hi, sel, N, acc0, &key, &above, &at, CL, s)) {
+        if (sel >= 0 && cl_refine<C>(x, lo, hi, sel, N, acc0, &key, &above, &at, CL, hagg, s)) {
             topp = true;
             tau = __uint_as_float(key);
             const u64 m = fx(tau), n_eq = at / m;
@@ -342,7 +388,7 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
             if (j < 1) j = 1;
             if (j < n_eq) { /* ties at tau: the lowest ids stay */
                 const float tv = tau;
-                idcut = cl_find(x, lo, hi, [&](int, float e) -> u64 { return e == tv; }, j - 1, rank, CL, s);
+                idcut = cl_find<C>(x, lo, hi, [&](int, float e) -> u64 { return e == tv; }, j - 1, rank, CL, s);
             }
             Sk = above + j * m;
         }
@@ -351,7 +397,7 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
     if (tgt >= Sk) tgt = Sk - 1;
     const float tv = tau;
     const int ic = idcut;
-    const int tok = cl_find(
+    const int tok = cl_find<C>(
         x, lo, hi,
         [&](int i, float e) -> u64 {
             if (topp && (e < tv || (e == tv && i > ic))) return 0;
@@ -368,7 +414,7 @@ static bool cl_fits(int dev, int cl) {
     if (cl <= 1) return true;
     if (dev < 0 || dev >= 16) return cl <= 8;
     if (!known[dev][cl]) {
-        if (cl > 8) (void)cudaFuncSetAttribute(k_sample_cl, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (cl > 8) (void)cudaFuncSetAttribute(k_sample_cl<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = (unsigned)cl;
@@ -379,7 +425,7 @@ static bool cl_fits(int dev, int cl) {
         cfg.attrs = at;
         cfg.numAttrs = 1;
         int n = 0;
-        cudaError_t e = cudaOccupancyMaxActiveClusters(&n, k_sample_cl, &cfg);
+        cudaError_t e = cudaOccupancyMaxActiveClusters(&n, k_sample_cl<true>, &cfg);
         if (e != cudaSuccess) (void)cudaGetLastError();
         known[dev][cl] = e == cudaSuccess && n > 0 ? 1 : -1;
     }
@@ -390,7 +436,8 @@ int cuda_sample_cl_launch(cuda_ctx *c, int64_t R, int V, float *logits, const fl
                           const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out) {
     /* cluster size: VLLM_CUDA_TOPP_CL forces one (1..16); else the largest
      * of 8, 4, 2, 1 with R * CL <= the SM count */
-    const char *env = getenv("VLLM_CUDA_TOPP_CL");
+    const char *env = getenv("VLLM_CUDA_TOPP_CL"), *hv = getenv("VLLM_CUDA_TOPP_HIST");
+    const bool hagg = hv && !strcmp(hv, "match");
     int cl = env && *env ? atoi(env) : 0;
     if (cl < 1) {
         cl = 8;
@@ -398,6 +445,12 @@ int cuda_sample_cl_launch(cuda_ctx *c, int64_t R, int V, float *logits, const fl
     }
     if (cl > CL_MAX) cl = CL_MAX;
     while (cl > 1 && (!cl_fits(c->device, cl) || R * cl > 2147483647)) cl--;
+    if (cl == 1) { /* one CTA a row: the plain build */
+        cuda_launch(k_sample_cl<false>, dim3((unsigned)R), dim3(ST), 0, c->stream, logits, V, fp, ip, hist, n_hist, cnt,
+                    out, hagg);
+        CU_LAUNCHED();
+        return VC_OK;
+    }
     cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = (unsigned)cl;
@@ -410,11 +463,11 @@ int cuda_sample_cl_launch(cuda_ctx *c, int64_t R, int V, float *logits, const fl
     cfg.stream = c->stream;
     cfg.attrs = at;
     cfg.numAttrs = cuda_pdl_enabled ? 2 : 1;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, k_sample_cl, logits, V, fp, ip, hist, n_hist, cnt, out);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg);
     if (e != cudaSuccess && cfg.numAttrs == 2) { /* the runtime refused PDL with a cluster: launch plainly */
         (void)cudaGetLastError();
         cfg.numAttrs = 1;
-        e = cudaLaunchKernelEx(&cfg, k_sample_cl, logits, V, fp, ip, hist, n_hist, cnt, out);
+        e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg);
     }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();

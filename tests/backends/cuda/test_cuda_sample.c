@@ -34,17 +34,20 @@
  *    checked as above, and both kinds of row must occur (judged from the
  *    CPU's nucleus sizes);
  *  - every GPU check runs the op's kernels in turn (VLLM_CUDA_TOPP /
- *    VLLM_CUDA_TOPP_CL, set per run): the cluster kernel with its own
- *    cluster size, with 3 and 8 CTAs a row (so small and odd slices, empty
- *    slices at tiny V, and the cross-CTA merges run at every batch size),
- *    and the one-block-per-row kernel; VLLM_CUDA_CFG=i runs only the i-th
- *    (0..3, e.g. under compute-sanitizer); the distribution test runs with
- *    and without top_k (candidates; the tail over the row);
+ *    _CL / _HIST, set per run; g_cfgs): the cluster kernel with its own
+ *    cluster size, with 3, 8 and 16 CTAs a row (small and odd slices,
+ *    empty slices at tiny V, the cross-CTA merges at every batch size),
+ *    with the match-aggregated histogram, and the one-block-per-row
+ *    kernel, whose tokens every other kernel's must equal (printed);
+ *    VLLM_CUDA_CFG=digits runs only those configs (e.g. under
+ *    compute-sanitizer); the distribution test runs with and without
+ *    top_k (its candidates; the tail over the row);
  *  - speed at V = 128256 and 151936, B = 1, 16, 64 (and 256 at 151936),
- *    block kernel vs cluster kernel on one line: T 1, greedy, top_k +
- *    top_p, top_p alone on flat rows and on peaked (LM-like) rows;
+ *    one line per setting: block kernel, cluster kernel (auto size; 16
+ *    CTAs a row; match-aggregated bins): T 1, greedy, top_k + top_p,
+ *    top_p alone on flat rows and on peaked (LM-like) rows;
  *    VLLM_CUDA_SPEED=0 skips it, =topp times only the top_p-alone lines
- *    once (for ncu).
+ *    once (for ncu). VLLM_TEST_FILTER / VLLM_TEST_SKIP (main) pick tests.
  * Skips when no CUDA device is present.
  */
 #include <setjmp.h>
@@ -244,17 +247,29 @@ static int explain(const float *p1, const float *p0, int64_t V, float top_p, dou
     return u >= lo - tol && u <= hi + tol ? 1 : 0;
 }
 
-/* The kernels compared against the CPU op (VLLM_CUDA_TOPP / _CL, read by
- * the op at each call): the cluster kernel with its own cluster size, with
- * 3 and 8 CTAs a row whatever the batch, and the one-block-per-row kernel. */
+/* The kernels compared against the CPU op (VLLM_CUDA_TOPP / _CL / _HIST,
+ * read by the op at each call): the cluster kernel with its own cluster
+ * size (one CTA a row, the plain build, from 17 rows on), with 3, 8 and 16
+ * CTAs a row whatever the batch (16 where the device runs it, else the
+ * largest below), with k_sample's histogram aggregation, and the
+ * one-block-per-row kernel (last: the others are compared with it). */
 static const struct {
-    const char *name, *topp, *cl;
-} g_cfgs[] = {{"cluster auto", "1", ""}, {"cluster 3", "1", "3"}, {"cluster 8", "1", "8"}, {"block", "0", ""}};
+    const char *name, *topp, *cl, *hist;
+} g_cfgs[] = {{"cluster auto", "1", "", ""},        {"cluster 3", "1", "3", ""},
+              {"cluster 8", "1", "8", ""},          {"cluster 16", "1", "16", ""},
+              {"cluster 8 match", "1", "8", "match"}, {"block", "0", "", ""}};
 #define N_CFGS (int)(sizeof g_cfgs / sizeof g_cfgs[0])
 
 static void use_cfg(int c) {
     setenv("VLLM_CUDA_TOPP", g_cfgs[c].topp, 1);
     setenv("VLLM_CUDA_TOPP_CL", g_cfgs[c].cl, 1);
+    setenv("VLLM_CUDA_TOPP_HIST", g_cfgs[c].hist, 1);
+}
+
+/* VLLM_CUDA_CFG=digits: only those configs (e.g. "02" under compute-sanitizer). */
+static bool cfg_on(int c) {
+    const char *only = getenv("VLLM_CUDA_CFG");
+    return !(only && *only) || strchr(only, '0' + c);
 }
 
 static void compare_one(const step *s, const char *what, const int32_t *tc, const float *p1, int32_t *tg);
@@ -263,10 +278,9 @@ static void compare(const step *s, const char *what) {
     int32_t *tc = xmalloc((size_t)s->R * sizeof *tc);
     float *p1 = xmalloc((size_t)(s->R * s->V) * sizeof *p1);
     run_cpu(s, tc, p1);
-    const char *only = getenv("VLLM_CUDA_CFG"); /* one config's index (e.g. under compute-sanitizer) */
     int32_t *tk[N_CFGS] = {0};
     for (int c = 0; c < N_CFGS; c++) {
-        if (only && *only && atoi(only) != c) continue;
+        if (!cfg_on(c)) continue;
         char w[96];
         snprintf(w, sizeof w, "%s [%s]", what, g_cfgs[c].name);
         use_cfg(c);
@@ -279,6 +293,7 @@ static void compare(const step *s, const char *what) {
         int nd = 0;
         for (int64_t r = 0; r < s->R; r++) nd += tk[c][r] != tk[N_CFGS - 1][r];
         print_message("%s: [%s] vs [%s]: %d rows differ\n", what, g_cfgs[c].name, g_cfgs[N_CFGS - 1].name, nd);
+        assert_int_equal(nd, 0);
     }
     for (int c = 0; c < N_CFGS; c++) free(tk[c]);
     use_cfg(0);
@@ -522,9 +537,8 @@ static void test_distribution(void **st) {
         double mx = -INFINITY, S = 0, e[48];
         for (int64_t j = 0; j < V; j++) mx = p[j] > mx ? p[j] : mx;
         for (int64_t j = 0; j < V; j++) S += e[j] = p[j] > -INFINITY ? exp((double)p[j] - mx) : 0.0;
-        const char *only = getenv("VLLM_CUDA_CFG");
-        for (int c = 0; c < N_CFGS; c++) { /* the cluster kernel (one CTA a row here, and 8) and the block kernel */
-            if (c == 1 || (only && *only && atoi(only) != c)) continue;
+        for (int c = 0; c < N_CFGS; c++) { /* the cluster kernel (one CTA a row here, 8, 16) and the block kernel */
+            if (c == 1 || c == 4 || !cfg_on(c)) continue;
             use_cfg(c);
             run_gpu(&s, tg, 1);
             char name[64];
@@ -578,21 +592,24 @@ static void speed_params(step *s, float T, int k, float p) {
 }
 
 /* One speed line: the op on s with the one-block-per-row kernel
- * (VLLM_CUDA_TOPP=0, before) and the cluster kernel (after), each the best
- * of reps calls, us including launch and sync. */
+ * (VLLM_CUDA_TOPP=0, before) and the cluster kernel (after; then forced to
+ * 16 CTAs a row, and with k_sample's match-aggregated histogram), each the
+ * best of reps calls, us including launch and sync. */
 static void speed_line(step *s, int32_t *tg, const char *name, int reps) {
-    double us[2];
+    static const int cfg[4] = {5, 0, 3, -1}; /* block, cluster auto, cluster 16, auto with match-aggregated bins */
+    double us[4];
     const int64_t nh = s->n_hist;
     s->n_hist = 0;
-    for (int c = 0; c < 2; c++) {
-        setenv("VLLM_CUDA_TOPP", c ? "1" : "0", 1);
-        setenv("VLLM_CUDA_TOPP_CL", "", 1);
+    for (int c = 0; c < 4; c++) {
+        use_cfg(cfg[c] >= 0 ? cfg[c] : 0);
+        if (cfg[c] < 0) setenv("VLLM_CUDA_TOPP_HIST", "match", 1);
         run_gpu(s, tg, reps);
         us[c] = g_gpu_us;
     }
+    use_cfg(0);
     s->n_hist = nh;
-    print_message("speed: sample B=%-3lld V=%-6lld %-26s block %8.1f  cluster %7.1f us (incl. sync)\n", (long long)s->R,
-                  (long long)s->V, name, us[0], us[1]);
+    print_message("speed: sample B=%-3lld V=%-6lld %-24s block %7.1f cluster %6.1f (16: %6.1f, match: %6.1f) us\n",
+                  (long long)s->R, (long long)s->V, name, us[0], us[1], us[2], us[3]);
 }
 
 static void test_speed(void **st) {
@@ -630,7 +647,7 @@ static void test_speed(void **st) {
             free(tg);
             step_free(&s);
         }
-    setenv("VLLM_CUDA_TOPP", "1", 1);
+    use_cfg(0);
 }
 
 static int setup(void **st) {
