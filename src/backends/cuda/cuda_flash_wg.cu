@@ -13,22 +13,28 @@
  * once, converted to the cache dtype, in shared memory (swizzled, the A
  * operand of S by descriptor). Key tiles of FW_BN = 128: K and V [128][hd]
  * come in by 16-byte cp.async (swizzle applied to the shared address) into
- * a double buffer, the next tile loading while this one computes; each
- * thread fences its copies into the async proxy before the barrier.
- * Per tile and warpgroup: S[64 x 128] = Q K^T as hd/16 wgmma m64n128k16
- * (both operands from shared memory, K-major), the mask on tiles crossing
- * a row's last key, online softmax on the accumulator fragments (a quad of
- * lanes shares a row), P rounded to the cache dtype straight into the
- * register A operand, O[64 x hd] += P V as 8 wgmma m64n{hd}k16 with V
- * read MN-major (transpose bit). A warpgroup whose rows all end before the
- * tile skips its math (uniform per warpgroup, as wgmma requires).
- * Registers: S 64 + O hd/2 + P 32 f32/b32 per thread, one CTA per SM
- * (shared memory: Q 16 KB per 64-wide slab of hd, 2 stages x (K, V)).
+ * FW_STAGES = 3 buffers; each thread fences its copies into the async proxy
+ * before the barrier that opens a tile.
+ * Per warpgroup: S[64 x 128] = Q K^T is hd/16 wgmma m64n128k16 (both
+ * operands from shared memory, K-major); the softmax runs on the
+ * accumulator fragments (mask on tiles crossing a row's last key, a quad of
+ * lanes shares a row) and rounds P to the cache dtype straight into the
+ * register A operand of O[64 x hd] += P V, 8 wgmma m64n{hd}k16 with V read
+ * MN-major (transpose bit). The loop is software-pipelined within the
+ * warpgroup (FA3's intra-warpgroup overlap): at tile it it issues S of
+ * tile it+1 and P V of tile it, waits for S only (wait_group 1), runs the
+ * softmax of tile it+1 while P V still runs on the tensor cores, then waits
+ * for P V, rescales O and packs the next P; tile it+2 loads meanwhile
+ * (three stages: it for V, it+1 for K, it+2 in flight). A warpgroup's key
+ * tiles are a prefix (causal): past its rows' last key it only joins the
+ * barriers.
+ * Registers: S 64 + O hd/2 + P 32 per thread (207 at hd 128), one CTA of 8
+ * warps per SM (shared memory: Q 16 KB per 64-wide slab of hd, 3 stages x
+ * (K, V) 32 KB per slab: 225 KB at hd 128).
  *
- * Not (yet) done: FA3's warp-specialised TMA producer, the ping-pong of
- * two warpgroups' softmax against each other's GEMMs, and intra-warpgroup
- * overlap of S(j+1) with softmax(j): each tile here runs S, softmax, PV in
- * order, overlapped only with the cp.async of the next tile.
+ * Not (yet) done: FA3's warp-specialised TMA producer with mbarriers (here
+ * all threads load, one CTA barrier per tile) and the ping-pong that
+ * orders the two warpgroups' softmax against each other's GEMMs.
  */
 #include "backends/cuda/cuda_flash_common.cuh"
 #include "backends/cuda/cuda_flash_wgmma.cuh"
@@ -38,11 +44,12 @@
 #define FW_BM 128      /* packed query rows per CTA (2 warpgroups x 64) */
 #define FW_BN 128      /* keys per tile */
 #define FW_THREADS 256
+#define FW_STAGES 3    /* K/V tiles in shared memory: it (P V), it+1 (S), it+2 (loading) */
 
-/* Bytes of dynamic shared memory: Q [FW_BM][hd], 2 stages x (K, V)
+/* Bytes of dynamic shared memory: Q [FW_BM][hd], FW_STAGES x (K, V)
  * [FW_BN][hd], bf16/f16, plus 1 KB to align the base to the 1024-byte
- * swizzle period. */
-static size_t fw_smem(int64_t hd) { return (size_t)hd * 2 * (FW_BM + 4 * FW_BN) + 1024; }
+ * swizzle period (hd 128: 225 KB of the 227 KB a block may have). */
+static size_t fw_smem(int64_t hd) { return (size_t)hd * 2 * (FW_BM + 2 * FW_STAGES * FW_BN) + 1024; }
 
 bool cuda_flash_wg_eligible(int64_t hd, float scale, float softcap, int32_t window) {
     return (hd == 64 || hd == 128) && window <= 0 && !(softcap > 0.0f) && scale > 0.0f;
@@ -93,14 +100,120 @@ template <typename KV, int HD> __device__ __forceinline__ void fw_rs(float *d, c
     }
 }
 
+/* Per-thread softmax state of the warpgroup's S tile: rows prow, prow + 8
+ * (i = 0, 1), their running maxima m (log2 domain) and sums l. */
+struct fw_rows {
+    float m[2], l[2];
+    int rhi[2]; /* last key the row sees in this segment, -1: none */
+};
+
+/* Online softmax of S (keys kt0 ..): mask keys past each row's last key,
+ * new maxima, corr = 2^(m_old - m_new) (1 when unchanged), p = 2^(s scl -
+ * m) in place, l updated. */
+__device__ __forceinline__ void fw_softmax(float *sc, fw_rows &st, int kt0, int tq, float scl, float *corr) {
+    constexpr int NS = FW_BN / 8;
+    float mb[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (kt0 + FW_BN - 1 > st.rhi[i]) {
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int key = kt0 + j * 8 + 2 * tq + e;
+                    sc[4 * j + 2 * i + e] = key <= st.rhi[i] ? sc[4 * j + 2 * i + e] : -INFINITY;
+                }
+        }
+        float mv[NS];
+#pragma unroll
+        for (int j = 0; j < NS; j++) mv[j] = fmaxf(sc[4 * j + 2 * i], sc[4 * j + 2 * i + 1]);
+        static_assert(NS == 16, "the max tree below assumes 16 n-tiles");
+#pragma unroll
+        for (int j = 0; j < 8; j++) mv[j] = fmaxf(mv[j], mv[j + 8]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) mv[j] = fmaxf(mv[j], mv[j + 4]);
+        float mx = fmaxf(fmaxf(mv[0], mv[2]), fmaxf(mv[1], mv[3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mn = fmaxf(st.m[i], mx * scl);
+        /* no key seen yet or no new maximum: keep the state (corr 1; p =
+         * 2^-inf = 0 while no key is seen) */
+        mb[i] = mn == -INFINITY ? 0.0f : mn;
+        corr[i] = mn == -INFINITY || mn == st.m[i] ? 1.0f : fl_exp2(st.m[i] - mn);
+        st.m[i] = mn;
+        st.l[i] *= corr[i];
+    }
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) sc[4 * j + e] = fl_exp2(fmaf(sc[4 * j + e], scl, -mb[e >> 1]));
+        s0 += sc[4 * j] + sc[4 * j + 1];
+        s1 += sc[4 * j + 2] + sc[4 * j + 3];
+    }
+    st.l[0] += s0;
+    st.l[1] += s1;
+}
+
+/* O *= corr per row, skipped while no row of the warp saw a new maximum. */
+template <int HD> __device__ __forceinline__ void fw_rescale(float *o, const float *corr) {
+    if (!__all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) {
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++) {
+            o[4 * j + 0] *= corr[0];
+            o[4 * j + 1] *= corr[0];
+            o[4 * j + 2] *= corr[1];
+            o[4 * j + 3] *= corr[1];
+        }
+    }
+}
+
+/* P (f32 fragments of S) -> the register A operand of O += P V, rounded to
+ * the cache dtype: k-step kk = n-tiles 2kk, 2kk+1. */
+template <typename KV> __device__ __forceinline__ void fw_pack(const float *sc, uint32_t (*pa)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < FW_BN / 16; kk++) {
+        pa[kk][0] = fl_pack<KV>(sc[8 * kk + 0], sc[8 * kk + 1]);
+        pa[kk][1] = fl_pack<KV>(sc[8 * kk + 2], sc[8 * kk + 3]);
+        pa[kk][2] = fl_pack<KV>(sc[8 * kk + 4], sc[8 * kk + 5]);
+        pa[kk][3] = fl_pack<KV>(sc[8 * kk + 6], sc[8 * kk + 7]);
+    }
+}
+
+/* Keeps the P registers alive (unmodified) up to this point: the wgmma
+ * reading them runs asynchronously until its wait. */
+__device__ __forceinline__ void fw_keep(uint32_t (*pa)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < FW_BN / 16; kk++)
+        asm volatile("" ::"r"(pa[kk][0]), "r"(pa[kk][1]), "r"(pa[kk][2]), "r"(pa[kk][3]) : "memory");
+}
+
+/* Issue S = Q K^T (this warpgroup's 64 rows x FW_BN keys; q_a: its Q rows,
+ * k_a: the stage's K tile), one commit group. */
+template <typename KV, int HD> __device__ __forceinline__ void fw_issue_s(float *sc, uint32_t q_a, uint32_t k_a) {
+    flw_fence();
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++)
+        fw_ss<KV>(sc, flw_desc(q_a + (ks >> 2) * FW_BM * 128 + (ks & 3) * 32, 16, 1024),
+                  flw_desc(k_a + (ks >> 2) * FW_BN * 128 + (ks & 3) * 32, 16, 1024), ks > 0);
+    flw_commit();
+}
+
+/* Issue O += P V (v_a: the stage's V tile, MN-major), one commit group. */
+template <typename KV, int HD> __device__ __forceinline__ void fw_issue_pv(float *o, uint32_t (*pa)[4], uint32_t v_a) {
+    flw_pin<HD / 2>(o); /* the rescale of O lands before the fence */
+    flw_fence();
+#pragma unroll
+    for (int kk = 0; kk < FW_BN / 16; kk++) fw_rs<KV, HD>(o, pa[kk], flw_desc(v_a + kk * 2048, FW_BN * 128, 1024));
+    flw_commit();
+}
+
 template <typename KV, typename A, int HD>
 __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     CUDA_PDL_ENTER();
-    constexpr int NSL = HD / 64;             /* 64-wide slabs of the head dim */
-    constexpr int CPR = HD / 8;              /* 16-byte chunks per row */
-    constexpr int KS = HD / 16;              /* k-steps of S = Q K^T */
-    constexpr int NS = FW_BN / 8;            /* n-tiles of S (8 keys) */
-    constexpr int NO = HD / 8;               /* n-tiles of O (8 dims) */
+    constexpr int NSL = HD / 64; /* 64-wide slabs of the head dim */
+    constexpr int CPR = HD / 8;  /* 16-byte chunks per row */
+    constexpr int NO = HD / 8;   /* n-tiles of O (8 dims) */
     constexpr uint32_t QB = NSL * FW_BM * 128, KVB = NSL * FW_BN * 128; /* bytes: Q, one K or V tile */
     extern __shared__ __align__(16) uint8_t fw_sm[];
     const uint32_t sraw = fl_smem_addr(fw_sm), sb = (sraw + 1023u) & ~1023u;
@@ -112,10 +225,12 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
     const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
     const int prow = 64 * wg + 16 * warp + gq; /* this thread's packed rows: prow, prow + 8 */
+    const uint32_t q_a = sb + wg * 64 * 128;   /* this warpgroup's Q rows (1024-aligned) */
     /* K/V loads: chunk lc of rows lj0, lj0 + RPI, ... */
     const int lc = tid % CPR, lj0 = tid / CPR;
     const int kin = g * a.k_s1 + lc * 16, vin = g * a.v_s1 + lc * 16;
     const uint32_t ld_off = flw_off(lj0, lc, FW_BN);
+    auto k_at = [&](int it) { return skv + (uint32_t)(it % FW_STAGES) * 2 * KVB; };
 
     /* Q [FW_BM][HD] -> shared memory in the cache dtype, swizzled (rows
      * past the tile zero) */
@@ -137,13 +252,15 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     }
     /* (fenced into the async proxy with the first tile's copies) */
 
-    float o[HD / 2], sc[FW_BN / 2], m[2], l[2];
+    float o[HD / 2], sc[FW_BN / 2], corr[2];
+    uint32_t pa[FW_BN / 16][4];
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < FW_BN / 2; i++) sc[i] = 0.0f;
-    m[0] = m[1] = -INFINITY;
-    l[0] = l[1] = 0.0f;
+    fw_rows st;
+    st.m[0] = st.m[1] = -INFINITY;
+    st.l[0] = st.l[1] = 0.0f;
     const float scl = a.scale_log2;
 
     for (int64_t r = t0; r < t1;) {
@@ -155,18 +272,17 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
         const int64_t base = (int64_t)sl - q_len - a.qsl[s]; /* position of row i: base + i */
         const int khi = bad ? -1 : (int)(base + seg_end - 1);
         const int32_t *btrow = a.bt + (int64_t)s * a.max_blocks;
-        /* per row: the last key it sees in this segment (-1: not in it) */
-        int rhi[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int64_t tok;
             int hq;
             bool live;
             fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
-            rhi[i] = !bad && live && tok >= r && tok < seg_end ? (int)(base + tok) : -1;
+            st.rhi[i] = !bad && live && tok >= r && tok < seg_end ? (int)(base + tok) : -1;
         }
-        /* the warpgroup's last key in this segment (uniform): its last live
-         * row, clipped to the segment */
+        /* the warpgroup's last key in this segment (its last live row,
+         * clipped to the segment) and so its key tiles 0 .. n_act-1
+         * (uniform per warpgroup) */
         int whi = -1;
         {
             const int fr = 64 * wg, lr = 64 * wg + 63 < a.QT * a.G - 1 ? 64 * wg + 63 : a.QT * a.G - 1;
@@ -176,101 +292,57 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
             if (!bad && fr <= lr && ftok <= ltok) whi = (int)(base + ltok);
         }
         const int n_kt = khi >= 0 ? khi / FW_BN + 1 : 0;
+        const int n_act = whi >= 0 ? (whi / FW_BN + 1 < n_kt ? whi / FW_BN + 1 : n_kt) : 0;
         __syncthreads(); /* the previous segment is done with the buffers */
-        if (n_kt > 0) fw_load_tile<HD>(a, btrow, kin, vin, 0, khi, skv + ld_off, skv + KVB + ld_off);
+        if (n_kt == 0) {
+            r = seg_end > r ? seg_end : r + 1;
+            continue;
+        }
+        /* prologue: tiles 0 and 1 in flight; S and softmax of tile 0 */
+        fw_load_tile<HD>(a, btrow, kin, vin, 0, khi, k_at(0) + ld_off, k_at(0) + KVB + ld_off);
         fl_cp_commit();
+        if (n_kt > 1) fw_load_tile<HD>(a, btrow, kin, vin, FW_BN, khi, k_at(1) + ld_off, k_at(1) + KVB + ld_off);
+        fl_cp_commit();
+        fl_cp_wait<1>();   /* tile 0 landed (this thread's part) */
+        flw_fence_proxy(); /* ... visible to wgmma (and Q) */
+        __syncthreads();   /* ... everybody's */
+        if (n_act > 0) {
+            fw_issue_s<KV, HD>(sc, q_a, k_at(0));
+            flw_wait<0>();
+            flw_pin<FW_BN / 2>(sc);
+            fw_softmax(sc, st, 0, tq, scl, corr);
+            fw_rescale<HD>(o, corr);
+            fw_pack<KV>(sc, pa);
+        }
+        /* tile it: S of tile it+1 and O += P V of tile it on the tensor
+         * cores while the softmax of tile it+1 runs; tile it+2 loading */
         for (int it = 0; it < n_kt; it++) {
-            const int kt0 = it * FW_BN, st = it & 1;
-            const uint32_t ks_a = skv + (uint32_t)st * 2 * KVB, vs_a = ks_a + KVB;
-            if (it + 1 < n_kt) {
-                const uint32_t nk = skv + (uint32_t)(st ^ 1) * 2 * KVB;
-                fw_load_tile<HD>(a, btrow, kin, vin, kt0 + FW_BN, khi, nk + ld_off, nk + KVB + ld_off);
-            }
+            fl_cp_wait<0>();   /* tile it+1 landed */
+            flw_fence_proxy();
+            __syncthreads();   /* ... everybody's; and everybody is done with tile it-1 */
+            if (it + 2 < n_kt)
+                fw_load_tile<HD>(a, btrow, kin, vin, (it + 2) * FW_BN, khi, k_at(it + 2) + ld_off,
+                                 k_at(it + 2) + KVB + ld_off);
             fl_cp_commit();
-            fl_cp_wait<1>();   /* tile it landed (this thread's part) */
-            flw_fence_proxy(); /* ... visible to wgmma (and Q at the first tile) */
-            __syncthreads();   /* ... everybody's */
-            if (kt0 <= whi) {
-                /* S = Q K^T: 64 rows x 128 keys per warpgroup */
-                flw_fence();
-#pragma unroll
-                for (int ks = 0; ks < KS; ks++)
-                    fw_ss<KV>(sc, flw_desc(sb + (ks >> 2) * FW_BM * 128 + wg * 64 * 128 + (ks & 3) * 32, 16, 1024),
-                              flw_desc(ks_a + (ks >> 2) * FW_BN * 128 + (ks & 3) * 32, 16, 1024), ks > 0);
-                flw_commit();
-                flw_wait<0>();
+            /* (two branches: ptxas keeps the wgmmas asynchronous only when
+             * it can see which group the wait<1> leaves running) */
+            if (it + 1 < n_act) {
+                fw_issue_s<KV, HD>(sc, q_a, k_at(it + 1));
+                fw_issue_pv<KV, HD>(o, pa, k_at(it) + KVB);
+                flw_wait<1>(); /* S of tile it+1 done, P V may still run */
                 flw_pin<FW_BN / 2>(sc);
-
-                /* mask keys past a row's last key (tiles crossing it, rows
-                 * outside the segment); online softmax per row */
-                float mb[2], corr[2];
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    if (kt0 + FW_BN - 1 > rhi[i]) {
-#pragma unroll
-                        for (int j = 0; j < NS; j++)
-#pragma unroll
-                            for (int e = 0; e < 2; e++) {
-                                const int key = kt0 + j * 8 + 2 * tq + e;
-                                sc[4 * j + 2 * i + e] = key <= rhi[i] ? sc[4 * j + 2 * i + e] : -INFINITY;
-                            }
-                    }
-                    float mv[NS];
-#pragma unroll
-                    for (int j = 0; j < NS; j++) mv[j] = fmaxf(sc[4 * j + 2 * i], sc[4 * j + 2 * i + 1]);
-                    static_assert(NS == 16, "the max tree below assumes 16 n-tiles");
-#pragma unroll
-                    for (int j = 0; j < 8; j++) mv[j] = fmaxf(mv[j], mv[j + 8]);
-#pragma unroll
-                    for (int j = 0; j < 4; j++) mv[j] = fmaxf(mv[j], mv[j + 4]);
-                    float mx = fmaxf(fmaxf(mv[0], mv[2]), fmaxf(mv[1], mv[3]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float mn = fmaxf(m[i], mx * scl);
-                    mb[i] = mn == -INFINITY ? 0.0f : mn;
-                    corr[i] = mn == -INFINITY || mn == m[i] ? 1.0f : fl_exp2(m[i] - mn);
-                    m[i] = mn;
-                    l[i] *= corr[i];
-                }
-                if (!__all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) {
-#pragma unroll
-                    for (int j = 0; j < NO; j++) {
-                        o[4 * j + 0] *= corr[0];
-                        o[4 * j + 1] *= corr[0];
-                        o[4 * j + 2] *= corr[1];
-                        o[4 * j + 3] *= corr[1];
-                    }
-                }
-                float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-                for (int j = 0; j < NS; j++) {
-#pragma unroll
-                    for (int e = 0; e < 4; e++) sc[4 * j + e] = fl_exp2(fmaf(sc[4 * j + e], scl, -mb[e >> 1]));
-                    s0 += sc[4 * j] + sc[4 * j + 1];
-                    s1 += sc[4 * j + 2] + sc[4 * j + 3];
-                }
-                l[0] += s0;
-                l[1] += s1;
-                /* P as the register A operand: k-step kk = n-tiles 2kk, 2kk+1 */
-                uint32_t pa[FW_BN / 16][4];
-#pragma unroll
-                for (int kk = 0; kk < FW_BN / 16; kk++) {
-                    pa[kk][0] = fl_pack<KV>(sc[8 * kk + 0], sc[8 * kk + 1]);
-                    pa[kk][1] = fl_pack<KV>(sc[8 * kk + 2], sc[8 * kk + 3]);
-                    pa[kk][2] = fl_pack<KV>(sc[8 * kk + 4], sc[8 * kk + 5]);
-                    pa[kk][3] = fl_pack<KV>(sc[8 * kk + 6], sc[8 * kk + 7]);
-                }
-                /* O += P V: V MN-major, k-step kk = keys 16kk .. 16kk+15 */
-                flw_pin<HD / 2>(o);
-                flw_fence();
-#pragma unroll
-                for (int kk = 0; kk < FW_BN / 16; kk++)
-                    fw_rs<KV, HD>(o, pa[kk], flw_desc(vs_a + kk * 2048, FW_BN * 128, 1024));
-                flw_commit();
+                fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
                 flw_wait<0>();
                 flw_pin<HD / 2>(o);
+                fw_keep(pa);
+                fw_rescale<HD>(o, corr);
+                fw_pack<KV>(sc, pa);
+            } else if (it < n_act) { /* the warpgroup's last tile */
+                fw_issue_pv<KV, HD>(o, pa, k_at(it) + KVB);
+                flw_wait<0>();
+                flw_pin<HD / 2>(o);
+                fw_keep(pa);
             }
-            __syncthreads(); /* everybody done with this stage before it is refilled */
         }
         r = seg_end > r ? seg_end : r + 1;
     }
@@ -279,8 +351,8 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     /* out = O / l; l summed over the quad */
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
     }
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -289,7 +361,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
         bool live;
         fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
         if (!live) continue;
-        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
         char *orow = a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1;
 #pragma unroll
         for (int j = 0; j < NO; j++)
