@@ -320,15 +320,21 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
             fl_cp_wait<0>();   /* tile it+1 landed */
             flw_fence_proxy();
             __syncthreads();   /* ... everybody's; and everybody is done with tile it-1 */
-            if (it + 2 < n_kt)
-                fw_load_tile<HD>(a, btrow, kin, vin, (it + 2) * FW_BN, khi, k_at(it + 2) + ld_off,
-                                 k_at(it + 2) + KVB + ld_off);
-            fl_cp_commit();
-            /* (two branches: ptxas keeps the wgmmas asynchronous only when
-             * it can see which group the wait<1> leaves running) */
+            /* tile it+2 into the stage of tile it-1; issued after this
+             * tile's wgmmas so that the tensor cores start at once and the
+             * block-table reads' latency hides behind them */
+            auto load_next = [&]() {
+                if (it + 2 < n_kt)
+                    fw_load_tile<HD>(a, btrow, kin, vin, (it + 2) * FW_BN, khi, k_at(it + 2) + ld_off,
+                                     k_at(it + 2) + KVB + ld_off);
+                fl_cp_commit();
+            };
+            /* (separate branches: ptxas keeps the wgmmas asynchronous only
+             * when it can see which group the wait<1> leaves running) */
             if (it + 1 < n_act) {
                 fw_issue_s<KV, HD>(sc, q_a, k_at(it + 1));
                 fw_issue_pv<KV, HD>(o, pa, k_at(it) + KVB);
+                load_next();
                 flw_wait<1>(); /* S of tile it+1 done, P V may still run */
                 flw_pin<FW_BN / 2>(sc);
                 fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
@@ -339,9 +345,12 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
                 fw_pack<KV>(sc, pa);
             } else if (it < n_act) { /* the warpgroup's last tile */
                 fw_issue_pv<KV, HD>(o, pa, k_at(it) + KVB);
+                load_next();
                 flw_wait<0>();
                 flw_pin<HD / 2>(o);
                 fw_keep(pa);
+            } else {
+                load_next();
             }
         }
         r = seg_end > r ? seg_end : r + 1;
