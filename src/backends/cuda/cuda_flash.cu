@@ -512,7 +512,7 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     /* Hopper wgmma kernel (cuda_flash_wg.cu, 128 packed rows per CTA) for
      * the common case unless VLLM_CUDA_FLASH_WG=0 (A/B, tests) */
     const char *wge = getenv("VLLM_CUDA_FLASH_WG");
-    const bool wg = !(wge && !strcmp(wge, "0")) && cuda_flash_wg_eligible(hd, scale, softcap, window);
+    const bool wg = !(wge && !strcmp(wge, "0")) && cuda_flash_wg_eligible(hd, a.B, scale, softcap, window);
     a.QT = (wg ? 128 : mt * FL_M) / a.G;
     a.window = window;
     a.bshift = 0;

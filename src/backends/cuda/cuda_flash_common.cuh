@@ -80,9 +80,10 @@ __device__ __forceinline__ void fl_row(const fl_args &a, int g, int64_t t0, int6
 }
 
 /* The wgmma kernel (cuda_flash_wg.cu): whether it takes this call (hd 64 /
- * 128, causal without window or soft-cap, positive scale), and its launch
+ * 128, cache blocks of 8+ slots, causal without window or soft-cap,
+ * positive scale), and its launch
  * over a (QT = 128 / G tokens per tile, n_tiles, flags ...) set. */
-bool cuda_flash_wg_eligible(int64_t hd, float scale, float softcap, int32_t window);
+bool cuda_flash_wg_eligible(int64_t hd, int64_t block_size, float scale, float softcap, int32_t window);
 int cuda_flash_wg_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype kv, rt_dtype at);
 
 #endif

@@ -44,6 +44,7 @@
 #define FW_BM 128      /* packed query rows per CTA (2 warpgroups x 64) */
 #define FW_BN 128      /* keys per tile */
 #define FW_THREADS 256
+#define FW_LR(hd) (FW_BN * ((hd) / 8) / FW_THREADS) /* consecutive K/V rows a thread loads per tile */
 #define FW_STAGES 3    /* K/V tiles in shared memory: it (P V), it+1 (S), it+2 (loading) */
 
 /* Bytes of dynamic shared memory: Q [FW_BM][hd], FW_STAGES x (K, V)
@@ -51,39 +52,38 @@
  * swizzle period (hd 128: 225 KB of the 227 KB a block may have). */
 static size_t fw_smem(int64_t hd) { return (size_t)hd * 2 * (FW_BM + 2 * FW_STAGES * FW_BN) + 1024; }
 
-bool cuda_flash_wg_eligible(int64_t hd, float scale, float softcap, int32_t window) {
-    return (hd == 64 || hd == 128) && window <= 0 && !(softcap > 0.0f) && scale > 0.0f;
+bool cuda_flash_wg_eligible(int64_t hd, int64_t block_size, float scale, float softcap, int32_t window) {
+    return (hd == 64 || hd == 128) && block_size >= FW_LR(hd) && window <= 0 && !(softcap > 0.0f) && scale > 0.0f;
 }
 
-/* cp.async of keys kt0 .. kt0+FW_BN-1 (those > khi zero-filled) into the
- * stage whose K / V tiles start at kdst / vdst, both already offset to this
- * thread's first row j0 and chunk c (swizzled): rows j0, j0 + RPI, ...
- * (RPI a multiple of 8, so every row keeps the swizzle phase of j0). Block
- * table reads first, a bad block id reads block 0 and raises the flag. */
+/* cp.async of this thread's FW_LR consecutive keys key0 .. key0+FW_LR-1
+ * of a tile (chunk c of each row; keys > khi zero-filled) into the stage
+ * whose K / V tiles start at kdst / vdst, both already offset to the
+ * thread's first row (swizzled: row r's chunk at (c ^ r % 8) * 16, cx =
+ * c % 8 ^ first row % 8, the rows' low 3 bits differ only in it). The keys
+ * sit in one cache block (B >= FW_LR, eligible), blk, read from the block
+ * table one tile ahead; a bad id reads block 0 and raises the flag. */
 template <int HD>
-__device__ __forceinline__ void fw_load_tile(const fl_args &a, const int32_t *btrow, int kin, int vin, int kt0,
-                                             int khi, uint32_t kdst, uint32_t vdst) {
-    constexpr int CPR = HD / 8, RPI = FW_THREADS / CPR, ITS = FW_BN / RPI;
-    const int key0 = kt0 + (int)threadIdx.x / CPR;
-    int32_t blk[ITS];
+__device__ __forceinline__ void fw_load_tile(const fl_args &a, int32_t blk, int kin, int vin, int key0, int khi,
+                                             uint32_t kdst, uint32_t vdst, uint32_t cx) {
+    constexpr int LR = FW_BN * (HD / 8) / FW_THREADS;
+    const bool ok = (uint32_t)blk < (uint32_t)a.num_blocks;
+    if (key0 <= khi && !ok) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+    const uint32_t b = ok ? (uint32_t)blk : 0u, slot = (uint32_t)(key0 & (a.B - 1));
+    const char *kp = a.k + ((uint64_t)b * (uint32_t)a.k_s0 + (slot * (uint32_t)a.k_sb + (uint32_t)kin));
+    const char *vp = a.v + ((uint64_t)b * (uint32_t)a.v_s0 + (slot * (uint32_t)a.v_sb + (uint32_t)vin));
 #pragma unroll
-    for (int it = 0; it < ITS; it++) {
-        const int key = key0 + it * RPI;
-        blk[it] = key <= khi ? btrow[key >> a.bshift] : 0;
+    for (int it = 0; it < LR; it++) {
+        const int n = key0 + it <= khi ? 16 : 0;
+        const uint32_t off = (uint32_t)it * 128 + (((cx ^ (uint32_t)it) - cx) << 4);
+        fl_cp16(kdst + off, kp + it * a.k_sb, n);
+        fl_cp16(vdst + off, vp + it * a.v_sb, n);
     }
-    bool bad = false;
-#pragma unroll
-    for (int it = 0; it < ITS; it++) {
-        const int key = key0 + it * RPI;
-        const bool valid = key <= khi, ok = (uint32_t)blk[it] < (uint32_t)a.num_blocks;
-        bad |= valid && !ok;
-        const uint32_t b = ok ? (uint32_t)blk[it] : 0u, slot = (uint32_t)(key & (a.B - 1));
-        const char *kp = a.k + ((uint64_t)b * (uint32_t)a.k_s0 + (slot * (uint32_t)a.k_sb + (uint32_t)kin));
-        const char *vp = a.v + ((uint64_t)b * (uint32_t)a.v_s0 + (slot * (uint32_t)a.v_sb + (uint32_t)vin));
-        fl_cp16(kdst + it * RPI * 128, kp, valid ? 16 : 0);
-        fl_cp16(vdst + it * RPI * 128, vp, valid ? 16 : 0);
-    }
-    if (bad) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+}
+
+/* The block id of a thread's rows of the tile at kt0 (0 past khi). */
+__device__ __forceinline__ int32_t fw_blk(const fl_args &a, const int32_t *btrow, int key0, int khi) {
+    return key0 <= khi ? btrow[key0 >> a.bshift] : 0;
 }
 
 template <typename KV> __device__ __forceinline__ void fw_ss(float *d, uint64_t da, uint64_t db, int acc) {
@@ -226,10 +226,11 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
     const int prow = 64 * wg + 16 * warp + gq; /* this thread's packed rows: prow, prow + 8 */
     const uint32_t q_a = sb + wg * 64 * 128;   /* this warpgroup's Q rows (1024-aligned) */
-    /* K/V loads: chunk lc of rows lj0, lj0 + RPI, ... */
-    const int lc = tid % CPR, lj0 = tid / CPR;
+    /* K/V loads: chunk lc of rows lj0 .. lj0 + LR-1 of each tile */
+    constexpr int LR = FW_LR(HD);
+    const int lc = tid % CPR, lj0 = tid / CPR * LR;
     const int kin = g * a.k_s1 + lc * 16, vin = g * a.v_s1 + lc * 16;
-    const uint32_t ld_off = flw_off(lj0, lc, FW_BN);
+    const uint32_t ld_off = flw_off(lj0, lc, FW_BN), ld_cx = (uint32_t)((lc & 7) ^ (lj0 & 7));
     auto k_at = [&](int it) { return skv + (uint32_t)(it % FW_STAGES) * 2 * KVB; };
 
     /* Q [FW_BM][HD] -> shared memory in the cache dtype, swizzled (rows
@@ -298,11 +299,16 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
             r = seg_end > r ? seg_end : r + 1;
             continue;
         }
-        /* prologue: tiles 0 and 1 in flight; S and softmax of tile 0 */
-        fw_load_tile<HD>(a, btrow, kin, vin, 0, khi, k_at(0) + ld_off, k_at(0) + KVB + ld_off);
+        /* prologue: tiles 0 and 1 in flight, tile 2's block id read; S
+         * and softmax of tile 0 */
+        fw_load_tile<HD>(a, fw_blk(a, btrow, lj0, khi), kin, vin, lj0, khi, k_at(0) + ld_off, k_at(0) + KVB + ld_off,
+                         ld_cx);
         fl_cp_commit();
-        if (n_kt > 1) fw_load_tile<HD>(a, btrow, kin, vin, FW_BN, khi, k_at(1) + ld_off, k_at(1) + KVB + ld_off);
+        if (n_kt > 1)
+            fw_load_tile<HD>(a, fw_blk(a, btrow, FW_BN + lj0, khi), kin, vin, FW_BN + lj0, khi, k_at(1) + ld_off,
+                             k_at(1) + KVB + ld_off, ld_cx);
         fl_cp_commit();
+        int32_t blk_next = fw_blk(a, btrow, 2 * FW_BN + lj0, khi);
         fl_cp_wait<1>();   /* tile 0 landed (this thread's part) */
         flw_fence_proxy(); /* ... visible to wgmma (and Q) */
         __syncthreads();   /* ... everybody's */
@@ -324,9 +330,11 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
              * tile's wgmmas so that the tensor cores start at once and the
              * block-table reads' latency hides behind them */
             auto load_next = [&]() {
-                if (it + 2 < n_kt)
-                    fw_load_tile<HD>(a, btrow, kin, vin, (it + 2) * FW_BN, khi, k_at(it + 2) + ld_off,
-                                     k_at(it + 2) + KVB + ld_off);
+                if (it + 2 < n_kt) {
+                    fw_load_tile<HD>(a, blk_next, kin, vin, (it + 2) * FW_BN + lj0, khi, k_at(it + 2) + ld_off,
+                                     k_at(it + 2) + KVB + ld_off, ld_cx);
+                    blk_next = fw_blk(a, btrow, (it + 3) * FW_BN + lj0, khi); /* lands by the next tile */
+                }
                 fl_cp_commit();
             };
             /* (separate branches: ptxas keeps the wgmmas asynchronous only
