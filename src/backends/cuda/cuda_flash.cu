@@ -1,5 +1,8 @@
 /* cuda_flash — tensor-core prefill attention (FlashAttention-2 style) for
- * PAGED_ATTENTION over bf16/f16 caches.
+ * PAGED_ATTENTION over bf16/f16 caches. cuda_flash_run hands the common
+ * case (hd 64/128, causal, no window / soft-cap, blocks of 8+ slots) to the
+ * Hopper wgmma kernel of cuda_flash_wg.cu unless VLLM_CUDA_FLASH_WG=0; the
+ * mma.sync kernel below takes the rest (and everything with the switch 0).
  *
  * Work split. Query rows are packed per kv head g: packed row r of a tile is
  * token t0 + r / G, head g*G + r % G (G = h / kvh), so one K/V tile in
