@@ -138,6 +138,13 @@ def cmd_roof(a):
     out["prefill_gemm_ms"] = round(layer_s * L * 1e3, 3)
     out["prefill_gemm_TFLOPs"] = round(flops / (layer_s * L) / 1e12, 1)
     out["prefill_matmul_flops"] = flops
+    # The attention products of a causal N-token prefill, QK^T and PV: query
+    # i sees i + 1 keys, 2*hd flops each per product and query head. Counted
+    # with the projections they give the model FLOPs of the prefill (the
+    # usual MFU numerator); the gate's "fraction of the cuBLAS rate" is
+    # printed both with and without them.
+    hd = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    out["prefill_attn_flops"] = 4 * hd * c.num_attention_heads * L * N * (N + 1) // 2
     # The same matmuls sustained: a whole forward's worth (all L layers) per
     # timed call, 8 calls back to back, median: how our engine's prefill is
     # timed (median TTFT of 8 requests of N tokens). The burst above (5

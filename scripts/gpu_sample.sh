@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # gpu_sample.sh — on the H200 machine, device sampling (issue 6) in one call:
-#   - test_cuda_sample (SAMPLE on CUDA vs the CPU op, distribution, speed:
-#     its speed lines time T 1, greedy, top_k + top_p, and top_p alone on
-#     flat rows (the whole-row fallback) and on peaked rows (the top_p
-#     candidate cut));
+#   - test_cuda_sample (SAMPLE on CUDA vs the CPU op under each kernel:
+#     the cluster kernel, default, and the one-block-per-row kernel,
+#     VLLM_CUDA_TOPP=0; distribution; speed: one line per batch, vocab and
+#     setting with both kernels' times, block vs cluster, top_p alone on
+#     flat and on peaked rows at B = 1, 16, 64, V = 128256 and 151936);
 #   - `vllm bench --device cuda` on the random Qwen3-0.6B-shaped bf16
 #     checkpoint of gpu_e2e.sh (made here, in the background while the rest
 #     runs), temperature 1 (bench's default), host sampling
@@ -11,6 +12,10 @@
 #     64 x (256 in, 64 out) at 64 sequences and 256 x (256 in, 64 out) at 256;
 #   - the engine gates on the GPU (VLLM_TEST_DEVICE=cuda): device == host
 #     sampling, async == sync, batch invariance and seeds.
+# GPU_SAMPLE_QUICK=1 instead: test_cuda_sample, then ncu's kernel times of
+# its top_p speed lines (VLLM_CUDA_SPEED=topp: block, cluster in turn) and
+# compute-sanitizer memcheck of the cluster kernel, auto size and 8 CTAs a row
+# (VLLM_CUDA_CFG=02; small-vocab, top_k and top_p path tests); no model, no bench.
 # Logs into $OUT. VLLM_PREBUILT=DIR takes the binaries from DIR (built with
 # -DVLLM_CUDA=ON elsewhere, same CUDA major) instead of building here.
 set -u -o pipefail
@@ -20,7 +25,10 @@ mkdir -p "$OUT"
 t0=$(date +%s)
 say() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 source scripts/gpu_deps.sh || exit 1
+QUICK=${GPU_SAMPLE_QUICK:-0}
 M=/tmp/qwen3-0.6b-rand
+MPID=
+if [ "$QUICK" != 1 ]; then
 python3 - <<'PY' >"$OUT/make_model.log" 2>&1 &
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -34,19 +42,52 @@ m.save_pretrained("/tmp/qwen3-0.6b-rand", safe_serialization=True)
 print("saved")
 PY
 MPID=$!
+fi
 B=${VLLM_PREBUILT:-}
-if [ -z "$B" ] || ! "$B/vllm" --help >/dev/null 2>&1; then
+runs() { # the prebuilt binaries run here (no missing library)
+    if [ "$QUICK" = 1 ]; then [ -x "$B/test_cuda_sample" ] && ! ldd "$B/test_cuda_sample" | grep -q "not found"
+    else "$B/vllm" --help >/dev/null 2>&1; fi
+}
+if [ -z "$B" ] || ! runs; then
     [ -n "$B" ] && echo "prebuilt binaries do not run here: building"
     B=build-gpu
     say "build"
+    T="test_cuda_sample vllm test_engine_devsample test_engine_async test_engine"
+    [ "$QUICK" = 1 ] && T=test_cuda_sample
     cmake -S . -B $B -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-    cmake --build $B -j"$(nproc)" --target test_cuda_sample vllm test_engine_devsample test_engine_async test_engine \
-        >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+    cmake --build $B -j"$(nproc)" --target $T >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 fi
 say "test_cuda_sample"
-(cd $B && timeout 100 ./test_cuda_sample) >"$OUT/test_cuda_sample.log" 2>&1
+(cd $B && timeout ${SAMPLE_TIMEOUT:-100} ./test_cuda_sample) >"$OUT/test_cuda_sample.log" 2>&1
 echo "test_cuda_sample exit $?"
-grep -E "differ|nucleus|distribution|speed|FAILED|ERROR|OK \]" "$OUT/test_cuda_sample.log" | head -60
+grep -E "differ|nucleus|distribution|speed|FAILED|ERROR|OK \]|^\[ *(SKIPPED|PASSED)" "$OUT/test_cuda_sample.log" \
+    | grep -vE ": 0 differ \(|: 0 rows differ" | head -80
+echo "comparisons with no differing row (vs the CPU op, vs the block kernel): $(grep -cE ': 0 differ \(|: 0 rows differ' "$OUT/test_cuda_sample.log")"
+if [ "$QUICK" = 1 ]; then
+    say "ncu: top_p speed lines (kernel us: block, cluster auto, cluster 16, cluster match-aggregated bins)"
+    (cd $B && VLLM_TEST_FILTER=test_speed VLLM_CUDA_SPEED=topp timeout 60 /usr/local/cuda/bin/ncu -k regex:k_sample \
+        --metrics gpu__time_duration.sum --clock-control none --csv --print-units base ./test_cuda_sample) \
+        >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+    echo "ncu exit $?"
+    grep -E "^speed" "$OUT/ncu.csv" | head -12
+    python3 - "$OUT/ncu.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
+if rows:
+    h = rows[0]
+    k, v = h.index("Kernel Name"), h.index("Metric Value")
+    out = ["%s %.1f" % (r[k].split("(")[0].split("<")[0], float(r[v].replace(",", "")) / 1e3) for r in rows[1:] if len(r) > v]
+    for i in range(0, len(out), 4):
+        print("ncu us: " + "  ".join(out[i:i + 4]))
+PY
+    say "compute-sanitizer memcheck (cluster kernel: auto size, 8 CTAs a row)"
+    (cd $B && VLLM_CUDA_SPEED=0 VLLM_CUDA_CFG=02 VLLM_TEST_SKIP=test_large_vocab,test_distribution,test_speed timeout 60 \
+        /usr/local/cuda/bin/compute-sanitizer --tool memcheck ./test_cuda_sample) >"$OUT/memcheck.log" 2>&1
+    echo "memcheck exit $?"
+    grep -E "ERROR SUMMARY|FAILED|OK \]" "$OUT/memcheck.log" | head -12
+    say "done"
+    exit 0
+fi
 wait $MPID || { tail -5 "$OUT/make_model.log"; exit 1; }
 say "vllm bench: host (VLLM_DEVICE_SAMPLING=0) vs device sampling"
 bench() { # tag ds num seqs

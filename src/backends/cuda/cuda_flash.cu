@@ -1,5 +1,8 @@
 /* cuda_flash — tensor-core prefill attention (FlashAttention-2 style) for
- * PAGED_ATTENTION over bf16/f16 caches.
+ * PAGED_ATTENTION over bf16/f16 caches. cuda_flash_run hands the common
+ * case (hd 64/128, causal, no window / soft-cap, blocks of 8+ slots) to the
+ * Hopper wgmma kernel of cuda_flash_wg.cu unless VLLM_CUDA_FLASH_WG=0; the
+ * mma.sync kernel below takes the rest (and everything with the switch 0).
  *
  * Work split. Query rows are packed per kv head g: packed row r of a tile is
  * token t0 + r / G, head g*G + r % G (G = h / kvh), so one K/V tile in
@@ -59,31 +62,16 @@
  * shapes keep the SIMT kernels of cuda_paged_attn.cu.
  */
 #include "backends/cuda/cuda_flash.h"
+#include "backends/cuda/cuda_flash_common.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <type_traits>
 
 #define FL_WARPS 4
 #define FL_M 64 /* packed query rows per CTA at MT 1 (16 per warp) */
 #define FL_N 64 /* keys per tile */
 #define FL_PAD 8 /* elements of padding per smem row: ldmatrix rows hit distinct banks */
-
-typedef struct {
-    const char *q, *k, *v;
-    char *out;
-    int64_t q_s0, q_s1, o_s0, o_s1;             /* bytes */
-    int32_t k_s0, k_sb, k_s1, v_s0, v_sb, v_s1; /* bytes: block, slot, kv head (< 2^31, eligible) */
-    const int32_t *bt, *qsl, *seq_lens;
-    int64_t T;
-    int S, max_blocks, B, bshift, num_blocks, G, QT, n_tiles, y0, window; /* B = 2^bshift (eligible) */
-    float scale_log2, softcap; /* scale * log2(e): scores live in the log2 domain */
-    int *flags;
-} fl_args;
 
 /* Bytes of shared memory: 2 stages x (K, V) [FL_N][hd + FL_PAD], after Q
  * [128][hd + FL_PAD] for MT 2; bf16/f16 elements. */
@@ -93,14 +81,6 @@ static size_t fl_smem(int hd, int mt) {
 
 /* ---- PTX helpers -------------------------------------------------------- */
 
-__device__ __forceinline__ uint32_t fl_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* 16 bytes global -> shared; src_bytes 0 zero-fills the destination. */
-__device__ __forceinline__ void fl_cp16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void fl_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void fl_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void fl_ldsm_x4(uint32_t *r, const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -125,42 +105,6 @@ template <typename KV> __device__ __forceinline__ void fl_mma(float *d, const ui
                      "{%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ float fl_exp2(float x) { /* 2^x; -inf -> 0 */
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-/* Two floats -> one register of two 16-bit values (x in the low half), one
- * cvt.rn.{bf16,f16}x2.f32. */
-template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, float y) {
-    uint32_t r;
-    if constexpr (std::is_same<KV, __nv_bfloat16>::value)
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
-    else
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
-    return r;
-}
-
-/* Two q elements (A: f32 or bf16) at p as one register of the cache type. */
-template <typename A, typename KV> __device__ __forceinline__ uint32_t fl_ld_q2(const char *p) {
-    if constexpr (std::is_same<A, float>::value) {
-        const float2 v = *(const float2 *)p;
-        return fl_pack<KV>(v.x, v.y);
-    } else {
-        const uint32_t u = *(const uint32_t *)p;
-        if constexpr (std::is_same<KV, __nv_bfloat16>::value) return u; /* already the operand */
-        const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&u);
-        return fl_pack<KV>(f.x, f.y);
-    }
-}
-
-/* Two output elements (A: f32 or bf16) to p. */
-template <typename A> __device__ __forceinline__ void fl_st_o2(char *p, float x, float y) {
-    if constexpr (std::is_same<A, float>::value) *(float2 *)p = make_float2(x, y);
-    else *(__nv_bfloat162 *)p = __floats2bfloat162_rn(x, y);
 }
 
 /* ---- the kernel --------------------------------------------------------- */
@@ -200,13 +144,6 @@ __device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *bt
     if (bad) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
 }
 
-/* Packed row r of the tile starting at token t0: token and query head. */
-__device__ __forceinline__ void fl_row(const fl_args &a, int g, int64_t t0, int64_t t1, int r, int64_t *tok,
-                                       int *hq, bool *live) {
-    *tok = t0 + r / a.G;
-    *hq = g * a.G + r % a.G;
-    *live = r < a.QT * a.G && *tok < t1;
-}
 
 /* MT m-tiles of 16 rows per warp: BM = 64 * MT packed rows per CTA. */
 template <typename KV, typename A, int HD, int MT>
@@ -575,7 +512,11 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     const char *forced = getenv("VLLM_CUDA_FLASH_TILE"); /* 64 | 128: tests, A/B (prefill calls are rare) */
     if (forced && !strcmp(forced, "64")) mt = 1;
     if (forced && !strcmp(forced, "128")) mt = 2;
-    a.QT = mt * FL_M / a.G;
+    /* Hopper wgmma kernel (cuda_flash_wg.cu, 128 packed rows per CTA) for
+     * the common case unless VLLM_CUDA_FLASH_WG=0 (A/B, tests) */
+    const char *wge = getenv("VLLM_CUDA_FLASH_WG");
+    const bool wg = !(wge && !strcmp(wge, "0")) && cuda_flash_wg_eligible(hd, a.B, scale, softcap, window);
+    a.QT = (wg ? 128 : mt * FL_M) / a.G;
     a.window = window;
     a.bshift = 0;
     while ((1 << a.bshift) < a.B) a.bshift++; /* B is a power of two (eligible) */
@@ -587,6 +528,7 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda flash attention: context or batch too large");
     a.n_tiles = (int)tiles;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    if (wg) return cuda_flash_wg_launch(c, a, hd, kvh, kc->dtype, q->dtype);
     /* grid.y <= 65535: longer batches take several launches (y0) */
     for (int64_t y0 = 0; y0 < tiles; y0 += 65535) {
         a.y0 = (int)y0;

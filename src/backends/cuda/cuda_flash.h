@@ -1,5 +1,7 @@
-/* cuda_flash — tensor-core (mma.sync) prefill attention for PAGED_ATTENTION
- * over bf16/f16 caches (cuda_flash.cu). cuda_paged_attn.cu sends prompt-heavy
+/* cuda_flash — tensor-core prefill attention for PAGED_ATTENTION over
+ * bf16/f16 caches: the Hopper wgmma kernel (cuda_flash_wg.cu) for causal
+ * hd 64/128 without window or soft-cap, the mma.sync kernel (cuda_flash.cu)
+ * for the rest. cuda_paged_attn.cu sends prompt-heavy
  * batches here when cuda_flash_eligible() holds; f32 caches, head_dim other
  * than 64/128, block sizes that are not powers of two and decode-heavy
  * batches keep the SIMT kernels there.

@@ -60,6 +60,7 @@ typedef struct {
     int rot_dim, neox;
     float eps, w_off, af;
     int *flags;
+    int pre; /* decode kernel: slot, position, angles and norm weights read before the PDL wait */
 } rs_args;
 
 /* One activation element / four of them (A: f32 or bf16) as f32. */
@@ -77,7 +78,7 @@ __device__ __forceinline__ float4 rs_ld4(const __nv_bfloat16 *p) {
  * rope -> k cache; else v head -> v cache. */
 template <typename KV, typename A>
 __global__ void k_qk_rope_store(rs_args p) {
-    CUDA_PDL_ENTER();
+    if (!p.pre) CUDA_PDL_ENTER();
     __shared__ float row[1024];
     __shared__ float sh[32];
     const int64_t t = blockIdx.y, j = blockIdx.x, i = threadIdx.x;
@@ -90,6 +91,18 @@ __global__ void k_qk_rope_store(rs_args p) {
         return;
     }
     if (kind > 0 && slot < 0) return; /* padding row: nothing stored (uniform per block) */
+    const float *nw = kind == 0 ? p.qn : p.kn;
+    const int half = p.rot_dim / 2;
+    float wn = 0.0f, rc = 0.0f, rsn = 0.0f; /* norm weight, rotation cos / sin of element i */
+    if (p.pre) { /* before the wait: inputs that no kernel of the step writes */
+        if (kind < 2 && nw && in) wn = p.w_off + nw[i];
+        if (kind < 2 && in && i < p.rot_dim) {
+            int k = p.neox ? (int)(i < half ? i : i - half) : (int)(i / 2);
+            float theta = (float)p.pos[t] * p.inv_freq[k];
+            rc = cosf(theta) * p.af, rsn = sinf(theta) * p.af;
+        }
+        CUDA_PDL_ENTER();
+    }
     const char *src = kind == 0 ? p.q + t * p.q_s0 + head * p.q_s1
                     : kind == 1 ? p.k + t * p.k_s0 + head * p.k_s1
                                 : p.v + t * p.v_s0 + head * p.v_s1;
@@ -99,22 +112,23 @@ __global__ void k_qk_rope_store(rs_args p) {
         if (in) cuda_st1((KV *)p.vc + coff, x);
         return;
     }
-    const float *nw = kind == 0 ? p.qn : p.kn;
     if (nw) { /* uniform per block */
         float ss = norm_block_sum(x * x, sh);
         float s = 1.0f / sqrtf(ss / (float)p.hd + p.eps);
-        if (in) x = x * s * (p.w_off + nw[i]);
+        if (in) x = x * s * (p.pre ? wn : p.w_off + nw[i]);
     }
     if (in) row[i] = x;
     __syncthreads();
     float y = x;
-    int half = p.rot_dim / 2;
     if (in && i < p.rot_dim) {
         int k = p.neox ? (int)(i < half ? i : i - half) : (int)(i / 2);
         bool first = p.neox ? i < half : (i & 1) == 0;
         int ia = p.neox ? k : 2 * k, ib = p.neox ? k + half : 2 * k + 1;
-        float theta = (float)p.pos[t] * p.inv_freq[k];
-        float c = cosf(theta) * p.af, s = sinf(theta) * p.af;
+        float c = rc, s = rsn;
+        if (!p.pre) {
+            float theta = (float)p.pos[t] * p.inv_freq[k];
+            c = cosf(theta) * p.af, s = sinf(theta) * p.af;
+        }
         float a = row[ia], b = row[ib];
         y = first ? a * c - b * s : a * s + b * c;
     }
@@ -369,6 +383,7 @@ extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
     p.w_off = a->p.rope_store.w_offset;
     p.af = a->p.rope_store.attn_factor;
     p.flags = c->d_flags;
+    p.pre = cuda_row_pre();
     bool vec = n > RS_SCALAR_MAX_N && hd % 4 == 0 && rs_aligned(q) && rs_aligned(k) && rs_aligned(v) && rs_aligned(a->dst) &&
                (uintptr_t)kc->data % 16 == 0 && (uintptr_t)vc->data % 16 == 0 && rs_aligned(qn) && rs_aligned(kn);
     if (at == RT_BF16) rs_launch<__nv_bfloat16>(c, p, n, vec, kc->dtype);

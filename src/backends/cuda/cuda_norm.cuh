@@ -25,6 +25,7 @@
 #include "backends/cuda/cuda_store.cuh"
 
 #include <cuda_bf16.h>
+#include <stdlib.h>
 
 /* Loads of the addend, widened to f32. */
 __device__ __forceinline__ float4 norm_ld4(const float *p) { return *(const float4 *)p; }
@@ -48,11 +49,21 @@ __device__ __forceinline__ float norm_block_sum(float v, float *sh) {
     return v;
 }
 
+/* VLLM_CUDA_ROW_PRE (default 1; 0 off, read at each launch): the row
+ * kernels of a decode layer read what no kernel of the step writes (norm
+ * weights; QK_ROPE_STORE's slot, position, angles and QK-norm weights)
+ * before the programmatic-dependent-launch wait, while the previous kernel
+ * still runs, so that after it only the activations are a memory trip. */
+static inline int cuda_row_pre(void) {
+    const char *e = getenv("VLLM_CUDA_ROW_PRE");
+    return !(e && e[0] == '0' && e[1] == 0);
+}
+
 template <bool ADD, int VPT, typename OT, typename RT>
 __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
     k_norm_vec(char *x, const char *res, char *y, int64_t xs, int64_t rs, int64_t ys, const float *w, int64_t d,
-               int64_t nrows, float eps, float w_off) {
-    CUDA_PDL_ENTER();
+               int64_t nrows, float eps, float w_off, int pre) {
+    if (!pre) CUDA_PDL_ENTER();
     __shared__ float sh[32];
     const int d4 = (int)(d >> 2), t = threadIdx.x, nt = blockDim.x;
     float4 wv[VPT];
@@ -65,6 +76,7 @@ __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
             wv[j] = make_float4(w_off + a.x, w_off + a.y, w_off + a.z, w_off + a.w);
         }
     }
+    if (pre) CUDA_PDL_ENTER(); /* w is a weight: loaded before the wait */
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         float4 *xr = (float4 *)(x + r * xs);
         const RT *rr = (const RT *)(res + r * rs);
@@ -149,6 +161,7 @@ static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res,
                norm_rows_flat(y, 4 * (int64_t)sizeof(OT), &ys) && (uintptr_t)wp % 16 == 0;
     char *px = (char *)x->data, *py = (char *)y->data;
     const char *pr = (const char *)(res ? res : x)->data;
+    const int pre = cuda_row_pre();
     /* Few rows: latency (wide blocks); many rows: bandwidth (256 threads). */
     int64_t max_t = nrows < 2 * (int64_t)c->n_sm ? 1024 : 256;
     for (int pass = 0; vec && pass < 2; pass++, max_t = 1024) {
@@ -157,7 +170,7 @@ static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res,
             if (nt > (vpt == 8 ? 512 : max_t)) continue;
 #define NORM_VEC(V)                                                                                   \
     cuda_launch(k_norm_vec<ADD, V, OT, RT>, grid, (unsigned)nt, 0, c->stream, px, pr, py, xs, rs, ys, wp, d, nrows, \
-                eps, w_off)
+                eps, w_off, pre)
             if (vpt == 1) NORM_VEC(1);
             else if (vpt == 2) NORM_VEC(2);
             else if (vpt == 4) NORM_VEC(4);

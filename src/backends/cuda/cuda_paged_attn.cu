@@ -35,7 +35,7 @@
  * then sums over the splits of float4 columns with independent loads (no
  * chain of dependent loads per split).
  *
- * Variant v2 (template flag V2; VLLM_CUDA_FD_V2, by default only for
+ * Variant v2 (template VAR = 1; VLLM_CUDA_FD_V2, by default only for
  * launches of T <= FD_V2_MAX_T rows, where it measured faster; slower at
  * T = 8 and 64 on the H200): the first run's K/V rows are requested with
  * its block-table entries, before the sequence lengths arrive
@@ -46,7 +46,21 @@
  * 32-bit (block, slot) byte offset (equal strides: fd_v2_ok) and the key
  * position advances by a precomputed step without divisions; the merge
  * loads a lane's (m, l) pairs in one trip and keeps up to 16 column loads
- * in flight per thread. The V2 = false instances are the original kernel.
+ * in flight per thread, the first 16 requested with the (m, l) pairs
+ * (VLLM_CUDA_FD_MPF, default 1). The VAR = 0 instances are the original kernel.
+ *
+ * Variant v2 with pre-wait loads (VAR = 2; VLLM_CUDA_FD_PRE, on by default
+ * wherever v2 runs): under programmatic dependent launch a k_fd CTA is
+ * resident while the previous kernel (QK_ROPE_STORE in a decode layer)
+ * still runs. Before griddepcontrol.wait it reads the lengths, the block
+ * table and the first run's K/V rows of the keys before the sequence's new
+ * tokens; after the wait, q and the new tokens' K/V rows (which the
+ * previous kernel may just have stored). So the chain after the wait is
+ * q -> scores -> partials -> merge. This assumes that the kernel just before
+ * the attention writes neither the metadata (block table, query start
+ * locations, lengths: uploaded before the step) nor K/V rows of earlier
+ * tokens: true of every model's layer (the KV store writes the new tokens'
+ * slots only).
  *
  * n_splits is chosen from the host-known upper bound of the context
  * (block-table width x block size, or the window), T and kvh only, never
@@ -79,6 +93,7 @@
 #define FD_FULL 0xffffffffu
 #define FD_V2_MAX_T 1 /* VLLM_CUDA_FD_V2=auto: the v2 kernel for launches of at most this many rows
                         * (H200, session 5: faster at T = 1 and <= 640 keys, slower at T = 2) */
+#define FD_V2_MAX_CTX 0 /* ... and contexts of at most this many keys (0: any; VLLM_CUDA_FD_V2_CTX) */
 
 typedef struct {
     const char *q, *k, *v;
@@ -97,6 +112,7 @@ typedef struct {
      * -> 64-bit multiplies. Last, so that the fields above keep their
      * offsets in the original kernel. */
     int kv_s0, kv_sb;
+    int mpf; /* v2: split merge requests its first partials with the (m, l) pairs (VLLM_CUDA_FD_MPF) */
 } fd_args;
 
 /* Keys per warp run of k_fd: 16 raw 32-bit words of K (and as many of V)
@@ -334,8 +350,33 @@ template <int N, int K> __device__ __forceinline__ void fd_rs(float *s, int lane
     }
 }
 
-template <typename KV, int DPL, int GM, bool V2> __global__ void __launch_bounds__(FD_NT) k_fd(fd_args a) {
-    CUDA_PDL_ENTER();
+/* Row i's key range in split sp: keys kb..ke (kb > ke: none) of its
+ * context lo..hi (ops.h); fresh = the first key of the sequence's new
+ * tokens, stored by this step's KV store. Bad lengths are flagged (once per
+ * row and kv head) and leave hi = -1. */
+struct fd_rowmeta {
+    int hi, lo, kb, ke, fresh;
+};
+
+template <bool CG> __device__ __forceinline__ int fd_ld32(const int32_t *p) { return CG ? __ldcg(p) : *p; }
+
+template <bool CG> __device__ __forceinline__ fd_rowmeta fd_meta(const fd_args &a, int s0, int64_t i, int sp) {
+    const int r0 = fd_ld32<CG>(a.qsl + s0), r1 = fd_ld32<CG>(a.qsl + s0 + 1), sl = fd_ld32<CG>(a.seq_lens + s0);
+    const int q_len = r1 - r0;
+    const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || i < r0 || i >= r1;
+    if (bad && threadIdx.x == 0 && sp == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+    fd_rowmeta m;
+    m.hi = bad ? -1 : sl - q_len + (int)(i - r0);
+    m.lo = a.window > 0 && m.hi - a.window + 1 > 0 ? m.hi - a.window + 1 : 0;
+    m.kb = m.lo + sp * a.split_len;
+    m.ke = min(m.hi, m.kb + a.split_len - 1);
+    m.fresh = bad ? 0 : sl - q_len;
+    return m;
+}
+
+template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds__(FD_NT) k_fd(fd_args a) {
+    constexpr bool V2 = VAR >= 1, PRE = VAR == 2; /* VAR: 0 the original, 1 v2, 2 v2 with pre-wait loads */
+    if constexpr (!PRE) CUDA_PDL_ENTER();
     constexpr int HD = 32 * DPL, RW = DPL * (int)sizeof(KV) / 4, U = fd_keys((int)sizeof(KV), DPL, GM);
     constexpr int N = U * GM;                                                     /* score pairs of a run */
     constexpr int DUP = 32 / N, GL = 32 / GM; /* lanes per pair, lanes per head */
@@ -362,7 +403,40 @@ template <typename KV, int DPL, int GM, bool V2> __global__ void __launch_bounds
     fd_pos p0 = {0, 0, 0}; /* v2: the position of the warp's current run */
     int db = 0, dr = 0;    /* v2: a step of the warp, in blocks and slots */
     bool badk = false;     /* v2: a bad block id of a key in range seen */
-    if constexpr (V2) {
+    fd_rowmeta mpre = {0, 0, 0, 0, 0}; /* PRE: the row's keys, known before the wait */
+    if constexpr (PRE) {
+        /* Before the wait: the lengths, the block table and K/V rows of
+         * keys the previous kernel cannot have written (those before the
+         * sequence's new tokens: see the file comment); the rest after it. */
+        kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
+        vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
+        db = step / a.B, dr = step - db * a.B;
+        p0 = fd_at(a, sp * a.split_len + warp * U);
+        fd_bt2<U>(a, btrow, p0, bl0); /* assuming lo = 0, with the lengths */
+        mpre = fd_meta<true>(a, s0, i, sp);
+        if (mpre.lo != 0) {
+            p0 = fd_at(a, mpre.kb + warp * U);
+            fd_bt2<U>(a, btrow, p0, bl0);
+        }
+        fd_bt2<U>(a, btrow, fd_adv(a, p0, step, db, dr), bl1);
+        fd_kv2<RW, U, false>(a, kbase, vbase, p0, min(mpre.ke, mpre.fresh - 1), bl0, K0, V0, &badk);
+        CUDA_PDL_ENTER();
+        if (p0.j + U > mpre.fresh && p0.j <= mpre.ke) { /* the first run holds new keys: load them now */
+            int r = p0.r;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int j = p0.j + u;
+                if (j >= mpre.fresh && j <= mpre.ke) {
+                    const bool ok = (unsigned)bl0[u] < (unsigned)a.num_blocks;
+                    badk |= !ok;
+                    const int64_t off = (int64_t)(ok ? bl0[u] : 0) * a.kv_s0 + r * a.kv_sb;
+                    fd_ld<RW>(kbase + off, K0[u]);
+                    fd_ld<RW>(vbase + off, V0[u]);
+                }
+                if (++r == a.B) r = 0;
+            }
+        }
+    } else if constexpr (V2) {
         kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
         vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
         db = step / a.B, dr = step - db * a.B;
@@ -385,14 +459,11 @@ template <typename KV, int DPL, int GM, bool V2> __global__ void __launch_bounds
             for (int d = 0; d < DPL; d++) qr[gg][d] = qp[d];
         }
     }
-    const int q_len = a.qsl[s0 + 1] - a.qsl[s0], sl = a.seq_lens[s0];
-    const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || i < a.qsl[s0] || i >= a.qsl[s0 + 1];
-    if (bad && threadIdx.x == 0 && sp == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
-    const int hi = bad ? -1 : sl - q_len + (int)(i - a.qsl[s0]);
-    const int lo = a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0;
-    const int kb = lo + sp * a.split_len;
-    const int ke = min(hi, kb + a.split_len - 1); /* kb > ke: no keys */
-    if constexpr (V2) {
+    const fd_rowmeta mt = PRE ? mpre : fd_meta<false>(a, s0, i, sp);
+    const int lo = mt.lo, kb = mt.kb, ke = mt.ke; /* kb > ke: no keys */
+    if constexpr (PRE) {
+        /* the first runs are loaded (before and after the wait) */
+    } else if constexpr (V2) {
         if (lo != 0) { /* a window moved the split: the real first runs */
             p0 = fd_at(a, kb + warp * U);
             fd_bt2<U>(a, btrow, p0, bl0);
@@ -552,6 +623,25 @@ template <typename KV, int DPL, int GM, bool V2> __global__ void __launch_bounds
     if (!last) return;
     __threadfence();
     const int ns = a.n_splits;
+    /* Columns of 4 dims, summed over the splits below (R threads per column
+     * when there are fewer columns than threads, each taking every R-th
+     * split). v2 with a.mpf: the first MU partials of this thread's first
+     * column are requested now, so that they arrive with the (m, l) pairs
+     * instead of one memory trip after them (same sums, same order). */
+    constexpr int C4 = HD / 4, MU = V2 ? 16 : 8; /* loads in flight per thread */
+    const int cols = G * C4, R = cols >= FD_NT ? 1 : FD_NT / cols;
+    const float4 *p4 = (const float4 *)a.part;
+    [[maybe_unused]] float4 xp[V2 ? MU : 1];
+    if constexpr (V2) {
+        const int c = R == 1 ? threadIdx.x : threadIdx.x % cols, r = R == 1 ? 0 : threadIdx.x / cols;
+        const bool go = a.mpf && c < cols && r < R;
+        const float4 *src = p4 + (i * a.h + (int64_t)g * G + (go ? c / C4 : 0)) * ns * C4 + (go ? c % C4 : 0);
+#pragma unroll
+        for (int k = 0; k < MU; k++) {
+            const int t = r + k * R;
+            xp[k] = go && t < ns ? __ldcg(src + (int64_t)t * C4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
     /* Factors e^(m_s - M) / L per head and split (one warp per head; in v2
      * a lane's (m, l) pairs are loaded once, all at the same time). */
     for (int gg = warp; gg < G; gg += FD_WARPS) {
@@ -597,19 +687,25 @@ template <typename KV, int DPL, int GM, bool V2> __global__ void __launch_bounds
         }
     }
     __syncthreads();
-    /* Columns of 4 dims: sum over the splits (R threads per column when
-     * there are fewer columns than threads, each taking every R-th split). */
-    constexpr int C4 = HD / 4, MU = V2 ? 16 : 8; /* loads in flight per thread */
-    const int cols = G * C4, R = cols >= FD_NT ? 1 : FD_NT / cols;
-    const float4 *p4 = (const float4 *)a.part;
     for (int c0 = 0; c0 < cols; c0 += FD_NT) {
         const int c = c0 + (R == 1 ? threadIdx.x : threadIdx.x % cols), r = R == 1 ? 0 : threadIdx.x / cols;
         const int gg = c / C4;
         float4 A = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c < cols && r < R) {
             const float4 *src = p4 + (i * a.h + (int64_t)g * G + gg) * ns * C4 + c % C4;
+            int t = r;
+            if constexpr (V2) {
+                if (a.mpf && c0 == 0) { /* the prefetched partials first */
+#pragma unroll
+                    for (int k = 0; k < MU; k++, t += R) {
+                        if (t >= ns) break;
+                        const float f = sm_f[gg][t];
+                        A.x += xp[k].x * f, A.y += xp[k].y * f, A.z += xp[k].z * f, A.w += xp[k].w * f;
+                    }
+                }
+            }
 #pragma unroll MU
-            for (int t = r; t < ns; t += R) {
+            for (; t < ns; t += R) {
                 const float4 x = __ldcg(src + (int64_t)t * C4);
                 const float f = sm_f[gg][t];
                 A.x += x.x * f, A.y += x.y * f, A.z += x.z * f, A.w += x.w * f;
@@ -769,22 +865,23 @@ bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *
     return q->stride[2] == 4 && q->stride[1] % 4 == 0 && q->stride[0] % 4 == 0;
 }
 
-template <typename KV, int DPL, bool V2> static void fd_launch_g(const fd_args &a, dim3 grid, cudaStream_t st) {
-    if (a.G <= 1) cuda_launch(k_fd<KV, DPL, 1, V2>, grid, FD_NT, 0, st, a);
-    else if (a.G <= 2) cuda_launch(k_fd<KV, DPL, 2, V2>, grid, FD_NT, 0, st, a);
-    else if (a.G <= 4) cuda_launch(k_fd<KV, DPL, 4, V2>, grid, FD_NT, 0, st, a);
-    else cuda_launch(k_fd<KV, DPL, 8, V2>, grid, FD_NT, 0, st, a);
+template <typename KV, int DPL, int VAR> static void fd_launch_g(const fd_args &a, dim3 grid, cudaStream_t st) {
+    if (a.G <= 1) cuda_launch(k_fd<KV, DPL, 1, VAR>, grid, FD_NT, 0, st, a);
+    else if (a.G <= 2) cuda_launch(k_fd<KV, DPL, 2, VAR>, grid, FD_NT, 0, st, a);
+    else if (a.G <= 4) cuda_launch(k_fd<KV, DPL, 4, VAR>, grid, FD_NT, 0, st, a);
+    else cuda_launch(k_fd<KV, DPL, 8, VAR>, grid, FD_NT, 0, st, a);
 }
 
-template <typename KV, bool V2> static void fd_launch_hd(const fd_args &a, int hd, dim3 grid, cudaStream_t st) {
-    if (hd == 64) fd_launch_g<KV, 2, V2>(a, grid, st);
-    else if (hd == 128) fd_launch_g<KV, 4, V2>(a, grid, st);
-    else fd_launch_g<KV, 8, V2>(a, grid, st);
+template <typename KV, int VAR> static void fd_launch_hd(const fd_args &a, int hd, dim3 grid, cudaStream_t st) {
+    if (hd == 64) fd_launch_g<KV, 2, VAR>(a, grid, st);
+    else if (hd == 128) fd_launch_g<KV, 4, VAR>(a, grid, st);
+    else fd_launch_g<KV, 8, VAR>(a, grid, st);
 }
 
-template <typename KV> static void fd_launch_kv(const fd_args &a, int hd, bool v2, dim3 grid, cudaStream_t st) {
-    if (v2) fd_launch_hd<KV, true>(a, hd, grid, st);
-    else fd_launch_hd<KV, false>(a, hd, grid, st);
+template <typename KV> static void fd_launch_kv(const fd_args &a, int hd, int var, dim3 grid, cudaStream_t st) {
+    if (var == 2) fd_launch_hd<KV, 2>(a, hd, grid, st);
+    else if (var == 1) fd_launch_hd<KV, 1>(a, hd, grid, st);
+    else fd_launch_hd<KV, 0>(a, hd, grid, st);
 }
 
 /* The v2 kernel addresses K and V rows with one 32-bit (block, slot) byte
@@ -794,15 +891,27 @@ static bool fd_v2_ok(const rt_tensor *kc, const rt_tensor *vc) {
            kc->stride[1] > 0 && kc->stride[0] <= INT32_MAX && kc->shape[1] * kc->stride[1] <= INT32_MAX;
 }
 
-/* Which k_fd for a launch of T rows (VLLM_CUDA_FD_V2, read at each launch;
- * a graph keeps the kernel of its capture): 0 the original, 1 v2 at every
- * T, auto (unset or any other value) v2 for T <= FD_V2_MAX_T. */
-static bool fd_use_v2(int64_t T, const rt_tensor *kc, const rt_tensor *vc) {
-    if (!fd_v2_ok(kc, vc)) return false;
+/* Which k_fd for a launch of T rows over contexts of at most ctx keys
+ * (read at each launch; a graph keeps the kernel of its capture): 0 the
+ * original, 1 v2, 2 v2 with its first loads before the PDL wait.
+ * VLLM_CUDA_FD_V2: 0 the original, 1 v2 at every T, auto (unset or any
+ * other value) v2 for T <= FD_V2_MAX_T and ctx <= VLLM_CUDA_FD_V2_CTX
+ * (default FD_V2_MAX_CTX; 0: no bound). VLLM_CUDA_FD_PRE: 0 v2 waits
+ * first, otherwise v2 is the pre-wait kernel. */
+static int fd_variant(int64_t T, int64_t ctx, const rt_tensor *kc, const rt_tensor *vc) {
+    if (!fd_v2_ok(kc, vc)) return 0;
     const char *e = getenv("VLLM_CUDA_FD_V2");
-    if (e && !strcmp(e, "0")) return false;
-    if (e && !strcmp(e, "1")) return true;
-    return T <= FD_V2_MAX_T;
+    bool v2;
+    if (e && !strcmp(e, "0")) v2 = false;
+    else if (e && !strcmp(e, "1")) v2 = true;
+    else {
+        const char *c = getenv("VLLM_CUDA_FD_V2_CTX");
+        const long most = c && *c ? atol(c) : FD_V2_MAX_CTX;
+        v2 = T <= FD_V2_MAX_T && (most <= 0 || ctx <= most);
+    }
+    if (!v2) return 0;
+    const char *p = getenv("VLLM_CUDA_FD_PRE");
+    return p && !strcmp(p, "0") ? 1 : 2;
 }
 
 /* CTAs per SM the split count aims at (VLLM_CUDA_FD_CTAS, 1..4). */
@@ -847,6 +956,8 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     a.flags = c->d_flags;
     a.kv_s0 = (int)(kc->stride[0] <= INT32_MAX ? kc->stride[0] : 0); /* read by v2 only (fd_v2_ok) */
     a.kv_sb = (int)(kc->stride[1] <= INT32_MAX ? kc->stride[1] : 0);
+    const char *mpf = getenv("VLLM_CUDA_FD_MPF");
+    a.mpf = !(mpf && !strcmp(mpf, "0"));
     if ((int64_t)a.max_blocks * a.B > INT32_MAX / 2 || T > 65535 || kvh > 65535)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda paged attention: context or batch too large");
     /* Mostly prompt rows (T >= 4 rows per sequence on average): the
@@ -914,11 +1025,11 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
         return VC_ERR_RUNTIME;
     }
     dim3 grid((unsigned)kvh, (unsigned)T, (unsigned)ns);
-    const bool v2 = fd_use_v2(T, kc, vc);
+    const int var = fd_variant(T, ctx, kc, vc);
     switch (kc->dtype) {
-    case RT_BF16: fd_launch_kv<__nv_bfloat16>(a, (int)hd, v2, grid, c->stream); break;
-    case RT_F16: fd_launch_kv<__half>(a, (int)hd, v2, grid, c->stream); break;
-    default: fd_launch_kv<float>(a, (int)hd, v2, grid, c->stream); break;
+    case RT_BF16: fd_launch_kv<__nv_bfloat16>(a, (int)hd, var, grid, c->stream); break;
+    case RT_F16: fd_launch_kv<__half>(a, (int)hd, var, grid, c->stream); break;
+    default: fd_launch_kv<float>(a, (int)hd, var, grid, c->stream); break;
     }
     cudaError_t e = cudaGetLastError();
     cuda_tmp_free(c, tmp);

@@ -1,7 +1,12 @@
 /* cuda_sample — SAMPLE (runtime/ops.h): one token per row of logits on the
  * device, so a step copies [r] ids instead of [r, V] floats to the host.
  *
- * One block of 1024 threads per row, the row processed in place in global
+ * Two kernels (the shared device pieces in cuda_sample.cuh): by default
+ * k_sample_cl (cuda_sample_cl.cu), a cluster of CTAs per row at small
+ * batches, whose tail over the row splits the row between them; with
+ * VLLM_CUDA_TOPP=0 (read at each call; A/B) k_sample, described here.
+ *
+ * k_sample: one block of 1024 threads per row, the row processed in place in global
  * memory (the logits are scratch). In the host sampler's order (the CPU op,
  * sample/batch.c, is the oracle):
  *   NaN -> -inf; penalties (counts of the row's history in the zeroed
@@ -46,325 +51,10 @@
 #include "cuda_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-typedef unsigned long long u64;
-
-#define ST 1024      /* threads per row */
-#define NWARP (ST / 32)
-#define RB 2048      /* radix bins of the widest level */
-#define PROMPT_BIT 0x40000000
-#define CLAIM_BIT ((int)0x80000000u)
-#define COUNT_MASK 0x3FFFFFFF
-
-#define CAND_CAP 3072 /* top_k candidates kept in shared memory */
-static_assert(RB == 2 * ST, "topk_bins scans two bins per thread");
-static_assert(CAND_CAP >= RB, "topp_bins counts in s.cid");
-
-struct samp_smem {
-    union {
-        u64 mass[RB];     /* radix_select's bins */
-        unsigned cnt[RB]; /* topk_bins' counts */
-    };
-    float cx[CAND_CAP]; /* top_k candidates in id order: x, later ev */
-    int cid[CAND_CAP];  /* their ids */
-    u64 wsum[NWARP];
-    float fred[NWARP];
-    int ired[NWARP];
-    u64 u0, u1, u2;
-    float f0;
-    int i0, sel;
-};
-
-__device__ static inline u64 fx(float e) { return __double2ull_rn((double)e * 1099511627776.0); /* 2^40 */ }
-
-/* Float bits made monotonic as unsigned (larger float -> larger key). */
-__device__ static inline unsigned okey(float v) {
-    unsigned u = __float_as_uint(v);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ static inline float from_okey(unsigned k) {
-    return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
-}
-
-/* vecf_exp_neg (sample/vecf.h) operation for operation. */
-__device__ static inline float exp_neg(float x) {
-    if (!(x >= -87.3f)) return 0.0f;
-    float n = __fadd_rn(__fmul_rn(x, 1.44269504088896341f), 12582912.0f);
-    n = __fsub_rn(n, 12582912.0f);
-    float r = __fsub_rn(x, __fmul_rn(n, 0.693359375f));
-    r = __fsub_rn(r, __fmul_rn(n, -2.12194440e-4f));
-    float p = 1.9875691500e-4f;
-    p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
-    p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
-    p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
-    p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
-    p = __fadd_rn(__fadd_rn(__fmul_rn(__fmul_rn(p, r), r), r), 1.0f);
-    return __fmul_rn(p, __int_as_float(((int)n + 127) << 23));
-}
-
-/* (max value, lowest index among maxima) over the block. */
-__device__ static void block_max_idx(float &v, int &idx, samp_smem &s) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    for (int o = 16; o > 0; o >>= 1) {
-        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-        int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
-    }
-    if (lane == 0) s.fred[w] = v, s.ired[w] = idx;
-    __syncthreads();
-    if (w == 0) {
-        v = s.fred[lane];
-        idx = s.ired[lane];
-        for (int o = 16; o > 0; o >>= 1) {
-            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-            int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
-        }
-        if (lane == 0) s.f0 = v, s.i0 = idx;
-    }
-    __syncthreads();
-    v = s.f0;
-    idx = s.i0;
-    __syncthreads();
-}
-
-__device__ static u64 warp_incl_scan(u64 v) {
-    int lane = threadIdx.x & 31;
-    for (int o = 1; o < 32; o <<= 1) {
-        u64 n = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o) v += n;
-    }
-    return v;
-}
-
-/* Exclusive prefix sum over the block in thread order; *total: the sum. */
-__device__ static u64 block_excl_scan(u64 v, u64 *total, samp_smem &s) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    u64 inc = warp_incl_scan(v);
-    if (lane == 31) s.wsum[w] = inc;
-    __syncthreads();
-    if (w == 0) {
-        u64 ws = s.wsum[lane], wi = warp_incl_scan(ws);
-        s.wsum[lane] = wi - ws;
-        if (lane == 31) s.u0 = wi;
-    }
-    __syncthreads();
-    u64 ex = s.wsum[w] + inc - v;
-    *total = s.u0;
-    __syncthreads();
-    return ex;
-}
-
-__device__ static u64 block_sum(u64 v, samp_smem &s) {
-    u64 total;
-    (void)block_excl_scan(v, &total, s);
-    return total;
-}
-
-/* *p += v in shared memory as two 32-bit atomics (a 64-bit shared atomic
- * add is a compare-and-swap loop, slow under contention): the low word,
- * its carry detected by the adder from the old value, then the high word
- * when there is anything to add. Exact once the block has synchronised. */
-__device__ static inline void add_u64(u64 *p, u64 v) {
-    unsigned *w = reinterpret_cast<unsigned *>(p); /* little endian: w[0] low */
-    const unsigned lo = (unsigned)v, old = atomicAdd(&w[0], lo);
-    unsigned hi = (unsigned)(v >> 32);
-    if ((unsigned)(old + lo) < old) hi++;
-    if (hi) atomicAdd(&w[1], hi);
-}
-
-/* Radix select from the top: the key tau with weight(keys > tau) < N <=
- * weight(keys >= tau), over the elements get(i, &key, &w) accepts. Returns
- * false when the total weight is below N. *above: weight of keys > tau;
- * *at: weight of keys == tau. */
-template <class F>
-__device__ static bool radix_select(int V, F get, u64 N, unsigned *key, u64 *above, u64 *at, samp_smem &s) {
-    const int shifts[3] = {21, 10, 0};
-    const int nbins[3] = {2048, 2048, 1024};
-    unsigned prefix = 0;
-    u64 acc = 0; /* weight above the current prefix */
-    for (int l = 0; l < 3; l++) {
-        const int sh = shifts[l], nb = nbins[l], hs = l ? shifts[l - 1] : 32;
-        for (int b = threadIdx.x; b < nb; b += ST) s.mass[b] = 0;
-        __syncthreads();
-        /* Warp-aggregated: lanes with the same bin add their weights first
-         * (rows often put most keys in a few bins; same-address shared
-         * atomics would serialise). Every lane of a warp runs every
-         * iteration (the loop bound and the skip are warp-uniform). */
-        for (int base = 0; base < V; base += ST) {
-            int i = base + (int)threadIdx.x;
-            unsigned k = 0, bin = 0xFFFFFFFFu;
-            u64 w = 0;
-            if (i < V && get(i, &k, &w) && w != 0 && (hs >= 32 || (k >> hs) == (prefix >> hs)))
-                bin = (k >> sh) & (unsigned)(nb - 1);
-            else
-                w = 0;
-            /* below level 0 most warps hold no key under the prefix */
-            if (!__any_sync(0xffffffffu, bin != 0xFFFFFFFFu)) continue; /* warp-uniform */
-            unsigned grp = __match_any_sync(0xffffffffu, bin);
-            /* w <= 2^40: two 20-bit halves, each summed over <= 32 lanes in 32 bits */
-            unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
-            if (bin != 0xFFFFFFFFu && (int)(threadIdx.x & 31) == __ffs(grp) - 1)
-                add_u64(&s.mass[bin], ((u64)hi << 20) + lo);
-        }
-        __syncthreads();
-        /* bins in descending order, two per thread */
-        int b0 = nb - 1 - 2 * (int)threadIdx.x, b1 = b0 - 1;
-        u64 m0 = b0 >= 0 ? s.mass[b0] : 0, m1 = b1 >= 0 ? s.mass[b1] : 0, tot;
-        if (threadIdx.x == 0) s.sel = -1;
-        __syncthreads();
-        u64 ex = block_excl_scan(m0 + m1, &tot, s) + acc;
-        if (ex < N && N <= ex + m0) s.sel = b0, s.u1 = ex, s.u2 = m0;
-        else if (ex + m0 < N && N <= ex + m0 + m1) s.sel = b1, s.u1 = ex + m0, s.u2 = m1;
-        __syncthreads();
-        int sel = s.sel;
-        if (sel < 0) return false; /* block-uniform */
-        acc = s.u1;
-        *at = s.u2;
-        prefix |= (unsigned)sel << sh;
-        __syncthreads();
-    }
-    *key = prefix;
-    *above = acc;
-    return true;
-}
-
-/* The first i in [0, V) whose inclusive prefix of w(i) exceeds tgt (w in id
- * order), or -1. Warp w scans a contiguous segment, lanes coalesced. */
-template <class F>
-__device__ static int block_find(int V, F wf, u64 tgt, samp_smem &s) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    int seg = (V + NWARP - 1) / NWARP, lo = w * seg, hi = lo + seg < V ? lo + seg : V;
-    u64 sum = 0;
-    for (int i = lo + lane; i < hi; i += 32) sum += wf(i);
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) s.wsum[w] = sum;
-    if (threadIdx.x == 0) s.i0 = -1;
-    __syncthreads();
-    if (w == 0) {
-        u64 ws = s.wsum[lane];
-        s.wsum[lane] = warp_incl_scan(ws) - ws;
-    }
-    __syncthreads();
-    u64 acc = s.wsum[w];
-    if (acc <= tgt && tgt < acc + sum) { /* warp-uniform */
-        for (int base = lo; base < hi; base += 32) {
-            int i = base + lane;
-            u64 v = i < hi ? wf(i) : 0, inc = warp_incl_scan(v);
-            unsigned m = __ballot_sync(0xffffffffu, acc + inc > tgt);
-            if (m) {
-                if (lane == __ffs(m) - 1) s.i0 = i;
-                break;
-            }
-            acc += __shfl_sync(0xffffffffu, inc, 31);
-        }
-    }
-    __syncthreads();
-    int r = s.i0;
-    __syncthreads();
-    return r;
-}
-
-/* Bin of a valid x by d = mx - x (>= 0, rounded: monotone, so a larger x
- * never lands in a higher bin): the top 12 bits of d's float bits, i.e. 8
- * of a binade near the max, finer the closer to it. In [0, 2040]. */
-__device__ static inline unsigned dbin(float mx, float v) { return __float_as_uint(__fsub_rn(mx, v)) >> 20; }
-
-/* Count the valid x (>= c0, finite) per dbin and find the smallest b with
- * at least k of them in bins <= b. Returns their number C (>= k): the C
- * largest valid x, every tie of the k-th among them, each larger than any
- * valid x outside; -1 when fewer than k are valid (top_k keeps all). *bsel: b. */
-__device__ static int topk_bins(const float *x, int V, float mx, float c0, int k, unsigned *bsel, samp_smem &s) {
-    const int lane = threadIdx.x & 31;
-    for (int b = threadIdx.x; b < RB; b += ST) s.cnt[b] = 0;
-    __syncthreads();
-    for (int base = 0; base < V; base += ST) {
-        int i = base + (int)threadIdx.x;
-        unsigned bin = 0xFFFFFFFFu;
-        if (i < V) {
-            float v = x[i];
-            if (v >= c0 && v != -INFINITY) bin = dbin(mx, v);
-        }
-        /* warp-aggregated (most of a row shares a few bins) */
-        if (!__any_sync(0xffffffffu, bin != 0xFFFFFFFFu)) continue; /* warp-uniform */
-        unsigned grp = __match_any_sync(0xffffffffu, bin);
-        if (bin != 0xFFFFFFFFu && lane == __ffs(grp) - 1) atomicAdd(&s.cnt[bin], (unsigned)__popc(grp));
-    }
-    if (threadIdx.x == 0) s.sel = -1;
-    __syncthreads();
-    /* bins in ascending order (smallest d first), two per thread */
-    const int b0 = 2 * (int)threadIdx.x, b1 = b0 + 1;
-    const u64 m0 = s.cnt[b0], m1 = s.cnt[b1], K = (u64)k;
-    u64 tot, ex = block_excl_scan(m0 + m1, &tot, s);
-    if (ex < K && K <= ex + m0) s.sel = b0, s.u1 = ex + m0;
-    else if (ex + m0 < K && K <= ex + m0 + m1) s.sel = b1, s.u1 = ex + m0 + m1;
-    __syncthreads();
-    const int sel = s.sel;
-    const u64 C = s.u1;
-    __syncthreads();
-    if (sel < 0) return -1; /* block-uniform: tot < k */
-    *bsel = (unsigned)sel;
-    return C > (u64)CAND_CAP ? CAND_CAP + 1 : (int)C;
-}
-
-/* Copy the x[i] with keep(i, x[i]) (C <= CAND_CAP of them, counted by the
- * caller with the same predicate) into s.cx / s.cid in id order: warp w
- * takes a contiguous segment, counts, then writes at its offset (a ballot
- * compaction). */
-template <class P> __device__ static void gather_cands(const float *x, int V, P keep, samp_smem &s) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int seg = (V + NWARP - 1) / NWARP, lo = w * seg, hi = lo + seg < V ? lo + seg : V;
-    const unsigned below = (1u << lane) - 1u;
-    unsigned n = 0;
-    for (int base = lo; base < hi; base += 32) {
-        int i = base + lane;
-        float v = i < hi ? x[i] : -INFINITY;
-        n += (unsigned)__popc(__ballot_sync(0xffffffffu, i < hi && keep(i, v)));
-    }
-    if (lane == 0) s.wsum[w] = n;
-    __syncthreads();
-    if (w == 0) {
-        u64 ws = s.wsum[lane];
-        s.wsum[lane] = warp_incl_scan(ws) - ws;
-    }
-    __syncthreads();
-    unsigned pos = (unsigned)s.wsum[w];
-    for (int base = lo; base < hi; base += 32) {
-        int i = base + lane;
-        float v = i < hi ? x[i] : -INFINITY;
-        bool p = i < hi && keep(i, v);
-        unsigned m = __ballot_sync(0xffffffffu, p);
-        unsigned j = pos + (unsigned)__popc(m & below);
-        if (p && j < CAND_CAP) s.cx[j] = v, s.cid[j] = i;
-        pos += (unsigned)__popc(m);
-    }
-    __syncthreads();
-}
-
-/* Integer mass target of top_p over a total S: keep while the mass before
- * a token is < top_p * S, i.e. for integer masses < ceil(top_p * S). */
-__device__ static inline u64 topp_need(float top_p, u64 S) {
-    double need = ceil((double)top_p * (double)S);
-    return need < 1.0 ? 1 : (u64)need;
-}
-
-/* ev of a valid-or-not x, as sample_tail computes it. */
-__device__ static inline float ev_of(float v, float cut, float mx) {
-    return v >= cut ? exp_neg(__fsub_rn(v, mx)) : 0.0f;
-}
-
-/* Bin of an ev with mass: its top 12 float bits (8 bins per binade of ev,
- * ev <= 1 -> <= 1016), all ev < 2^-24 (over 16.6 nats under the max) in
- * one bin. Monotone: a token in a higher bin has a strictly larger ev. The
- * floor only merges bins (a nucleus reaching that far is thousands of
- * tokens on an LM's row: the fallback either way), so most of a peaked row
- * shares a bin and the warp-aggregated histogram needs few atomics. */
-#define EBIN_FLOOR ((127u - 24u) << 3)
-__device__ static inline unsigned ebin(float e) {
-    unsigned b = __float_as_uint(e) >> 20;
-    return b > EBIN_FLOOR ? b : EBIN_FLOOR;
-}
+#include "cuda_sample.cuh"
 
 /* The top_p candidate cut (rows that reach the tail without candidates,
  * top_p < 1). One pass over the row computes every ev (ev_of) and its mass
@@ -427,101 +117,7 @@ __device__ static int topp_bins(float *x, int V, float mx, float cut, float top_
     return C > (u64)CAND_CAP ? CAND_CAP + 1 : (int)C;
 }
 
-/* From the final cut on: ev, top_p and the draw over xv [n] (the row, or
- * candidates in id order: the top_k ones, every token that can carry mass,
- * or the top_p ones, every token that can be kept). Overwrites xv with ev
- * (cut and mx give it), unless Srow > 0: then xv holds ev already and Srow
- * is the row's total mass (topp_bins' pass; the top_p target is a fraction
- * of it even when xv holds candidates only). Returns the drawn index into
- * xv, or -1 (rounding ran past the end). */
-__device__ static int sample_tail(float *xv, int n, float cut, float mx, float top_p, double u, u64 Srow,
-                                  samp_smem &s) {
-    u64 S = Srow;
-    if (!S) { /* Srow > 0 whenever given: the max's ev is 1 */
-        for (int i = threadIdx.x; i < n; i += ST) {
-            float e = ev_of(xv[i], cut, mx);
-            xv[i] = e; /* from here on xv holds ev */
-            S += fx(e);
-        }
-        S = block_sum(S, s);
-    }
-    bool topp = false;
-    float tau = 0.0f;
-    int idcut = n;
-    u64 Sk = S;
-    if (top_p < 1.0f) {
-        const u64 N = topp_need(top_p, S);
-        unsigned key;
-        u64 above, at;
-        bool found = radix_select(
-            n,
-            [&](int i, unsigned *kk, u64 *w) {
-                float e = xv[i];
-                *kk = __float_as_uint(e);
-                *w = fx(e);
-                return true;
-            },
-            N, &key, &above, &at, s);
-        if (found) {
-            topp = true;
-            tau = __uint_as_float(key);
-            u64 m = fx(tau), n_eq = at / m, j = (N - above + m - 1) / m;
-            if (j > n_eq) j = n_eq;
-            if (j < 1) j = 1;
-            if (j < n_eq) { /* ties at tau: the lowest ids stay */
-                const float tv = tau;
-                idcut = block_find(n, [&](int i) -> u64 { return xv[i] == tv; }, j - 1, s);
-            }
-            Sk = above + j * m;
-        }
-    }
-    u64 tgt = (u64)(u * (double)Sk);
-    if (tgt >= Sk) tgt = Sk - 1;
-    const float tv = tau;
-    const int ic = idcut;
-    return block_find(
-        n,
-        [&](int i) -> u64 {
-            float e = xv[i];
-            if (topp && (e < tv || (e == tv && i > ic))) return 0;
-            return fx(e);
-        },
-        tgt, s);
-}
 
-/* Penalties of one row (sample/processors.c smp_apply_penalties). */
-__device__ static void apply_penalties(float *x, int V, const float *f, const int32_t *h, int np, int no, int32_t *cnt) {
-    const float rep = f[RT_SAMPLE_REP], freq = f[RT_SAMPLE_FREQ], pres = f[RT_SAMPLE_PRES];
-    for (int i = threadIdx.x; i < no; i += ST) {
-        int t = h[np + i];
-        if (t >= 0 && t < V) atomicAdd(&cnt[t], 1);
-    }
-    for (int i = threadIdx.x; i < np; i += ST) {
-        int t = h[i];
-        if (t >= 0 && t < V) atomicOr(&cnt[t], PROMPT_BIT);
-    }
-    __syncthreads();
-    const float inv_rep = __fdiv_rn(1.0f, rep);
-    for (int i = threadIdx.x; i < np + no; i += ST) {
-        int t = h[i];
-        if (t < 0 || t >= V) continue;
-        int old = atomicOr(&cnt[t], CLAIM_BIT);
-        if (old & CLAIM_BIT) continue; /* another thread has this token */
-        int c = old & COUNT_MASK;
-        float v = x[t];
-        if (rep != 1.0f) v = __fmul_rn(v, v > 0.0f ? inv_rep : rep);
-        if (c > 0) {
-            v = __fsub_rn(v, __fmul_rn(freq, (float)c));
-            v = __fsub_rn(v, pres);
-        }
-        x[t] = v;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < np + no; i += ST) {
-        int t = h[i];
-        if (t >= 0 && t < V) cnt[t] = 0;
-    }
-}
 
 __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float *fp, const int32_t *ip,
                                                const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out) {
@@ -581,54 +177,8 @@ __global__ void __launch_bounds__(ST) k_sample(float *logits, int V, const float
     int n = V;
     bool cands = false;
     if (k > 0) {
-        bool done = false;
-        const float c0 = cut;
-        if (k <= CAND_CAP) { /* few candidates: one counting pass, then shared memory */
-            unsigned b;
-            int C = topk_bins(x, V, mx, c0, k, &b, s);
-            if (C < 0) {
-                done = true; /* fewer than k valid: top_k keeps all */
-            } else if (C <= CAND_CAP) {
-                gather_cands(
-                    x, V, [&](int, float v) { return v >= c0 && v != -INFINITY && dbin(mx, v) <= b; }, s);
-                xv = s.cx;
-                n = C;
-                cands = true;
-                done = true;
-                /* the k-th largest of the row is the k-th largest candidate */
-                unsigned key;
-                u64 above, at;
-                if (radix_select(
-                        n,
-                        [&](int j, unsigned *kk, u64 *w) {
-                            *kk = okey(s.cx[j]);
-                            *w = 1;
-                            return true;
-                        },
-                        (u64)k, &key, &above, &at, s)) {
-                    float kth = from_okey(key);
-                    cut = kth > cut ? kth : cut;
-                }
-            }
-        }
-        if (!done) {
-            unsigned key;
-            u64 above, at;
-            bool found = radix_select(
-                V,
-                [&](int i, unsigned *kk, u64 *w) {
-                    float v = x[i];
-                    if (!(v >= c0) || v == -INFINITY) return false;
-                    *kk = okey(v);
-                    *w = 1;
-                    return true;
-                },
-                (u64)k, &key, &above, &at, s);
-            if (found) {
-                float kth = from_okey(key);
-                cut = kth > cut ? kth : cut;
-            }
-        }
+        const int C = topk_stage(x, V, mx, k, &cut, s);
+        if (C > 0) xv = s.cx, n = C, cands = true;
     }
     const float top_p = f[RT_SAMPLE_TOP_P];
     u64 Srow = 0;
@@ -658,6 +208,13 @@ extern "C" int cuda_op_sample(rt_backend *be, const rt_op_args *a) {
     if (R == 0) return VC_OK;
     if (R > 2147483647) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda sample: too many rows");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    /* VLLM_CUDA_TOPP=0: the one-block-per-row kernel (A/B), read per call */
+    const char *env = getenv("VLLM_CUDA_TOPP");
+    if (!(env && !strcmp(env, "0")))
+        return cuda_sample_cl_launch(c, R, (int)V, (float *)lg->data, (const float *)fp->data,
+                                     (const int32_t *)ip->data, h ? (const int32_t *)h->data : (const int32_t *)NULL,
+                                     h ? rt_tensor_nelem(h) : (int64_t)0, cn ? (int32_t *)cn->data : (int32_t *)NULL,
+                                     (int32_t *)a->dst->data);
     cuda_launch(k_sample, dim3((unsigned)R), dim3(ST), 0, c->stream, (float *)lg->data, (int)V,
                 (const float *)fp->data, (const int32_t *)ip->data, h ? (const int32_t *)h->data : (const int32_t *)NULL,
                 h ? rt_tensor_nelem(h) : (int64_t)0, cn ? (int32_t *)cn->data : (int32_t *)NULL,

@@ -4,13 +4,16 @@
  * 16/32, whole prompts and chunks after a cached prefix (q_len 1..2048), several
  * sequences of different lengths in one batch (tiles spanning sequences),
  * sliding windows, soft-capping; a bad block table is reported at the next
- * sync. Every case runs at both tile heights (VLLM_CUDA_FLASH_TILE 64 and
- * 128 packed rows); a block size that is not a power of two and hd 256 take
+ * sync. Every case runs on the mma.sync kernel at both tile heights
+ * (VLLM_CUDA_FLASH_WG=0, VLLM_CUDA_FLASH_TILE 64 and 128 packed rows) and
+ * with the Hopper wgmma kernel allowed (VLLM_CUDA_FLASH_WG=1: it takes the
+ * causal cases without window or soft-cap); a block size that is not a power of two and hd 256 take
  * the SIMT fallback. Cases marked act16 run with bf16 q and output (the
  * bf16-activation prefill: q values rounded to bf16 on both sides, the
  * GPU's output once more, 2^-8 added to the bound). Ends with the time of
  * one 2048-token causal prefill at the Qwen3-0.6B (16/8 heads) and
- * Llama-3.1-8B (32/8 heads) shapes, hd 128, f32 and bf16 q/out.
+ * Llama-3.1-8B (32/8 heads) shapes, hd 128, f32 and bf16 q/out: the wgmma
+ * kernel, then the mma.sync kernel (tiles 64 and 128), in the same run.
  * VLLM_TEST_FILTER=<test name> runs only that test (profiling).
  *
  * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i|. Bounds: q and the
@@ -105,10 +108,14 @@ static void run_case(const flash_case *c) {
     rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(c->seq_lens, RT_I32, 1, ssl);
     rt_tensor dout = rt_tensor_alloc(g_gpu, at, 3, sq);
     assert_non_null(dout.data);
-    /* both tile heights (64 / 128 packed rows) on every case */
-    static const char *tiles[2] = {"64", "128"};
-    for (int ti = 0; ti < 2; ti++) {
-        setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
+    /* every case: the mma.sync kernel at both tile heights (64 / 128 packed
+     * rows), then the wgmma kernel (which takes the causal cases without
+     * window or soft-cap; the others run the mma.sync kernel again) */
+    static const char *tiles[3] = {"64", "128", "wg"};
+    for (int ti = 0; ti < 3; ti++) {
+        setenv("VLLM_CUDA_FLASH_WG", ti == 2 ? "1" : "0", 1);
+        if (ti < 2) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
+        else unsetenv("VLLM_CUDA_FLASH_TILE");
         memset(got, 0, (size_t)(T * h * hd) * 4);
         assert_int_equal(
             rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
@@ -140,6 +147,7 @@ static void run_case(const flash_case *c) {
         }
     }
     unsetenv("VLLM_CUDA_FLASH_TILE");
+    unsetenv("VLLM_CUDA_FLASH_WG");
     drop(&dq);
     drop(&dk);
     drop(&dv);
@@ -276,10 +284,12 @@ static void test_flash_speed(void **st) {
         for (int w = 0; w < 2; w++)
             assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        /* the automatic tile height (64 packed rows), then 128 */
-        static const char *tiles[2] = {NULL, "128"};
-        for (int ti = 0; ti < 2; ti++) {
+        /* the automatic choice (the wgmma kernel), then the mma.sync kernel
+         * at 64 packed rows (its default) and 128: old vs new in one run */
+        static const char *tiles[3] = {NULL, "64", "128"};
+        for (int ti = 0; ti < 3; ti++) {
             if (tiles[ti]) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
+            if (tiles[ti]) setenv("VLLM_CUDA_FLASH_WG", "0", 1);
             assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
             enum { ITERS = 20 };
@@ -292,9 +302,10 @@ static void test_flash_speed(void **st) {
             print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16 cache, %s q/out, tile %s: %.1f us/layer, "
                           "%.0f TFLOP/s\n",
                           (long long)T, (long long)h, (long long)kvh, (long long)hd, rt_dtype_name(at),
-                          tiles[ti] ? tiles[ti] : "auto", dt * 1e6, flop / dt * 1e-12);
+                          tiles[ti] ? tiles[ti] : "auto (wgmma)", dt * 1e6, flop / dt * 1e-12);
         }
         unsetenv("VLLM_CUDA_FLASH_TILE");
+        unsetenv("VLLM_CUDA_FLASH_WG");
         drop(&dq);
         drop(&dout);
         drop(&dk);

@@ -2,6 +2,7 @@
  * the same ops on the CPU backend (bit-identical to the unfused sequence,
  * tests/backends/cpu/test_cpu_fused.c), on random inputs:
  *   ADD_RMSNORM   x and dst, also with dst == res;
+ *   (both, and QK_ROPE_STORE, with VLLM_CUDA_ROW_PRE = 0 and 1)
  *   QK_ROPE_STORE q/k/v as strided views of one stacked QKV buffer (the
  *                 model's layout), QK-norm on/off, neox/pairwise RoPE,
  *                 partial rot_dim, f32/f16/bf16 caches, a padding slot;
@@ -50,9 +51,22 @@ static void bf16_to_f32(const uint16_t *h, float *f, int64_t n) {
  * keep in registers) the loop kernel; `shift` views rows one float off
  * 16-byte alignment (loop kernel too). dst f32 (also dst == res) or bf16,
  * the latter against the CPU's f32 result within one bf16 rounding. */
+/* Each row-kernel case runs with VLLM_CUDA_ROW_PRE = 0 and 1 (weights,
+ * positions and slots read after / before the PDL wait). */
+static void add_rmsnorm_cases(void);
+static void rs_cases(void);
+
 static void test_add_rmsnorm(void **st) {
     (void)st;
     NEED_GPU();
+    for (int pre = 0; pre < 2; pre++) {
+        setenv("VLLM_CUDA_ROW_PRE", pre ? "1" : "0", 1);
+        add_rmsnorm_cases();
+    }
+    unsetenv("VLLM_CUDA_ROW_PRE");
+}
+
+static void add_rmsnorm_cases(void) {
     const struct { int64_t n, d; int shift; } shapes[] = {
         {1, 1024, 0}, {1, 4096, 0}, {5, 4096, 0}, {3, 100, 0}, {17, 896, 0}, {300, 4096, 0},
         {2, 8192, 0}, {3, 12288, 0}, {300, 8192, 0}, {1, 20000, 0}, {4, 1024, 1},
@@ -209,6 +223,14 @@ static void run_rs(const rs_case *cs) {
 static void test_qk_rope_store(void **st) {
     (void)st;
     NEED_GPU();
+    for (int pre = 0; pre < 2; pre++) {
+        setenv("VLLM_CUDA_ROW_PRE", pre ? "1" : "0", 1);
+        rs_cases();
+    }
+    unsetenv("VLLM_CUDA_ROW_PRE");
+}
+
+static void rs_cases(void) {
     /* n <= 8: the scalar kernel (decode); more tokens: the vector kernel
      * (cuda_fused.cu), whose row chunks per lane follow head_dim (<= 128,
      * 256, 512, 1024), over one block per token (n >= the SM count) or

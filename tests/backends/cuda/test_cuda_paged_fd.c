@@ -9,8 +9,14 @@
  * with short prompt chunks among them, 64 decode rows; graph replays (the
  * split counters must be back at zero after each launch); bad block ids
  * inside the context flagged, garbage past the context ignored. Every
- * case runs with both kernel variants (VLLM_CUDA_FD_V2 = 0: the original,
- * 1: v2 at every batch size).
+ * case runs with each kernel variant (VLLM_CUDA_FD_V2 = 0: the original;
+ * 1: v2 at every batch size, with VLLM_CUDA_FD_PRE = 0 waiting for the
+ * previous kernel first, and 1 reading metadata and old K/V before that,
+ * the latter also with VLLM_CUDA_FD_MPF = 0: split merge without the
+ * early partial loads).
+ * test_fd_store_then_attend: KV stores of the new tokens' rows right
+ * before the attention (eager and in a graph), over stale rows in those
+ * slots: the pre-wait variant must see the stored rows.
  *
  * test_fd_speed (skipped when VLLM_CUDA_SPEED=0) times the kernel in a CUDA
  * graph of 32 calls over 32 different caches (one per "layer", so the L2
@@ -50,8 +56,23 @@ typedef struct {
     int graph;            /* run through a graph of two calls, replayed three times */
 } fd_case;
 
-/* k_fd variants (VLLM_CUDA_FD_V2, read by the backend at each launch). */
-static const char *const g_v2[2] = {"0", "1"};
+/* k_fd variants (VLLM_CUDA_FD_V2 and VLLM_CUDA_FD_PRE, read by the
+ * backend at each launch). */
+enum { NVAR = 4 };
+static const char *const g_v2[NVAR] = {"0", "1", "1", "1"}, *const g_pre[NVAR] = {"0", "0", "1", "1"},
+                         *const g_mpf[NVAR] = {"1", "1", "1", "0"};
+
+static void set_var(int var) {
+    setenv("VLLM_CUDA_FD_V2", g_v2[var], 1);
+    setenv("VLLM_CUDA_FD_PRE", g_pre[var], 1);
+    setenv("VLLM_CUDA_FD_MPF", g_mpf[var], 1);
+}
+
+static void unset_var(void) {
+    unsetenv("VLLM_CUDA_FD_V2");
+    unsetenv("VLLM_CUDA_FD_PRE");
+    unsetenv("VLLM_CUDA_FD_MPF");
+}
 
 /* One case against the CPU op (normalised error <= 1e-5) with each k_fd
  * variant; the block table past each context holds garbage that must never
@@ -106,14 +127,14 @@ static void run_case(const fd_case *c) {
         assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, c->softcap, c->window),
                          VC_OK);
     }
-    for (int var = 0; var < 2; var++) {
-        setenv("VLLM_CUDA_FD_V2", g_v2[var], 1);
+    for (int var = 0; var < NVAR; var++) {
+        set_var(var);
         if (c->bad) {
             assert_int_equal(
                 rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window),
                 VC_OK);
             if (rt_backend_sync(g_gpu) != VC_ERR_INVALID)
-                fail_msg("%s v2=%s: bad=%d not reported", what, g_v2[var], c->bad);
+                fail_msg("%s var %d: bad=%d not reported", what, var, c->bad);
             continue;
         }
         int reps = 1;
@@ -139,11 +160,11 @@ static void run_case(const fd_case *c) {
             down(got, &dout);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
             double e = nerr(got, ref, (int64_t)qn);
-            if (!(e <= 1e-5)) fail_msg("%s v2=%s: normalised error %.3e (replay %d)", what, g_v2[var], e, r);
+            if (!(e <= 1e-5)) fail_msg("%s var %d: normalised error %.3e (replay %d)", what, var, e, r);
         }
         if (g) rt_backend_graph_free(g_gpu, g);
     }
-    unsetenv("VLLM_CUDA_FD_V2");
+    unset_var();
     drop(&dq);
     drop(&dk);
     drop(&dv);
@@ -245,12 +266,110 @@ static void test_fd_graph_and_flags(void **st) {
     run_case(&c5);
 }
 
+/* KV_STORE of K, then of V (or V then K), then the attention, eager and as
+ * a graph, against the same three ops on the CPU. The slots of the new
+ * tokens hold stale random rows before the stores, so a kernel that read
+ * them before the store finished would differ. Sequences of 640, 5 and
+ * 1201 keys with 1, 3 and 1 new tokens (T = 5), 32 / 8 heads, hd 128, bf16. */
+static void test_fd_store_then_attend(void **st) {
+    (void)st;
+    NEED_GPU();
+    enum { S = 3, T = 5, H = 32, KVH = 8, HD = 128, B = 16 };
+    const int32_t sl[S] = {640, 5, 1201}, ql[S] = {1, 3, 1};
+    const int64_t MB = (1201 + B - 1) / B + 1, NB = S * MB;
+    int32_t qsl[S + 1] = {0}, *bt = xmalloc((size_t)(S * MB) * 4), slots[T];
+    for (int s = 0; s < S; s++) qsl[s + 1] = qsl[s] + ql[s];
+    for (int64_t e = 0; e < S * MB; e++) bt[e] = (int32_t)((e * 5 + 3) % NB); /* a permutation (NB = 231 = 3 * 7 * 11) */
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < ql[s]; t++) {
+            const int pos = sl[s] - ql[s] + t;
+            slots[qsl[s] + t] = bt[s * MB + pos / B] * B + pos % B;
+        }
+    const int64_t sq[3] = {T, H, HD}, skv[3] = {T, KVH, HD}, sc[4] = {NB, B, KVH, HD}, sbt[2] = {S, MB},
+                  ssl[1] = {S}, sqsl[1] = {S + 1}, sslot[1] = {T};
+    const size_t qn = (size_t)T * H * HD, kn = (size_t)T * KVH * HD, cn = (size_t)NB * B * KVH * HD;
+    float *q = xmalloc(qn * 4), *kx = xmalloc(kn * 4), *vx = xmalloc(kn * 4), *ref = xmalloc(qn * 4),
+          *got = xmalloc(qn * 4);
+    for (size_t e = 0; e < qn; e++) q[e] = rnd();
+    for (size_t e = 0; e < kn; e++) kx[e] = 2.0f * rnd(), vx[e] = 2.0f * rnd();
+    void *k0 = rand_rows(RT_BF16, NB * B * KVH, HD, 1.0f, rnd), *v0 = rand_rows(RT_BF16, NB * B * KVH, HD, 1.0f, rnd);
+    void *kh = xmalloc(cn * 2), *vh = xmalloc(cn * 2);
+    memcpy(kh, k0, cn * 2);
+    memcpy(vh, v0, cn * 2);
+    const float scale = 1.0f / sqrtf((float)HD);
+    {
+        rt_tensor hk = rt_tensor_make(kh, RT_BF16, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(vh, RT_BF16, RT_DEV_CPU, 4, sc);
+        rt_tensor hkx = rt_tensor_make(kx, RT_F32, RT_DEV_CPU, 3, skv), hvx = rt_tensor_make(vx, RT_F32, RT_DEV_CPU, 3, skv);
+        rt_tensor hsl = rt_tensor_make(slots, RT_I32, RT_DEV_CPU, 1, sslot);
+        rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+        rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt);
+        rt_tensor hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl);
+        rt_tensor hlen = rt_tensor_make((void *)sl, RT_I32, RT_DEV_CPU, 1, ssl);
+        assert_int_equal(rt_kv_store(g_cpu, &hk, &hkx, &hsl), VC_OK);
+        assert_int_equal(rt_kv_store(g_cpu, &hv, &hvx, &hsl), VC_OK);
+        assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hlen, scale, 0.0f, 0), VC_OK);
+    }
+    rt_tensor dq = up(q, RT_F32, 3, sq), dkx = up(kx, RT_F32, 3, skv), dvx = up(vx, RT_F32, 3, skv);
+    rt_tensor dk = up(k0, RT_BF16, 4, sc), dv = up(v0, RT_BF16, 4, sc), dbt = up(bt, RT_I32, 2, sbt);
+    rt_tensor dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(sl, RT_I32, 1, ssl), dslot = up(slots, RT_I32, 1, sslot);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    for (int var = 0; var < NVAR; var++) {
+        set_var(var);
+        for (int mode = 0; mode < 4; mode++) { /* bit 0: V stored last (else K); bit 1: a graph */
+            const bool vlast = mode & 1, graph = (mode & 2) && rt_backend_has_graphs(g_gpu);
+            if ((mode & 2) && !graph) continue;
+            rt_tensor hk = rt_tensor_make(k0, RT_BF16, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v0, RT_BF16, RT_DEV_CPU, 4, sc);
+            assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dk, &hk), VC_OK); /* stale rows again */
+            assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dv, &hv), VC_OK);
+            memset(got, 0, qn * 4);
+            rt_tensor hz = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
+            assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dout, &hz), VC_OK);
+            void *g = NULL;
+            if (graph) assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+            rt_tensor *c1 = vlast ? &dk : &dv, *c2 = vlast ? &dv : &dk;
+            assert_int_equal(rt_kv_store(g_gpu, c1, vlast ? &dkx : &dvx, &dslot), VC_OK);
+            assert_int_equal(rt_kv_store(g_gpu, c2, vlast ? &dvx : &dkx, &dslot), VC_OK);
+            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
+            if (graph) {
+                assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+                assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+            }
+            down(got, &dout);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            if (g) rt_backend_graph_free(g_gpu, g);
+            double e = nerr(got, ref, (int64_t)qn);
+            if (!(e <= 1e-5)) fail_msg("store then attend, var %d mode %d: normalised error %.3e", var, mode, e);
+        }
+    }
+    unset_var();
+    drop(&dq);
+    drop(&dkx);
+    drop(&dvx);
+    drop(&dk);
+    drop(&dv);
+    drop(&dbt);
+    drop(&dqsl);
+    drop(&dsl);
+    drop(&dslot);
+    drop(&dout);
+    free(q);
+    free(kx);
+    free(vx);
+    free(ref);
+    free(got);
+    free(k0);
+    free(v0);
+    free(kh);
+    free(vh);
+    free(bt);
+}
+
 /* us per call of T decode rows over ctx keys each, per VLLM_CUDA_FD_CTAS
  * value (ctas[v]) and k_fd variant (VLLM_CUDA_FD_V2 = v2[v]): a graph of
  * L calls, each over its own part of the cache (>= 768 MB of K/V in all,
  * L <= 64), so that the L2 never holds the next call's rows. */
 static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, const char *const *ctas,
-                    const char *const *v2, double *us, double *gbps) {
+                    const char *const *v2, const char *const *pre, const char *const *mpf, double *us, double *gbps) {
     enum { LMAX = 64, B = 16, HD = 128 };
     const int64_t MB = (ctx + B - 1) / B, layer = T * MB * B * kvh * HD * 2 * 2;
     const int L = (int)((768ll << 20) / layer < 1 ? 1 : (768ll << 20) / layer > LMAX ? LMAX : (768ll << 20) / layer);
@@ -272,6 +391,8 @@ static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, cons
     for (int v = 0; v < nv; v++) {
         setenv("VLLM_CUDA_FD_CTAS", ctas[v], 1);
         setenv("VLLM_CUDA_FD_V2", v2[v], 1);
+        setenv("VLLM_CUDA_FD_PRE", pre[v], 1);
+        setenv("VLLM_CUDA_FD_MPF", mpf[v], 1);
         void *g = NULL;
         assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
         for (int l = 0; l < L; l++)
@@ -290,7 +411,7 @@ static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, cons
         gbps[v] = (double)T * ctx * kvh * HD * 2 * 2 / dt * 1e-9;
     }
     unsetenv("VLLM_CUDA_FD_CTAS");
-    unsetenv("VLLM_CUDA_FD_V2");
+    unset_var();
     for (int l = 0; l < L; l++) drop(&dbt[l]);
     drop(&dk);
     drop(&dv);
@@ -317,14 +438,20 @@ static void test_fd_speed(void **st) {
               {"qwen3-0.6b T=1 ctx 640", 16, 8, 1, 640}, {"qwen3-0.6b T=1 ctx 2048", 16, 8, 1, 2048},
               {"llama-8b T=2 ctx 640", 32, 8, 2, 640},   {"llama-8b T=2 ctx 2048", 32, 8, 2, 2048},
               {"llama-8b T=8 ctx 1024", 32, 8, 8, 1024}, {"llama-8b T=64 ctx 1024", 32, 8, 64, 1024}};
-    /* v1 (the original kernel) then v2, each at VLLM_CUDA_FD_CTAS 1..4 */
-    static const char *const ctas[] = {"1", "2", "3", "4", "1", "2", "3", "4"};
-    static const char *const v2[] = {"0", "0", "0", "0", "1", "1", "1", "1"};
+    /* v1 (the original kernel), v2, v2 with pre-wait loads ("v3"), v3 with
+     * the split merge's partials loaded after the (m, l) pairs ("v3-"), each
+     * at VLLM_CUDA_FD_CTAS 1..4. In this graph of attention calls the
+     * pre-wait loads overlap the previous call (in a model, QK_ROPE_STORE). */
+    static const char *const name[] = {"v1 ", "v2 ", "v3 ", "v3-"};
+    static const char *const ctas[] = {"1", "2", "3", "4", "1", "2", "3", "4", "1", "2", "3", "4", "1", "2", "3", "4"};
+    static const char *const v2[] = {"0", "0", "0", "0", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1"};
+    static const char *const pre[] = {"0", "0", "0", "0", "0", "0", "0", "0", "1", "1", "1", "1", "1", "1", "1", "1"};
+    static const char *const mpf[] = {"1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "0", "0", "0", "0"};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-        double us[8], gb[8];
-        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 8, ctas, v2, us, gb);
-        for (int x = 0; x < 2; x++) {
-            print_message("speed: fd %-24s v%d", cs[k].name, x + 1);
+        double us[16], gb[16];
+        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 16, ctas, v2, pre, mpf, us, gb);
+        for (int x = 0; x < 4; x++) {
+            print_message("speed: fd %-24s %s", cs[k].name, name[x]);
             for (int v = 4 * x; v < 4 * x + 4; v++)
                 print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us[v], gb[v]);
             print_message("\n");
@@ -345,7 +472,8 @@ static int teardown(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fd_decode_row),      cmocka_unit_test(test_fd_window), cmocka_unit_test(test_fd_batch),
-        cmocka_unit_test(test_fd_graph_and_flags), cmocka_unit_test(test_fd_speed),
+        cmocka_unit_test(test_fd_graph_and_flags), cmocka_unit_test(test_fd_store_then_attend),
+        cmocka_unit_test(test_fd_speed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

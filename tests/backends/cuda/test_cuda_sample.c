@@ -33,9 +33,21 @@
  *    target exactly at a tie), with min_p and penalties on some rows;
  *    checked as above, and both kinds of row must occur (judged from the
  *    CPU's nucleus sizes);
- *  - speed at V = 151936 (B = 1, 64, 256) printed for the record, top_p
- *    alone both on flat rows (fallback) and on peaked rows (the cut);
- *    VLLM_CUDA_SPEED=0 skips it.
+ *  - every GPU check runs the op's kernels in turn (VLLM_CUDA_TOPP /
+ *    _CL / _HIST, set per run; g_cfgs): the cluster kernel with its own
+ *    cluster size, with 3, 8 and 16 CTAs a row (small and odd slices,
+ *    empty slices at tiny V, the cross-CTA merges at every batch size),
+ *    with the match-aggregated histogram, and the one-block-per-row
+ *    kernel, whose tokens every other kernel's must equal (printed);
+ *    VLLM_CUDA_CFG=digits runs only those configs (e.g. under
+ *    compute-sanitizer); the distribution test runs with and without
+ *    top_k (its candidates; the tail over the row);
+ *  - speed at V = 128256 and 151936, B = 1, 16, 64 (and 256 at 151936),
+ *    one line per setting: block kernel, cluster kernel (auto size; 16
+ *    CTAs a row; match-aggregated bins): T 1, greedy, top_k + top_p,
+ *    top_p alone on flat rows and on peaked (LM-like) rows;
+ *    VLLM_CUDA_SPEED=0 skips it, =topp times only the top_p-alone lines
+ *    once (for ncu). VLLM_TEST_FILTER / VLLM_TEST_SKIP (main) pick tests.
  * Skips when no CUDA device is present.
  */
 #include <setjmp.h>
@@ -50,6 +62,7 @@
 #include "cuda_test_util.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,10 +247,61 @@ static int explain(const float *p1, const float *p0, int64_t V, float top_p, dou
     return u >= lo - tol && u <= hi + tol ? 1 : 0;
 }
 
+/* The kernels compared against the CPU op (VLLM_CUDA_TOPP / _CL / _HIST,
+ * read by the op at each call): the cluster kernel with its own cluster
+ * size (one CTA a row, the plain build, from 17 rows on), with 3, 8 and 16
+ * CTAs a row whatever the batch (16 where the device runs it, else the
+ * largest below), with k_sample's histogram aggregation, and the
+ * one-block-per-row kernel (last: the others are compared with it). */
+static const struct {
+    const char *name, *topp, *cl, *hist;
+} g_cfgs[] = {{"cluster auto", "1", "", ""},        {"cluster 3", "1", "3", ""},
+              {"cluster 8", "1", "8", ""},          {"cluster 16", "1", "16", ""},
+              {"cluster 8 match", "1", "8", "match"}, {"block", "0", "", ""}};
+#define N_CFGS (int)(sizeof g_cfgs / sizeof g_cfgs[0])
+
+static void use_cfg(int c) {
+    setenv("VLLM_CUDA_TOPP", g_cfgs[c].topp, 1);
+    setenv("VLLM_CUDA_TOPP_CL", g_cfgs[c].cl, 1);
+    setenv("VLLM_CUDA_TOPP_HIST", g_cfgs[c].hist, 1);
+}
+
+/* VLLM_CUDA_CFG=digits: only those configs (e.g. "02" under compute-sanitizer). */
+static bool cfg_on(int c) {
+    const char *only = getenv("VLLM_CUDA_CFG");
+    return !(only && *only) || strchr(only, '0' + c);
+}
+
+static void compare_one(const step *s, const char *what, const int32_t *tc, const float *p1, int32_t *tg);
+
 static void compare(const step *s, const char *what) {
-    int32_t *tc = xmalloc((size_t)s->R * sizeof *tc), *tg = xmalloc((size_t)s->R * sizeof *tg);
+    int32_t *tc = xmalloc((size_t)s->R * sizeof *tc);
     float *p1 = xmalloc((size_t)(s->R * s->V) * sizeof *p1);
     run_cpu(s, tc, p1);
+    int32_t *tk[N_CFGS] = {0};
+    for (int c = 0; c < N_CFGS; c++) {
+        if (!cfg_on(c)) continue;
+        char w[96];
+        snprintf(w, sizeof w, "%s [%s]", what, g_cfgs[c].name);
+        use_cfg(c);
+        tk[c] = xmalloc((size_t)s->R * sizeof *tk[c]);
+        compare_one(s, w, tc, p1, tk[c]);
+    }
+    /* the kernels sum the same exact masses: the same token on every row */
+    for (int c = 0; c + 1 < N_CFGS; c++) {
+        if (!tk[c] || !tk[N_CFGS - 1]) continue;
+        int nd = 0;
+        for (int64_t r = 0; r < s->R; r++) nd += tk[c][r] != tk[N_CFGS - 1][r];
+        print_message("%s: [%s] vs [%s]: %d rows differ\n", what, g_cfgs[c].name, g_cfgs[N_CFGS - 1].name, nd);
+        assert_int_equal(nd, 0);
+    }
+    for (int c = 0; c < N_CFGS; c++) free(tk[c]);
+    use_cfg(0);
+    free(tc);
+    free(p1);
+}
+
+static void compare_one(const step *s, const char *what, const int32_t *tc, const float *p1, int32_t *tg) {
     run_gpu(s, tg, 1);
     int n_sampled = 0, n_diff = 0, n_a = 0, n_b = 0;
     for (int64_t r = 0; r < s->R; r++) {
@@ -270,9 +334,6 @@ static void compare(const step *s, const char *what) {
     print_message("%s: %lld rows (%d sampled): %d differ (%d on a CDF boundary, %d on the top_p cut), rest identical\n",
                   what, (long long)s->R, n_sampled, n_diff, n_a, n_b);
     assert_true(n_diff * 100 <= n_sampled || n_diff <= 1);
-    free(tc);
-    free(tg);
-    free(p1);
 }
 
 static void test_small_vocab(void **st) {
@@ -443,6 +504,8 @@ static void test_topp_paths(void **st) {
     assert_true(n_small >= 60 && n_wide >= 20); /* both the cut and the fallback were exercised */
 }
 
+static void dist_check(const int32_t *tg, int64_t R, const double *e, double S, const char *name);
+
 static void test_distribution(void **st) {
     (void)st;
     NEED_GPU();
@@ -465,14 +528,31 @@ static void test_distribution(void **st) {
         set_u(q, unif());
     }
     int32_t *tg = xmalloc((size_t)R * sizeof *tg), t1;
-    run_gpu(&s, tg, 1);
-    step one = s;
-    one.R = 1;
-    float p[48];
-    run_cpu(&one, &t1, p);
-    double mx = -INFINITY, S = 0, e[48];
-    for (int64_t j = 0; j < V; j++) mx = p[j] > mx ? p[j] : mx;
-    for (int64_t j = 0; j < V; j++) S += e[j] = p[j] > -INFINITY ? exp((double)p[j] - mx) : 0.0;
+    for (int kk = 0; kk < 2; kk++) { /* top_k 30 (its candidates) and none (the tail over the row) */
+        for (int64_t r = 0; r < R; r++) s.ip[r * RT_SAMPLE_NI + RT_SAMPLE_TOP_K] = kk ? 0 : 30;
+        step one = s;
+        one.R = 1;
+        float p[48];
+        run_cpu(&one, &t1, p);
+        double mx = -INFINITY, S = 0, e[48];
+        for (int64_t j = 0; j < V; j++) mx = p[j] > mx ? p[j] : mx;
+        for (int64_t j = 0; j < V; j++) S += e[j] = p[j] > -INFINITY ? exp((double)p[j] - mx) : 0.0;
+        for (int c = 0; c < N_CFGS; c++) { /* the cluster kernel (one CTA a row here, 8, 16) and the block kernel */
+            if (c == 1 || c == 4 || !cfg_on(c)) continue;
+            use_cfg(c);
+            run_gpu(&s, tg, 1);
+            char name[64];
+            snprintf(name, sizeof name, "%s, top_k %d", g_cfgs[c].name, kk ? 0 : 30);
+            dist_check(tg, R, e, S, name);
+        }
+    }
+    use_cfg(0);
+    free(tg);
+    step_free(&s);
+}
+
+static void dist_check(const int32_t *tg, int64_t R, const double *e, double S, const char *name) {
+    const int64_t V = 48;
     int64_t obs[48] = {0};
     for (int64_t r = 0; r < R; r++) {
         assert_true(tg[r] >= 0 && tg[r] < V);
@@ -490,51 +570,84 @@ static void test_distribution(void **st) {
         kept++;
     }
     double dof = kept - 1, lim = dof + 8 * sqrt(2 * dof);
-    print_message("distribution: %d kept tokens, chi2 %.1f (dof %.0f, limit %.1f) over %lld draws\n", kept, chi2, dof,
-                  lim, (long long)R);
+    print_message("distribution [%s]: %d kept tokens, chi2 %.1f (dof %.0f, limit %.1f) over %lld draws\n", name, kept,
+                  chi2, dof, lim, (long long)R);
     assert_true(kept > 3 && chi2 < lim);
-    free(tg);
-    step_free(&s);
+}
+
+/* Every row of s: temperature T, top_k k (0: off), top_p p, nothing else. */
+static void speed_params(step *s, float T, int k, float p) {
+    for (int64_t r = 0; r < s->R; r++) {
+        float *f = s->fp + r * RT_SAMPLE_NF;
+        int32_t *q = s->ip + r * RT_SAMPLE_NI;
+        f[RT_SAMPLE_TEMP] = T;
+        f[RT_SAMPLE_TOP_P] = p;
+        f[RT_SAMPLE_MIN_P] = 0.0f;
+        f[RT_SAMPLE_LOG_MIN_P] = -INFINITY;
+        f[RT_SAMPLE_REP] = 1.0f;
+        f[RT_SAMPLE_FREQ] = f[RT_SAMPLE_PRES] = 0.0f;
+        q[RT_SAMPLE_TOP_K] = k;
+        q[RT_SAMPLE_N_PROMPT] = q[RT_SAMPLE_N_OUTPUT] = 0;
+    }
+}
+
+/* One speed line: the op on s with the one-block-per-row kernel
+ * (VLLM_CUDA_TOPP=0, before) and the cluster kernel (after; then forced to
+ * 16 CTAs a row, and with k_sample's match-aggregated histogram), each the
+ * best of reps calls, us including launch and sync. */
+static void speed_line(step *s, int32_t *tg, const char *name, int reps) {
+    static const int cfg[4] = {5, 0, 3, -1}; /* block, cluster auto, cluster 16, auto with match-aggregated bins */
+    double us[4];
+    const int64_t nh = s->n_hist;
+    s->n_hist = 0;
+    for (int c = 0; c < 4; c++) {
+        use_cfg(cfg[c] >= 0 ? cfg[c] : 0);
+        if (cfg[c] < 0) setenv("VLLM_CUDA_TOPP_HIST", "match", 1);
+        run_gpu(s, tg, reps);
+        us[c] = g_gpu_us;
+    }
+    use_cfg(0);
+    s->n_hist = nh;
+    print_message("speed: sample B=%-3lld V=%-6lld %-24s block %7.1f cluster %6.1f (16: %6.1f, match: %6.1f) us\n",
+                  (long long)s->R, (long long)s->V, name, us[0], us[1], us[2], us[3]);
 }
 
 static void test_speed(void **st) {
     (void)st;
     NEED_GPU();
-    const char *env = getenv("VLLM_CUDA_SPEED"); /* 0: skip (e.g. under compute-sanitizer) */
+    /* VLLM_CUDA_SPEED=0: skip (e.g. under compute-sanitizer); =topp: only
+     * the top_p-alone lines, one call each (for ncu) */
+    const char *env = getenv("VLLM_CUDA_SPEED");
     if (env && !strcmp(env, "0")) skip();
-    const int64_t V = 151936;
-    int64_t Rs[] = {1, 64, 256};
-    for (int ri = 0; ri < 3; ri++) {
-        int64_t R = Rs[ri];
-        step s = make_step(R, V, 4.0f, 0);
-        int32_t *tg = xmalloc((size_t)R * sizeof *tg);
-        const char *names[] = {"T=1", "T=0.8 top_k=50 top_p=0.9", "greedy", "T=0.8 top_k=1000 top_p=0.95",
-                               "T=0.8 top_p=0.9", "T=0.8 top_p=0.9 peaked"};
-        for (int cfg = 0; cfg < 6; cfg++) {
-            if (cfg == 5) /* LM-like rows: the top_p cut applies (the rows above are flat) */
-                for (int64_t r = 0; r < R; r++) peak_row(s.logits + r * V, V);
-            for (int64_t r = 0; r < R; r++) {
-                float *f = s.fp + r * RT_SAMPLE_NF;
-                int32_t *q = s.ip + r * RT_SAMPLE_NI;
-                f[RT_SAMPLE_TEMP] = cfg == 0 ? 1.0f : cfg == 2 ? 0.0f : 0.8f;
-                f[RT_SAMPLE_TOP_P] = cfg == 1 || cfg >= 4 ? 0.9f : cfg == 3 ? 0.95f : 1.0f;
-                f[RT_SAMPLE_MIN_P] = 0.0f;
-                f[RT_SAMPLE_LOG_MIN_P] = -INFINITY;
-                f[RT_SAMPLE_REP] = 1.0f;
-                f[RT_SAMPLE_FREQ] = f[RT_SAMPLE_PRES] = 0.0f;
-                q[RT_SAMPLE_TOP_K] = cfg == 1 ? 50 : cfg == 3 ? 1000 : 0;
-                q[RT_SAMPLE_N_PROMPT] = q[RT_SAMPLE_N_OUTPUT] = 0;
+    const bool topp_only = env && !strcmp(env, "topp");
+    const int reps = topp_only ? 1 : 3;
+    const int64_t Vs[] = {128256, 151936}, Bs[] = {1, 16, 64, 256};
+    for (int vi = 0; vi < 2; vi++)
+        for (int bi = 0; bi < 4; bi++) {
+            const int64_t V = Vs[vi], R = Bs[bi];
+            if (R == 256 && (V != 151936 || topp_only)) continue;
+            step s = make_step(R, V, 4.0f, 0); /* flat rows: logits uniform in [-4, 4] */
+            int32_t *tg = xmalloc((size_t)R * sizeof *tg);
+            if (!topp_only) {
+                speed_params(&s, 1.0f, 0, 1.0f);
+                speed_line(&s, tg, "T=1", reps);
+                speed_params(&s, 0.0f, 0, 1.0f);
+                speed_line(&s, tg, "greedy", reps);
+                speed_params(&s, 0.8f, 50, 0.9f);
+                speed_line(&s, tg, "T=0.8 top_k=50 top_p=0.9", reps);
             }
-            int64_t nh = s.n_hist;
-            s.n_hist = 0;
-            run_gpu(&s, tg, 3);
-            s.n_hist = nh;
-            print_message("speed: sample B=%-3lld V=%lld %-27s %8.1f us (incl. sync)\n", (long long)R, (long long)V,
-                          names[cfg], g_gpu_us);
+            speed_params(&s, 0.8f, 0, 0.9f);
+            speed_line(&s, tg, "T=0.8 top_p=0.9 flat", reps);
+            for (int64_t r = 0; r < R; r++) peak_row(s.logits + r * V, V); /* LM-like rows */
+            speed_line(&s, tg, "T=0.8 top_p=0.9 peaked", reps);
+            if (!topp_only) {
+                speed_params(&s, 1.0f, 0, 1.0f);
+                speed_line(&s, tg, "T=1 peaked", reps);
+            }
+            free(tg);
+            step_free(&s);
         }
-        free(tg);
-        step_free(&s);
-    }
+    use_cfg(0);
 }
 
 static int setup(void **st) {
@@ -548,7 +661,7 @@ static int teardown(void **st) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest all[] = {
         cmocka_unit_test(test_small_vocab),
         cmocka_unit_test(test_large_vocab),
         cmocka_unit_test(test_topk_paths),
@@ -556,5 +669,19 @@ int main(void) {
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_speed),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    /* VLLM_TEST_FILTER=name: that test only; VLLM_TEST_SKIP=a,b: all but
+     * those (e.g. under compute-sanitizer) */
+    const char *flt = getenv("VLLM_TEST_FILTER"), *skp = getenv("VLLM_TEST_SKIP");
+    struct CMUnitTest tests[sizeof all / sizeof all[0]];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (flt && *flt && strcmp(flt, all[i].name)) continue;
+        if (skp && *skp) {
+            const char *p = strstr(skp, all[i].name);
+            size_t l = strlen(all[i].name);
+            if (p && (p == skp || p[-1] == ',') && (p[l] == ',' || p[l] == 0)) continue;
+        }
+        tests[n++] = all[i];
+    }
+    return _cmocka_run_group_tests("test_cuda_sample", tests, n, setup, teardown);
 }

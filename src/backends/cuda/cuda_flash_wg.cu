@@ -1,0 +1,423 @@
+/* cuda_flash_wg — the Hopper (sm_90a) prefill attention kernel: warpgroup
+ * MMA (wgmma) over 128-byte swizzled shared-memory tiles, for the common
+ * case of cuda_flash.cu's calls: hd 64 / 128, bf16 / f16 cache, causal
+ * (no sliding window, no soft-cap), positive scale. cuda_flash_run sends
+ * those here unless VLLM_CUDA_FLASH_WG=0; everything else keeps the
+ * mma.sync kernel of cuda_flash.cu, whose header explains the shared
+ * scheme (GQA rows packed per kv head, varlen segments, paged K/V by
+ * cp.async through the block table, causal skip, log2-domain online
+ * softmax). Layout and fragment facts: cuda_flash_wgmma.cuh.
+ *
+ * CTA: 2 warpgroups (256 threads), 128 packed query rows (QT = 128 / G
+ * tokens of kv head g); warpgroup w owns rows 64w .. 64w+63. Q is staged
+ * once, converted to the cache dtype, in shared memory (swizzled, the A
+ * operand of S by descriptor). Key tiles of FW_BN = 128: K and V [128][hd]
+ * come in by 16-byte cp.async (swizzle applied to the shared address) into
+ * FW_STAGES = 3 buffers, each thread copying one 16-byte column chunk of
+ * FW_LR (8 at hd 128) consecutive keys of one cache block (so one
+ * block-table read per tile, issued a tile ahead); each thread fences its
+ * copies into the async proxy before the barrier that opens a tile.
+ * Per warpgroup: S[64 x 128] = Q K^T is hd/16 wgmma m64n128k16 (both
+ * operands from shared memory, K-major); the softmax runs on the
+ * accumulator fragments (mask on tiles crossing a row's last key, a quad of
+ * lanes shares a row) and rounds P to the cache dtype straight into the
+ * register A operand of O[64 x hd] += P V, 8 wgmma m64n{hd}k16 with V read
+ * MN-major (transpose bit). The loop is software-pipelined within the
+ * warpgroup (FA3's intra-warpgroup overlap): at tile it it issues S of
+ * tile it+1 and P V of tile it, waits for S only (wait_group 1), runs the
+ * softmax of tile it+1 while P V still runs on the tensor cores, then waits
+ * for P V, rescales O and packs the next P; tile it+2 loads meanwhile
+ * (three stages: it for V, it+1 for K, it+2 in flight). A warpgroup's key
+ * tiles are a prefix (causal): past its rows' last key it only joins the
+ * barriers.
+ * Registers: S 64 + O hd/2 + P 32 per thread (254 at hd 128), one CTA of 8
+ * warps per SM (shared memory: Q 16 KB per 64-wide slab of hd, 3 stages x
+ * (K, V) 32 KB per slab: 225 KB at hd 128).
+ *
+ *
+ * Measured on the H200 (test_cuda_flash, 2048-token causal prompt, hd 128,
+ * bf16 cache, B 16, same run): 16/8 heads 55-56 us per layer (307-313
+ * TFLOP/s of attention work) vs 97-98 us for the mma.sync kernel; 32/8
+ * heads 111-113 us (304-309 TFLOP/s) vs 147-149 us. The first, unpipelined
+ * version ran 63-65 / 130-132 us. Nsight Compute on the intermediate
+ * version (32/8): 0.33 instructions issued per cycle and SMSP, the warps
+ * mostly waiting on fixed-latency dependencies, then L1/global loads,
+ * dispatch and MIO: two consumer warps per SMSP hide little latency.
+ *
+ * Not (yet) done: FA3's warp-specialised TMA producer with mbarriers (here
+ * all threads load, one CTA barrier per tile) and the ping-pong that
+ * orders the two warpgroups' softmax against each other's GEMMs.
+ */
+#include "backends/cuda/cuda_flash_common.cuh"
+#include "backends/cuda/cuda_flash_wgmma.cuh"
+
+#include <math.h>
+
+#define FW_BM 128      /* packed query rows per CTA (2 warpgroups x 64) */
+#define FW_BN 128      /* keys per tile */
+#define FW_THREADS 256
+#define FW_LR(hd) (FW_BN * ((hd) / 8) / FW_THREADS) /* consecutive K/V rows a thread loads per tile */
+#define FW_STAGES 3    /* K/V tiles in shared memory: it (P V), it+1 (S), it+2 (loading) */
+
+/* Bytes of dynamic shared memory: Q [FW_BM][hd], FW_STAGES x (K, V)
+ * [FW_BN][hd], bf16/f16, plus 1 KB to align the base to the 1024-byte
+ * swizzle period (hd 128: 225 KB of the 227 KB a block may have). */
+static size_t fw_smem(int64_t hd) { return (size_t)hd * 2 * (FW_BM + 2 * FW_STAGES * FW_BN) + 1024; }
+
+bool cuda_flash_wg_eligible(int64_t hd, int64_t block_size, float scale, float softcap, int32_t window) {
+    return (hd == 64 || hd == 128) && block_size >= FW_LR(hd) && window <= 0 && !(softcap > 0.0f) && scale > 0.0f;
+}
+
+/* cp.async of this thread's FW_LR consecutive keys key0 .. key0+FW_LR-1
+ * of a tile (chunk c of each row; keys > khi zero-filled) into the stage
+ * whose K / V tiles start at kdst / vdst, both already offset to the
+ * thread's first row (swizzled: row r's chunk at (c ^ r % 8) * 16, cx =
+ * c % 8 ^ first row % 8, the rows' low 3 bits differ only in it). The keys
+ * sit in one cache block (B >= FW_LR, eligible), blk, read from the block
+ * table one tile ahead; a bad id reads block 0 and raises the flag. */
+template <int HD>
+__device__ __forceinline__ void fw_load_tile(const fl_args &a, int32_t blk, int kin, int vin, int key0, int khi,
+                                             uint32_t kdst, uint32_t vdst, uint32_t cx) {
+    constexpr int LR = FW_BN * (HD / 8) / FW_THREADS;
+    const bool ok = (uint32_t)blk < (uint32_t)a.num_blocks;
+    if (key0 <= khi && !ok) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+    const uint32_t b = ok ? (uint32_t)blk : 0u, slot = (uint32_t)(key0 & (a.B - 1));
+    const char *kp = a.k + ((uint64_t)b * (uint32_t)a.k_s0 + (slot * (uint32_t)a.k_sb + (uint32_t)kin));
+    const char *vp = a.v + ((uint64_t)b * (uint32_t)a.v_s0 + (slot * (uint32_t)a.v_sb + (uint32_t)vin));
+#pragma unroll
+    for (int it = 0; it < LR; it++) {
+        const int n = key0 + it <= khi ? 16 : 0;
+        const uint32_t off = (uint32_t)it * 128 + (((cx ^ (uint32_t)it) - cx) << 4);
+        fl_cp16(kdst + off, kp + it * a.k_sb, n);
+        fl_cp16(vdst + off, vp + it * a.v_sb, n);
+    }
+}
+
+/* The block id of a thread's rows of the tile at kt0 (0 past khi). */
+__device__ __forceinline__ int32_t fw_blk(const fl_args &a, const int32_t *btrow, int key0, int khi) {
+    return key0 <= khi ? btrow[key0 >> a.bshift] : 0;
+}
+
+template <typename KV> __device__ __forceinline__ void fw_ss(float *d, uint64_t da, uint64_t db, int acc) {
+    if constexpr (std::is_same<KV, __nv_bfloat16>::value) flw_ss_n128_bf16(d, da, db, acc);
+    else flw_ss_n128_f16(d, da, db, acc);
+}
+template <typename KV, int HD> __device__ __forceinline__ void fw_rs(float *d, const uint32_t *p, uint64_t db) {
+    if constexpr (std::is_same<KV, __nv_bfloat16>::value) {
+        if constexpr (HD == 128) flw_rs_n128_bf16(d, p, db);
+        else flw_rs_n64_bf16(d, p, db);
+    } else {
+        if constexpr (HD == 128) flw_rs_n128_f16(d, p, db);
+        else flw_rs_n64_f16(d, p, db);
+    }
+}
+
+/* Per-thread softmax state of the warpgroup's S tile: rows prow, prow + 8
+ * (i = 0, 1), their running maxima m (log2 domain) and sums l. */
+struct fw_rows {
+    float m[2], l[2];
+    int rhi[2]; /* last key the row sees in this segment, -1: none */
+};
+
+/* Online softmax of S (keys kt0 ..): mask keys past each row's last key,
+ * new maxima, corr = 2^(m_old - m_new) (1 when unchanged), p = 2^(s scl -
+ * m) in place, l updated. */
+__device__ __forceinline__ void fw_softmax(float *sc, fw_rows &st, int kt0, int tq, float scl, float *corr) {
+    constexpr int NS = FW_BN / 8;
+    float mb[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (kt0 + FW_BN - 1 > st.rhi[i]) {
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int key = kt0 + j * 8 + 2 * tq + e;
+                    sc[4 * j + 2 * i + e] = key <= st.rhi[i] ? sc[4 * j + 2 * i + e] : -INFINITY;
+                }
+        }
+        float mv[NS];
+#pragma unroll
+        for (int j = 0; j < NS; j++) mv[j] = fmaxf(sc[4 * j + 2 * i], sc[4 * j + 2 * i + 1]);
+        static_assert(NS == 16, "the max tree below assumes 16 n-tiles");
+#pragma unroll
+        for (int j = 0; j < 8; j++) mv[j] = fmaxf(mv[j], mv[j + 8]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) mv[j] = fmaxf(mv[j], mv[j + 4]);
+        float mx = fmaxf(fmaxf(mv[0], mv[2]), fmaxf(mv[1], mv[3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mn = fmaxf(st.m[i], mx * scl);
+        /* no key seen yet or no new maximum: keep the state (corr 1; p =
+         * 2^-inf = 0 while no key is seen) */
+        mb[i] = mn == -INFINITY ? 0.0f : mn;
+        corr[i] = mn == -INFINITY || mn == st.m[i] ? 1.0f : fl_exp2(st.m[i] - mn);
+        st.m[i] = mn;
+        st.l[i] *= corr[i];
+    }
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) sc[4 * j + e] = fl_exp2(fmaf(sc[4 * j + e], scl, -mb[e >> 1]));
+        s0 += sc[4 * j] + sc[4 * j + 1];
+        s1 += sc[4 * j + 2] + sc[4 * j + 3];
+    }
+    st.l[0] += s0;
+    st.l[1] += s1;
+}
+
+/* O *= corr per row, skipped while no row of the warp saw a new maximum. */
+template <int HD> __device__ __forceinline__ void fw_rescale(float *o, const float *corr) {
+    if (!__all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) {
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++) {
+            o[4 * j + 0] *= corr[0];
+            o[4 * j + 1] *= corr[0];
+            o[4 * j + 2] *= corr[1];
+            o[4 * j + 3] *= corr[1];
+        }
+    }
+}
+
+/* P (f32 fragments of S) -> the register A operand of O += P V, rounded to
+ * the cache dtype: k-step kk = n-tiles 2kk, 2kk+1. */
+template <typename KV> __device__ __forceinline__ void fw_pack(const float *sc, uint32_t (*pa)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < FW_BN / 16; kk++) {
+        pa[kk][0] = fl_pack<KV>(sc[8 * kk + 0], sc[8 * kk + 1]);
+        pa[kk][1] = fl_pack<KV>(sc[8 * kk + 2], sc[8 * kk + 3]);
+        pa[kk][2] = fl_pack<KV>(sc[8 * kk + 4], sc[8 * kk + 5]);
+        pa[kk][3] = fl_pack<KV>(sc[8 * kk + 6], sc[8 * kk + 7]);
+    }
+}
+
+/* Keeps the P registers alive (unmodified) up to this point: the wgmma
+ * reading them runs asynchronously until its wait. */
+__device__ __forceinline__ void fw_keep(uint32_t (*pa)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < FW_BN / 16; kk++)
+        asm volatile("" ::"r"(pa[kk][0]), "r"(pa[kk][1]), "r"(pa[kk][2]), "r"(pa[kk][3]) : "memory");
+}
+
+/* Issue S = Q K^T (this warpgroup's 64 rows x FW_BN keys; q_a: its Q rows,
+ * k_a: the stage's K tile), one commit group. */
+template <typename KV, int HD> __device__ __forceinline__ void fw_issue_s(float *sc, uint32_t q_a, uint32_t k_a) {
+    flw_fence();
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++)
+        fw_ss<KV>(sc, flw_desc(q_a + (ks >> 2) * FW_BM * 128 + (ks & 3) * 32, 16, 1024),
+                  flw_desc(k_a + (ks >> 2) * FW_BN * 128 + (ks & 3) * 32, 16, 1024), ks > 0);
+    flw_commit();
+}
+
+/* Issue O += P V (v_a: the stage's V tile, MN-major), one commit group. */
+template <typename KV, int HD> __device__ __forceinline__ void fw_issue_pv(float *o, uint32_t (*pa)[4], uint32_t v_a) {
+    flw_pin<HD / 2>(o); /* the rescale of O lands before the fence */
+    flw_fence();
+#pragma unroll
+    for (int kk = 0; kk < FW_BN / 16; kk++) fw_rs<KV, HD>(o, pa[kk], flw_desc(v_a + kk * 2048, FW_BN * 128, 1024));
+    flw_commit();
+}
+
+template <typename KV, typename A, int HD>
+__global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
+    CUDA_PDL_ENTER();
+    constexpr int NSL = HD / 64; /* 64-wide slabs of the head dim */
+    constexpr int CPR = HD / 8;  /* 16-byte chunks per row */
+    constexpr int NO = HD / 8;   /* n-tiles of O (8 dims) */
+    constexpr uint32_t QB = NSL * FW_BM * 128, KVB = NSL * FW_BN * 128; /* bytes: Q, one K or V tile */
+    extern __shared__ __align__(16) uint8_t fw_sm[];
+    const uint32_t sraw = fl_smem_addr(fw_sm), sb = (sraw + 1023u) & ~1023u;
+    uint8_t *const gsm = fw_sm + (sb - sraw);
+    const uint32_t skv = sb + QB; /* stage st: K at skv + 2 st KVB, V KVB after it */
+    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int gq = lane >> 2, tq = lane & 3;
+    const int g = (int)blockIdx.x;
+    const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
+    const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
+    const int prow = 64 * wg + 16 * warp + gq; /* this thread's packed rows: prow, prow + 8 */
+    const uint32_t q_a = sb + wg * 64 * 128;   /* this warpgroup's Q rows (1024-aligned) */
+    /* K/V loads: chunk lc of rows lj0 .. lj0 + LR-1 of each tile */
+    constexpr int LR = FW_LR(HD);
+    const int lc = tid % CPR, lj0 = tid / CPR * LR;
+    const int kin = g * a.k_s1 + lc * 16, vin = g * a.v_s1 + lc * 16;
+    const uint32_t ld_off = flw_off(lj0, lc, FW_BN), ld_cx = (uint32_t)((lc & 7) ^ (lj0 & 7));
+    auto k_at = [&](int it) { return skv + (uint32_t)(it % FW_STAGES) * 2 * KVB; };
+
+    /* Q [FW_BM][HD] -> shared memory in the cache dtype, swizzled (rows
+     * past the tile zero) */
+    for (int idx = tid; idx < FW_BM * CPR; idx += FW_THREADS) {
+        const int r = idx / CPR, c = idx % CPR;
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, r, &tok, &hq, &live);
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (live) {
+            const char *p = a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c * 8 * (int64_t)sizeof(A);
+            v.x = fl_ld_q2<A, KV>(p);
+            v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
+            v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));
+            v.w = fl_ld_q2<A, KV>(p + 6 * sizeof(A));
+        }
+        *(uint4 *)(gsm + flw_off(r, c, FW_BM)) = v;
+    }
+    /* (fenced into the async proxy with the first tile's copies) */
+
+    float o[HD / 2], sc[FW_BN / 2], corr[2];
+    uint32_t pa[FW_BN / 16][4];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < FW_BN / 2; i++) sc[i] = 0.0f;
+    fw_rows st;
+    st.m[0] = st.m[1] = -INFINITY;
+    st.l[0] = st.l[1] = 0.0f;
+    const float scl = a.scale_log2;
+
+    for (int64_t r = t0; r < t1;) {
+        const int s = cuda_row_seq(a.qsl, a.S, r);
+        const int q_len = a.qsl[s + 1] - a.qsl[s], sl = a.seq_lens[s];
+        const int64_t seg_end = a.qsl[s + 1] < t1 ? a.qsl[s + 1] : t1;
+        const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || r < a.qsl[s] || seg_end <= r;
+        if (bad && tid == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+        const int64_t base = (int64_t)sl - q_len - a.qsl[s]; /* position of row i: base + i */
+        const int khi = bad ? -1 : (int)(base + seg_end - 1);
+        const int32_t *btrow = a.bt + (int64_t)s * a.max_blocks;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int64_t tok;
+            int hq;
+            bool live;
+            fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
+            st.rhi[i] = !bad && live && tok >= r && tok < seg_end ? (int)(base + tok) : -1;
+        }
+        /* the warpgroup's last key in this segment (its last live row,
+         * clipped to the segment) and so its key tiles 0 .. n_act-1
+         * (uniform per warpgroup) */
+        int whi = -1;
+        {
+            const int fr = 64 * wg, lr = 64 * wg + 63 < a.QT * a.G - 1 ? 64 * wg + 63 : a.QT * a.G - 1;
+            int64_t ftok = t0 + fr / a.G, ltok = t0 + lr / a.G;
+            ftok = ftok > r ? ftok : r;
+            ltok = ltok < seg_end - 1 ? ltok : seg_end - 1;
+            if (!bad && fr <= lr && ftok <= ltok) whi = (int)(base + ltok);
+        }
+        const int n_kt = khi >= 0 ? khi / FW_BN + 1 : 0;
+        const int n_act = whi >= 0 ? (whi / FW_BN + 1 < n_kt ? whi / FW_BN + 1 : n_kt) : 0;
+        __syncthreads(); /* the previous segment is done with the buffers */
+        if (n_kt == 0) {
+            r = seg_end > r ? seg_end : r + 1;
+            continue;
+        }
+        /* prologue: tiles 0 and 1 in flight, tile 2's block id read; S
+         * and softmax of tile 0 */
+        fw_load_tile<HD>(a, fw_blk(a, btrow, lj0, khi), kin, vin, lj0, khi, k_at(0) + ld_off, k_at(0) + KVB + ld_off,
+                         ld_cx);
+        fl_cp_commit();
+        if (n_kt > 1)
+            fw_load_tile<HD>(a, fw_blk(a, btrow, FW_BN + lj0, khi), kin, vin, FW_BN + lj0, khi, k_at(1) + ld_off,
+                             k_at(1) + KVB + ld_off, ld_cx);
+        fl_cp_commit();
+        int32_t blk_next = fw_blk(a, btrow, 2 * FW_BN + lj0, khi);
+        fl_cp_wait<1>();   /* tile 0 landed (this thread's part) */
+        flw_fence_proxy(); /* ... visible to wgmma (and Q) */
+        __syncthreads();   /* ... everybody's */
+        if (n_act > 0) {
+            fw_issue_s<KV, HD>(sc, q_a, k_at(0));
+            flw_wait<0>();
+            flw_pin<FW_BN / 2>(sc);
+            fw_softmax(sc, st, 0, tq, scl, corr);
+            fw_rescale<HD>(o, corr);
+            fw_pack<KV>(sc, pa);
+        }
+        /* tile it: S of tile it+1 and O += P V of tile it on the tensor
+         * cores while the softmax of tile it+1 runs; tile it+2 loading */
+        for (int it = 0; it < n_kt; it++) {
+            fl_cp_wait<0>();   /* tile it+1 landed */
+            flw_fence_proxy();
+            __syncthreads();   /* ... everybody's; and everybody is done with tile it-1 */
+            /* tile it+2 into the stage of tile it-1; issued after this
+             * tile's wgmmas so that the tensor cores start at once and the
+             * block-table reads' latency hides behind them */
+            auto load_next = [&]() {
+                if (it + 2 < n_kt) {
+                    fw_load_tile<HD>(a, blk_next, kin, vin, (it + 2) * FW_BN + lj0, khi, k_at(it + 2) + ld_off,
+                                     k_at(it + 2) + KVB + ld_off, ld_cx);
+                    blk_next = fw_blk(a, btrow, (it + 3) * FW_BN + lj0, khi); /* lands by the next tile */
+                }
+                fl_cp_commit();
+            };
+            /* (separate branches: ptxas keeps the wgmmas asynchronous only
+             * when it can see which group the wait<1> leaves running) */
+            if (it + 1 < n_act) {
+                fw_issue_s<KV, HD>(sc, q_a, k_at(it + 1));
+                fw_issue_pv<KV, HD>(o, pa, k_at(it) + KVB);
+                load_next();
+                flw_wait<1>(); /* S of tile it+1 done, P V may still run */
+                flw_pin<FW_BN / 2>(sc);
+                fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
+                flw_wait<0>();
+                flw_pin<HD / 2>(o);
+                fw_keep(pa);
+                fw_rescale<HD>(o, corr);
+                fw_pack<KV>(sc, pa);
+            } else if (it < n_act) { /* the warpgroup's last tile */
+                fw_issue_pv<KV, HD>(o, pa, k_at(it) + KVB);
+                load_next();
+                flw_wait<0>();
+                flw_pin<HD / 2>(o);
+                fw_keep(pa);
+            } else {
+                load_next();
+            }
+        }
+        r = seg_end > r ? seg_end : r + 1;
+    }
+    fl_cp_wait<0>();
+
+    /* out = O / l; l summed over the quad */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
+        if (!live) continue;
+        const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
+        char *orow = a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            fl_st_o2<A>(orow + (j * 8 + 2 * tq) * (int)sizeof(A), o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+    }
+}
+
+template <typename KV, typename A, int HD> static int fw_go(cuda_ctx *c, fl_args &a, int64_t kvh) {
+    const size_t smem = fw_smem(HD);
+    cudaError_t e = cudaFuncSetAttribute(k_flash_wg<KV, A, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return cuda_fail(e, "wgmma flash attention smem opt-in", __FILE__, __LINE__);
+    /* grid.y <= 65535: longer batches take several launches (y0) */
+    for (int64_t y0 = 0; y0 < a.n_tiles; y0 += 65535) {
+        a.y0 = (int)y0;
+        dim3 grid((unsigned)kvh, (unsigned)(a.n_tiles - y0 < 65535 ? a.n_tiles - y0 : 65535));
+        cuda_launch(k_flash_wg<KV, A, HD>, grid, FW_THREADS, smem, c->stream, a);
+        CU_LAUNCHED();
+    }
+    return VC_OK;
+}
+
+template <typename KV> static int fw_go_kv(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype at) {
+    if (at == RT_BF16)
+        return hd == 64 ? fw_go<KV, __nv_bfloat16, 64>(c, a, kvh) : fw_go<KV, __nv_bfloat16, 128>(c, a, kvh);
+    return hd == 64 ? fw_go<KV, float, 64>(c, a, kvh) : fw_go<KV, float, 128>(c, a, kvh);
+}
+
+int cuda_flash_wg_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype kv, rt_dtype at) {
+    return kv == RT_BF16 ? fw_go_kv<__nv_bfloat16>(c, a, hd, kvh, at) : fw_go_kv<__half>(c, a, hd, kvh, at);
+}
