@@ -26,10 +26,16 @@ extern "C" {
 
 #include <string.h>
 
+/* ncclAlltoAll: NCCL 2.28; symmetric windows: 2.27 (older: unsupported). */
+#define VC_NCCL_HAS_A2A (NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0))
+#define VC_NCCL_HAS_WIN (NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0))
+
 /* A symmetric buffer of the rank (rt_comm_group_alloc_sym). */
 typedef struct {
     void *ptr;
+#if VC_NCCL_HAS_WIN
     ncclWindow_t win;
+#endif
 } sym_buf;
 
 typedef struct {
@@ -144,6 +150,7 @@ static int nccl_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *ds
     return side_done(rk, slot);
 }
 
+#if VC_NCCL_HAS_A2A
 static int nccl_all_to_all(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
@@ -165,6 +172,7 @@ static int nccl_all_to_all_start(rt_comm *c, const rt_tensor *src, rt_tensor *ds
     NCCL_TRY(ncclAlltoAll(src->data, dst->data, (size_t)(rt_tensor_nelem(src) / c->world), dt, rk->nccl, rk->side));
     return side_done(rk, slot);
 }
+#endif
 
 /* In place when dst is src's block `rank` (NCCL's own in-place form). */
 static int nccl_reduce_scatter(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
@@ -191,6 +199,7 @@ static int nccl_wait(rt_comm *c, int slot) {
 /* Deregisters (a collective: every rank in one group call) and frees the
  * ranks' symmetric buffers. */
 static void sym_free_all(rt_comm **comms, int world) {
+#if VC_NCCL_HAS_WIN
     bool any = false;
     for (int r = 0; r < world; r++) any |= ((cuda_comm_rank *)comms[r]->ctx)->n_sym > 0;
     if (!any) return;
@@ -210,6 +219,10 @@ static void sym_free_all(rt_comm **comms, int world) {
         rk->sym = NULL;
         rk->n_sym = 0;
     }
+#else
+    (void)comms;
+    (void)world;
+#endif
 }
 
 static void nccl_group_free(rt_comm **comms, int world) {
@@ -244,6 +257,7 @@ static void nccl_group_free(rt_comm **comms, int world) {
 
 /* ncclMemAlloc on every rank, then one group of ncclCommWindowRegister
  * (a collective) with NCCL_WIN_COLL_SYMMETRIC. */
+#if VC_NCCL_HAS_WIN
 static int nccl_group_alloc_sym(rt_comm **comms, int world, size_t bytes, void **ptrs) {
     size_t al = NCCL_WIN_REQUIRED_ALIGNMENT;
     bytes = (bytes + al - 1) / al * al;
@@ -294,6 +308,7 @@ static int nccl_group_alloc_sym(rt_comm **comms, int world, size_t bytes, void *
     nccl_clear_last_error();
     return rc;
 }
+#endif
 
 static const rt_comm_vtable g_nccl_vt = {
     "nccl",
@@ -304,9 +319,18 @@ static const rt_comm_vtable g_nccl_vt = {
     nccl_wait,
     nccl_reduce_scatter,
     nccl_all_gather_start,
+#if VC_NCCL_HAS_WIN
     nccl_group_alloc_sym,
+#else
+    NULL,
+#endif
+#if VC_NCCL_HAS_A2A
     nccl_all_to_all,
     nccl_all_to_all_start,
+#else
+    NULL,
+    NULL,
+#endif
 };
 
 /* VLLM_TP_SM_MARGIN=k (world > 1): cuBLAS plans its GEMMs for k fewer SMs
