@@ -271,6 +271,10 @@ static bool sym_xn(mdl_tp_group *g) {
  * f32); symmetric when xn is (sym). */
 static int sp_recv_alloc(mdl_tp_group *g, bool sym) {
     if (!env_on("VLLM_TP_SP_A2A")) return VC_OK;
+    if (!g->comms[0]->vt->all_to_all) {
+        VC_WARN("tensor parallel: %s has no all-to-all: VLLM_TP_SP_A2A ignored", g->comms[0]->vt->name);
+        return VC_OK;
+    }
     mdl_model *m0 = g->ranks[0];
     rt_dtype dt = m0->xn16.data ? RT_BF16 : RT_F32;
     int64_t s[2] = {m0->max_batch, m0->cfg.hidden};
