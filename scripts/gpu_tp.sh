@@ -14,6 +14,9 @@
 # VLLM_TP_PROMPT_LEN: the greedy prompt's length (default 512; 1024 or more
 # runs the two-half overlapped prefill of arch_llama.c in the greedy check).
 # VLLM_TP_GREEDY=0 skips the greedy runs (speed only).
+# VLLM_TP_GREEDY_ENV="NAME=VALUE[,NAME=VALUE...]": for TP > 1 one more
+# greedy run under that environment (a candidate default), checked like the
+# plain one (equal to TP=1, else the near-tie rule against HF).
 # VLLM_TP_AB="A B ...": for TP > 1 one more prefill measurement per word,
 # each word NAME=VALUE[,NAME=VALUE...] of environment (e.g.
 # "VLLM_TP_OVERLAP=0 VLLM_TP_BF16_SUMS=0,VLLM_TP_OVERLAP=0").
@@ -95,16 +98,26 @@ for n in $sizes; do
         echo "prefill 8000 with $ab: ${ttft:-?} ms"
         grep -m2 -o "tensor parallel: xn in symmetric.*\|tensor parallel: no symmetric.*" "$OUT/tp${n}_pf_ab$k.log"
     done
+    ge=${VLLM_TP_GREEDY_ENV:-}
+    if [ "$n" != 1 ] && [ -n "$ge" ] && [ "${VLLM_TP_GREEDY:-1}" != 0 ]; then
+        say "TP=$n: greedy $PL + 128 with $ge"
+        env ${ge//,/ } $V run --device cuda -tp $n --model $M --prompt-ids "$(cat "$OUT/tp_p512.ids")" --max-tokens 128 \
+            --ignore-eos --temperature 0 --print-ids >"$OUT/tp${n}g.ids" 2>"$OUT/tp${n}g.err" || tail -3 "$OUT/tp${n}g.err"
+        grep -m2 -o "tensor parallel.*" "$OUT/tp${n}g.err"
+    fi
     if [ "$n" != 1 ] && [ -f "$OUT/tp1.ids" ]; then
-        if cmp -s "$OUT/tp1.ids" "$OUT/tp$n.ids"; then echo "TP=$n greedy ids == TP=1"
-        else
-            echo "TP=$n greedy ids differ from TP=1: near-tie check of both against HF"
-            for k in 1 $n; do
+        hf_checked=
+        for v in $n ${ge:+${n}g}; do
+            [ -s "$OUT/tp$v.ids" ] || continue
+            if cmp -s "$OUT/tp1.ids" "$OUT/tp$v.ids"; then echo "TP=$v greedy ids == TP=1"; continue; fi
+            echo "TP=$v greedy ids differ from TP=1: near-tie check against HF"
+            for k in ${hf_checked:-1} $v; do
                 $PY scripts/gpu_hf.py hf --model $M --prompt-ids "$OUT/tp_p512.ids" --ours "$OUT/tp$k.ids" \
                     --max-tokens 128 >"$OUT/tp${k}_hf.json" 2>/dev/null
                 echo "  TP=$k vs HF: exit $? $(cut -c1-300 "$OUT/tp${k}_hf.json" | grep -o '"check": "[A-Za-z]*"')"
             done
-        fi
+            hf_checked=" "
+        done
     fi
 done
 for n in $sizes; do
