@@ -421,7 +421,15 @@ static void test_fd_wide_table(void **st) {
     run_wide(&w7);
     fd_wide w8 = {32, 8, 128, RT_F32, 0, 1, 4, q4, l6};
     run_wide(&w8);
-    print_message("wide table: 8 batches x %d variants, eager and graph replays: all match the CPU op\n", NVAR);
+    /* T = 1 at the edges of the rule on an H200 (grid 33 splits; chunk_min
+     * 32 for bf16, 16 for f32): n = 33 x 32 (every split active, len =
+     * chunk_min), one more (len 40, 27 splits), 33 x 16 and one more. */
+    static const int32_t l7[8] = {1056, 1057, 528, 529, 32, 33, 2047, 2};
+    fd_wide w9 = {32, 8, 128, RT_BF16, 0, 1, 8, q1, l7};
+    run_wide(&w9);
+    fd_wide w10 = {16, 8, 128, RT_F32, 0, 1, 8, q1, l7};
+    run_wide(&w10);
+    print_message("wide table: 10 batches x %d variants, eager and graph replays: all match the CPU op\n", NVAR);
 }
 
 /* KV_STORE of K, then of V (or V then K), then the attention, eager and as
