@@ -3,8 +3,10 @@
  * Decode (k_fd). One CTA (4 warps) per (kv head g, query row i, split sp).
  * It serves all G = h / kvh query heads of its kv head, so every K/V row is
  * read once for the whole group. The context of row i, keys lo..hi (see
- * ops.h), is cut into n_splits ranges of split_len keys; split sp takes keys
- * lo + sp*split_len .. that + split_len - 1 (clipped to hi; possibly none).
+ * ops.h), is cut into ns_i <= n_splits ranges of len_i keys, both from the
+ * row's real length in the kernel (fd_meta); split sp < ns_i takes keys
+ * lo + sp*len_i .. that + len_i - 1 (clipped to hi), CTAs of splits
+ * sp >= ns_i exit once the lengths are known.
  *
  * Inside a CTA, warp w takes keys in runs of U consecutive keys (run r:
  * kb + (4r + w)*U ..; U = 8 for 16-bit caches of hd <= 128, fewer for
@@ -15,9 +17,10 @@
  * while run r is computed, the K/V rows of run r+1 and the block-table
  * entries of run r+2 are already requested (V does not wait for the
  * scores). The block-table entries of the first two runs are requested
- * before the sequence lengths arrive (speculatively, inside the table row;
- * redone when a window moves lo), so a CTA's chain of dependent DRAM trips
- * is metadata -> K/V -> partials.
+ * before the sequence lengths arrive (speculatively at the split's start
+ * for rows of up to n_splits x chunk_min keys, inside the table row; redone
+ * when a window or a longer row moves it), so a CTA's chain of dependent
+ * DRAM trips is metadata -> K/V -> partials.
  *
  * Scores of a run: each lane forms the U x GM partial dot products, then a
  * butterfly reduce-scatter (offsets 16, 8, .., each step halving the values
@@ -39,9 +42,9 @@
  * launches of T <= FD_V2_MAX_T rows, where it measured faster; slower at
  * T = 8 and 64 on the H200): the first run's K/V rows are requested with
  * its block-table entries, before the sequence lengths arrive
- * (speculatively, assuming no window moves the split: reads stay inside the
- * table row and, through a bad id, block 0; rows past the context are then
- * zeroed, and a window that moves lo loads the real runs), so the chain of
+ * (speculatively, assuming no window or long row moves the split: reads
+ * stay inside the table row and, through a bad id, block 0; rows past the
+ * context are then zeroed, and a moved split loads the real runs), so the chain of
  * dependent DRAM trips is block table -> K/V -> partials; K and V share one
  * 32-bit (block, slot) byte offset (equal strides: fd_v2_ok) and the key
  * position advances by a precomputed step without divisions; the merge
@@ -62,13 +65,25 @@
  * tokens: true of every model's layer (the KV store writes the new tokens'
  * slots only).
  *
- * n_splits is chosen from the host-known upper bound of the context
- * (block-table width x block size, or the window), T and kvh only, never
- * from the device-side seq_lens, so the launch shape depends only on the
- * batch shape (CUDA-graph friendly): about FD_CTAS CTAs per SM in total
- * (VLLM_CUDA_FD_CTAS=1..4 overrides), at least one run per warp per split,
- * at most FD_MAXS splits; splits past a sequence's end exit after writing
- * an empty partial.
+ * The grid's split count n_splits is chosen from the host-known upper
+ * bound of the context (block-table width x block size, or the window), T
+ * and kvh only, never from the device-side seq_lens, so the launch shape
+ * depends only on the batch shape (CUDA-graph friendly): about FD_CTAS
+ * CTAs per SM in total (VLLM_CUDA_FD_CTAS=1..4 overrides), at least one run
+ * per warp per split, at most FD_MAXS splits. Each row then takes its
+ * split length from its own context n (fd_meta): len = max(chunk_min,
+ * ceil(n / n_splits) rounded up to U), chunk_min = one run per warp, and
+ * ns = ceil(n / len) active splits; the other CTAs exit as soon as the
+ * lengths arrive (no K/V load but v2's speculative first run), the merge
+ * counts (and the counter waits for) ns partials; a row of one active
+ * split writes its output directly. So a short row under a wide table
+ * (vllm serve with the model's full context: 8192 blocks of 16 at 131,072
+ * keys) gets as many splits as under a table of its own size.
+ * VLLM_CUDA_FD_SPLIT=width restores the old rule (every row cut by the
+ * width's split length; splits past a row's end write an empty partial).
+ * v1, v2 and v2 with pre-wait loads apply either rule alike. The lengths are uploaded by the host (stream-ordered copies
+ * before the step's graph or kernels) and no kernel of a step writes
+ * them, so the pre-wait variant may read them before its wait.
  *
  * K/V: f32, f16 or bf16 caches [num_blocks, B, kvh, hd]; hd in {64, 128,
  * 256}, G <= 8 (instances GM = 1, 2, 4, 8) and vector-aligned rows
@@ -94,6 +109,9 @@
 #define FD_V2_MAX_T 1 /* VLLM_CUDA_FD_V2=auto: the v2 kernel for launches of at most this many rows
                         * (H200, session 5: faster at T = 1 and <= 640 keys, slower at T = 2) */
 #define FD_V2_MAX_CTX 0 /* ... and contexts of at most this many keys (0: any; VLLM_CUDA_FD_V2_CTX) */
+#define FD_V2_MAX_T2 2 /* ... and also for launches of at most this many rows ... */
+#define FD_V2_T2_CTX 1024 /* ... whose context bound is at most this many keys (H200, session 6:
+                           * v3 11.4 vs v1 14.5 us at T = 2 and 640 keys, slower at 2048) */
 
 typedef struct {
     const char *q, *k, *v;
@@ -113,6 +131,10 @@ typedef struct {
      * offsets in the original kernel. */
     int kv_s0, kv_sb;
     int mpf; /* v2: split merge requests its first partials with the (m, l) pairs (VLLM_CUDA_FD_MPF) */
+    /* Split rule. > 0: per row from its real context (fd_meta), splits of
+     * at least chunk_min keys (one run per warp, FD_WARPS * U); 0: the
+     * grid's split_len for every row (VLLM_CUDA_FD_SPLIT=width). */
+    int chunk_min;
 } fd_args;
 
 /* Keys per warp run of k_fd: 16 raw 32-bit words of K (and as many of V)
@@ -352,15 +374,26 @@ template <int N, int K> __device__ __forceinline__ void fd_rs(float *s, int lane
 
 /* Row i's key range in split sp: keys kb..ke (kb > ke: none) of its
  * context lo..hi (ops.h); fresh = the first key of the sequence's new
- * tokens, stored by this step's KV store. Bad lengths are flagged (once per
- * row and kv head) and leave hi = -1. */
+ * tokens, stored by this step's KV store; ns = the row's active splits
+ * (CTAs of split sp >= ns have nothing to do and exit; the merge counts
+ * ns). Bad lengths are flagged (once per row and kv head) and leave hi =
+ * -1 (no keys, ns = 1: split 0 writes zeros).
+ *
+ * Per-row rule (a.chunk_min > 0): the row's n = hi - lo + 1 keys are cut
+ * into splits of len = max(chunk_min, ceil(n / n_splits) rounded up to U)
+ * keys, ns = ceil(n / len) <= n_splits of them (len * n_splits >= n). A
+ * row of n <= n_splits * chunk_min keys gets len = chunk_min exactly, so
+ * its splits start at lo + sp * chunk_min: where the kernel speculates
+ * (fd_spec_kb). Width rule (chunk_min = 0): len = split_len, ns =
+ * n_splits, from the block-table width (splits past the row's end write
+ * empty partials). */
 struct fd_rowmeta {
-    int hi, lo, kb, ke, fresh;
+    int hi, lo, kb, ke, fresh, ns;
 };
 
 template <bool CG> __device__ __forceinline__ int fd_ld32(const int32_t *p) { return CG ? __ldcg(p) : *p; }
 
-template <bool CG> __device__ __forceinline__ fd_rowmeta fd_meta(const fd_args &a, int s0, int64_t i, int sp) {
+template <bool CG, int U> __device__ __forceinline__ fd_rowmeta fd_meta(const fd_args &a, int s0, int64_t i, int sp) {
     const int r0 = fd_ld32<CG>(a.qsl + s0), r1 = fd_ld32<CG>(a.qsl + s0 + 1), sl = fd_ld32<CG>(a.seq_lens + s0);
     const int q_len = r1 - r0;
     const bool bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || i < r0 || i >= r1;
@@ -368,11 +401,31 @@ template <bool CG> __device__ __forceinline__ fd_rowmeta fd_meta(const fd_args &
     fd_rowmeta m;
     m.hi = bad ? -1 : sl - q_len + (int)(i - r0);
     m.lo = a.window > 0 && m.hi - a.window + 1 > 0 ? m.hi - a.window + 1 : 0;
-    m.kb = m.lo + sp * a.split_len;
-    m.ke = min(m.hi, m.kb + a.split_len - 1);
+    int len = a.split_len;
+    m.ns = a.n_splits;
+    if (a.chunk_min > 0) {
+        const int n = m.hi - m.lo + 1; /* >= 0; 0 for a bad row */
+        len = ((n + a.n_splits - 1) / a.n_splits + U - 1) / U * U;
+        len = max(len, a.chunk_min);
+        m.ns = n > 0 ? (n + len - 1) / len : 1;
+    }
+    m.kb = m.lo + sp * len; /* sp < m.ns: kb <= hi (or the empty range of a bad row) */
+    m.ke = min(m.hi, m.kb + len - 1);
     m.fresh = bad ? 0 : sl - q_len;
     return m;
 }
+
+/* Where split sp's keys start if the window moves nothing and the row is
+ * short (n <= n_splits * chunk_min) or the width rule holds: the position
+ * of the speculative loads before the lengths arrive. Second guess (v1 and
+ * the pre-wait variant, block-table entries only; fd_two): sp * split_len,
+ * right for a row whose own length is the width's (n within about
+ * n_splits * U keys of the bound: tight tables, vllm run / bench). */
+__device__ __forceinline__ int fd_spec_kb(const fd_args &a, int sp) {
+    return sp * (a.chunk_min > 0 ? a.chunk_min : a.split_len);
+}
+
+__device__ __forceinline__ bool fd_two(const fd_args &a) { return a.chunk_min > 0 && a.split_len != a.chunk_min; }
 
 template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds__(FD_NT) k_fd(fd_args a) {
     constexpr bool V2 = VAR >= 1, PRE = VAR == 2; /* VAR: 0 the original, 1 v2, 2 v2 with pre-wait loads */
@@ -392,18 +445,21 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
     const int g = blockIdx.x, sp = blockIdx.z, G = a.G;
     const int64_t i = blockIdx.y;
     const int step = FD_WARPS * U;
+    const int kb_spec = fd_spec_kb(a, sp); /* split sp's first key, speculated (fd_meta) */
 
     const int s0 = cuda_row_seq(a.qsl, a.S, i); /* the sequence of row i */
     const int32_t *btrow = a.bt + (int64_t)s0 * a.max_blocks;
     const char *kbase = nullptr, *vbase = nullptr; /* this lane's dims of kv head g in block 0, slot 0 */
-    /* Block-table entries of the warp's first two runs assuming lo = 0 (and
-     * in v2 the first run's K/V rows), requested before the lengths arrive. */
+    /* Block-table entries of the warp's first two runs assuming kb =
+     * kb_spec (and in v2 the first run's K/V rows), requested before the
+     * lengths arrive. */
     int bl0[U], bl1[U];
+    [[maybe_unused]] int blb0[V2 ? 1 : U], blb1[V2 ? 1 : U]; /* v1: the second guess (fd_two) */
     uint32_t K0[V2 ? U : 1][RW], V0[V2 ? U : 1][RW]; /* v2: K/V rows of the first run */
     fd_pos p0 = {0, 0, 0}; /* v2: the position of the warp's current run */
     int db = 0, dr = 0;    /* v2: a step of the warp, in blocks and slots */
     bool badk = false;     /* v2: a bad block id of a key in range seen */
-    fd_rowmeta mpre = {0, 0, 0, 0, 0}; /* PRE: the row's keys, known before the wait */
+    fd_rowmeta mpre = {0, 0, 0, 0, 0, 1}; /* PRE: the row's keys, known before the wait */
     if constexpr (PRE) {
         /* Before the wait: the lengths, the block table and K/V rows of
          * keys the previous kernel cannot have written (those before the
@@ -411,12 +467,23 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
         kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
         vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
         db = step / a.B, dr = step - db * a.B;
-        p0 = fd_at(a, sp * a.split_len + warp * U);
-        fd_bt2<U>(a, btrow, p0, bl0); /* assuming lo = 0, with the lengths */
-        mpre = fd_meta<true>(a, s0, i, sp);
-        if (mpre.lo != 0) {
-            p0 = fd_at(a, mpre.kb + warp * U);
-            fd_bt2<U>(a, btrow, p0, bl0);
+        p0 = fd_at(a, kb_spec + warp * U);
+        fd_bt2<U>(a, btrow, p0, bl0); /* assuming kb = kb_spec, with the lengths */
+        const bool two = fd_two(a);
+        const fd_pos pb = fd_at(a, sp * a.split_len + warp * U);
+        int blb[U];
+        if (two) fd_bt2<U>(a, btrow, pb, blb); /* the second guess */
+        mpre = fd_meta<true, U>(a, s0, i, sp);
+        if (sp >= mpre.ns) return; /* past the row's active splits (before the wait: nothing written) */
+        if (mpre.kb != kb_spec) {  /* a window or a long row moved the split */
+            if (two && mpre.kb == sp * a.split_len) {
+                p0 = pb;
+#pragma unroll
+                for (int u = 0; u < U; u++) bl0[u] = blb[u];
+            } else {
+                p0 = fd_at(a, mpre.kb + warp * U);
+                fd_bt2<U>(a, btrow, p0, bl0);
+            }
         }
         fd_bt2<U>(a, btrow, fd_adv(a, p0, step, db, dr), bl1);
         fd_kv2<RW, U, false>(a, kbase, vbase, p0, min(mpre.ke, mpre.fresh - 1), bl0, K0, V0, &badk);
@@ -440,13 +507,17 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
         kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
         vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
         db = step / a.B, dr = step - db * a.B;
-        p0 = fd_at(a, sp * a.split_len + warp * U);
+        p0 = fd_at(a, kb_spec + warp * U);
         fd_bt2<U>(a, btrow, p0, bl0);
         fd_bt2<U>(a, btrow, fd_adv(a, p0, step, db, dr), bl1);
         fd_kv2<RW, U, true>(a, kbase, vbase, p0, 0, bl0, K0, V0, &badk);
     } else {
-        fd_bt<U>(a, btrow, sp * a.split_len + warp * U, bl0);
-        fd_bt<U>(a, btrow, sp * a.split_len + warp * U + step, bl1);
+        fd_bt<U>(a, btrow, kb_spec + warp * U, bl0);
+        fd_bt<U>(a, btrow, kb_spec + warp * U + step, bl1);
+        if (fd_two(a)) { /* the second guess */
+            fd_bt<U>(a, btrow, sp * a.split_len + warp * U, blb0);
+            fd_bt<U>(a, btrow, sp * a.split_len + warp * U + step, blb1);
+        }
     }
     float qr[GM][DPL], acc[GM][DPL];
 #pragma unroll
@@ -459,12 +530,13 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
             for (int d = 0; d < DPL; d++) qr[gg][d] = qp[d];
         }
     }
-    const fd_rowmeta mt = PRE ? mpre : fd_meta<false>(a, s0, i, sp);
-    const int lo = mt.lo, kb = mt.kb, ke = mt.ke; /* kb > ke: no keys */
+    const fd_rowmeta mt = PRE ? mpre : fd_meta<false, U>(a, s0, i, sp);
+    const int kb = mt.kb, ke = mt.ke, nsr = mt.ns; /* kb > ke: no keys; nsr: the row's active splits */
+    if (sp >= nsr) return; /* past the row's active splits: no partial, not counted by the merge */
     if constexpr (PRE) {
         /* the first runs are loaded (before and after the wait) */
     } else if constexpr (V2) {
-        if (lo != 0) { /* a window moved the split: the real first runs */
+        if (kb != kb_spec) { /* a window or a long row moved the split: the real first runs */
             p0 = fd_at(a, kb + warp * U);
             fd_bt2<U>(a, btrow, p0, bl0);
             fd_bt2<U>(a, btrow, fd_adv(a, p0, step, db, dr), bl1);
@@ -482,9 +554,14 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
             }
         }
     } else {
-        if (lo != 0) { /* a window moved the split */
-            fd_bt<U>(a, btrow, kb + warp * U, bl0);
-            fd_bt<U>(a, btrow, kb + warp * U + step, bl1);
+        if (kb != kb_spec) { /* a window or a long row moved the split */
+            if (fd_two(a) && kb == sp * a.split_len) {
+#pragma unroll
+                for (int u = 0; u < U; u++) bl0[u] = blb0[u], bl1[u] = blb1[u];
+            } else {
+                fd_bt<U>(a, btrow, kb + warp * U, bl0);
+                fd_bt<U>(a, btrow, kb + warp * U + step, bl1);
+            }
         }
         kbase = a.k + (int64_t)g * a.k_s1 + lane * DPL * (int)sizeof(KV);
         vbase = a.v + (int64_t)g * a.v_s1 + lane * DPL * (int)sizeof(KV);
@@ -597,7 +674,7 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
             A += sm_acc[w][gg][d] * f;
         }
         int64_t hq = (int64_t)g * G + gg;
-        if (a.n_splits == 1) {
+        if (nsr == 1) {
             ((float *)(a.out + i * a.o_s0 + hq * a.o_s1))[d] = L > 0.0f ? A / L : 0.0f;
         } else {
             int64_t pi = (i * a.h + hq) * a.n_splits + sp;
@@ -608,21 +685,22 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
             }
         }
     }
-    if (a.n_splits == 1) return;
-    /* The last CTA of (row i, kv head g) to finish merges the n_splits
+    if (nsr == 1) return;
+    /* The last CTA of (row i, kv head g) to finish merges the row's nsr
      * partials (threadfence + counter: the others' writes are visible to
-     * it) and resets the counter for the next launch or graph replay. */
+     * it) and resets the counter for the next launch or graph replay. The
+     * partials of a row and head lie n_splits apart (the grid's count). */
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
         int *cnt = a.counters + i * gridDim.x + g;
-        last = atomicAdd(cnt, 1) == a.n_splits - 1;
+        last = atomicAdd(cnt, 1) == nsr - 1;
         if (last) *cnt = 0;
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const int ns = a.n_splits;
+    const int ns = nsr, nst = a.n_splits; /* partials to merge, their stride */
     /* Columns of 4 dims, summed over the splits below (R threads per column
      * when there are fewer columns than threads, each taking every R-th
      * split). v2 with a.mpf: the first MU partials of this thread's first
@@ -635,7 +713,7 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
     if constexpr (V2) {
         const int c = R == 1 ? threadIdx.x : threadIdx.x % cols, r = R == 1 ? 0 : threadIdx.x / cols;
         const bool go = a.mpf && c < cols && r < R;
-        const float4 *src = p4 + (i * a.h + (int64_t)g * G + (go ? c / C4 : 0)) * ns * C4 + (go ? c % C4 : 0);
+        const float4 *src = p4 + (i * a.h + (int64_t)g * G + (go ? c / C4 : 0)) * nst * C4 + (go ? c % C4 : 0);
 #pragma unroll
         for (int k = 0; k < MU; k++) {
             const int t = r + k * R;
@@ -645,7 +723,7 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
     /* Factors e^(m_s - M) / L per head and split (one warp per head; in v2
      * a lane's (m, l) pairs are loaded once, all at the same time). */
     for (int gg = warp; gg < G; gg += FD_WARPS) {
-        const float2 *ml = (const float2 *)a.part_ml + (i * a.h + (int64_t)g * G + gg) * ns;
+        const float2 *ml = (const float2 *)a.part_ml + (i * a.h + (int64_t)g * G + gg) * nst;
         if constexpr (V2) {
             float2 v[FD_MAXS / 32];
             float M = -INFINITY;
@@ -692,7 +770,7 @@ template <typename KV, int DPL, int GM, int VAR> __global__ void __launch_bounds
         const int gg = c / C4;
         float4 A = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c < cols && r < R) {
-            const float4 *src = p4 + (i * a.h + (int64_t)g * G + gg) * ns * C4 + c % C4;
+            const float4 *src = p4 + (i * a.h + (int64_t)g * G + gg) * nst * C4 + c % C4;
             int t = r;
             if constexpr (V2) {
                 if (a.mpf && c0 == 0) { /* the prefetched partials first */
@@ -896,8 +974,11 @@ static bool fd_v2_ok(const rt_tensor *kc, const rt_tensor *vc) {
  * original, 1 v2, 2 v2 with its first loads before the PDL wait.
  * VLLM_CUDA_FD_V2: 0 the original, 1 v2 at every T, auto (unset or any
  * other value) v2 for T <= FD_V2_MAX_T and ctx <= VLLM_CUDA_FD_V2_CTX
- * (default FD_V2_MAX_CTX; 0: no bound). VLLM_CUDA_FD_PRE: 0 v2 waits
- * first, otherwise v2 is the pre-wait kernel. */
+ * (default FD_V2_MAX_CTX; 0: no bound), and for T <= FD_V2_MAX_T2 and
+ * ctx <= FD_V2_T2_CTX (or that bound if lower). ctx is the host's bound (block-table width x block
+ * size, or the window), never the device-side lengths: a wide table (vllm
+ * serve) keeps the original at T = 2. VLLM_CUDA_FD_PRE: 0 v2 waits first,
+ * otherwise v2 is the pre-wait kernel. */
 static int fd_variant(int64_t T, int64_t ctx, const rt_tensor *kc, const rt_tensor *vc) {
     if (!fd_v2_ok(kc, vc)) return 0;
     const char *e = getenv("VLLM_CUDA_FD_V2");
@@ -907,7 +988,8 @@ static int fd_variant(int64_t T, int64_t ctx, const rt_tensor *kc, const rt_tens
     else {
         const char *c = getenv("VLLM_CUDA_FD_V2_CTX");
         const long most = c && *c ? atol(c) : FD_V2_MAX_CTX;
-        v2 = T <= FD_V2_MAX_T && (most <= 0 || ctx <= most);
+        v2 = T <= FD_V2_MAX_T ? most <= 0 || ctx <= most
+                              : T <= FD_V2_MAX_T2 && ctx <= (most > 0 && most < FD_V2_T2_CTX ? most : FD_V2_T2_CTX);
     }
     if (!v2) return 0;
     const char *p = getenv("VLLM_CUDA_FD_PRE");
@@ -1007,6 +1089,10 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
     ns = (ctx + len - 1) / len;
     a.n_splits = (int)ns;
     a.split_len = (int)len;
+    /* Each row's split length from its real context in the kernel
+     * (fd_meta), unless VLLM_CUDA_FD_SPLIT=width (the length above). */
+    const char *split = getenv("VLLM_CUDA_FD_SPLIT");
+    a.chunk_min = split && !strcmp(split, "width") ? 0 : (int)(FD_WARPS * U);
     void *tmp = NULL;
     if (ns > 1) { /* partials in the persistent workspace (graph-safe); the bound always holds */
         size_t n = (size_t)(T * h * ns);

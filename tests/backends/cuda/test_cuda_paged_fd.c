@@ -13,7 +13,11 @@
  * 1: v2 at every batch size, with VLLM_CUDA_FD_PRE = 0 waiting for the
  * previous kernel first, and 1 reading metadata and old K/V before that,
  * the latter also with VLLM_CUDA_FD_MPF = 0: split merge without the
- * early partial loads).
+ * early partial loads; and v1 and the pre-wait v2 again with
+ * VLLM_CUDA_FD_SPLIT=width, the old split rule).
+ * test_fd_wide_table: 131,072-key block tables over contexts of 1 .. 2048
+ * keys (each row's split length from its own length), eager and in one
+ * graph replayed after new lengths are copied to the device.
  * test_fd_store_then_attend: KV stores of the new tokens' rows right
  * before the attention (eager and in a graph), over stale rows in those
  * slots: the pre-wait variant must see the stored rows.
@@ -21,7 +25,9 @@
  * test_fd_speed (skipped when VLLM_CUDA_SPEED=0) times the kernel in a CUDA
  * graph of 32 calls over 32 different caches (one per "layer", so the L2
  * holds none of them) for each VLLM_CUDA_FD_CTAS = 1..4 and each variant,
- * and prints us per call and GB/s of K/V read.
+ * and prints us per call and GB/s of K/V read; then Llama-3-8B T = 1 at
+ * 1000 keys under a 131,072-key table and under its own, with the old and
+ * the per-row split rule ("speed: fd llama-8b T=1 ctx 1000 table ...").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,22 +62,28 @@ typedef struct {
     int graph;            /* run through a graph of two calls, replayed three times */
 } fd_case;
 
-/* k_fd variants (VLLM_CUDA_FD_V2 and VLLM_CUDA_FD_PRE, read by the
- * backend at each launch). */
-enum { NVAR = 4 };
-static const char *const g_v2[NVAR] = {"0", "1", "1", "1"}, *const g_pre[NVAR] = {"0", "0", "1", "1"},
-                         *const g_mpf[NVAR] = {"1", "1", "1", "0"};
+/* k_fd variants (VLLM_CUDA_FD_V2, VLLM_CUDA_FD_PRE, VLLM_CUDA_FD_MPF and
+ * VLLM_CUDA_FD_SPLIT, read by the backend at each launch): v1, v2, v3, v3
+ * without early partial loads, each with the per-row split rule (the
+ * default), then v1 and v3 with the old rule (split length from the
+ * block-table width). */
+enum { NVAR = 6 };
+static const char *const g_v2[NVAR] = {"0", "1", "1", "1", "0", "1"}, *const g_pre[NVAR] = {"0", "0", "1", "1", "0", "1"},
+                         *const g_mpf[NVAR] = {"1", "1", "1", "0", "1", "1"},
+                         *const g_split[NVAR] = {"row", "row", "row", "row", "width", "width"};
 
 static void set_var(int var) {
     setenv("VLLM_CUDA_FD_V2", g_v2[var], 1);
     setenv("VLLM_CUDA_FD_PRE", g_pre[var], 1);
     setenv("VLLM_CUDA_FD_MPF", g_mpf[var], 1);
+    setenv("VLLM_CUDA_FD_SPLIT", g_split[var], 1);
 }
 
 static void unset_var(void) {
     unsetenv("VLLM_CUDA_FD_V2");
     unsetenv("VLLM_CUDA_FD_PRE");
     unsetenv("VLLM_CUDA_FD_MPF");
+    unsetenv("VLLM_CUDA_FD_SPLIT");
 }
 
 /* One case against the CPU op (normalised error <= 1e-5) with each k_fd
@@ -266,6 +278,160 @@ static void test_fd_graph_and_flags(void **st) {
     run_case(&c5);
 }
 
+/* Wide block tables (vllm serve with a model's full context: 131,072 keys
+ * = 8192 blocks of 16 per row) over short real contexts. R rounds of
+ * lengths (lens[r * S + s]) for one batch shape: each round eagerly, then
+ * one graph captured at round 0's lengths and replayed after the lengths
+ * of each round are copied to the device (as decode steps do), each
+ * variant, against the CPU op. Blocks exist for the longest length of
+ * each sequence over the rounds; the table past them holds garbage. */
+typedef struct {
+    int64_t h, kvh, hd;
+    rt_dtype kvt;
+    int32_t window;
+    int S, R;
+    const int32_t *q_lens, *lens;
+} fd_wide;
+
+enum { WIDE_MB = 131072 / 16 };
+
+static void run_wide(const fd_wide *c) {
+    const int64_t B = 16, MB = WIDE_MB, h = c->h, hd = c->hd, S = c->S, R = c->R;
+    int64_t T = 0, NB = 1;
+    int32_t *need = xmalloc((size_t)S * 4), *qsl = xmalloc((size_t)(S + 1) * 4);
+    for (int64_t s = 0; s < S; s++) {
+        int32_t m = 0;
+        for (int64_t r = 0; r < R; r++) m = c->lens[r * S + s] > m ? c->lens[r * S + s] : m;
+        need[s] = (int32_t)((m + B - 1) / B);
+        NB += need[s];
+        T += c->q_lens[s];
+        qsl[s + 1] = qsl[s] + c->q_lens[s];
+    }
+    int32_t *bt = xmalloc((size_t)(S * MB) * 4), *perm = xmalloc((size_t)NB * 4);
+    for (int64_t i = 0; i < NB; i++) perm[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int64_t used = 0;
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t b = 0; b < MB; b++)
+            bt[s * MB + b] = b < need[s] ? perm[used++] : (b % 3 == 0 ? -1 : (int32_t)(NB + 5 + b % 1000));
+    const int64_t sq[3] = {T, h, hd}, sc[4] = {NB, B, c->kvh, hd}, sbt[2] = {S, MB}, ssl[1] = {S}, sqsl[1] = {S + 1};
+    const size_t qn = (size_t)(T * h * hd);
+    float *q = xmalloc(qn * 4), *ref = xmalloc(qn * (size_t)R * 4), *got = xmalloc(qn * 4);
+    for (size_t e = 0; e < qn; e++) q[e] = rnd();
+    void *k = rand_rows(c->kvt, NB * B * c->kvh, hd, 1.0f, rnd), *v = rand_rows(c->kvt, NB * B * c->kvh, hd, 1.0f, rnd);
+    const float scale = 1.0f / sqrtf((float)hd);
+    rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq);
+    rt_tensor hk = rt_tensor_make(k, c->kvt, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, c->kvt, RT_DEV_CPU, 4, sc);
+    rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt), hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl);
+    for (int64_t r = 0; r < R; r++) {
+        rt_tensor ho = rt_tensor_make(ref + (size_t)r * qn, RT_F32, RT_DEV_CPU, 3, sq);
+        rt_tensor hsl = rt_tensor_make((void *)(c->lens + r * S), RT_I32, RT_DEV_CPU, 1, ssl);
+        assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, scale, 0.0f, c->window),
+                         VC_OK);
+    }
+    rt_tensor dq = up(q, RT_F32, 3, sq), dk = up(k, c->kvt, 4, sc), dv = up(v, c->kvt, 4, sc);
+    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(c->lens, RT_I32, 1, ssl);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    const bool graphs = rt_backend_has_graphs(g_gpu);
+    for (int var = 0; var < NVAR; var++) {
+        set_var(var);
+        for (int mode = 0; mode < (graphs ? 2 : 1); mode++) { /* 0 eager, 1 one graph replayed */
+            void *g = NULL;
+            if (mode == 1) {
+                rt_tensor h0 = rt_tensor_make((void *)c->lens, RT_I32, RT_DEV_CPU, 1, ssl);
+                assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dsl, &h0), VC_OK);
+                assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+                assert_int_equal(
+                    rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, c->window), VC_OK);
+                assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+            }
+            for (int64_t r = 0; r < R; r++) {
+                rt_tensor hsl = rt_tensor_make((void *)(c->lens + r * S), RT_I32, RT_DEV_CPU, 1, ssl);
+                assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dsl, &hsl), VC_OK); /* this step's lengths */
+                memset(got, 0, qn * 4);
+                rt_tensor hz = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
+                assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dout, &hz), VC_OK); /* stale results must not pass */
+                if (g) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+                else
+                    assert_int_equal(
+                        rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, c->window),
+                        VC_OK);
+                down(got, &dout);
+                assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+                double e = nerr(got, ref + (size_t)r * qn, (int64_t)qn);
+                if (!(e <= 1e-5))
+                    fail_msg("wide table T=%lld S=%lld h=%lld/%lld hd=%lld %s win=%d: var %d %s round %lld "
+                             "(first len %d): normalised error %.3e",
+                             (long long)T, (long long)S, (long long)h, (long long)c->kvh, (long long)hd,
+                             rt_dtype_name(c->kvt), c->window, var, g ? "graph" : "eager", (long long)r,
+                             c->lens[r * S], e);
+            }
+            if (g) rt_backend_graph_free(g_gpu, g);
+        }
+    }
+    unset_var();
+    drop(&dq);
+    drop(&dk);
+    drop(&dv);
+    drop(&dbt);
+    drop(&dqsl);
+    drop(&dsl);
+    drop(&dout);
+    free(q);
+    free(ref);
+    free(got);
+    free(k);
+    free(v);
+    free(qsl);
+    free(bt);
+    free(perm);
+    free(need);
+}
+
+/* Short contexts (1 .. 2048 keys, chunk multiples among them) under
+ * 131,072-key tables: T = 1, 4 decode rows, 5 mixed rows, one sequence of 4
+ * new tokens (its rows have different contexts), a window; GQA 4 and 2,
+ * bf16 and f32 caches. */
+static void test_fd_wide_table(void **st) {
+    (void)st;
+    NEED_GPU();
+    static const int32_t q1[5] = {1, 1, 1, 1, 1}, q4[1] = {4};
+    static const int32_t l1[5] = {1, 17, 640, 1000, 2048};
+    fd_wide w1 = {32, 8, 128, RT_BF16, 0, 1, 5, q1, l1}; /* Llama-3-8B, T = 1, one length per round */
+    run_wide(&w1);
+    fd_wide w2 = {16, 8, 128, RT_F32, 0, 1, 5, q1, l1}; /* GQA 2, f32 */
+    run_wide(&w2);
+    static const int32_t l4[3 * 4] = {17, 1000, 2048, 1, 2048, 1, 640, 1000, 32, 64, 1056, 33};
+    fd_wide w3 = {16, 8, 128, RT_BF16, 0, 4, 3, q1, l4}; /* Qwen3-0.6B, T = 4 */
+    run_wide(&w3);
+    fd_wide w4 = {32, 8, 128, RT_F32, 0, 4, 3, q1, l4}; /* GQA 4, f32, T = 4 */
+    run_wide(&w4);
+    fd_wide w5 = {32, 8, 128, RT_BF16, 700, 4, 3, q1, l4}; /* a window below some contexts */
+    run_wide(&w5);
+    static const int32_t l5[3 * 5] = {1, 17, 640, 1000, 2048, 2048, 1, 17, 640, 1000, 1024, 2047, 2, 256, 31};
+    fd_wide w6 = {32, 8, 128, RT_BF16, 0, 5, 3, q1, l5}; /* 5 mixed rows */
+    run_wide(&w6);
+    static const int32_t l6[4] = {640, 4, 1000, 2048};
+    fd_wide w7 = {16, 8, 128, RT_BF16, 0, 1, 4, q4, l6}; /* one sequence, 4 new tokens */
+    run_wide(&w7);
+    fd_wide w8 = {32, 8, 128, RT_F32, 0, 1, 4, q4, l6};
+    run_wide(&w8);
+    /* T = 1 at the edges of the rule on an H200 (grid 33 splits; chunk_min
+     * 32 for bf16, 16 for f32): n = 33 x 32 (every split active, len =
+     * chunk_min), one more (len 40, 27 splits), 33 x 16 and one more. */
+    static const int32_t l7[8] = {1056, 1057, 528, 529, 32, 33, 2047, 2};
+    fd_wide w9 = {32, 8, 128, RT_BF16, 0, 1, 8, q1, l7};
+    run_wide(&w9);
+    fd_wide w10 = {16, 8, 128, RT_F32, 0, 1, 8, q1, l7};
+    run_wide(&w10);
+    print_message("wide table: 10 batches x %d variants, eager and graph replays: all match the CPU op\n", NVAR);
+}
+
 /* KV_STORE of K, then of V (or V then K), then the attention, eager and as
  * a graph, against the same three ops on the CPU. The slots of the new
  * tokens hold stale random rows before the stores, so a kernel that read
@@ -365,16 +531,19 @@ static void test_fd_store_then_attend(void **st) {
 }
 
 /* us per call of T decode rows over ctx keys each, per VLLM_CUDA_FD_CTAS
- * value (ctas[v]) and k_fd variant (VLLM_CUDA_FD_V2 = v2[v]): a graph of
- * L calls, each over its own part of the cache (>= 768 MB of K/V in all,
- * L <= 64), so that the L2 never holds the next call's rows. */
-static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, const char *const *ctas,
-                    const char *const *v2, const char *const *pre, const char *const *mpf, double *us, double *gbps) {
+ * value (ctas[v]) and k_fd variant (VLLM_CUDA_FD_V2 = v2[v], ...; split[v]
+ * for VLLM_CUDA_FD_SPLIT, NULL: unset): a graph of L calls, each over its
+ * own part of the cache (>= 768 MB of K/V in all, L <= 64), so that the L2
+ * never holds the next call's rows. Block tables of mbw blocks per row
+ * (0: just the context's), entries past the context pointing at block 0. */
+static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int64_t mbw, int nv, const char *const *ctas,
+                    const char *const *v2, const char *const *pre, const char *const *mpf, const char *const *split,
+                    double *us, double *gbps) {
     enum { LMAX = 64, B = 16, HD = 128 };
-    const int64_t MB = (ctx + B - 1) / B, layer = T * MB * B * kvh * HD * 2 * 2;
+    const int64_t MB = (ctx + B - 1) / B, layer = T * MB * B * kvh * HD * 2 * 2, MW = mbw > MB ? mbw : MB;
     const int L = (int)((768ll << 20) / layer < 1 ? 1 : (768ll << 20) / layer > LMAX ? LMAX : (768ll << 20) / layer);
     const int64_t NB = L * T * MB;
-    const int64_t sc[4] = {NB, B, kvh, HD}, sq[3] = {T, h, HD}, sbt[2] = {T, MB}, ss[1] = {T}, sqsl[1] = {T + 1};
+    const int64_t sc[4] = {NB, B, kvh, HD}, sq[3] = {T, h, HD}, sbt[2] = {T, MW}, ss[1] = {T}, sqsl[1] = {T + 1};
     size_t cbytes = (size_t)NB * B * kvh * HD * 2;
     uint16_t *host = xmalloc(cbytes);
     for (size_t e = 0; e < cbytes / 2; e++) host[e] = (uint16_t)(0x3c00u + (e * 2654435761u >> 20) % 0x200u);
@@ -383,16 +552,19 @@ static void fd_time(int64_t h, int64_t kvh, int64_t T, int32_t ctx, int nv, cons
     float *q = xmalloc((size_t)(T * h * HD) * 4);
     for (int64_t e = 0; e < T * h * HD; e++) q[e] = rnd();
     rt_tensor dq = up(q, RT_F32, 3, sq), dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
-    int32_t *bt = xmalloc((size_t)(L * T * MB) * 4), *qsl = xmalloc((size_t)(T + 1) * 4), *sl = xmalloc((size_t)T * 4);
-    for (int64_t e = 0; e < L * T * MB; e++) bt[e] = (int32_t)e;
+    int32_t *bt = xmalloc((size_t)(L * T * MW) * 4), *qsl = xmalloc((size_t)(T + 1) * 4), *sl = xmalloc((size_t)T * 4);
+    for (int64_t e = 0; e < L * T * MW; e++) /* row e / MW of the L * T rows; blocks 0 .. L*T*MB - 1 */
+        bt[e] = e % MW < MB ? (int32_t)(e / MW * MB + e % MW) : 0;
     for (int64_t s = 0; s < T; s++) qsl[s + 1] = (int32_t)(s + 1), sl[s] = ctx;
     rt_tensor dqsl = up(qsl, RT_I32, 1, sqsl), dsl = up(sl, RT_I32, 1, ss), dbt[LMAX];
-    for (int l = 0; l < L; l++) dbt[l] = up(bt + (size_t)l * T * MB, RT_I32, 2, sbt);
+    for (int l = 0; l < L; l++) dbt[l] = up(bt + (size_t)l * T * MW, RT_I32, 2, sbt);
     for (int v = 0; v < nv; v++) {
         setenv("VLLM_CUDA_FD_CTAS", ctas[v], 1);
         setenv("VLLM_CUDA_FD_V2", v2[v], 1);
         setenv("VLLM_CUDA_FD_PRE", pre[v], 1);
         setenv("VLLM_CUDA_FD_MPF", mpf[v], 1);
+        if (split) setenv("VLLM_CUDA_FD_SPLIT", split[v], 1);
+        else unsetenv("VLLM_CUDA_FD_SPLIT");
         void *g = NULL;
         assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
         for (int l = 0; l < L; l++)
@@ -449,13 +621,30 @@ static void test_fd_speed(void **st) {
     static const char *const mpf[] = {"1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "0", "0", "0", "0"};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         double us[16], gb[16];
-        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 16, ctas, v2, pre, mpf, us, gb);
+        fd_time(cs[k].h, cs[k].kvh, cs[k].T, cs[k].ctx, 0, 16, ctas, v2, pre, mpf, NULL, us, gb);
         for (int x = 0; x < 4; x++) {
             print_message("speed: fd %-24s %s", cs[k].name, name[x]);
             for (int v = 4 * x; v < 4 * x + 4; v++)
                 print_message("  ctas %s: %6.2f us %5.0f GB/s", ctas[v], us[v], gb[v]);
             print_message("\n");
         }
+    }
+    /* Llama-3-8B, T = 1, 1000 keys under a 131,072-key table (vllm serve
+     * with the model's full context) and under a table of its own size:
+     * the old split rule (VLLM_CUDA_FD_SPLIT=width: one split of 4 warps
+     * under the wide table) against the per-row rule, v1 / v2 / v3 at the
+     * default CTAs per SM. */
+    static const char *const wname[] = {"v1", "v2", "v3"};
+    static const char *const wctas[] = {"2", "2", "2", "2", "2", "2"};
+    static const char *const wv2[] = {"0", "0", "1", "1", "1", "1"}, *const wpre[] = {"0", "0", "0", "0", "1", "1"};
+    static const char *const wmpf[] = {"1", "1", "1", "1", "1", "1"};
+    static const char *const wsplit[] = {"width", "row", "width", "row", "width", "row"};
+    for (int wide = 1; wide >= 0; wide--) {
+        double us[6], gb[6];
+        fd_time(32, 8, 1, 1000, wide ? WIDE_MB : 0, 6, wctas, wv2, wpre, wmpf, wsplit, us, gb);
+        for (int x = 0; x < 3; x++)
+            print_message("speed: fd llama-8b T=1 ctx 1000 table %6d keys %s: split width %7.2f us, row %7.2f us\n",
+                          wide ? WIDE_MB * 16 : 1008, wname[x], us[2 * x], us[2 * x + 1]);
     }
 }
 
@@ -473,7 +662,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fd_decode_row),      cmocka_unit_test(test_fd_window), cmocka_unit_test(test_fd_batch),
         cmocka_unit_test(test_fd_graph_and_flags), cmocka_unit_test(test_fd_store_then_attend),
-        cmocka_unit_test(test_fd_speed),
+        cmocka_unit_test(test_fd_wide_table),      cmocka_unit_test(test_fd_speed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
