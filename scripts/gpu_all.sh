@@ -11,6 +11,10 @@
 #   4. compute-sanitizer memcheck of GPU_ALL_MEMCHECK (default
 #      test_cuda_paged_fd), each with VLLM_TEST_FILTER from
 #      GPU_ALL_MEMCHECK_FILTER if set.
+# GPU_ALL_FALLBACK="test:NAME=VALUE[,NAME=VALUE] ...": when step 1 reports
+# that test's exit as non-zero, steps 2-4 run with that environment (the
+# switch that restores the previous kernel), so one failing new kernel does
+# not spoil the measurements of the rest.
 # Each step has its own time limit (GPU_ALL_T_RUN/_TP/_BENCH/_MC seconds),
 # so one hang costs that step only. The key lines go to stdout; every log
 # comes back as one archive, $OUT/gpu_all_logs.tgz (the device tool returns
@@ -32,6 +36,13 @@ grep -E "^[a-z_0-9]+ exit [0-9]+" "$L/run.txt" | tr '\n' ';'
 echo
 grep -E "^== \[|error:|FAILED|Assertion" "$L/run.txt" | grep -v "^== \[" | head -20
 
+for fb in ${GPU_ALL_FALLBACK:-}; do
+    t=${fb%%:*} e=${fb#*:}
+    if ! grep -qE "^$t exit 0$" "$L/run.txt"; then
+        echo "FALLBACK: $t did not pass: steps 2-4 run with $e"
+        for kv in ${e//,/ }; do export "$kv"; done
+    fi
+done
 pack # after every step: a call killed at its limit still returns the earlier logs
 say "2. gpu_tp.sh"
 OUT=$L/tp timeout "${GPU_ALL_T_TP:-240}" bash scripts/gpu_tp.sh >"$L/tp.txt" 2>&1

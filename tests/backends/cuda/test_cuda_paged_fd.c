@@ -664,5 +664,8 @@ int main(void) {
         cmocka_unit_test(test_fd_graph_and_flags), cmocka_unit_test(test_fd_store_then_attend),
         cmocka_unit_test(test_fd_wide_table),      cmocka_unit_test(test_fd_speed),
     };
+    /* VLLM_TEST_FILTER=<pattern>: only the matching tests (memcheck runs) */
+    const char *flt = getenv("VLLM_TEST_FILTER");
+    if (flt && *flt) cmocka_set_test_filter(flt);
     return cmocka_run_group_tests(tests, setup, teardown);
 }
