@@ -58,6 +58,7 @@ grep -v '^{' "$L/bench.txt" | cut -c1-300 | tail -70
 
 pack
 say "4. memcheck"
+source scripts/gpu_deps.sh || exit 1 # the test binaries need the unpacked libraries (cmocka)
 for t in ${GPU_ALL_MEMCHECK:-test_cuda_paged_fd}; do
     (cd build-gpu && env VLLM_CUDA_SPEED=0 ${GPU_ALL_MEMCHECK_FILTER:+VLLM_TEST_FILTER=$GPU_ALL_MEMCHECK_FILTER} \
         timeout "${GPU_ALL_T_MC:-90}" compute-sanitizer --tool memcheck --error-exitcode 9 ./"$t") \
