@@ -258,14 +258,46 @@ static void run_world(int W, bool native) {
 
 /* Collectives in symmetric buffers (rt_comm_group_alloc_sym; with the
  * zero-CTA policy NCCL may all-gather on the copy engines): per round,
- * the whole buffer [W * n] reduce-scattered in place into the own block
- * and all-gathered back in place (sync, or start + wait), then an
- * all-reduce in place; bf16 and f32. */
+ * the whole buffer [W * n] reduce-scattered into the own block and
+ * all-gathered back (sync, or start + wait), then an all-reduce in place;
+ * bf16 and f32. Rounds 0-7 run the reduce-scatter and the all-gather in
+ * place (as the model's VLLM_TP_SYM path does), rounds 8-11 out of place
+ * (through the second symmetric buffer): session 6 saw a wrong sum in
+ * round 4 (n = 4949, in place) and NCCL 2.28.3 has a report of wrong
+ * in-place symmetric all-reduces (NVIDIA/nccl#1924), so each step is
+ * checked on its own and the error names the step. */
 #define SYM_N 65536
+#define SYM_ROUNDS 12
 typedef struct {
     rank_arg a;
     void *buf, *buf2; /* W * SYM_N * 4 bytes each, symmetric */
 } sym_arg;
+
+/* Downloads d [tot] into h and compares elements [lo, lo + cnt) with
+ * mul x (the sum over ranks of val(r, k, i)); false (and a message naming
+ * the step) at the first difference. */
+static bool sym_check(rank_arg *a, rt_backend *be, const rt_tensor *d, char *h, size_t lo, size_t cnt, int k,
+                      float mul, const char *step, bool oop) {
+    rt_tensor ht = rt_tensor_1d(h, d->dtype, RT_DEV_CPU, d->shape[0]);
+    if (rt_tensor_copy_bytes(be, &ht, d) < 0 || rt_backend_sync(be) < 0) {
+        note(a, "download");
+        return false;
+    }
+    bool b16 = d->dtype == RT_BF16;
+    for (size_t i = lo; i < lo + cnt; i++) {
+        float want = 0;
+        for (int r = 0; r < a->c->world; r++) want += val(r, k + 5, i);
+        want *= mul;
+        float got = b16 ? rt_bf16_to_f32(((uint16_t *)h)[i - lo]) : ((float *)h)[i - lo];
+        if (got != want) {
+            snprintf(a->err, sizeof a->err, "symmetric %s round %d (%s) after %s [%zu]: %g, want %g",
+                     rt_dtype_name(d->dtype), k, oop ? "out of place" : "in place", step, i, got, want);
+            a->failures++;
+            return false;
+        }
+    }
+    return true;
+}
 
 static void *sym_main(void *p) {
     sym_arg *sa = p;
@@ -273,9 +305,10 @@ static void *sym_main(void *p) {
     rt_comm *c = a->c;
     rt_backend *be = c->be;
     int W = c->world;
-    for (int k = 0; k < 8 && !a->failures; k++) {
+    for (int k = 0; k < SYM_ROUNDS && !a->failures; k++) {
         size_t n = k < 4 ? SYM_N : (size_t)(1 + k * 1237), tot = (size_t)W * n, es = k % 2 ? 4 : 2;
         rt_dtype dt = k % 2 ? RT_F32 : RT_BF16;
+        bool oop = k >= 8;
         char *h = malloc(tot * es);
         if (!h) {
             note(a, "alloc");
@@ -287,28 +320,26 @@ static void *sym_main(void *p) {
             else ((float *)h)[i] = v;
         }
         rt_tensor ht = rt_tensor_1d(h, dt, RT_DEV_CPU, (int64_t)tot), dw = rt_tensor_1d(sa->buf, dt, RT_DEV_CUDA, (int64_t)tot);
-        rt_tensor own = rt_tensor_slice0(&dw, (int64_t)((size_t)c->rank * n), (int64_t)n);
+        size_t own0 = (size_t)c->rank * n;
+        /* in place: the own block of dw; out of place: the head of buf2 */
+        rt_tensor own = oop ? rt_tensor_1d(sa->buf2, dt, RT_DEV_CUDA, (int64_t)n)
+                            : rt_tensor_slice0(&dw, (int64_t)own0, (int64_t)n);
         if (rt_tensor_copy_bytes(be, &dw, &ht) < 0) note(a, "upload");
         if (rt_comm_reduce_scatter_sum(c, &dw, &own) < 0) note(a, "sym reduce_scatter");
-        int slot = k % RT_COMM_SLOTS;
-        if (k % 4 < 2 ? rt_comm_all_gather(c, &own, &dw) < 0
-                      : rt_comm_all_gather_start(c, &own, &dw, slot) < 0 || rt_comm_wait(c, slot) < 0)
-            note(a, "sym all_gather");
-        if (rt_comm_all_reduce_sum(c, &dw) < 0) note(a, "sym all_reduce"); /* W x the sum */
-        if (rt_tensor_copy_bytes(be, &ht, &dw) < 0 || rt_backend_sync(be) < 0) note(a, "download");
-        for (size_t i = 0; i < tot && !a->failures; i++) {
-            float want = 0;
-            for (int r = 0; r < W; r++) want += val(r, k + 5, i);
-            want *= (float)W;
-            float got = es == 2 ? rt_bf16_to_f32(((uint16_t *)h)[i]) : ((float *)h)[i];
-            if (got != want) {
-                snprintf(a->err, sizeof a->err, "symmetric %s round %d [%zu]: %g, want %g", rt_dtype_name(dt), k, i,
-                         got, want);
-                a->failures++;
-            }
+        bool ok = !a->failures;
+        if (ok) { /* own [n] holds elements own0 .. own0 + n of the sum */
+            rt_tensor ob = rt_tensor_1d(own.data, dt, RT_DEV_CUDA, (int64_t)n);
+            ok = sym_check(a, be, &ob, h, own0, n, k, 1.0f, "reduce_scatter", oop);
         }
+        int slot = k % RT_COMM_SLOTS;
+        if (ok && (k % 4 < 2 ? rt_comm_all_gather(c, &own, &dw) < 0
+                             : rt_comm_all_gather_start(c, &own, &dw, slot) < 0 || rt_comm_wait(c, slot) < 0))
+            note(a, "sym all_gather");
+        ok = ok && !a->failures && sym_check(a, be, &dw, h, 0, tot, k, 1.0f, "all_gather", oop);
+        if (ok && rt_comm_all_reduce_sum(c, &dw) < 0) note(a, "sym all_reduce"); /* W x the sum */
+        ok = ok && !a->failures && sym_check(a, be, &dw, h, 0, tot, k, (float)W, "all_reduce (in place)", oop);
         free(h);
-        a2a_round(a, k, n, sa->buf, sa->buf2);
+        if (ok) a2a_round(a, k, n, sa->buf, sa->buf2);
     }
     return NULL;
 }
@@ -337,10 +368,11 @@ static void sym_world(int W, const char *cta) {
     for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
     rt_comm_group_free(c, W);
     for (int r = 0; r < W; r++)
-        if (args[r].a.failures) fail_msg("symmetric world %d rank %d: %s", W, r, args[r].a.err);
-    print_message("nccl symmetric buffers, world %d, CTA policy %s: reduce_scatter/all_gather/all_reduce in place, "
-                  "all_to_all equal to the reference\n",
-                  W, cta ? cta : "default");
+        if (args[r].a.failures)
+            fail_msg("symmetric world %d (CTA policy %s) rank %d: %s", W, cta ? cta : "default", r, args[r].a.err);
+    print_message("nccl symmetric buffers, world %d, CTA policy %s: %d rounds of reduce_scatter + all_gather (in place "
+                  "and out of place) + all_reduce in place, all_to_all equal to the reference\n",
+                  W, cta ? cta : "default", SYM_ROUNDS);
 }
 
 static void test_nccl_symmetric(void **st) {
