@@ -126,13 +126,21 @@ static void compare(const char *path, int tp, const json_t *prompts, const json_
     tp_close(&b);
 }
 
-static void fixture(const char *name, int tp) {
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s/%s", FIXTURES, name);
+/* The fixture directory of `name` into dir and its golden.json (the
+ * caller json_decref's it). */
+static json_t *load_golden(const char *name, char *dir, size_t dir_size) {
+    char path[1200];
+    snprintf(dir, dir_size, "%s/%s", FIXTURES, name);
     snprintf(path, sizeof path, "%s/golden.json", dir);
     json_error_t jerr;
     json_t *g = json_load_file(path, 0, &jerr);
     if (!g) fail_msg("%s: %s", path, jerr.text);
+    return g;
+}
+
+static void fixture(const char *name, int tp) {
+    char dir[1024];
+    json_t *g = load_golden(name, dir, sizeof dir);
     const json_t *cases = json_object_get(g, "cases");
     /* golden cases are in prompt order, one per prompt */
     assert_int_equal(json_array_size(cases), json_array_size(json_object_get(g, "prompts")));
@@ -170,12 +178,8 @@ static void test_split_rows_tp2(void **st) {
  * the rank that holds it (mdl_logits_head_sp's gather path; all-position
  * logits take its all-gather path). */
 static void compare_last(const char *name, int tp) {
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s/%s", FIXTURES, name);
-    snprintf(path, sizeof path, "%s/golden.json", dir);
-    json_error_t jerr;
-    json_t *g = json_load_file(path, 0, &jerr);
-    if (!g) fail_msg("%s: %s", path, jerr.text);
+    char dir[1024];
+    json_t *g = load_golden(name, dir, sizeof dir);
     const json_t *prompts = json_object_get(g, "prompts");
     tp_model a, b;
     if (tp_open(&a, dir, 1) < 0 || tp_open(&b, dir, tp) < 0) fail_msg("load %s: %s", dir, vc_err_msg());
