@@ -12,10 +12,10 @@
  * distributed shared memory (each reads the others' s fields after a
  * cluster barrier; a second barrier before anyone overwrites or exits).
  * At one CTA a row (the !C build) the kernel gains only on top_p rows
- * (its tail below); a row without top_p (greedy, or temperature with
- * min_p / top_k / penalties alone) runs k_sample's row code instead,
- * sample_row_block, decided per row on the device: one CTA on the
- * kernel's own code measured slower there (session 6, B = 256: T 1
+ * (its tail below); a row without top_p (greedy, or sampled with top_p
+ * = 1, whatever its min_p / top_k / penalties) runs k_sample's row code
+ * instead, sample_row_block, decided per row on the device: one CTA on
+ * the kernel's own code measured slower there (session 6, B = 256: T 1
  * 311 -> 435 us, greedy 84.5 -> 91.4; same registers, 62-63, and shared
  * memory, 42 KB, so the same occupancy: one CTA an SM, as k_sample).
  * VLLM_CUDA_TOPP_BLOCKROWS=0 keeps every row on the own code (A/B).
