@@ -4,7 +4,11 @@
 #     the cluster kernel, default, and the one-block-per-row kernel,
 #     VLLM_CUDA_TOPP=0; distribution; speed: one line per batch, vocab and
 #     setting with both kernels' times, block vs cluster, top_p alone on
-#     flat and on peaked rows at B = 1, 16, 64, V = 128256 and 151936);
+#     flat and on peaked rows at B = 1, 16, 64, V = 128256 and 151936, and
+#     B = 256 at 151936, where the cluster kernel runs one CTA a row and its
+#     rows without top_p run k_sample's row code: "own" = without that
+#     routing, VLLM_CUDA_TOPP_BLOCKROWS=0; the B = 256 lines again as
+#     cluster / block ratios);
 #   - `vllm bench --device cuda` on the random Qwen3-0.6B-shaped bf16
 #     checkpoint of gpu_e2e.sh (made here, in the background while the rest
 #     runs), temperature 1 (bench's default), host sampling
@@ -58,11 +62,21 @@ if [ -z "$B" ] || ! runs; then
     cmake --build $B -j"$(nproc)" --target $T >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 fi
 say "test_cuda_sample"
-(cd $B && timeout ${SAMPLE_TIMEOUT:-100} ./test_cuda_sample) >"$OUT/test_cuda_sample.log" 2>&1
+(cd $B && timeout ${SAMPLE_TIMEOUT:-150} ./test_cuda_sample) >"$OUT/test_cuda_sample.log" 2>&1
 echo "test_cuda_sample exit $?"
 grep -E "differ|nucleus|distribution|speed|FAILED|ERROR|OK \]|^\[ *(SKIPPED|PASSED)" "$OUT/test_cuda_sample.log" \
     | grep -vE ": 0 differ \(|: 0 rows differ" | head -80
 echo "comparisons with no differing row (vs the CPU op, vs the block kernel): $(grep -cE ': 0 differ \(|: 0 rows differ' "$OUT/test_cuda_sample.log")"
+# B = 256 (one CTA a row): cluster / block, and own / block (before the routing of rows without top_p)
+grep -E "^speed: sample B=256" "$OUT/test_cuda_sample.log" | awk '{
+    n = ""; b = c = o = "";
+    for (i = 5; i <= NF; i++) {
+        if ($i == "block") { b = $(i + 1); i++ } else if ($i == "cluster") { c = $(i + 1); i++ }
+        else if ($i == "own:") { o = $(i + 1); i++ } else if (b == "") n = n " " $i
+    }
+    sub(/\)$/, "", o);
+    if (b > 0) printf "B=256%s: cluster/block %.2f (%s / %s us), own/block %s\n", n, c / b, c, b, o != "" ? sprintf("%.2f", o / b) : "-"
+}'
 if [ "$QUICK" = 1 ]; then
     say "ncu: top_p speed lines (kernel us: block, cluster auto, cluster 16, cluster match-aggregated bins)"
     (cd $B && VLLM_TEST_FILTER=test_speed VLLM_CUDA_SPEED=topp timeout 60 /usr/local/cuda/bin/ncu -k regex:k_sample \

@@ -6,8 +6,10 @@
  *                      row split over its CTAs (VLLM_CUDA_TOPP=1, default).
  * Here: the block-level primitives (reductions, scans, radix select, find
  * in id order), the exact exp of the host sampler, fixed-point masses, the
- * top_k stage and the single-block tail (see cuda_sample.cu's comment for
- * the algorithm and the CPU op it reproduces).
+ * top_k stage, the top_p candidate cut, the single-block tail and
+ * k_sample's whole row (sample_row_block: k_sample is that alone;
+ * k_sample_cl's one-CTA build runs it for rows without top_p). See
+ * cuda_sample.cu's comment for the algorithm and the CPU op it reproduces.
  */
 #ifndef VLLM_CUDA_SAMPLE_CUH
 #define VLLM_CUDA_SAMPLE_CUH
@@ -491,6 +493,158 @@ __device__ static inline void apply_penalties(float *x, int V, const float *f, c
         if (t >= 0 && t < V) cnt[t] = 0;
     }
 }
+/* The top_p candidate cut (rows that reach the tail without candidates,
+ * top_p < 1). One pass over the row computes every ev (ev_of) and its mass
+ * fx(ev), their total S (sample_tail's S, exactly: integer sums) and, per
+ * ebin, the count and mass of the tokens with mass. With N = topp_need(S),
+ * b = the highest bin such that bins >= b hold mass >= N. Every token with
+ * mass in bins >= b has a larger ev than any other with mass (tokens
+ * without mass never count: not in a select, a tie or the draw), so for
+ * the tail's radix select over ev (the tau with weight(> tau) < N <=
+ * weight(>= tau)) tau lies in a bin >= b, every weight at or above it a
+ * candidate's: tau, the ties at tau, the kept mass and the draw in id order
+ * come out the same over the candidates (given S) as over the row. A bin
+ * b < EBIN_FLOOR cannot be chosen: bins are >= it. Returns C, the number
+ * of tokens with mass in bins >= b (CAND_CAP + 1 when more, or when no b
+ * exists), *bsel = b, *Srow = S. Overwrites x with ev (sample_tail's
+ * first pass, done here). */
+__device__ static inline int topp_bins(float *x, int V, float mx, float cut, float top_p, unsigned *bsel, u64 *Srow,
+                                       samp_smem &s) {
+    const int lane = threadIdx.x & 31;
+    unsigned *cnt = reinterpret_cast<unsigned *>(s.cid); /* free until the gather */
+    for (int b = threadIdx.x; b < RB; b += ST) s.mass[b] = 0, cnt[b] = 0;
+    __syncthreads();
+    u64 S = 0;
+    for (int base = 0; base < V; base += ST) {
+        int i = base + (int)threadIdx.x;
+        unsigned bin = 0xFFFFFFFFu;
+        u64 w = 0;
+        if (i < V) {
+            float e = ev_of(x[i], cut, mx);
+            x[i] = e; /* from here on the row holds ev */
+            w = fx(e);
+            if (w) bin = ebin(e);
+        }
+        S += w;
+        /* warp-aggregated as in radix_select (w <= 2^40: two 20-bit halves) */
+        if (!__any_sync(0xffffffffu, bin != 0xFFFFFFFFu)) continue; /* warp-uniform */
+        unsigned grp = __match_any_sync(0xffffffffu, bin);
+        unsigned lo = __reduce_add_sync(grp, (unsigned)(w & 0xFFFFF)), hi = __reduce_add_sync(grp, (unsigned)(w >> 20));
+        if (bin != 0xFFFFFFFFu && lane == __ffs(grp) - 1) {
+            add_u64(&s.mass[bin], ((u64)hi << 20) + lo);
+            atomicAdd(&cnt[bin], (unsigned)__popc(grp));
+        }
+    }
+    S = block_sum(S, s); /* synchronises: the bins are complete */
+    const u64 N = topp_need(top_p, S);
+    /* bins in descending order (largest ev first), two per thread */
+    const int b0 = RB - 1 - 2 * (int)threadIdx.x, b1 = b0 - 1;
+    const u64 m0 = s.mass[b0], m1 = s.mass[b1], c0 = cnt[b0], c1 = cnt[b1];
+    if (threadIdx.x == 0) s.sel = -1;
+    u64 tot, ex = block_excl_scan(m0 + m1, &tot, s), cx = block_excl_scan(c0 + c1, &tot, s);
+    if (ex < N && N <= ex + m0) s.sel = b0, s.u1 = cx + c0;
+    else if (ex + m0 < N && N <= ex + m0 + m1) s.sel = b1, s.u1 = cx + c0 + c1;
+    __syncthreads();
+    const int sel = s.sel;
+    const u64 C = s.u1;
+    __syncthreads();
+    *Srow = S;
+    if (sel < 0) return CAND_CAP + 1; /* block-uniform: N > S (no top_p cut at all) */
+    *bsel = (unsigned)sel;
+    return C > (u64)CAND_CAP ? CAND_CAP + 1 : (int)C;
+}
+
+/* k_sample's row (cuda_sample.cu's comment): row `row` of the batch on
+ * this block of ST threads, s its shared memory. Also k_sample_cl's
+ * one-CTA build runs it for the rows that do not take its top_p tail
+ * (sample_row_block_wants). */
+__device__ static inline void sample_row_block(float *logits, int V, const float *fp, const int32_t *ip,
+                                               const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out,
+                                               int64_t row, samp_smem &s) {
+    float *x = logits + row * (int64_t)V;
+    const float *f = fp + row * RT_SAMPLE_NF;
+    const int32_t *q = ip + row * RT_SAMPLE_NI;
+    const float T = f[RT_SAMPLE_TEMP];
+    const bool greedy = !(T > 0.0f);
+    const int np = q[RT_SAMPLE_N_PROMPT], no = q[RT_SAMPLE_N_OUTPUT];
+    const int64_t off = q[RT_SAMPLE_HIST_OFF];
+    if (hist && cnt && np >= 0 && no >= 0 && np + no > 0 && off >= 0 && off + np + no <= n_hist) {
+        for (int i = threadIdx.x; i < V; i += ST) {
+            float v = x[i];
+            if (v != v) x[i] = -INFINITY;
+        }
+        __syncthreads();
+        apply_penalties(x, V, f, hist + off, np, no, cnt + row * (int64_t)V);
+    }
+    __syncthreads();
+    /* NaN -> -inf (when no penalties came first), temperature and the max
+     * (lowest index among maxima); -inf / T stays -inf */
+    const bool div = !greedy && T != 1.0f;
+    float mx = -INFINITY;
+    int amx = 0x7fffffff;
+    for (int i = threadIdx.x; i < V; i += ST) {
+        float v = x[i];
+        const bool nan = v != v;
+        if (nan) v = -INFINITY;
+        if (div) v = __fdiv_rn(v, T);
+        if (div || nan) x[i] = v;
+        if (v > mx || (v == mx && i < amx)) mx = v, amx = i;
+    }
+    block_max_idx(mx, amx, s);
+    if (greedy || mx == -INFINITY) { /* nothing to draw from: token 0 (amx is 0 then) */
+        if (threadIdx.x == 0) out[row] = greedy ? amx : 0;
+        return;
+    }
+    uint64_t ubits = (uint64_t)(uint32_t)q[RT_SAMPLE_U_LO] | (uint64_t)(uint32_t)q[RT_SAMPLE_U_HI] << 32;
+    const double u = __longlong_as_double((long long)ubits);
+    if (mx == INFINITY) { /* +inf logits share all the mass equally */
+        u64 n = 0;
+        for (int i = threadIdx.x; i < V; i += ST) n += x[i] == INFINITY;
+        n = block_sum(n, s);
+        u64 j = (u64)(u * (double)n);
+        if (j >= n) j = n - 1;
+        int tok = block_find(V, [&](int i) -> u64 { return x[i] == INFINITY; }, j, s);
+        if (threadIdx.x == 0) out[row] = tok >= 0 ? tok : amx;
+        return;
+    }
+    float cut = -INFINITY;
+    if (f[RT_SAMPLE_MIN_P] > 0.0f) cut = __fadd_rn(mx, f[RT_SAMPLE_LOG_MIN_P]);
+    const int k = q[RT_SAMPLE_TOP_K];
+    float *xv = x; /* what sample_tail works on: the row, or the candidates */
+    int n = V;
+    bool cands = false;
+    if (k > 0) {
+        const int C = topk_stage(x, V, mx, k, &cut, s);
+        if (C > 0) xv = s.cx, n = C, cands = true;
+    }
+    const float top_p = f[RT_SAMPLE_TOP_P];
+    u64 Srow = 0;
+    if (!cands && top_p < 1.0f) { /* top_p without top_k candidates: try the top_p cut */
+        unsigned b;
+        u64 S;
+        int C = topp_bins(x, V, mx, cut, top_p, &b, &S, s); /* x holds ev now */
+        if (C <= CAND_CAP) {
+            gather_cands(x, V, [&](int, float e) { return fx(e) != 0 && ebin(e) >= b; }, s);
+            xv = s.cx;
+            n = C;
+            cands = true;
+        } /* else the nucleus is wider than the cap (flat rows): the whole row */
+        Srow = S; /* either way xv holds ev and S is known */
+    }
+    int j = sample_tail(xv, n, cut, mx, top_p, u, Srow, s);
+    if (threadIdx.x == 0) out[row] = j < 0 ? amx : cands ? s.cid[j] : j;
+}
+
+/* Whether k_sample_cl's one-CTA build hands row `row` to sample_row_block:
+ * every row without top_p (greedy; temperature with or without min_p /
+ * top_k / penalties): the cluster kernel's gain is its top_p tail; for
+ * the rest, one CTA a row runs the same passes as k_sample, and measured
+ * slower (session 6, B = 256: T 1 311 -> 435 us, greedy 84.5 -> 91.4). */
+__device__ static inline bool sample_row_block_wants(const float *fp, int64_t row) {
+    const float *f = fp + row * RT_SAMPLE_NF;
+    return !(f[RT_SAMPLE_TEMP] > 0.0f) || !(f[RT_SAMPLE_TOP_P] < 1.0f);
+}
+
 /* cuda_sample_cl.cu: k_sample_cl over R rows of V logits on c's stream
  * (a cluster of CTAs per row, sized by R or VLLM_CUDA_TOPP_CL). VC_OK or
  * a negative status with vc_err set. */

@@ -6,11 +6,19 @@
  * few SMs of 132 doing every pass over a 128k-152k row, and its top_p
  * passes (a histogram per radix level, warp-aggregated shared atomics on
  * few hot bins) took 0.8-1.5 ms a row on flat rows. Here a cluster of CL
- * CTAs (1..16; CL * rows ~ the SM count: 8 at B <= 16, 2 at B = 64, 1 at
- * B >= 132) splits the row into CL contiguous slices, rank order = id
- * order, and the CTAs combine their partial results through distributed
- * shared memory (each reads the others' s fields after a cluster barrier;
- * a second barrier before anyone overwrites or exits).
+ * CTAs (1..16; CL * rows <= the SM count: 8 at B <= 16, 2 at B = 64, 1
+ * from B = 67 on 132 SMs) splits the row into CL contiguous slices, rank
+ * order = id order, and the CTAs combine their partial results through
+ * distributed shared memory (each reads the others' s fields after a
+ * cluster barrier; a second barrier before anyone overwrites or exits).
+ * At one CTA a row (the !C build) the kernel gains only on top_p rows
+ * (its tail below); a row without top_p (greedy, or sampled with top_p
+ * = 1, whatever its min_p / top_k / penalties) runs k_sample's row code
+ * instead, sample_row_block, decided per row on the device: one CTA on
+ * the kernel's own code measured slower there (session 6, B = 256: T 1
+ * 311 -> 435 us, greedy 84.5 -> 91.4; same registers, 62-63, and shared
+ * memory, 42 KB, so the same occupancy: one CTA an SM, as k_sample).
+ * VLLM_CUDA_TOPP_BLOCKROWS=0 keeps every row on the own code (A/B).
  *
  * Per row, in the host sampler's order (same results as k_sample: the CPU
  * op's token):
@@ -256,9 +264,14 @@ __device__ static bool cl_refine(const float *x, int lo, int hi, int sel, u64 N,
 template <bool C>
 __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const float *fp, const int32_t *ip,
                                                   const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out,
-                                                  bool hagg) {
+                                                  bool hagg, bool brows) {
     CUDA_PDL_ENTER();
     __shared__ samp_smem s;
+    if constexpr (!C) /* one CTA a row: rows without top_p run k_sample's code (brows: see the launcher) */
+        if (brows && sample_row_block_wants(fp, blockIdx.x)) { /* block-uniform */
+            sample_row_block(logits, V, fp, ip, hist, n_hist, cnt, out, blockIdx.x, s);
+            return;
+        }
     unsigned CL = 1, rank = 0;
     if constexpr (C) CL = cg::this_cluster().num_blocks(), rank = cg::this_cluster().block_rank();
     const int64_t row = blockIdx.x / CL;
@@ -436,8 +449,12 @@ int cuda_sample_cl_launch(cuda_ctx *c, int64_t R, int V, float *logits, const fl
                           const int32_t *hist, int64_t n_hist, int32_t *cnt, int32_t *out) {
     /* cluster size: VLLM_CUDA_TOPP_CL forces one (1..16); else the largest
      * of 8, 4, 2, 1 with R * CL <= the SM count */
-    const char *env = getenv("VLLM_CUDA_TOPP_CL"), *hv = getenv("VLLM_CUDA_TOPP_HIST");
+    const char *env = getenv("VLLM_CUDA_TOPP_CL"), *hv = getenv("VLLM_CUDA_TOPP_HIST"),
+               *bv = getenv("VLLM_CUDA_TOPP_BLOCKROWS");
     const bool hagg = hv && !strcmp(hv, "match");
+    /* one CTA a row: rows without top_p take k_sample's code (sample_row_block)
+     * unless VLLM_CUDA_TOPP_BLOCKROWS=0 (A/B: every row on this kernel's own) */
+    const bool brows = !(bv && !strcmp(bv, "0"));
     int cl = env && *env ? atoi(env) : 0;
     if (cl < 1) {
         cl = 8;
@@ -447,7 +464,7 @@ int cuda_sample_cl_launch(cuda_ctx *c, int64_t R, int V, float *logits, const fl
     while (cl > 1 && (!cl_fits(c->device, cl) || R * cl > 2147483647)) cl--;
     if (cl == 1) { /* one CTA a row: the plain build */
         cuda_launch(k_sample_cl<false>, dim3((unsigned)R), dim3(ST), 0, c->stream, logits, V, fp, ip, hist, n_hist, cnt,
-                    out, hagg);
+                    out, hagg, brows);
         CU_LAUNCHED();
         return VC_OK;
     }
@@ -463,11 +480,11 @@ int cuda_sample_cl_launch(cuda_ctx *c, int64_t R, int V, float *logits, const fl
     cfg.stream = c->stream;
     cfg.attrs = at;
     cfg.numAttrs = cuda_pdl_enabled ? 2 : 1;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg, false);
     if (e != cudaSuccess && cfg.numAttrs == 2) { /* the runtime refused PDL with a cluster: launch plainly */
         (void)cudaGetLastError();
         cfg.numAttrs = 1;
-        e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg);
+        e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg, false);
     }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();

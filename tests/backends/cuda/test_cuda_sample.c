@@ -34,17 +34,21 @@
  *    checked as above, and both kinds of row must occur (judged from the
  *    CPU's nucleus sizes);
  *  - every GPU check runs the op's kernels in turn (VLLM_CUDA_TOPP /
- *    _CL / _HIST, set per run; g_cfgs): the cluster kernel with its own
- *    cluster size, with 3, 8 and 16 CTAs a row (small and odd slices,
- *    empty slices at tiny V, the cross-CTA merges at every batch size),
- *    with the match-aggregated histogram, and the one-block-per-row
- *    kernel, whose tokens every other kernel's must equal (printed);
+ *    _CL / _HIST / _BLOCKROWS, set per run; g_cfgs): the cluster kernel
+ *    with its own cluster size, with 3, 8 and 16 CTAs a row (small and odd
+ *    slices, empty slices at tiny V, the cross-CTA merges at every batch
+ *    size), with the match-aggregated histogram, with one CTA a row (rows
+ *    without top_p on k_sample's row code, the rest on its own, in one
+ *    launch; 64 to 210 rows) and the same with every row on its own code,
+ *    and the one-block-per-row kernel, whose tokens every other kernel's
+ *    must equal (printed);
  *    VLLM_CUDA_CFG=digits runs only those configs (e.g. under
  *    compute-sanitizer); the distribution test runs with and without
  *    top_k (its candidates; the tail over the row);
  *  - speed at V = 128256 and 151936, B = 1, 16, 64 (and 256 at 151936),
  *    one line per setting: block kernel, cluster kernel (auto size; 16
- *    CTAs a row; match-aggregated bins): T 1, greedy, top_k + top_p,
+ *    CTAs a row; match-aggregated bins; at B = 256 also "own": every row
+ *    on the cluster kernel's own code): T 1, greedy, top_k + top_p,
  *    top_p alone on flat rows and on peaked (LM-like) rows;
  *    VLLM_CUDA_SPEED=0 skips it, =topp times only the top_p-alone lines
  *    once (for ncu). VLLM_TEST_FILTER / VLLM_TEST_SKIP (main) pick tests.
@@ -247,23 +251,35 @@ static int explain(const float *p1, const float *p0, int64_t V, float top_p, dou
     return u >= lo - tol && u <= hi + tol ? 1 : 0;
 }
 
-/* The kernels compared against the CPU op (VLLM_CUDA_TOPP / _CL / _HIST,
- * read by the op at each call): the cluster kernel with its own cluster
- * size (one CTA a row, the plain build, from 17 rows on), with 3, 8 and 16
- * CTAs a row whatever the batch (16 where the device runs it, else the
- * largest below), with k_sample's histogram aggregation, and the
- * one-block-per-row kernel (last: the others are compared with it). */
+/* The kernels compared against the CPU op (VLLM_CUDA_TOPP / _CL / _HIST /
+ * _BLOCKROWS, read by the op at each call): the cluster kernel with its own
+ * cluster size (one CTA a row, the plain build, once 2 CTAs a row would
+ * exceed the SM count: from 67 rows on an H200), with 3, 8 and 16 CTAs a
+ * row whatever the batch (16 where the device runs it, else the largest
+ * below), with k_sample's histogram aggregation, with one CTA a row
+ * whatever the batch (its rows without top_p run k_sample's row code),
+ * the same with every row on the cluster kernel's own code
+ * (VLLM_CUDA_TOPP_BLOCKROWS=0), and the one-block-per-row kernel (last:
+ * the others are compared with it). dist: also in the distribution test. */
 static const struct {
-    const char *name, *topp, *cl, *hist;
-} g_cfgs[] = {{"cluster auto", "1", "", ""},        {"cluster 3", "1", "3", ""},
-              {"cluster 8", "1", "8", ""},          {"cluster 16", "1", "16", ""},
-              {"cluster 8 match", "1", "8", "match"}, {"block", "0", "", ""}};
+    const char *name, *topp, *cl, *hist, *brows;
+    bool dist;
+} g_cfgs[] = {{"cluster auto", "1", "", "", "", true},
+              {"cluster 3", "1", "3", "", "", false},
+              {"cluster 8", "1", "8", "", "", true},
+              {"cluster 16", "1", "16", "", "", true},
+              {"cluster 8 match", "1", "8", "match", "", false},
+              {"cluster 1", "1", "1", "", "", false},
+              {"cluster 1 own rows", "1", "1", "", "0", false},
+              {"block", "0", "", "", "", true}};
 #define N_CFGS (int)(sizeof g_cfgs / sizeof g_cfgs[0])
+enum { CFG_AUTO = 0, CFG_16 = 3, CFG_BLOCK = N_CFGS - 1 };
 
 static void use_cfg(int c) {
     setenv("VLLM_CUDA_TOPP", g_cfgs[c].topp, 1);
     setenv("VLLM_CUDA_TOPP_CL", g_cfgs[c].cl, 1);
     setenv("VLLM_CUDA_TOPP_HIST", g_cfgs[c].hist, 1);
+    setenv("VLLM_CUDA_TOPP_BLOCKROWS", g_cfgs[c].brows, 1);
 }
 
 /* VLLM_CUDA_CFG=digits: only those configs (e.g. "02" under compute-sanitizer). */
@@ -296,7 +312,7 @@ static void compare(const step *s, const char *what) {
         assert_int_equal(nd, 0);
     }
     for (int c = 0; c < N_CFGS; c++) free(tk[c]);
-    use_cfg(0);
+    use_cfg(CFG_AUTO);
     free(tc);
     free(p1);
 }
@@ -538,7 +554,7 @@ static void test_distribution(void **st) {
         for (int64_t j = 0; j < V; j++) mx = p[j] > mx ? p[j] : mx;
         for (int64_t j = 0; j < V; j++) S += e[j] = p[j] > -INFINITY ? exp((double)p[j] - mx) : 0.0;
         for (int c = 0; c < N_CFGS; c++) { /* the cluster kernel (one CTA a row here, 8, 16) and the block kernel */
-            if (c == 1 || c == 4 || !cfg_on(c)) continue;
+            if (!g_cfgs[c].dist || !cfg_on(c)) continue;
             use_cfg(c);
             run_gpu(&s, tg, 1);
             char name[64];
@@ -546,7 +562,7 @@ static void test_distribution(void **st) {
             dist_check(tg, R, e, S, name);
         }
     }
-    use_cfg(0);
+    use_cfg(CFG_AUTO);
     free(tg);
     step_free(&s);
 }
@@ -594,22 +610,30 @@ static void speed_params(step *s, float T, int k, float p) {
 /* One speed line: the op on s with the one-block-per-row kernel
  * (VLLM_CUDA_TOPP=0, before) and the cluster kernel (after; then forced to
  * 16 CTAs a row, and with k_sample's match-aggregated histogram), each the
- * best of reps calls, us including launch and sync. */
+ * best of reps calls, us including launch and sync. At B > 132 (one CTA a
+ * row on an H200, where rows without top_p run k_sample's row code) also
+ * "own": the cluster kernel with every row on its own code
+ * (VLLM_CUDA_TOPP_BLOCKROWS=0, i.e. before that routing). */
 static void speed_line(step *s, int32_t *tg, const char *name, int reps) {
-    static const int cfg[4] = {5, 0, 3, -1}; /* block, cluster auto, cluster 16, auto with match-aggregated bins */
-    double us[4];
+    /* block, cluster auto, cluster 16, auto with match-aggregated bins, auto with every row on its own code */
+    static const int cfg[5] = {CFG_BLOCK, CFG_AUTO, CFG_16, -1, -2};
+    const int n = s->R > 132 ? 5 : 4;
+    double us[5];
     const int64_t nh = s->n_hist;
     s->n_hist = 0;
-    for (int c = 0; c < 4; c++) {
-        use_cfg(cfg[c] >= 0 ? cfg[c] : 0);
-        if (cfg[c] < 0) setenv("VLLM_CUDA_TOPP_HIST", "match", 1);
+    for (int c = 0; c < n; c++) {
+        use_cfg(cfg[c] >= 0 ? cfg[c] : CFG_AUTO);
+        if (cfg[c] == -1) setenv("VLLM_CUDA_TOPP_HIST", "match", 1);
+        if (cfg[c] == -2) setenv("VLLM_CUDA_TOPP_BLOCKROWS", "0", 1);
         run_gpu(s, tg, reps);
         us[c] = g_gpu_us;
     }
-    use_cfg(0);
+    use_cfg(CFG_AUTO);
     s->n_hist = nh;
-    print_message("speed: sample B=%-3lld V=%-6lld %-24s block %7.1f cluster %6.1f (16: %6.1f, match: %6.1f) us\n",
-                  (long long)s->R, (long long)s->V, name, us[0], us[1], us[2], us[3]);
+    char own[32] = "";
+    if (n == 5) snprintf(own, sizeof own, ", own: %6.1f", us[4]);
+    print_message("speed: sample B=%-3lld V=%-6lld %-24s block %7.1f cluster %6.1f (16: %6.1f, match: %6.1f%s) us\n",
+                  (long long)s->R, (long long)s->V, name, us[0], us[1], us[2], us[3], own);
 }
 
 static void test_speed(void **st) {
@@ -647,7 +671,7 @@ static void test_speed(void **st) {
             free(tg);
             step_free(&s);
         }
-    use_cfg(0);
+    use_cfg(CFG_AUTO);
 }
 
 static int setup(void **st) {
