@@ -26,6 +26,7 @@
 # runs it again per word of NAME=VALUE[,NAME=VALUE] environment (e.g.
 # "VLLM_TP_SYM=1,VLLM_TP_NCCL_CTA=zero").
 # VLLM_TP_BUILD: the build directory (default build-gpu).
+# VLLM_TP_SKIP_COMM=1: no test_cuda_comm run (a caller that ran it already).
 # VLLM_TP_EXTRA_TESTS: CUDA test executables to build and run after
 # test_cuda_comm (e.g. "test_cuda_fused test_cuda_gemm").
 set -u -o pipefail
@@ -45,9 +46,11 @@ cmake --build $BUILD -j"$(nproc)" --target vllm test_cuda_comm tp_probe ${VLLM_T
     >"$OUT/tp_build.log" 2>&1 ||
     { grep -E "error" "$OUT/tp_build.log" | head -30; exit 1; }
 V=$BUILD/vllm
+if [ "${VLLM_TP_SKIP_COMM:-0}" != 1 ]; then
 say "NCCL collectives (test_cuda_comm)"
 (cd $BUILD && timeout 120 ./test_cuda_comm) >"$OUT/test_cuda_comm.log" 2>&1
 echo "test_cuda_comm exit $?: $(grep -E 'nccl world|nccl symmetric|GPU\(s\)|tp bf16|FAILED|ERROR' "$OUT/test_cuda_comm.log" | tr '\n' ';')"
+fi
 for t in ${VLLM_TP_EXTRA_TESTS:-}; do
     (cd $BUILD && timeout 300 ./"$t") >"$OUT/$t.log" 2>&1
     echo "$t exit $?: $(grep -E 'PASSED|FAILED|ERROR' "$OUT/$t.log" | tr '\n' ';')"

@@ -143,8 +143,11 @@ static void a2a_round(rank_arg *a, int k, size_t n, void *src, void *dst) {
                 float want = val(q, k + 7, (size_t)c->rank * n + i);
                 float got = es == 2 ? rt_bf16_to_f32(((uint16_t *)h)[(size_t)q * n + i]) : ((float *)h)[(size_t)q * n + i];
                 if (got != want) {
-                    snprintf(a->err, sizeof a->err, "all_to_all %s round %d block %d [%zu]: %g, want %g",
-                             rt_dtype_name(dt), k, q, i, got, want);
+                    if (!a->err[0])
+                        snprintf(a->err, sizeof a->err, "all_to_all %s round %d block %d [%zu]: %g, want %g",
+                                 rt_dtype_name(dt), k, q, i, got, want);
+                    print_message("  rank %d: all_to_all %s round %d block %d [%zu]: %g, want %g\n", c->rank,
+                                  rt_dtype_name(dt), k, q, i, got, want);
                     a->failures++;
                     break;
                 }
@@ -262,15 +265,17 @@ static void run_world(int W, bool native) {
  * all-gathered back (sync, or start + wait), then an all-reduce in place;
  * bf16 and f32. Rounds 0-7 run the reduce-scatter and the all-gather in
  * place (as the model's VLLM_TP_SYM path does), rounds 8-11 out of place
- * (through the second symmetric buffer): session 6 saw a wrong sum in
+ * (through the second symmetric buffer), rounds 12-15 at the size of a
+ * TP=2 prefill step's blocks (16M values), in place then out: session 6 saw a wrong sum in
  * round 4 (n = 4949, in place) and NCCL 2.28.3 has a report of wrong
  * in-place symmetric all-reduces (NVIDIA/nccl#1924), so each step is
  * checked on its own and the error names the step. */
 #define SYM_N 65536
-#define SYM_ROUNDS 12
+#define SYM_BIG (4096 * 4096) /* a TP=2 prefill step's block: 8192 rows x 4096 / 2 */
+#define SYM_ROUNDS 16
 typedef struct {
     rank_arg a;
-    void *buf, *buf2; /* W * SYM_N * 4 bytes each, symmetric */
+    void *buf, *buf2; /* W * SYM_BIG * 4 bytes each, symmetric */
 } sym_arg;
 
 /* Downloads d [tot] into h and compares elements [lo, lo + cnt) with
@@ -290,8 +295,11 @@ static bool sym_check(rank_arg *a, rt_backend *be, const rt_tensor *d, char *h, 
         want *= mul;
         float got = b16 ? rt_bf16_to_f32(((uint16_t *)h)[i - lo]) : ((float *)h)[i - lo];
         if (got != want) {
-            snprintf(a->err, sizeof a->err, "symmetric %s round %d (%s) after %s [%zu]: %g, want %g",
-                     rt_dtype_name(d->dtype), k, oop ? "out of place" : "in place", step, i, got, want);
+            char m[160];
+            snprintf(m, sizeof m, "symmetric %s round %d n %zu (%s) after %s [%zu]: %g, want %g",
+                     rt_dtype_name(d->dtype), k, cnt, oop ? "out of place" : "in place", step, i, got, want);
+            print_message("  rank %d: %s\n", a->c->rank, m);
+            if (!a->err[0]) snprintf(a->err, sizeof a->err, "%s", m);
             a->failures++;
             return false;
         }
@@ -305,10 +313,18 @@ static void *sym_main(void *p) {
     rt_comm *c = a->c;
     rt_backend *be = c->be;
     int W = c->world;
-    for (int k = 0; k < SYM_ROUNDS && !a->failures; k++) {
-        size_t n = k < 4 ? SYM_N : (size_t)(1 + k * 1237), tot = (size_t)W * n, es = k % 2 ? 4 : 2;
+    /* Every rank runs every collective of every round whatever its checks
+     * found (a rank that stopped early would leave its peers waiting in the
+     * next collective: a hang instead of a message); only an API error
+     * ends the rounds. Each failing check prints its own line. */
+    int api = 0;
+    for (int k = 0; k < SYM_ROUNDS && !api; k++) {
+        /* 0-3: 64k per block; 4-11: small odd blocks (NCCL's low-latency
+         * symmetric kernels); 12-15: the model's size (in place, then out) */
+        size_t n = k < 4 ? SYM_N : k < 12 ? (size_t)(1 + k * 1237) : SYM_BIG, tot = (size_t)W * n;
+        size_t es = k % 2 ? 4 : 2;
         rt_dtype dt = k % 2 ? RT_F32 : RT_BF16;
-        bool oop = k >= 8;
+        bool oop = (k >= 8 && k < 12) || k >= 14;
         char *h = malloc(tot * es);
         if (!h) {
             note(a, "alloc");
@@ -324,22 +340,21 @@ static void *sym_main(void *p) {
         /* in place: the own block of dw; out of place: the head of buf2 */
         rt_tensor own = oop ? rt_tensor_1d(sa->buf2, dt, RT_DEV_CUDA, (int64_t)n)
                             : rt_tensor_slice0(&dw, (int64_t)own0, (int64_t)n);
-        if (rt_tensor_copy_bytes(be, &dw, &ht) < 0) note(a, "upload");
-        if (rt_comm_reduce_scatter_sum(c, &dw, &own) < 0) note(a, "sym reduce_scatter");
-        bool ok = !a->failures;
-        if (ok) { /* own [n] holds elements own0 .. own0 + n of the sum */
-            rt_tensor ob = rt_tensor_1d(own.data, dt, RT_DEV_CUDA, (int64_t)n);
-            ok = sym_check(a, be, &ob, h, own0, n, k, 1.0f, "reduce_scatter", oop);
-        }
+        if (rt_tensor_copy_bytes(be, &dw, &ht) < 0) note(a, "upload"), api++;
+        if (!api && rt_comm_reduce_scatter_sum(c, &dw, &own) < 0) note(a, "sym reduce_scatter"), api++;
+        /* own [n] holds elements own0 .. own0 + n of the sum */
+        rt_tensor ob = rt_tensor_1d(own.data, dt, RT_DEV_CUDA, (int64_t)n);
+        bool ok = !api && sym_check(a, be, &ob, h, own0, n, k, 1.0f, "reduce_scatter", oop);
         int slot = k % RT_COMM_SLOTS;
-        if (ok && (k % 4 < 2 ? rt_comm_all_gather(c, &own, &dw) < 0
-                             : rt_comm_all_gather_start(c, &own, &dw, slot) < 0 || rt_comm_wait(c, slot) < 0))
-            note(a, "sym all_gather");
-        ok = ok && !a->failures && sym_check(a, be, &dw, h, 0, tot, k, 1.0f, "all_gather", oop);
-        if (ok && rt_comm_all_reduce_sum(c, &dw) < 0) note(a, "sym all_reduce"); /* W x the sum */
-        ok = ok && !a->failures && sym_check(a, be, &dw, h, 0, tot, k, (float)W, "all_reduce (in place)", oop);
+        if (!api && (k % 4 < 2 ? rt_comm_all_gather(c, &own, &dw) < 0
+                               : rt_comm_all_gather_start(c, &own, &dw, slot) < 0 || rt_comm_wait(c, slot) < 0))
+            note(a, "sym all_gather"), api++;
+        /* after a wrong reduce-scatter the gather's expectation is moot */
+        ok = !api && ok && sym_check(a, be, &dw, h, 0, tot, k, 1.0f, "all_gather", oop);
+        if (!api && rt_comm_all_reduce_sum(c, &dw) < 0) note(a, "sym all_reduce"), api++;
+        if (!api && ok) (void)sym_check(a, be, &dw, h, 0, tot, k, (float)W, "all_reduce (in place)", oop);
         free(h);
-        if (ok) a2a_round(a, k, n, sa->buf, sa->buf2);
+        if (!api) a2a_round(a, k, n, sa->buf, sa->buf2);
     }
     return NULL;
 }
@@ -351,8 +366,8 @@ static void sym_world(int W, const char *cta) {
     unsetenv("VLLM_TP_NCCL_CTA");
     if (rc < 0) fail_msg("group of %d (CTA policy %s): %s", W, cta ? cta : "default", vc_err_msg());
     void *bufs[MAX_W], *bufs2[MAX_W];
-    if (rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_N * 4, bufs) < 0 ||
-        rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_N * 4, bufs2) < 0) {
+    if (rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_BIG * 4, bufs) < 0 ||
+        rt_comm_group_alloc_sym(c, W, (size_t)W * SYM_BIG * 4, bufs2) < 0) {
         /* a platform without them (VLLM_TP_SYM then keeps ordinary memory) */
         print_message("nccl symmetric buffers, world %d, CTA policy %s: not available: %s\n", W,
                       cta ? cta : "default", vc_err_msg());
