@@ -254,6 +254,13 @@ static bool env_on(const char *name) {
 static bool sym_xn(mdl_tp_group *g) {
     mdl_model *m0 = g->ranks[0];
     if (!env_on("VLLM_TP_SYM") || !m0->xn16.data || g->world > 64) return false;
+    /* the comm layer takes only 16-byte blocks in symmetric buffers (NCCL
+     * summed odd bf16 blocks wrongly): one row's share must be whole units */
+    if (m0->cfg.hidden % (8 * g->world)) {
+        VC_WARN("tensor parallel: hidden %lld is not a multiple of %d: xn stays in ordinary memory",
+                (long long)m0->cfg.hidden, 8 * g->world);
+        return false;
+    }
     void *ptrs[64];
     size_t bytes = rt_tensor_nbytes(&m0->xn16);
     if (rt_comm_group_alloc_sym(g->comms, g->world, bytes, ptrs) < 0) {

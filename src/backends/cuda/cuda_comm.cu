@@ -33,6 +33,7 @@ extern "C" {
 /* A symmetric buffer of the rank (rt_comm_group_alloc_sym). */
 typedef struct {
     void *ptr;
+    size_t bytes;
 #if VC_NCCL_HAS_WIN
     ncclWindow_t win;
 #endif
@@ -71,12 +72,45 @@ static bool nccl_dtype(rt_dtype dt, ncclDataType_t *out) {
     }
 }
 
+/* Collectives on symmetric buffers (NCCL's symmetric kernels) take only
+ * per-rank blocks that start and end on 16-byte boundaries: on the H200
+ * machine NCCL 2.28.3 and 2.28.9 both returned wrong sums for bf16
+ * reduce-scatters of odd block lengths there (the first values of rank 1's
+ * block; test_cuda_comm's symmetric rounds), while every aligned size from
+ * 64 k to 16 M values was exact. The model's blocks (rows x hidden, bf16)
+ * always are; anything else gets an error before NCCL is called, on every
+ * rank alike (no rank is left waiting in the collective). */
+static bool in_sym(const cuda_comm_rank *rk, const void *p) {
+    for (int i = 0; i < rk->n_sym; i++) {
+        const char *b = (const char *)rk->sym[i].ptr;
+        if ((const char *)p >= b && (const char *)p < b + rk->sym[i].bytes) return true;
+    }
+    return false;
+}
+
+static int sym_aligned(const cuda_comm_rank *rk, const void *a, const void *b, size_t block_bytes, const char *what) {
+    if (!in_sym(rk, a) && !in_sym(rk, b)) return 0;
+    if (block_bytes % 16 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0) return 0;
+    return vc_err_set(VC_ERR_UNSUPPORTED,
+                      "nccl: %s in symmetric buffers needs blocks of a multiple of 16 bytes at 16-byte "
+                      "addresses (got %zu bytes): NCCL's symmetric kernels sum misaligned blocks wrongly",
+                      what, block_bytes);
+}
+
+/* An all-reduce's per-rank share: 1 (never aligned) when the bytes do not
+ * split evenly. */
+static size_t sym_ar_block(const rt_tensor *t, int world) {
+    size_t nb = rt_tensor_nbytes(t);
+    return nb % (size_t)world ? 1 : nb / (size_t)world;
+}
+
 static int nccl_all_reduce(rt_comm *c, rt_tensor *t) {
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     ncclDataType_t dt;
     if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
     CU_TRY(cudaSetDevice(cx->device));
+    if (sym_aligned(rk, t->data, t->data, sym_ar_block(t, c->world), "all_reduce") < 0) return VC_ERR_UNSUPPORTED;
     NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
@@ -88,6 +122,8 @@ static int nccl_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     ncclDataType_t dt;
     if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
     CU_TRY(cudaSetDevice(cx->device));
+    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src), "all_gather") < 0)
+        return VC_ERR_UNSUPPORTED;
     NCCL_TRY(ncclAllGather(src->data, dst->data, (size_t)rt_tensor_nelem(src), dt, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
@@ -134,6 +170,7 @@ static int nccl_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
     if (cx->capturing) return nccl_all_reduce(c, t); /* one stream inside a graph */
     ncclDataType_t dt;
     if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (sym_aligned(rk, t->data, t->data, sym_ar_block(t, c->world), "all_reduce") < 0) return VC_ERR_UNSUPPORTED;
     if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
     NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, rk->side));
     return side_done(rk, slot);
@@ -145,6 +182,8 @@ static int nccl_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *ds
     if (cx->capturing) return nccl_all_gather(c, src, dst);
     ncclDataType_t dt;
     if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src), "all_gather") < 0)
+        return VC_ERR_UNSUPPORTED;
     if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
     NCCL_TRY(ncclAllGather(src->data, dst->data, (size_t)rt_tensor_nelem(src), dt, rk->nccl, rk->side));
     return side_done(rk, slot);
@@ -157,6 +196,8 @@ static int nccl_all_to_all(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     ncclDataType_t dt;
     if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
     CU_TRY(cudaSetDevice(cx->device));
+    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src) / (size_t)c->world, "all_to_all") < 0)
+        return VC_ERR_UNSUPPORTED;
     NCCL_TRY(ncclAlltoAll(src->data, dst->data, (size_t)(rt_tensor_nelem(src) / c->world), dt, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
@@ -168,6 +209,8 @@ static int nccl_all_to_all_start(rt_comm *c, const rt_tensor *src, rt_tensor *ds
     if (cx->capturing) return nccl_all_to_all(c, src, dst);
     ncclDataType_t dt;
     if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src) / (size_t)c->world, "all_to_all") < 0)
+        return VC_ERR_UNSUPPORTED;
     if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
     NCCL_TRY(ncclAlltoAll(src->data, dst->data, (size_t)(rt_tensor_nelem(src) / c->world), dt, rk->nccl, rk->side));
     return side_done(rk, slot);
@@ -181,6 +224,7 @@ static int nccl_reduce_scatter(rt_comm *c, const rt_tensor *src, rt_tensor *dst)
     ncclDataType_t dt;
     if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
     CU_TRY(cudaSetDevice(cx->device));
+    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(dst), "reduce_scatter") < 0) return VC_ERR_UNSUPPORTED;
     NCCL_TRY(ncclReduceScatter(src->data, dst->data, (size_t)rt_tensor_nelem(dst), dt, ncclSum, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
@@ -296,7 +340,7 @@ static int nccl_group_alloc_sym(rt_comm **comms, int world, size_t bytes, void *
         if (!ptrs[r]) continue;
         cuda_comm_rank *rk = (cuda_comm_rank *)comms[r]->ctx;
         if (rc == 0) {
-            rk->sym[rk->n_sym++] = (sym_buf){ptrs[r], wins[r]};
+            rk->sym[rk->n_sym++] = (sym_buf){ptrs[r], bytes, wins[r]};
         } else {
             (void)cudaSetDevice(((cuda_ctx *)comms[r]->be->ctx)->device);
             (void)ncclMemFree(ptrs[r]);
