@@ -47,7 +47,7 @@ pack # after every step: a call killed at its limit still returns the earlier lo
 say "2. gpu_tp.sh"
 OUT=$L/tp timeout "${GPU_ALL_T_TP:-240}" bash scripts/gpu_tp.sh >"$L/tp.txt" 2>&1
 echo "gpu_tp rc=$?"
-grep -E "GPU\(s\)|test_cuda_comm exit|prefill 8000|TP=[0-9g]+|greedy|tensor parallel|check|all-reduce|reduce-scatter|all-gather|all-to-all|symmetric" \
+grep -E "GPU\(s\)|test_cuda_comm exit|prefill 8000|TP=[0-9g]+|greedy|tensor parallel|check|all-reduce|reduce-scatter|all-gather|all-to-all|all_|reduce_scatter|symmetric|gemm|GEMM" \
     "$L/tp.txt" | grep -v "^== \[" | cut -c1-400 | head -60
 
 pack

@@ -56,7 +56,8 @@ typedef struct {
     int rank;
 } rank_arg;
 
-enum { M_AR16, M_AR32, M_GEMM, M_SERIAL, M_OVERLAP, M_NORM, M_RS16, M_AG16, M_AG_SER, M_AG_OVL, M_NORM_SP, M_A2A, M_A2A_OVL, M_COUNT };
+enum { M_AR16, M_AR32, M_GEMM, M_SERIAL, M_OVERLAP, M_NORM, M_RS16, M_AG16, M_AG_SER, M_AG_OVL, M_NORM_SP, M_A2A, M_A2A_OVL, M_AG_OOP,
+       M_AG_OOP_OVL, M_COUNT };
 
 /* A device tensor filled with v (f32 or bf16), NULL data on failure. */
 static rt_tensor filled(rt_backend *be, rt_dtype dt, int64_t rows, int64_t cols, float v) {
@@ -154,6 +155,14 @@ static void *rank_main(void *argp) {
     TIMED(p, r, M_A2A_OVL,
           ok = rt_matmul(be, &y1, &x1, &w, NULL) == 0 && rt_comm_all_to_all_start(c, &whole, &wb, 1) == 0 &&
                rt_matmul(be, &y0, &x0, &w, NULL) == 0 && rt_comm_wait(c, 1) == 0);
+    /* the gather out of place from a send buffer (arch_llama.c
+     * VLLM_TP_SP_AG=oop: b16, symmetric with VLLM_TP_SYM=1), alone and
+     * beside the own half's GEMM */
+    rt_tensor send = rt_tensor_slice0(&b16, mr * r, mr);
+    TIMED(p, r, M_AG_OOP, ok = rt_comm_all_gather(c, &send, &whole) == 0);
+    TIMED(p, r, M_AG_OOP_OVL,
+          ok = rt_comm_all_gather_start(c, &send, &whole, 0) == 0 && rt_matmul(be, &y0, &x0, &w, NULL) == 0 &&
+               rt_comm_wait(c, 0) == 0 && rt_matmul(be, &y1, &x1, &w, NULL) == 0);
     if (!ok) {
         fprintf(stderr, "tp_probe rank %d: %s\n", r, vc_err_msg());
         __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
@@ -256,5 +265,8 @@ int main(int argc, char **argv) {
     printf("  all_to_all [n, d] bf16: %.3f ms; GEMM half, all_to_all started, GEMM other half, wait: %.3f ms (the "
            "two halves alone: see above)\n",
            worst(&p, W, M_A2A), worst(&p, W, M_A2A_OVL));
+    printf("  all_gather out of place from a send buffer: %.3f ms; overlapped (start, own half, wait, other half): "
+           "%.3f ms\n",
+           worst(&p, W, M_AG_OOP), worst(&p, W, M_AG_OOP_OVL));
     return 0;
 }
