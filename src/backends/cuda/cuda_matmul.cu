@@ -14,6 +14,7 @@
  *  - larger n (prefill): cuBLAS, in cuda_gemm.cu.
  */
 #include "backends/cuda/cuda_dequant.cuh"
+#include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_internal.h"
 
 #include <limits.h>
@@ -308,17 +309,31 @@ static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) 
  * KS for 32 warps per SM; 3 k_gemv_half_u with 2 loads per round, KS for 32
  * warps per SM; 4 (default) k_gemv_half_u with variant 1's KS where its
  * grid fits in one wave of resident blocks, else 4x that KS (gemv_ks_waves);
- * 5 and 6 k_gemv_half_u with 2x and 4x variant 1's KS on every shape. */
-enum { GEMV_NVARIANTS = 7, GEMV_DEFAULT = 4 };
+ * 5 and 6 k_gemv_half_u with 2x and 4x variant 1's KS on every shape;
+ * 7 the persistent bulk-copy GEMV (cuda_gemv_bulk.cu, tuned by
+ * VLLM_CUDA_GEMV_BULK) on every shape; 8 variant 7 for matrices of at
+ * least GEMV_BULK_MIN_BYTES, variant 4 below. */
+enum { GEMV_NVARIANTS = 9, GEMV_DEFAULT = 4 };
+#define GEMV_BULK_MIN_BYTES ((int64_t)16 << 20)
 
+/* gemv_cfg: 1 + variant in bits 0-4, the packed bulk tuning above them. */
 static int gemv_variant(cuda_ctx *c) {
     if (!c->gemv_cfg) {
         const char *e = getenv("VLLM_CUDA_GEMV");
         int v = e && *e ? atoi(e) : GEMV_DEFAULT;
-        c->gemv_cfg = 1 + (v >= 0 && v < GEMV_NVARIANTS ? v : GEMV_DEFAULT);
+        c->gemv_cfg = (1 + (v >= 0 && v < GEMV_NVARIANTS ? v : GEMV_DEFAULT)) |
+                      cuda_gemv_bulk_pack(cuda_gemv_bulk_cfg_env()) << 5;
     }
-    return c->gemv_cfg - 1;
+    return (c->gemv_cfg & 31) - 1;
 }
+
+/* Whether the variant runs the bulk GEMV on `bytes` of weights. */
+static bool gemv_use_bulk(cuda_ctx *c, int64_t bytes) {
+    int v = gemv_variant(c);
+    return v == 7 || (v == 8 && bytes >= GEMV_BULK_MIN_BYTES);
+}
+
+static cuda_gemv_bulk_cfg gemv_bulk_cfg(cuda_ctx *c) { return cuda_gemv_bulk_unpack(c->gemv_cfg >> 5); }
 
 /* Resident blocks of GEMV_BLOCK threads per SM for a kernel (registers
  * bound it: 4 for the 64-register GEMVs), asked once per kernel. */
@@ -352,7 +367,7 @@ static int gemv_ks_waves(const cuda_ctx *c, int v, int64_t items, int64_t rows, 
     int ks = gemv_ks(c, rows, in, 16);
     if (ks > max_ks) ks = max_ks;
     int mult = v == 5 ? 2 : 4;
-    if (v == 4) {
+    if (v == 4 || v >= 7) { /* 7, 8: variant 4 where they do not run the bulk GEMV */
         int64_t per = per_block / ks, blocks = (items + per - 1) / per;
         if (blocks <= (int64_t)c->n_sm * occ) mult = 1;
     }
@@ -423,6 +438,10 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     bool vx = ((uintptr_t)x & 15) == 0 && (n == 1 || x_ld % 4 == 0);
     bool v8 = (w->dtype == RT_F16 || w->dtype == RT_BF16) && in % 8 == 0 && ws % 16 == 0 &&
               ((uintptr_t)wd & 15) == 0 && vx;
+    if (v8 && gemv_use_bulk(c, out * in * 2)) {
+        cuda_gemv_bulk_cfg bc = gemv_bulk_cfg(c);
+        return cuda_gemv_bulk(c, &bc, w->dtype, false, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
+    }
     int ks = gemv_ks(c, out, in);
     unsigned kgrid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
     unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
@@ -503,6 +522,12 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
         const float *xd = (const float *)x->data;
         float *yd = (float *)dst->data;
         int v = gemv_variant(c), act = a->p.glu.act, ks;
+        int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
+        if (gemv_use_bulk(c, out * in * 2)) {
+            cuda_gemv_bulk_cfg bc = gemv_bulk_cfg(c);
+            return cuda_gemv_bulk(c, &bc, w->dtype, true, wd, w->stride[0], xd, x_ld, yd, y_ld, NULL, f, in, (int)n,
+                                  act);
+        }
         if (v >= 4) {
             int occ = w->dtype == RT_F16 ? gemv_occupancy<k_gemv_half_u<RT_F16, 1, 2, true>>()
                                          : gemv_occupancy<k_gemv_half_u<RT_BF16, 1, 2, true>>();
@@ -513,7 +538,6 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
         }
         int64_t pairs = GEMV_BLOCK / 32 / ks / 2;
         unsigned grid = (unsigned)((f + pairs - 1) / pairs);
-        int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
         if (w->dtype == RT_F16)
             launch_half_u<RT_F16, 2, true>(c, ks, grid, wd, w->stride[0], xd, x_ld, yd, y_ld, NULL, out, in, (int)n, act);
         else

@@ -325,16 +325,21 @@ static void glu_cases(void) {
 }
 
 /* The default GEMV variant, then every variant with the GLU epilogue
- * (VLLM_CUDA_GEMV 1..6, a fresh backend each: their KS choices differ). */
+ * (VLLM_CUDA_GEMV 1..8, a fresh backend each: their KS choices differ),
+ * then the bulk GEMV (7) with two more tunings (VLLM_CUDA_GEMV_BULK: 512-
+ * byte segments in a 4-stage ring, 2 CTAs per SM, evict-first; the largest
+ * chunk, shrunk to fit). */
 static void test_matmul_glu(void **st) {
     (void)st;
     NEED_GPU();
     glu_cases();
     rt_backend *keep = g_gpu;
-    for (int v = 1; v < 7; v++) {
+    static const char *bulk[] = {"32,512,0,2,1", "248,65536,15,3,0"};
+    for (int v = 1; v < 9 + 2; v++) {
         char val[8];
-        snprintf(val, sizeof val, "%d", v);
+        snprintf(val, sizeof val, "%d", v < 9 ? v : 7);
         setenv("VLLM_CUDA_GEMV", val, 1);
+        if (v >= 9) setenv("VLLM_CUDA_GEMV_BULK", bulk[v - 9], 1);
         g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
         assert_non_null(g_gpu);
         glu_cases();
@@ -342,6 +347,7 @@ static void test_matmul_glu(void **st) {
         g_gpu = keep;
     }
     unsetenv("VLLM_CUDA_GEMV");
+    unsetenv("VLLM_CUDA_GEMV_BULK");
 }
 
 static void test_report(void **st) {
