@@ -33,6 +33,7 @@
 #define GB_THREADS (32 * (GB_WARPS + 1)) /* + the producer warp */
 #define GB_BAR_BYTES 256                  /* 2 x 16 mbarriers before the ring */
 #define GB_MAX_STAGES 16
+#define GB_X_SMEM (64 << 10)              /* bytes of x [n, in] kept in shared memory */
 
 /* ---- tuning ------------------------------------------------------------ */
 
@@ -141,14 +142,16 @@ template <rt_dtype T> __device__ __forceinline__ void gb_unpack8(const uint4 &p,
     }
 }
 
-/* acc[t] += w[8 values] . x_t[col .. col + 7] (x through the read-only path). */
+/* acc[t] += w[8 values] . x_t[col .. col + 7] (XS: x in shared memory,
+ * else through the read-only path). */
+template <bool XS>
 __device__ __forceinline__ void gb_fma8(float *acc, const float *wv, const float *x, int64_t x_ld, int64_t col,
                                         int n) {
 #pragma unroll
     for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
         if (t >= n) break;
         const float4 *xs = (const float4 *)(x + t * x_ld + col);
-        float4 a = __ldg(xs), b = __ldg(xs + 1);
+        float4 a = XS ? xs[0] : __ldg(xs), b = XS ? xs[1] : __ldg(xs + 1);
         acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z +
                   wv[7] * b.w;
     }
@@ -161,11 +164,11 @@ __device__ __forceinline__ float gb_warp_sum(float v) {
 
 /* ---- the kernel ----------------------------------------------------------- */
 
-template <rt_dtype T, bool GLU>
+template <rt_dtype T, bool GLU, bool XS>
 __global__ void __launch_bounds__(GB_THREADS, 2) k_gemv_bulk(const char *w, int64_t ws, const float *x, int64_t x_ld,
                                                           float *y, int64_t y_ld, const float *bias, int64_t items,
                                                           int64_t in, int n, int act, int chunk, int ns, int pre,
-                                                          int ef, int64_t tpc) {
+                                                          int ef, int64_t tpc, int x_bytes) {
     constexpr int NR = GLU ? 2 : 1; /* segments per item: the gate and up rows */
     extern __shared__ __align__(128) char gb_sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -174,7 +177,8 @@ __global__ void __launch_bounds__(GB_THREADS, 2) k_gemv_bulk(const char *w, int6
     const int64_t rowb = in * 2, nch = (rowb + chunk - 1) / chunk;
     const int64_t total = t1 > t0 ? (t1 - t0) * nch : 0;
     const uint32_t stage = (uint32_t)(GB_WARPS * NR * chunk);
-    const uint32_t full0 = gb_smem(gb_sm), empty0 = full0 + 8 * GB_MAX_STAGES, ring0 = full0 + GB_BAR_BYTES;
+    const uint32_t full0 = gb_smem(gb_sm), empty0 = full0 + 8 * GB_MAX_STAGES,
+                   ring0 = full0 + GB_BAR_BYTES + (uint32_t)x_bytes;
     if (threadIdx.x == 0) {
         for (int s = 0; s < ns; s++) {
             gb_bar_init(full0 + 8 * s, 1);
@@ -206,6 +210,16 @@ __global__ void __launch_bounds__(GB_THREADS, 2) k_gemv_bulk(const char *w, int6
         return;
     }
     CUDA_PDL_ENTER(); /* consumers: x and y belong to the kernels around */
+    float *xsm = (float *)(gb_sm + GB_BAR_BYTES);
+    if (XS) { /* x [n, in] into shared memory, rows in apart */
+        const int64_t q = in / 4;
+        for (int t = 0; t < n; t++)
+            for (int64_t j = threadIdx.x; j < q; j += 32 * GB_WARPS)
+                ((float4 *)xsm)[t * q + j] = __ldg((const float4 *)(x + t * x_ld) + j);
+        asm volatile("bar.sync 1, %0;" ::"n"(32 * GB_WARPS) : "memory");
+    }
+    const float *xp = XS ? xsm : x;
+    const int64_t xp_ld = XS ? in : x_ld;
     float acc[NR][CUDA_GEMV_MAX_N];
 #pragma unroll
     for (int r = 0; r < NR; r++)
@@ -221,7 +235,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2) k_gemv_bulk(const char *w, int6
             const int64_t col0 = k * (chunk / 2);
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-                const uint4 *seg = (const uint4 *)(gb_sm + GB_BAR_BYTES + (size_t)s * stage +
+                const uint4 *seg = (const uint4 *)(gb_sm + GB_BAR_BYTES + x_bytes + (size_t)s * stage +
                                                    (size_t)(warp * NR + r) * chunk);
                 for (int j0 = lane; j0 < nv; j0 += 128) {
                     uint4 q[4];
@@ -232,7 +246,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2) k_gemv_bulk(const char *w, int6
                         if (j0 + 32 * u >= nv) break;
                         float wv[8];
                         gb_unpack8<T>(q[u], wv);
-                        gb_fma8(acc[r], wv, x, x_ld, col0 + 8 * (j0 + 32 * u), n);
+                        gb_fma8<XS>(acc[r], wv, xp, xp_ld, col0 + 8 * (j0 + 32 * u), n);
                     }
                 }
             }
@@ -255,7 +269,7 @@ __global__ void __launch_bounds__(GB_THREADS, 2) k_gemv_bulk(const char *w, int6
 
 /* ---- launch --------------------------------------------------------------- */
 
-template <rt_dtype T, bool GLU>
+template <rt_dtype T, bool GLU, bool XS>
 static int gb_launch(cuda_ctx *c, const cuda_gemv_bulk_cfg *cfg, const char *w, int64_t ws, const float *x,
                      int64_t x_ld, float *y, int64_t y_ld, const float *bias, int64_t items, int64_t in, int n,
                      int act) {
@@ -268,22 +282,23 @@ static int gb_launch(cuda_ctx *c, const cuda_gemv_bulk_cfg *cfg, const char *w, 
         optin = v > 0 ? v : 48 << 10;
     }
     const int nr = GLU ? 2 : 1;
+    const size_t xb = XS ? (size_t)n * (size_t)in * 4 : 0, fixed = GB_BAR_BYTES + (xb + 127) / 128 * 128;
     int chunk = cfg->chunk;
-    while (chunk > 512 && (size_t)2 * GB_WARPS * nr * chunk + GB_BAR_BYTES > (size_t)optin) chunk /= 2;
+    while (chunk > 512 && (size_t)2 * GB_WARPS * nr * chunk + fixed > (size_t)optin) chunk /= 2;
     size_t stage = (size_t)GB_WARPS * nr * chunk;
     int ns = (int)((size_t)cfg->ring_kb * 1024 / stage);
     if (ns < 2) ns = 2;
     if (ns > GB_MAX_STAGES) ns = GB_MAX_STAGES;
-    while (ns > 2 && ns * stage + GB_BAR_BYTES > (size_t)optin) ns--;
-    size_t smem = ns * stage + GB_BAR_BYTES;
+    while (ns > 2 && ns * stage + fixed > (size_t)optin) ns--;
+    size_t smem = ns * stage + fixed;
     if (c->device >= 0 && c->device < 32 && !(set & 1u << c->device)) {
-        CU_TRY(cudaFuncSetAttribute(k_gemv_bulk<T, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+        CU_TRY(cudaFuncSetAttribute(k_gemv_bulk<T, GLU, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
         set |= 1u << c->device;
     }
     int64_t tiles = (items + GB_WARPS - 1) / GB_WARPS, slots = (int64_t)c->n_sm * cfg->cps;
     int64_t tpc = (tiles + slots - 1) / slots, grid = (tiles + tpc - 1) / tpc;
-    cuda_launch(k_gemv_bulk<T, GLU>, dim3((unsigned)grid), dim3(GB_THREADS), smem, c->stream, w, ws, x, x_ld, y,
-                y_ld, bias, items, in, n, act, chunk, ns, cfg->pre, cfg->ef, tpc);
+    cuda_launch(k_gemv_bulk<T, GLU, XS>, dim3((unsigned)grid), dim3(GB_THREADS), smem, c->stream, w, ws, x, x_ld,
+                y, y_ld, bias, items, in, n, act, chunk, ns, cfg->pre, cfg->ef, tpc, (int)(fixed - GB_BAR_BYTES));
     CU_LAUNCHED();
     return VC_OK;
 }
@@ -292,11 +307,20 @@ int cuda_gemv_bulk(cuda_ctx *c, const cuda_gemv_bulk_cfg *cfg, rt_dtype t, bool 
                    const float *x, int64_t x_ld, float *y, int64_t y_ld, const float *bias, int64_t items,
                    int64_t in, int n, int act) {
     if (items <= 0) return VC_OK;
-    if (t == RT_F16)
-        return glu ? gb_launch<RT_F16, true>(c, cfg, w, ws, x, x_ld, y, y_ld, NULL, items, in, n, act)
-                   : gb_launch<RT_F16, false>(c, cfg, w, ws, x, x_ld, y, y_ld, bias, items, in, n, act);
-    if (t == RT_BF16)
-        return glu ? gb_launch<RT_BF16, true>(c, cfg, w, ws, x, x_ld, y, y_ld, NULL, items, in, n, act)
-                   : gb_launch<RT_BF16, false>(c, cfg, w, ws, x, x_ld, y, y_ld, bias, items, in, n, act);
+    /* x in shared memory up to GB_X_SMEM bytes (the L1 left beside the ring
+     * is too small to keep it: each stage would wait on L2 for x) */
+    const bool xs = (int64_t)n * in * 4 <= GB_X_SMEM;
+#define GB_GO(TT, G, X) return gb_launch<TT, G, X>(c, cfg, w, ws, x, x_ld, y, y_ld, G ? NULL : bias, items, in, n, act)
+    if (t == RT_F16) {
+        if (glu) { if (xs) GB_GO(RT_F16, true, true); GB_GO(RT_F16, true, false); }
+        if (xs) GB_GO(RT_F16, false, true);
+        GB_GO(RT_F16, false, false);
+    }
+    if (t == RT_BF16) {
+        if (glu) { if (xs) GB_GO(RT_BF16, true, true); GB_GO(RT_BF16, true, false); }
+        if (xs) GB_GO(RT_BF16, false, true);
+        GB_GO(RT_BF16, false, false);
+    }
+#undef GB_GO
     return vc_err_set(VC_ERR_UNSUPPORTED, "cuda gemv bulk: weight dtype %s", rt_dtype_name(t));
 }

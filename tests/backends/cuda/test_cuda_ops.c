@@ -222,6 +222,7 @@ static void test_matmul_variants(void **st) {
         matmul_case(RT_F16, 3, 2048, 6000, 0, 0);
         matmul_case(RT_BF16, 8, 1032, 77, 1, 0);   /* 8 tokens, a 16-byte last chunk, a partial tile */
         matmul_case(RT_BF16, 2, 4096, 4101, 0, 0); /* 32 MiB: variant 8 runs the bulk GEMV */
+        matmul_case(RT_BF16, 3, 14336, 40, 0, 0);  /* x of 168 KiB: the bulk GEMV reads it from global memory */
         rt_backend_free(g_gpu);
         g_gpu = keep;
     }
