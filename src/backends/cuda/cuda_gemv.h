@@ -25,12 +25,12 @@ typedef struct {
     int ef;      /* 0 or 1 */
 } cuda_gemv_bulk_cfg;
 
-/* The default tuning, and the one of VLLM_CUDA_GEMV_BULK
+/* The default tuning (160,8192,1,1,0), and the one of VLLM_CUDA_GEMV_BULK
  * ("ring_kb,chunk,pre,cps,ef", any prefix; out-of-range fields keep the
  * default). Packed into 15 bits for cuda_ctx.gemv_cfg. */
 cuda_gemv_bulk_cfg cuda_gemv_bulk_cfg_env(void);
 int cuda_gemv_bulk_pack(cuda_gemv_bulk_cfg c);
-cuda_gemv_bulk_cfg cuda_gemv_bulk_unpack(int code);
+cuda_gemv_bulk_cfg cuda_gemv_bulk_unpack(int code); /* 0: the default */
 
 /* Launch on c->stream; w rows ws bytes apart (ws, w, x 16-byte aligned,
  * in % 8 == 0, x_ld % 4 == 0 when n > 1). glu: items = f pairs, bias NULL.

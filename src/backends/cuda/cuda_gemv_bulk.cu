@@ -37,7 +37,9 @@
 
 /* ---- tuning ------------------------------------------------------------ */
 
-static const cuda_gemv_bulk_cfg gb_default = {96, 2048, 2, 1, 0};
+/* The best single tuning of the H200 table (test_cuda_speed, BENCHMARKS.md)
+ * on the large matrices. */
+static const cuda_gemv_bulk_cfg gb_default = {160, 8192, 1, 1, 0};
 
 cuda_gemv_bulk_cfg cuda_gemv_bulk_cfg_env(void) {
     cuda_gemv_bulk_cfg c = gb_default;

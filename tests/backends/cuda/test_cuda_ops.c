@@ -196,7 +196,8 @@ static void test_matmul(void **st) {
 /* Every f16/bf16 GEMV variant (VLLM_CUDA_GEMV 0..8, read once per backend:
  * a fresh backend each; their kernels and KS choices differ) on one token
  * row with long rows (KS 1..8, a row length that is not a whole number of
- * rounds, few rows, a grid of several waves) and on small batches; then
+ * rounds, few rows, a grid of several waves) and on small batches (variant
+ * 8 also on its two bulk shapes); then
  * the bulk GEMV (variant 7) with other tunings (VLLM_CUDA_GEMV_BULK
  * "ring_kb,chunk,pre,cps,ef"): a ring of 4 stages of 512-byte segments
  * (rows of many chunks, the ring wrapping many times, evict-first hint,
@@ -221,7 +222,11 @@ static void test_matmul_variants(void **st) {
         matmul_case(RT_BF16, 1, 2048, 6000, 1, 0); /* > 1 wave of blocks at KS 1 (H200): variant 4 takes KS 4 */
         matmul_case(RT_F16, 3, 2048, 6000, 0, 0);
         matmul_case(RT_BF16, 8, 1032, 77, 1, 0);   /* 8 tokens, a 16-byte last chunk, a partial tile */
-        matmul_case(RT_BF16, 2, 4096, 4101, 0, 0); /* 32 MiB: variant 8 runs the bulk GEMV */
+        matmul_case(RT_BF16, 2, 4096, 4101, 0, 0); /* 32 MiB, a partial last tile */
+        if (v == 8) { /* variant 8's two bulk tunings: 48 MiB (QKV-sized), 128 MiB */
+            matmul_case(RT_BF16, 1, 4096, 6144, 1, 0);
+            matmul_case(RT_BF16, 3, 4096, 16384, 0, 0);
+        }
         matmul_case(RT_BF16, 3, 14336, 40, 0, 0);  /* x of 168 KiB: the bulk GEMV reads it from global memory */
         rt_backend_free(g_gpu);
         g_gpu = keep;
