@@ -21,6 +21,10 @@
  * latency-bound kernel it overlaps (BENCHMARKS.md, "L2 prefetch before the
  * PDL wait"), hence the bound.
  *
+ * x goes to shared memory (once per CTA) when it fits in GB_X_SMEM: with
+ * the ring taking most of the SM's shared memory, L1 kept too little of it
+ * and each stage waited on L2 for x (measured: 0.3-0.5 of the copy rate).
+ *
  * Sum order: lane l of a row's warp adds values 8j..8j+7 of each chunk for
  * j = l, l + 32, ..., chunks in order, then the warp's butterfly sum; it
  * depends on the shape and `chunk` only (never on n).

@@ -11,6 +11,8 @@
  *    W is read from memory once per call.
  *    The f16/bf16 path (k_gemv_half_u) also serves MATMUL_GLU with the GLU
  *    in its epilogue (gate and up rows of one stacked matrix in one block).
+ *    GEMV variants 7 and 8 hand f16/bf16 shapes to the persistent
+ *    bulk-copy GEMV instead (cuda_gemv_bulk.cu, MATMUL_GLU too).
  *  - larger n (prefill): cuBLAS, in cuda_gemm.cu.
  */
 #include "backends/cuda/cuda_dequant.cuh"
