@@ -17,15 +17,26 @@
  *                      bf16/f16-cache batches go to cuda_flash.cu
  *   cuda_flash.cu      tensor-core (mma.sync m16n8k16) FlashAttention-2
  *                      prefill over the paged cache, GQA heads packed per tile
+ *                      (cuda_flash.h); cuda_flash_wg.cu its Hopper wgmma
+ *                      kernel for causal calls without window or soft-cap
+ *                      (cuda_flash_common.cuh, cuda_flash_wgmma.cuh)
+ *   cuda_paged_attn.cu split-KV flash-decoding PAGED_ATTENTION (k_fd) for the
+ *                      shapes of cuda_fd_eligible; its prefill tiles kernel
+ *                      (k_pf) in cuda_paged_pf.cu, the arguments both take
+ *                      (fd_args) in cuda_fd_args.cuh
  *   cuda_rows.cu       RMSNORM, SOFTMAX, ARGMAX (one block per row), ROPE
  *   cuda_elementwise.cu GLU, ADD, SCALE, COPY, EMBED
  *   cuda_sample.cu     SAMPLE (penalties, temperature, min_p/top_k/top_p,
- *                      the draw: one block per row, radix selects)
+ *                      the draw: one block per row, radix selects);
+ *                      cuda_sample_cl.cu its cluster-per-row kernel (the
+ *                      default), cuda_sample.cuh their shared device code
  *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops)
  *   cuda_norm.cuh      the RMSNORM / ADD_RMSNORM kernels (rows in registers,
  *                      f32 or bf16 out), shared by cuda_rows.cu and cuda_fused.cu
  *   cuda_store.cuh     f32 -> f32/f16/bf16 stores, one or four values
  *   cuda_combine.cu    COMBINE (async scheduling's splice of sampled ids)
+ *   cuda_comm.cu       collectives over NCCL (tensor parallelism)
+ *   cuda_profile.cu    VLLM_CUDA_PROFILE: GPU time per op from CUDA events
  *
  * Every tensor an op touches lives on the device (RT_DEV_CUDA), except EMBED's
  * ids, which may also be host memory. All work goes to the backend's one

@@ -6,8 +6,10 @@
  *                      row split over its CTAs (VLLM_CUDA_TOPP=1, default).
  * Here: the block-level primitives (reductions, scans, radix select, find
  * in id order), the exact exp of the host sampler, fixed-point masses, the
- * top_k stage, the top_p candidate cut, the single-block tail and
- * k_sample's whole row (sample_row_block: k_sample is that alone;
+ * top_k stage, the top_p candidate cut, the single-block tail, the row
+ * steps both kernels run (penalty check, u, the min_p cut, the draw of a
+ * +inf row) and k_sample's whole row
+ * (sample_row_block: k_sample is that alone;
  * k_sample_cl's one-CTA build runs it for rows without top_p). See
  * cuda_sample.cu's comment for the algorithm and the CPU op it reproduces.
  */
@@ -554,6 +556,44 @@ __device__ static inline int topp_bins(float *x, int V, float mx, float cut, flo
     return C > (u64)CAND_CAP ? CAND_CAP + 1 : (int)C;
 }
 
+/* The row steps both kernels share, in the host sampler's order (k_sample
+ * runs them over the whole row, k_sample_cl over each CTA's slice). */
+
+/* Whether the row's history hist[off .. off+np+no) is usable for the
+ * penalties (and the count scratch cnt is there). */
+__device__ static inline bool pen_ok(const int32_t *hist, const int32_t *cnt, int np, int no, int64_t off,
+                                     int64_t n_hist) {
+    return hist && cnt && np >= 0 && no >= 0 && np + no > 0 && off >= 0 && off + np + no <= n_hist;
+}
+
+/* The row's uniform u in [0, 1): the host's double in two int32 slots. */
+__device__ static inline double row_u(const int32_t *q) {
+    uint64_t ubits = (uint64_t)(uint32_t)q[RT_SAMPLE_U_LO] | (uint64_t)(uint32_t)q[RT_SAMPLE_U_HI] << 32;
+    return __longlong_as_double((long long)ubits);
+}
+
+/* The min_p cut: max + logf(min_p) (the host's logf, given), or -inf. */
+__device__ static inline float min_p_cut(const float *f, float mx) {
+    float cut = -INFINITY;
+    if (f[RT_SAMPLE_MIN_P] > 0.0f) cut = __fadd_rn(mx, f[RT_SAMPLE_LOG_MIN_P]);
+    return cut;
+}
+
+/* A row whose max is +inf (this block, the whole row x [V]): the +inf
+ * logits share all the mass equally, so the draw takes the j-th of the n
+ * of them in id order, j = floor(u * n) (at most n - 1); thread 0 writes
+ * it (amx if none is found) to out[row]. */
+__device__ static inline void inf_draw(const float *x, int V, double u, int amx, int32_t *out, int64_t row,
+                                       samp_smem &s) {
+    u64 n = 0;
+    for (int i = threadIdx.x; i < V; i += ST) n += x[i] == INFINITY;
+    n = block_sum(n, s);
+    u64 j = (u64)(u * (double)n);
+    if (j >= n) j = n - 1;
+    int tok = block_find(V, [&](int i) -> u64 { return x[i] == INFINITY; }, j, s);
+    if (threadIdx.x == 0) out[row] = tok >= 0 ? tok : amx;
+}
+
 /* k_sample's row (cuda_sample.cu's comment): row `row` of the batch on
  * this block of ST threads, s its shared memory. Also k_sample_cl's
  * one-CTA build runs it for the rows that do not take its top_p tail
@@ -568,7 +608,7 @@ __device__ static inline void sample_row_block(float *logits, int V, const float
     const bool greedy = !(T > 0.0f);
     const int np = q[RT_SAMPLE_N_PROMPT], no = q[RT_SAMPLE_N_OUTPUT];
     const int64_t off = q[RT_SAMPLE_HIST_OFF];
-    if (hist && cnt && np >= 0 && no >= 0 && np + no > 0 && off >= 0 && off + np + no <= n_hist) {
+    if (pen_ok(hist, cnt, np, no, off, n_hist)) {
         for (int i = threadIdx.x; i < V; i += ST) {
             float v = x[i];
             if (v != v) x[i] = -INFINITY;
@@ -595,20 +635,12 @@ __device__ static inline void sample_row_block(float *logits, int V, const float
         if (threadIdx.x == 0) out[row] = greedy ? amx : 0;
         return;
     }
-    uint64_t ubits = (uint64_t)(uint32_t)q[RT_SAMPLE_U_LO] | (uint64_t)(uint32_t)q[RT_SAMPLE_U_HI] << 32;
-    const double u = __longlong_as_double((long long)ubits);
+    const double u = row_u(q);
     if (mx == INFINITY) { /* +inf logits share all the mass equally */
-        u64 n = 0;
-        for (int i = threadIdx.x; i < V; i += ST) n += x[i] == INFINITY;
-        n = block_sum(n, s);
-        u64 j = (u64)(u * (double)n);
-        if (j >= n) j = n - 1;
-        int tok = block_find(V, [&](int i) -> u64 { return x[i] == INFINITY; }, j, s);
-        if (threadIdx.x == 0) out[row] = tok >= 0 ? tok : amx;
+        inf_draw(x, V, u, amx, out, row, s);
         return;
     }
-    float cut = -INFINITY;
-    if (f[RT_SAMPLE_MIN_P] > 0.0f) cut = __fadd_rn(mx, f[RT_SAMPLE_LOG_MIN_P]);
+    float cut = min_p_cut(f, mx);
     const int k = q[RT_SAMPLE_TOP_K];
     float *xv = x; /* what sample_tail works on: the row, or the candidates */
     int n = V;

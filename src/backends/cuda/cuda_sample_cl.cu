@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
     const bool greedy = !(T > 0.0f);
     const int np = q[RT_SAMPLE_N_PROMPT], no = q[RT_SAMPLE_N_OUTPUT];
     const int64_t off = q[RT_SAMPLE_HIST_OFF];
-    if (hist && cnt && np >= 0 && no >= 0 && np + no > 0 && off >= 0 && off + np + no <= n_hist) {
+    if (pen_ok(hist, cnt, np, no, off, n_hist)) {
         slice_for(x, lo, hi, [&](int i, float v) {
             if (i >= 0 && v != v) x[i] = -INFINITY;
         });
@@ -310,21 +310,12 @@ __global__ void __launch_bounds__(ST) k_sample_cl(float *logits, int V, const fl
         if (rank == 0 && threadIdx.x == 0) out[row] = greedy ? amx : 0;
         return;
     }
-    uint64_t ubits = (uint64_t)(uint32_t)q[RT_SAMPLE_U_LO] | (uint64_t)(uint32_t)q[RT_SAMPLE_U_HI] << 32;
-    const double u = __longlong_as_double((long long)ubits);
+    const double u = row_u(q);
     if (mx == INFINITY) { /* +inf logits share all the mass equally: rank 0 alone (rare) */
-        if (rank != 0) return;
-        u64 n = 0;
-        for (int i = threadIdx.x; i < V; i += ST) n += x[i] == INFINITY;
-        n = block_sum(n, s);
-        u64 j = (u64)(u * (double)n);
-        if (j >= n) j = n - 1;
-        int tok = block_find(V, [&](int i) -> u64 { return x[i] == INFINITY; }, j, s);
-        if (threadIdx.x == 0) out[row] = tok >= 0 ? tok : amx;
+        if (rank == 0) inf_draw(x, V, u, amx, out, row, s);
         return;
     }
-    float cut = -INFINITY;
-    if (f[RT_SAMPLE_MIN_P] > 0.0f) cut = __fadd_rn(mx, f[RT_SAMPLE_LOG_MIN_P]);
+    float cut = min_p_cut(f, mx);
     const int k = q[RT_SAMPLE_TOP_K];
     const float top_p = f[RT_SAMPLE_TOP_P];
     if (k > 0) { /* rank 0: top_k over the row; its candidates take the single-block tail */
