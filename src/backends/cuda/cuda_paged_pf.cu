@@ -108,6 +108,9 @@ __device__ __forceinline__ int fd_block(const fd_args &a, const int32_t *btrow, 
 static size_t pf_smem(int hd) { return (size_t)(PF_Q * hd + PF_KT * (hd + 1) + PF_KT * hd) * sizeof(float); }
 
 template <typename KV, int DPL> __global__ void __launch_bounds__(PF_WARPS * 32) k_pf(fd_args a, int64_t T) {
+    /* under PDL this kernel may start while the kernel before it (the KV
+     * store of this step's rows) still runs: wait for it first */
+    CUDA_PDL_ENTER();
     constexpr int HD = 32 * DPL;
     extern __shared__ float pf_sm[];
     float *qs = pf_sm, *ks = qs + PF_Q * HD, *vs = ks + PF_KT * (HD + 1);
