@@ -144,6 +144,8 @@ template <typename A> __device__ __forceinline__ const A *rs_src(const rs_args &
     return (const A *)(p.v + t * p.v_s0 + (j - p.h - p.kvh) * p.v_s1);
 }
 
+#include "backends/cuda/cuda_rope_pf.cuh" /* the prefill kernel (hd 128), VLLM_CUDA_RS_PF */
+
 /* Lane l holds elements 4 (c * 32 + l) .. +3 of a head row (CH * 128 >= hd). */
 template <typename A, int CH>
 __device__ __forceinline__ void rs_load(const rs_args &p, int64_t t, int j, int hd, int lane, float4 *v) {
@@ -386,8 +388,14 @@ extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
     p.pre = cuda_row_pre();
     bool vec = n > RS_SCALAR_MAX_N && hd % 4 == 0 && rs_aligned(q) && rs_aligned(k) && rs_aligned(v) && rs_aligned(a->dst) &&
                (uintptr_t)kc->data % 16 == 0 && (uintptr_t)vc->data % 16 == 0 && rs_aligned(qn) && rs_aligned(kn);
-    if (at == RT_BF16) rs_launch<__nv_bfloat16>(c, p, n, vec, kc->dtype);
-    else rs_launch<float>(c, p, n, vec, kc->dtype);
+    if (rs_pf_use(p, n, vec)) { /* cuda_rope_pf.cuh */
+        if (at == RT_BF16) rs_launch_pf<__nv_bfloat16>(c, p, n, kc->dtype);
+        else rs_launch_pf<float>(c, p, n, kc->dtype);
+    } else if (at == RT_BF16) {
+        rs_launch<__nv_bfloat16>(c, p, n, vec, kc->dtype);
+    } else {
+        rs_launch<float>(c, p, n, vec, kc->dtype);
+    }
     CU_LAUNCHED();
     return VC_OK;
 }
