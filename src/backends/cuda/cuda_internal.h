@@ -7,8 +7,6 @@
  *                      at a time), shared by EMBED, COPY and MATMUL
  *   cuda_matmul.cu     MATMUL and MATMUL_GLU entry points; dequantize-in-GEMV
  *                      for n <= CUDA_GEMV_MAX_N tokens
- *   cuda_gemv_bulk.cu  the persistent bulk-copy decode GEMV (VLLM_CUDA_GEMV 7 /
- *                      8; cuda_gemv.h)
  *   cuda_gemm.cu       the larger n: cuBLAS GEMM (f32 SGEMM without TF32,
  *                      f16/bf16 GemmEx with fp32 accumulation, quantized
  *                      weights dequantized to bf16 scratch), MATMUL_GLU's
@@ -32,7 +30,8 @@
  *                      the draw: one block per row, radix selects);
  *                      cuda_sample_cl.cu its cluster-per-row kernel (the
  *                      default), cuda_sample.cuh their shared device code
- *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops)
+ *   cuda_fused.cu      ADD_RMSNORM, QK_ROPE_STORE (fused decode-layer ops);
+ *                      QK_ROPE_STORE's prefill kernel in cuda_rope_pf.cuh
  *   cuda_norm.cuh      the RMSNORM / ADD_RMSNORM kernels (rows in registers,
  *                      f32 or bf16 out), shared by cuda_rows.cu and cuda_fused.cu
  *   cuda_store.cuh     f32 -> f32/f16/bf16 stores, one or four values
@@ -133,8 +132,7 @@ typedef struct {
     bool capturing;
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
-    int gemv_cfg; /* 0: not read yet, else low 5 bits 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV), the bulk
-                     GEMV's tuning packed above them (VLLM_CUDA_GEMV_BULK; cuda_matmul.cu) */
+    int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
     int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above CUDA_GEMV_MAX_N tokens */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;

@@ -11,12 +11,9 @@
  *    W is read from memory once per call.
  *    The f16/bf16 path (k_gemv_half_u) also serves MATMUL_GLU with the GLU
  *    in its epilogue (gate and up rows of one stacked matrix in one block).
- *    GEMV variants 7 and 8 hand f16/bf16 shapes to the persistent
- *    bulk-copy GEMV instead (cuda_gemv_bulk.cu, MATMUL_GLU too).
  *  - larger n (prefill): cuBLAS, in cuda_gemm.cu.
  */
 #include "backends/cuda/cuda_dequant.cuh"
-#include "backends/cuda/cuda_gemv.h"
 #include "backends/cuda/cuda_internal.h"
 
 #include <limits.h>
@@ -311,46 +308,16 @@ static int gemv_ks(const cuda_ctx *c, int64_t out, int64_t in, int per_sm = 32) 
  * KS for 32 warps per SM; 3 k_gemv_half_u with 2 loads per round, KS for 32
  * warps per SM; 4 (default) k_gemv_half_u with variant 1's KS where its
  * grid fits in one wave of resident blocks, else 4x that KS (gemv_ks_waves);
- * 5 and 6 k_gemv_half_u with 2x and 4x variant 1's KS on every shape;
- * 7 the persistent bulk-copy GEMV (cuda_gemv_bulk.cu, tuned by
- * VLLM_CUDA_GEMV_BULK) on every shape; 8 the bulk GEMV where it won in
- * test_cuda_speed's table on the H200 (rows of <= 4096 values and >= 48 MiB
- * of weights: the 8B's stacked QKV, gate|up, LM head; tuned per size
- * unless VLLM_CUDA_GEMV_BULK is set), variant 4 elsewhere (the 8B's o and
- * down, where it lost, and every smaller matrix). The rule is shape-only,
- * so a row's result does not depend on n. */
-enum { GEMV_NVARIANTS = 9, GEMV_DEFAULT = 4 };
-#define GEMV_BULK_MIN_BYTES ((int64_t)48 << 20)
-#define GEMV_BULK_BIG_BYTES ((int64_t)128 << 20)
+ * 5 and 6 k_gemv_half_u with 2x and 4x variant 1's KS on every shape. */
+enum { GEMV_NVARIANTS = 7, GEMV_DEFAULT = 4 };
 
-/* gemv_cfg: 1 + variant in bits 0-4, the packed VLLM_CUDA_GEMV_BULK tuning
- * above them (0: not set, the per-size default). */
 static int gemv_variant(cuda_ctx *c) {
     if (!c->gemv_cfg) {
-        const char *e = getenv("VLLM_CUDA_GEMV"), *b = getenv("VLLM_CUDA_GEMV_BULK");
+        const char *e = getenv("VLLM_CUDA_GEMV");
         int v = e && *e ? atoi(e) : GEMV_DEFAULT;
-        c->gemv_cfg = (1 + (v >= 0 && v < GEMV_NVARIANTS ? v : GEMV_DEFAULT)) |
-                      (b && *b ? cuda_gemv_bulk_pack(cuda_gemv_bulk_cfg_env()) << 5 : 0);
+        c->gemv_cfg = 1 + (v >= 0 && v < GEMV_NVARIANTS ? v : GEMV_DEFAULT);
     }
-    return (c->gemv_cfg & 31) - 1;
-}
-
-/* Whether the variant runs the bulk GEMV on a weight matrix of `bytes`
- * with rows of `in` values, and with which tuning (*bc). Variant 8's
- * tunings, from the same table: >= 128 MiB (gate|up 28672x4096, LM head)
- * a 160 KiB ring of 8 KiB segments, 1 CTA per SM (0.97 and 1.04 of the
- * copy rate against variant 4's 0.95 and 1.00); below (QKV 6144x4096) a
- * 64 KiB ring of 2 KiB segments, 2 CTAs per SM (0.83 against 0.80). */
-static bool gemv_use_bulk(cuda_ctx *c, int64_t bytes, int64_t in, cuda_gemv_bulk_cfg *bc) {
-    const int v = gemv_variant(c), code = c->gemv_cfg >> 5;
-    *bc = cuda_gemv_bulk_unpack(code);
-    if (v == 7) return true;
-    if (v != 8 || in > 4096 || bytes < GEMV_BULK_MIN_BYTES) return false;
-    if (!code) {
-        static const cuda_gemv_bulk_cfg big = {160, 8192, 1, 1, 0}, mid = {64, 2048, 1, 2, 0};
-        *bc = bytes >= GEMV_BULK_BIG_BYTES ? big : mid;
-    }
-    return true;
+    return c->gemv_cfg - 1;
 }
 
 /* Resident blocks of GEMV_BLOCK threads per SM for a kernel (registers
@@ -385,7 +352,7 @@ static int gemv_ks_waves(const cuda_ctx *c, int v, int64_t items, int64_t rows, 
     int ks = gemv_ks(c, rows, in, 16);
     if (ks > max_ks) ks = max_ks;
     int mult = v == 5 ? 2 : 4;
-    if (v == 4 || v >= 7) { /* 7, 8: variant 4 where they do not run the bulk GEMV */
+    if (v == 4) {
         int64_t per = per_block / ks, blocks = (items + per - 1) / per;
         if (blocks <= (int64_t)c->n_sm * occ) mult = 1;
     }
@@ -456,9 +423,6 @@ static int gemv(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
     bool vx = ((uintptr_t)x & 15) == 0 && (n == 1 || x_ld % 4 == 0);
     bool v8 = (w->dtype == RT_F16 || w->dtype == RT_BF16) && in % 8 == 0 && ws % 16 == 0 &&
               ((uintptr_t)wd & 15) == 0 && vx;
-    cuda_gemv_bulk_cfg bc;
-    if (v8 && gemv_use_bulk(c, out * in * 2, in, &bc))
-        return cuda_gemv_bulk(c, &bc, w->dtype, false, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, 0);
     int ks = gemv_ks(c, out, in);
     unsigned kgrid = (unsigned)((out + GEMV_BLOCK / 32 / ks - 1) / (GEMV_BLOCK / 32 / ks));
     unsigned grid = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
@@ -539,11 +503,6 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
         const float *xd = (const float *)x->data;
         float *yd = (float *)dst->data;
         int v = gemv_variant(c), act = a->p.glu.act, ks;
-        int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
-        cuda_gemv_bulk_cfg bc;
-        if (gemv_use_bulk(c, out * in * 2, in, &bc))
-            return cuda_gemv_bulk(c, &bc, w->dtype, true, wd, w->stride[0], xd, x_ld, yd, y_ld, NULL, f, in, (int)n,
-                                  act);
         if (v >= 4) {
             int occ = w->dtype == RT_F16 ? gemv_occupancy<k_gemv_half_u<RT_F16, 1, 2, true>>()
                                          : gemv_occupancy<k_gemv_half_u<RT_BF16, 1, 2, true>>();
@@ -554,6 +513,7 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
         }
         int64_t pairs = GEMV_BLOCK / 32 / ks / 2;
         unsigned grid = (unsigned)((f + pairs - 1) / pairs);
+        int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
         if (w->dtype == RT_F16)
             launch_half_u<RT_F16, 2, true>(c, ks, grid, wd, w->stride[0], xd, x_ld, yd, y_ld, NULL, out, in, (int)n, act);
         else

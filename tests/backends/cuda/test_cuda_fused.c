@@ -287,16 +287,15 @@ static void test_glu_views(void **st) {
 
 /* MATMUL_GLU over a stacked [Wg; Wu]: the GEMV with the GLU epilogue at
  * n <= 8 (f16/bf16), MATMUL + GLU above; against the CPU (MATMUL + GLU). */
-static void glu_cases(bool big) {
+static void glu_cases(void) {
     const struct { int64_t n, f, d; rt_dtype t; rt_act act; } cs[] = {
-        {1, 8192, 4096, RT_BF16, RT_ACT_SILU}, /* big only: 128 MiB (variant 8's bulk GEMV) */
         {1, 3072, 1024, RT_BF16, RT_ACT_SILU}, {3, 100, 64, RT_BF16, RT_ACT_GELU_TANH},
         {8, 512, 256, RT_F16, RT_ACT_SILU},    {1, 7, 4096, RT_BF16, RT_ACT_SILU},
         {20, 200, 128, RT_BF16, RT_ACT_SILU},  {5, 64, 72, RT_F32, RT_ACT_SILU},
         {1, 1100, 2048, RT_BF16, RT_ACT_SILU}, {1, 300, 4104, RT_F16, RT_ACT_GELU_TANH},
         {1, 3000, 2048, RT_BF16, RT_ACT_SILU}, {2, 3000, 2048, RT_F16, RT_ACT_SILU}, /* several waves: KS 4 */
     };
-    for (size_t k = big ? 0 : 1; k < sizeof cs / sizeof cs[0]; k++) {
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         int64_t n = cs[k].n, f = cs[k].f, d = cs[k].d, es = cs[k].t == RT_F32 ? 4 : 2;
         float *x = xmalloc((size_t)(n * d) * 4), *wf = xmalloc((size_t)(2 * f * d) * 4);
         uint16_t *wh = xmalloc((size_t)(2 * f * d) * 2);
@@ -326,29 +325,23 @@ static void glu_cases(bool big) {
 }
 
 /* The default GEMV variant, then every variant with the GLU epilogue
- * (VLLM_CUDA_GEMV 1..8, a fresh backend each: their KS choices differ),
- * then the bulk GEMV (7) with two more tunings (VLLM_CUDA_GEMV_BULK: 512-
- * byte segments in a 4-stage ring, 2 CTAs per SM, evict-first; the largest
- * chunk, shrunk to fit). */
+ * (VLLM_CUDA_GEMV 1..6, a fresh backend each: their KS choices differ). */
 static void test_matmul_glu(void **st) {
     (void)st;
     NEED_GPU();
-    glu_cases(false);
+    glu_cases();
     rt_backend *keep = g_gpu;
-    static const char *bulk[] = {"32,512,0,2,1", "248,65536,15,3,0"};
-    for (int v = 1; v < 9 + 2; v++) {
+    for (int v = 1; v < 7; v++) {
         char val[8];
-        snprintf(val, sizeof val, "%d", v < 9 ? v : 7);
+        snprintf(val, sizeof val, "%d", v);
         setenv("VLLM_CUDA_GEMV", val, 1);
-        if (v >= 9) setenv("VLLM_CUDA_GEMV_BULK", bulk[v - 9], 1);
         g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
         assert_non_null(g_gpu);
-        glu_cases(v == 8);
+        glu_cases();
         rt_backend_free(g_gpu);
         g_gpu = keep;
     }
     unsetenv("VLLM_CUDA_GEMV");
-    unsetenv("VLLM_CUDA_GEMV_BULK");
 }
 
 static void test_report(void **st) {
