@@ -239,66 +239,20 @@ static int glu_rows(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr) 
     return rt_glu(m->be, &g, &g, &u, RT_ACT_SILU);
 }
 
-/* How a sequence-parallel step all-gathers the normed rows (ag):
- *   SP_AG_INPLACE: the rank's rows are normed into its own block of xnF
- *     and gathered in place (default);
- *   SP_AG_OOP (VLLM_TP_SP_AG=oop): they are normed into block r of the
- *     send buffer m->sp_send and gathered from there into xnF;
- *   SP_AG_A2A (VLLM_TP_SP_AG=a2a): the same block is copied into the send
- *     buffer's other blocks and an all-to-all sp_send -> xnF delivers
- *     block q of rank q's buffer -- its own rows -- to block q: a gather.
- * Why: in symmetric buffers NCCL moves an all-to-all on copy engines at
- * ~5x the rate of its in-place all-gather there (tools/tp_probe, 8000 x
- * 4096 bf16: 0.134 vs 0.699 ms), and copy engines leave the SMs to the
- * GEMMs beside them. In both new forms the own rows' GEMMs read the send
- * buffer (xnF's own block is being written by the collective's copy to
- * self). */
-enum { SP_AG_INPLACE, SP_AG_OOP, SP_AG_A2A };
-
-static uint64_t g_sp_ag_steps; /* steps with a send-buffer gather (rank 0), for tests */
-
-uint64_t mdl_sp_ag_count(void) { return __atomic_load_n(&g_sp_ag_steps, __ATOMIC_RELAXED); }
-
-static int sp_ag_mode(const mdl_model *m, const rt_tensor *xnF) {
-    if (!m->sp_send.data || m->sp_send.dtype != xnF->dtype) return SP_AG_INPLACE;
-    const char *e = getenv("VLLM_TP_SP_AG");
-    return e && !strcmp(e, "a2a") ? SP_AG_A2A : e && !strcmp(e, "oop") ? SP_AG_OOP : SP_AG_INPLACE;
-}
-
-/* All-gather the ranks' normed rows into xnF [n_pad, d] (form ag, above),
- * then fn over rows [0, n). Overlapped: the gather runs on the comm's side
- * stream while fn runs over the rank's own rows (they are here already),
- * then over the others once it has arrived. fn only reads xn, so the
- * gather may still be sending the own rows meanwhile. */
-static int sp_gather_then(mdl_model *m, const mdl_sp *sp, rt_tensor *xnF, bool ovl, int ag, sp_rows_fn fn,
+/* All-gather the rank's normed rows of xnF [n_pad, d], then fn over rows
+ * [0, n). Overlapped: the gather runs on the comm's side stream while fn
+ * runs over the rank's own rows (they are here already), then over the
+ * others once it has arrived. fn only reads xn, so the gather may still
+ * be sending the own rows meanwhile. */
+static int sp_gather_then(mdl_model *m, const mdl_sp *sp, rt_tensor *xnF, bool ovl, sp_rows_fn fn,
                           const sp_rows_ctx *x) {
-    if (ag == SP_AG_INPLACE && !ovl) {
+    if (!ovl) {
         MDL_TRY(mdl_sp_gather(m, sp, xnF, false));
         return fn(m, x, 0, sp->n);
     }
-    rt_tensor send = rt_tensor_2d(ag == SP_AG_INPLACE ? xnF->data : m->sp_send.data, xnF->dtype, xnF->device,
-                                  sp->n_pad, xnF->shape[1]);
-    rt_tensor own = rt_tensor_slice0(&send, sp->r0, sp->m);
-    if (ag == SP_AG_INPLACE) {
-        MDL_TRY(mdl_sp_gather(m, sp, xnF, true));
-    } else if (ag == SP_AG_OOP) {
-        MDL_TRY(rt_comm_all_gather_start(m->comm, &own, xnF, 0));
-    } else {
-        for (int q = 0; q < m->tp_size; q++) {
-            if (q == m->tp_rank) continue;
-            rt_tensor blk = rt_tensor_slice0(&send, (int64_t)q * sp->m, sp->m);
-            MDL_TRY(rt_tensor_copy_bytes(m->be, &blk, &own));
-        }
-        MDL_TRY(rt_comm_all_to_all_start(m->comm, &send, xnF, 0));
-    }
-    if (!ovl) {
-        MDL_TRY(rt_comm_wait(m->comm, 0));
-        return fn(m, x, 0, sp->n);
-    }
     int64_t a = sp->r0 < sp->n ? sp->r0 : sp->n, b = sp->r0 + sp->m < sp->n ? sp->r0 + sp->m : sp->n;
-    sp_rows_ctx xo = *x;
-    xo.xn = &send; /* the own rows: same row numbers as in xnF */
-    if (b > a) MDL_TRY(fn(m, &xo, a, b - a));
+    MDL_TRY(mdl_sp_gather(m, sp, xnF, true));
+    if (b > a) MDL_TRY(fn(m, x, a, b - a));
     MDL_TRY(rt_comm_wait(m->comm, 0));
     if (a > 0) MDL_TRY(fn(m, x, 0, a));
     if (b < sp->n) MDL_TRY(fn(m, x, b, sp->n - b));
@@ -384,11 +338,6 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
     rt_tensor xs = rt_tensor_slice0(&xF, sp->r0, sp->m), xns = rt_tensor_slice0(&xnF, sp->r0, sp->m);
     rt_tensor *oF = p16 ? &xnF : &xbF; /* partial sums of Wo and (but the last) Wdown */
     bool ovl = sp_overlap(), a2a = sp_a2a(m, oF);
-    int ag = sp_ag_mode(m, &xnF);
-    if (ag != SP_AG_INPLACE) { /* the norms write the own rows into the send buffer's block r */
-        xns = rt_tensor_slice0(&m->sp_send, sp->r0, sp->m);
-        if (m->tp_rank == 0) __atomic_add_fetch(&g_sp_ag_steps, 1, __ATOMIC_RELAXED);
-    }
     MDL_TRY(mdl_embed_sp(m, sp, &xF, &sv->ids));
     MDL_TRY(rt_rmsnorm(be, &xns, &xs, &m->layers[0].attn_norm, c->rms_eps, 0.0f));
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -396,7 +345,7 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
         bool fqkv = L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data);
         sp_rows_ctx cx = {.L = L, .sv = sv, .xn = &xnF, .qkv = qkv, .gu = gu, .gh = &gh, .fused = fqkv};
-        MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, ag, qkv_rows, &cx));
+        MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, qkv_rows, &cx));
         rt_tensor q3 = sv->q3, k3 = sv->k3, v3 = sv->v3;
         if (fqkv) {
             q3 = col_view(qkv, n, 0, qd, hd);
@@ -414,7 +363,7 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
                                 &L->ffn_norm));
         bool fgu = L->w_gu.data && m->gu.data;
         cx.fused = fgu;
-        MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, ag, glu_rows, &cx));
+        MDL_TRY(sp_gather_then(m, sp, &xnF, ovl, glu_rows, &cx));
         /* Wdown after all rows' GLU: its output may be xn, which an
          * overlapped gather reads until the wait. */
         rt_tensor din = fgu ? gh : sv->gate;
@@ -475,9 +424,6 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                                     : "sequence parallel (reduce-scatter, norms on own rows, all-gather)")
                 : split ? "rows in two halves (all-reduce of one overlaps the GEMMs of the other)"
                         : "all-reduce, no overlap");
-    if (seq && m->tp_rank == 0 && sp_ag_mode(m, &m->xn16) != SP_AG_INPLACE && !g_sp_ag_steps)
-        VC_INFO("tensor parallel prefill: the normed rows gathered from a send buffer (%s)",
-                sp_ag_mode(m, &m->xn16) == SP_AG_A2A ? "all-to-all of the replicated own block" : "out of place");
     if (seq) return llama_forward_sp(m, kv, &sv, &sp, &qkv, &gu, h16, p16, n_logits);
     int np = split ? 2 : 1;
     int64_t r0[2] = {0, cut}, nr[2] = {split ? cut : n, n - cut};

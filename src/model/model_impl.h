@@ -116,7 +116,6 @@ struct mdl_model {
     rt_tensor logits_l;            /* [rows, vocab_l] this rank's LM-head output (TP) */
     rt_tensor sp_zero;             /* [tp_size - 1, d] f32 zeros: pad rows of sequence-parallel steps */
     rt_tensor sp_recv;             /* [B, d] partial sums received by the all-to-all (VLLM_TP_SP_A2A=1) */
-    rt_tensor sp_send;             /* [B, d] normed own rows to all-gather from (VLLM_TP_SP_AG) */
     struct mdl_tp_group *tp;       /* rank 0 of a TP group: the other ranks and their threads */
 };
 
@@ -282,9 +281,6 @@ bool mdl_sp_plan(mdl_model *m, int64_t n, bool big, mdl_sp *sp);
 /* Sequence-parallel steps planned so far (process-wide, rank 0's): tests
  * check that the path they force really ran. */
 uint64_t mdl_sp_step_count(void);
-/* Of those, the steps that gathered the normed rows from the send buffer
- * (VLLM_TP_SP_AG=oop|a2a; arch_llama.c). */
-uint64_t mdl_sp_ag_count(void);
 /* full [n_pad, d] (contiguous) partial sums: rows [n, n_pad) are zeroed,
  * then reduce-scattered in place: rows [r0, r0 + m) hold the sum. */
 int mdl_sp_reduce(mdl_model *m, const mdl_sp *sp, rt_tensor *full);

@@ -251,18 +251,16 @@ static bool env_on(const char *name) {
     return e && !strcmp(e, "1");
 }
 
-/* The comm layer takes only 16-byte blocks in symmetric buffers (NCCL
- * summed odd bf16 blocks wrongly): one row's share must be whole units. */
-static bool sym_fits(const mdl_tp_group *g) {
-    int64_t h = g->ranks[0]->cfg.hidden;
-    if (h % (8 * g->world) == 0) return true;
-    VC_WARN("tensor parallel: hidden %lld is not a multiple of %d: no symmetric buffers", (long long)h, 8 * g->world);
-    return false;
-}
-
 static bool sym_xn(mdl_tp_group *g) {
     mdl_model *m0 = g->ranks[0];
-    if (!env_on("VLLM_TP_SYM") || !m0->xn16.data || g->world > 64 || !sym_fits(g)) return false;
+    if (!env_on("VLLM_TP_SYM") || !m0->xn16.data || g->world > 64) return false;
+    /* the comm layer takes only 16-byte blocks in symmetric buffers (NCCL
+     * summed odd bf16 blocks wrongly): one row's share must be whole units */
+    if (m0->cfg.hidden % (8 * g->world)) {
+        VC_WARN("tensor parallel: hidden %lld is not a multiple of %d: xn stays in ordinary memory",
+                (long long)m0->cfg.hidden, 8 * g->world);
+        return false;
+    }
     void *ptrs[64];
     size_t bytes = rt_tensor_nbytes(&m0->xn16);
     if (rt_comm_group_alloc_sym(g->comms, g->world, bytes, ptrs) < 0) {
@@ -274,54 +272,32 @@ static bool sym_xn(mdl_tp_group *g) {
     return true;
 }
 
-/* One [max_batch, d] buffer per rank in the activations' sum dtype (bf16
- * where xn16 exists, else f32), symmetric if sym and possible:
- *   sp_recv (VLLM_TP_SP_A2A=1): the partial sums of the sequence-parallel
- *     all-to-all (arch_llama.c sp_row_parallel);
- *   sp_send (VLLM_TP_SP_AG=a2a|oop): the normed own rows the all-gather
- *     sends (arch_llama.c sp_gather_then). */
-static rt_tensor *sp_field(mdl_model *m, bool send) { return send ? &m->sp_send : &m->sp_recv; }
-
-static int sp_buf_alloc(mdl_tp_group *g, bool send, bool sym) {
-    const char *what = send ? "all-gather send" : "all-to-all receive";
+/* VLLM_TP_SP_A2A=1: every rank's receive buffer sp_recv [max_batch, d] for
+ * the all-to-all of the sequence-parallel partial sums (arch_llama.c
+ * sp_row_parallel), in the partials' dtype (bf16 where xn16 exists, else
+ * f32); symmetric when xn is (sym). */
+static int sp_recv_alloc(mdl_tp_group *g, bool sym) {
+    if (!env_on("VLLM_TP_SP_A2A")) return VC_OK;
+    if (!g->comms[0]->vt->all_to_all) {
+        VC_WARN("tensor parallel: %s has no all-to-all: VLLM_TP_SP_A2A ignored", g->comms[0]->vt->name);
+        return VC_OK;
+    }
     mdl_model *m0 = g->ranks[0];
     rt_dtype dt = m0->xn16.data ? RT_BF16 : RT_F32;
     int64_t s[2] = {m0->max_batch, m0->cfg.hidden};
     void *ptrs[64];
-    if (sym && g->world <= 64 && sym_fits(g)) {
+    if (sym) {
         rt_tensor probe = rt_tensor_make(NULL, dt, m0->be->device, 2, s);
         if (rt_comm_group_alloc_sym(g->comms, g->world, rt_tensor_nbytes(&probe), ptrs) == 0) {
             for (int r = 0; r < g->world; r++) {
-                *sp_field(g->ranks[r], send) = probe;
-                sp_field(g->ranks[r], send)->data = ptrs[r];
+                g->ranks[r]->sp_recv = probe;
+                g->ranks[r]->sp_recv.data = ptrs[r];
             }
             return VC_OK;
         }
-        VC_WARN("tensor parallel: no symmetric %s buffer (%s): ordinary memory", what, vc_err_msg());
+        VC_WARN("tensor parallel: no symmetric all-to-all buffer (%s): ordinary memory", vc_err_msg());
     }
-    for (int r = 0; r < g->world; r++) MDL_TRY(mdl_own_tensor(g->ranks[r], sp_field(g->ranks[r], send), dt, 2, s));
-    return VC_OK;
-}
-
-/* The buffers the environment asks for: VLLM_TP_SP_A2A=1 the receive
- * buffer, VLLM_TP_SP_AG=a2a|oop the send buffer (a2a needs the comm's
- * all-to-all). Symmetric: with xn (VLLM_TP_SYM=1), or VLLM_TP_SYM=a2a
- * for these two only (copy engines move them; the gather into xn, if in
- * ordinary memory, runs NCCL's SM kernels). */
-static int sp_bufs_alloc(mdl_tp_group *g, bool sym) {
-    const char *ag = getenv("VLLM_TP_SP_AG");
-    bool has_a2a = g->comms[0]->vt->all_to_all != NULL;
-    if (env_on("VLLM_TP_SP_A2A")) {
-        if (has_a2a) MDL_TRY(sp_buf_alloc(g, false, sym));
-        else VC_WARN("tensor parallel: %s has no all-to-all: VLLM_TP_SP_A2A ignored", g->comms[0]->vt->name);
-    }
-    if (ag && (!strcmp(ag, "oop") || !strcmp(ag, "a2a"))) {
-        if (!strcmp(ag, "a2a") && !has_a2a)
-            VC_WARN("tensor parallel: %s has no all-to-all: VLLM_TP_SP_AG=a2a ignored", g->comms[0]->vt->name);
-        else MDL_TRY(sp_buf_alloc(g, true, sym));
-    } else if (ag && *ag && strcmp(ag, "0")) {
-        VC_WARN("tensor parallel: VLLM_TP_SP_AG=%s: not a2a or oop, ignored", ag);
-    }
+    for (int r = 0; r < g->world; r++) MDL_TRY(mdl_own_tensor(g->ranks[r], &g->ranks[r]->sp_recv, dt, 2, s));
     return VC_OK;
 }
 
@@ -349,13 +325,7 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
     int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
     if (rc < 0) return rc;
     for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];
-    /* VLLM_TP_SYM=a2a: only sp_recv / sp_send are symmetric (copy engines
-     * move them; an in-place all-gather into xn stays in ordinary memory,
-     * where NCCL's SM kernels measured 0.16 ms against 0.70 ms on copy
-     * engines for a 32 MB block) */
-    const char *se = getenv("VLLM_TP_SYM");
-    bool a2a_only = se && !strcmp(se, "a2a");
-    MDL_TRY(sp_bufs_alloc(g, a2a_only || sym_xn(g)));
+    MDL_TRY(sp_recv_alloc(g, sym_xn(g)));
     for (int r = 1; r < W; r++) {
         tp_worker_arg *a = malloc(sizeof *a);
         if (!a) return vc_err_set(VC_ERR_OOM, "out of memory");
