@@ -325,7 +325,12 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
     int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
     if (rc < 0) return rc;
     for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];
-    MDL_TRY(sp_recv_alloc(g, sym_xn(g)));
+    bool sym = sym_xn(g);
+    const char *cta = getenv("VLLM_TP_NCCL_CTA");
+    if (!sym && cta && !strcmp(cta, "zero"))
+        VC_WARN("tensor parallel: VLLM_TP_NCCL_CTA=zero without symmetric buffers is untested (an all-to-all "
+                "between a symmetric and an ordinary buffer hung under it): use it with VLLM_TP_SYM=1");
+    MDL_TRY(sp_recv_alloc(g, sym));
     for (int r = 1; r < W; r++) {
         tp_worker_arg *a = malloc(sizeof *a);
         if (!a) return vc_err_set(VC_ERR_OOM, "out of memory");
