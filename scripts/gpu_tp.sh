@@ -17,7 +17,8 @@
 # VLLM_TP_GREEDY_ENV="NAME=VALUE[,NAME=VALUE...]": for TP > 1 one more
 # greedy run under that environment (a candidate default), checked like the
 # plain one (equal to TP=1, else the near-tie rule against HF).
-# VLLM_TP_AB="A B ...": for TP > 1 one more prefill measurement per word,
+# VLLM_TP_AB="A B ...": for TP > 1 one more prefill measurement per word
+# (after the greedy checks; each limited to VLLM_TP_AB_T seconds, 90),
 # each word NAME=VALUE[,NAME=VALUE...] of environment (e.g.
 # "VLLM_TP_OVERLAP=0 VLLM_TP_BF16_SUMS=0,VLLM_TP_OVERLAP=0").
 # With 2+ GPUs, tools/tp_probe times the pieces of a TP=2 prefill step
@@ -90,21 +91,10 @@ for n in $sizes; do
     PF[$n]=$([ -n "$ttft" ] && $PY -c "print(round(8000 / ($ttft / 1e3), 1))")
     echo "prefill 8000: ${ttft:-?} ms = ${PF[$n]:-?} tok/s"
     grep -m1 -o "tensor parallel prefill.*" "$OUT/tp${n}_pf.log"
-    k=0
-    for ab in ${VLLM_TP_AB:-}; do
-        [ "$n" != 1 ] || break
-        k=$((k + 1))
-        env ${ab//,/ } $V bench --device cuda -tp $n --model $M --num-prompts 3 --input-len 8000 --output-len 1 \
-            --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 >"$OUT/tp${n}_pf_ab$k.log" 2>&1 ||
-            tail -3 "$OUT/tp${n}_pf_ab$k.log"
-        ttft=$(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$OUT/tp${n}_pf_ab$k.log" | head -1)
-        echo "prefill 8000 with $ab: ${ttft:-?} ms"
-        grep -m2 -o "tensor parallel: xn in symmetric.*\|tensor parallel: no symmetric.*" "$OUT/tp${n}_pf_ab$k.log"
-    done
     ge=${VLLM_TP_GREEDY_ENV:-}
     if [ "$n" != 1 ] && [ -n "$ge" ] && [ "${VLLM_TP_GREEDY:-1}" != 0 ]; then
         say "TP=$n: greedy $PL + 128 with $ge"
-        env ${ge//,/ } $V run --device cuda -tp $n --model $M --prompt-ids "$(cat "$OUT/tp_p512.ids")" --max-tokens 128 \
+        env ${ge//,/ } timeout 180 $V run --device cuda -tp $n --model $M --prompt-ids "$(cat "$OUT/tp_p512.ids")" --max-tokens 128 \
             --ignore-eos --temperature 0 --print-ids >"$OUT/tp${n}g.ids" 2>"$OUT/tp${n}g.err" || tail -3 "$OUT/tp${n}g.err"
         grep -m2 -o "tensor parallel.*" "$OUT/tp${n}g.err"
     fi
@@ -122,6 +112,19 @@ for n in $sizes; do
             hf_checked=" "
         done
     fi
+    # the A/B rows last: a row that hangs (its time limit) cannot cost the checks above
+    k=0
+    for ab in ${VLLM_TP_AB:-}; do
+        [ "$n" != 1 ] || break
+        k=$((k + 1))
+        env ${ab//,/ } timeout "${VLLM_TP_AB_T:-90}" $V bench --device cuda -tp $n --model $M --num-prompts 3 \
+            --input-len 8000 --output-len 1 --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 \
+            >"$OUT/tp${n}_pf_ab$k.log" 2>&1 ||
+            tail -3 "$OUT/tp${n}_pf_ab$k.log"
+        ttft=$(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$OUT/tp${n}_pf_ab$k.log" | head -1)
+        echo "prefill 8000 with $ab: ${ttft:-?} ms$(grep -q . <<<"$ttft" || echo ' (no result: see the log; a hang ends at VLLM_TP_AB_T)')"
+        grep -m2 -o "tensor parallel: xn in symmetric.*\|tensor parallel: no symmetric.*" "$OUT/tp${n}_pf_ab$k.log"
+    done
 done
 for n in $sizes; do
     [ -n "${PF[$n]:-}" ] && [ -n "${PF[1]:-}" ] &&
