@@ -97,6 +97,7 @@ for n in $sizes; do
         env ${ge//,/ } timeout 180 $V run --device cuda -tp $n --model $M --prompt-ids "$(cat "$OUT/tp_p512.ids")" --max-tokens 128 \
             --ignore-eos --temperature 0 --print-ids >"$OUT/tp${n}g.ids" 2>"$OUT/tp${n}g.err" || tail -3 "$OUT/tp${n}g.err"
         grep -m2 -o "tensor parallel.*" "$OUT/tp${n}g.err"
+        grep "prompt:" "$OUT/tp${n}g.err" | sed 's/^/  with the environment: /'
     fi
     if [ "$n" != 1 ] && [ -f "$OUT/tp1.ids" ]; then
         hf_checked=
