@@ -51,7 +51,11 @@
 #include "backends/cuda/cuda_flash_common.cuh"
 #include "backends/cuda/cuda_flash_wgmma.cuh"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define FW_BM 128      /* packed query rows per CTA (2 warpgroups x 64) */
 #define FW_BN 128      /* keys per tile */
@@ -398,6 +402,368 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     }
 }
 
+/* ---- VLLM_CUDA_FLASH_WG=2: the warp-specialised (FA3-style) variant ----
+ * hd 128 only (hd 64 keeps k_flash_wg). CTA of 3 warpgroups (384 threads):
+ * warpgroup 0 is the producer (setmaxnreg down to FA_PRODUCER_REGS; one
+ * warp of it works, the other three leave), warpgroups 1 and 2 are the
+ * consumers (setmaxnreg up to FA_CONSUMER_REGS) and own the packed query
+ * rows 0..63 and 64..127 exactly as k_flash_wg's two warpgroups do, with
+ * the same intra-warpgroup pipeline and the same softmax code.
+ * K/V come in by TMA (cp.async.bulk.tensor.4d) from the paged cache: the
+ * cache [blocks][slots][kv heads][hd] is a 4-D tensor map (dims hd, kv
+ * head, slot, block; byte strides of the tensor), the box {64, 1, R, 1}
+ * (R = min(B, 128) slots of one block, one 64-wide slab of the head dim)
+ * lands with the 128B swizzle that the wgmma descriptors read (R >= 8, so
+ * every box starts 1024-byte aligned in the tile). One key tile of 128 is
+ * (128 / R) blocks x 2 slabs x (K, V) boxes, issued by the producer warp's
+ * lanes in parallel (each lane reads its own block-table entry), all
+ * completing on the stage's "full" mbarrier (one arrival with the byte
+ * count). FA_STAGES stages; each consumer warp arrives on the stage's
+ * "empty" mbarrier (8 arrivals) once its P V of the tile retired, and the
+ * producer waits for it before refilling the stage. No CTA-wide barrier
+ * after the set-up.
+ * A segment's last tile, when it passes the segment's last key khi: only
+ * the blocks holding keys <= khi are copied, on a separate barrier the
+ * producer itself waits for; it then zeroes the V rows past khi (stale
+ * smem or cache slots past the sequence could hold non-finite values, and
+ * P = 0 times NaN is NaN; K past khi is masked to -inf by select), fences
+ * them into the async proxy and arrives on "full" itself (same contract
+ * as k_flash_wg's zero-filled cp.async).
+ * Bad block ids raise CUDA_FLAG_BAD_PAGED and read block 0, as k_flash_wg.
+ * A consumer warpgroup walks every key tile of every segment (waits on
+ * "full", arrives on "empty") even past its own last key, so that both
+ * consumers and the producer count the same stage uses.
+ * VLLM_CUDA_FLASH_WG=3 adds FA3's ping-pong (PP): the two consumer
+ * warpgroups take turns at issuing their wgmmas (named barriers 3 and 4,
+ * 256 threads: a warpgroup waits for its turn, issues S of tile it+1 and
+ * P V of tile it, then hands the turn over), so that one's softmax runs
+ * while the other's GEMMs hold the tensor cores. Both take one turn per
+ * key tile plus one per segment (the prologue's S), idle turns included,
+ * so the counts match; warpgroup 1 hands the first turn over, warpgroup 0
+ * takes a last one to consume the final hand-over. */
+#define FA_THREADS 384
+#define FA_STAGES 3
+/* registers per thread after setmaxnreg: 56 + 2 x 224 = 3 x 168 (the
+ * launch's allotment at 384 threads). ptxas -v (CUDA 13.0): 0 spills at
+ * 56 / 224; the producer spills at 24 / 240 (192 bytes) and 40 / 232 (68). */
+#define FA_PRODUCER_REGS 56
+#define FA_CONSUMER_REGS 224
+
+/* shared memory: k_flash_wg's hd-128 layout (Q, FA_STAGES x (K, V)), then
+ * the mbarriers full[FA_STAGES], empty[FA_STAGES], last */
+static size_t fa_smem(void) { return (size_t)128 * 2 * (FW_BM + 2 * FA_STAGES * FW_BN) + 1024 + 8 * (2 * FA_STAGES + 1); }
+
+/* The segment (sequence) that packed-tile token r starts: its end in this
+ * tile, the position offset (row i at key base + i), the last key khi of
+ * the tile's rows in it (-1 when the sequence's metadata is bad). */
+struct fa_seg {
+    int s;
+    int64_t seg_end, base;
+    int khi;
+    bool bad;
+};
+__device__ __forceinline__ fa_seg fa_segment(const fl_args &a, int64_t r, int64_t t1) {
+    fa_seg z;
+    z.s = cuda_row_seq(a.qsl, a.S, r);
+    const int q_len = a.qsl[z.s + 1] - a.qsl[z.s], sl = a.seq_lens[z.s];
+    z.seg_end = a.qsl[z.s + 1] < t1 ? a.qsl[z.s + 1] : t1;
+    z.bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || r < a.qsl[z.s] || z.seg_end <= r;
+    z.base = (int64_t)sl - q_len - a.qsl[z.s];
+    z.khi = z.bad ? -1 : (int)(z.base + z.seg_end - 1);
+    return z;
+}
+
+/* The producer warp: every key tile of every segment of the CTA's token
+ * range, into stage k % FA_STAGES (k counts tiles over the segments). */
+__device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtensorMap *tmv, const fl_args &a, int g,
+                                           int64_t t0, int64_t t1, uint32_t skv, uint32_t bars, int lane) {
+    constexpr uint32_t KVB = 2 * FW_BN * 128; /* one K or V tile, 2 slabs */
+    const int R = a.B < FW_BN ? a.B : FW_BN, nbt = FW_BN / R;
+    const uint32_t last = bars + 16 * FA_STAGES;
+    uint32_t st = 0, ph = 0, n_last = 0; /* stage and use parity of the next tile */
+    for (int64_t r = t0; r < t1;) {
+        const fa_seg z = fa_segment(a, r, t1);
+        if (z.bad && lane == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+        const int n_kt = z.khi >= 0 ? z.khi / FW_BN + 1 : 0;
+        const int32_t *btrow = a.bt + (int64_t)z.s * a.max_blocks;
+        for (int it = 0; it < n_kt; it++) {
+            const uint32_t full = bars + 8 * st, kst = skv + st * 2 * KVB;
+            flw_bar_wait(bars + 8 * (FA_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
+            const int kt0 = it * FW_BN;
+            const bool part = kt0 + FW_BN - 1 > z.khi;
+            const int nb = part ? (z.khi - kt0) / R + 1 : nbt; /* blocks holding keys <= khi */
+            const uint32_t bar = part ? last : full;
+            if (lane == 0) flw_bar_expect(bar, (uint32_t)nb * (uint32_t)R * 128u * 2u * 2u);
+            __syncwarp();
+            for (int bi = lane; bi < nb; bi += 32) { /* lane: block bi, both slabs of K and V */
+                const int key0 = kt0 + bi * R;
+                int32_t blk = btrow[key0 >> a.bshift];
+                if ((uint32_t)blk >= (uint32_t)a.num_blocks) {
+                    atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+                    blk = 0;
+                }
+                const uint32_t dst = kst + (uint32_t)(bi * R) * 128;
+                const int slot = key0 & (a.B - 1);
+#pragma unroll
+                for (int b = 0; b < 4; b++) /* K slab 0, 1, V slab 0, 1 */
+                    flw_tma4(dst + (b >> 1) * KVB + (b & 1) * FW_BN * 128, b >> 1 ? (const void *)tmv : (const void *)tmk,
+                             (b & 1) * 64, g, slot, blk, bar);
+            }
+            if (part) { /* zero V rows past khi, then open the stage */
+                flw_bar_wait(last, n_last++ & 1);
+                const int z0 = z.khi + 1 - kt0;
+                for (int idx = lane; idx < (FW_BN - z0) * 16; idx += 32)
+                    flw_st_zero16(kst + KVB + flw_off(z0 + idx / 16, idx % 16, FW_BN));
+                flw_fence_proxy();
+                __syncwarp();
+                if (lane == 0) flw_bar_arrive(full);
+            }
+            if (++st == FA_STAGES) st = 0, ph ^= 1;
+        }
+        r = z.seg_end > r ? z.seg_end : r + 1;
+    }
+}
+
+/* Ping-pong turns of consumer warpgroup w (named barriers 3 + w). */
+template <bool PP> __device__ __forceinline__ void fa_turn_take(int w) {
+    if constexpr (PP) flw_named_sync(3 + w, 256);
+}
+template <bool PP> __device__ __forceinline__ void fa_turn_give(int w) {
+    if constexpr (PP) flw_named_arrive(4 - w, 256);
+}
+
+template <typename KV, typename A, bool PP>
+__global__ void __launch_bounds__(FA_THREADS, 1)
+    k_flash_fa3(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, fl_args a) {
+    CUDA_PDL_ENTER();
+    constexpr int HD = 128, CPR = HD / 8, NO = HD / 8;
+    constexpr uint32_t QB = 2 * FW_BM * 128, KVB = 2 * FW_BN * 128; /* bytes: Q, one K or V tile */
+    extern __shared__ __align__(16) uint8_t fa_sm[];
+    const uint32_t sraw = fl_smem_addr(fa_sm), sb = (sraw + 1023u) & ~1023u;
+    uint8_t *const gsm = fa_sm + (sb - sraw);
+    const uint32_t skv = sb + QB, bars = skv + FA_STAGES * 2 * KVB; /* full[st], empty[st], last */
+    const int tid = (int)threadIdx.x, wg = tid >> 7, lane = tid & 31;
+    const int g = (int)blockIdx.x;
+    const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
+    const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
+    if (tid == 0) {
+        for (int st = 0; st < FA_STAGES; st++) {
+            flw_bar_init(bars + 8 * st, 1);                   /* full: the producer's arrival + bytes */
+            flw_bar_init(bars + 8 * (FA_STAGES + st), 8);     /* empty: the 8 consumer warps */
+        }
+        flw_bar_init(bars + 16 * FA_STAGES, 1);
+        flw_bar_init_fence();
+    }
+    __syncthreads();
+    if (wg == 0) {
+        flw_regs_dec<FA_PRODUCER_REGS>();
+        if (tid < 32) fa_produce(&tmk, &tmv, a, g, t0, t1, skv, bars, lane);
+        return;
+    }
+    flw_regs_inc<FA_CONSUMER_REGS>();
+    const int w = wg - 1, ctid = tid - 128, warp = (ctid >> 5) & 3;
+    const int gq = lane >> 2, tq = lane & 3;
+    const int prow = 64 * w + 16 * warp + gq; /* this thread's packed rows: prow, prow + 8 */
+    const uint32_t q_a = sb + w * 64 * 128;  /* this warpgroup's Q rows (1024-aligned) */
+    auto k_at = [&](uint32_t k) { return skv + (k % FA_STAGES) * 2 * KVB; };
+    auto full_wait = [&](uint32_t k) { flw_bar_wait(bars + 8 * (k % FA_STAGES), (k / FA_STAGES) & 1); };
+
+    /* this warpgroup's 64 Q rows -> shared memory in the cache dtype */
+    for (int idx = ctid; idx < 64 * CPR; idx += 128) {
+        const int rr = 64 * w + idx / CPR, c = idx % CPR;
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, rr, &tok, &hq, &live);
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (live) {
+            const char *p = a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c * 8 * (int64_t)sizeof(A);
+            v.x = fl_ld_q2<A, KV>(p);
+            v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
+            v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));
+            v.w = fl_ld_q2<A, KV>(p + 6 * sizeof(A));
+        }
+        *(uint4 *)(gsm + flw_off(rr, c, FW_BM)) = v;
+    }
+    flw_fence_proxy();
+    if (w == 0) flw_named_sync(1, 128);
+    else flw_named_sync(2, 128);
+    if (PP && w == 1) fa_turn_give<PP>(w); /* warpgroup 0 starts */
+
+    float o[HD / 2], sc[FW_BN / 2], corr[2];
+    uint32_t pa[FW_BN / 16][4];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < FW_BN / 2; i++) sc[i] = 0.0f;
+    fw_rows st;
+    st.m[0] = st.m[1] = -INFINITY;
+    st.l[0] = st.l[1] = 0.0f;
+    const float scl = a.scale_log2;
+    uint32_t kg = 0; /* tiles of the previous segments */
+
+    for (int64_t r = t0; r < t1;) {
+        const fa_seg z = fa_segment(a, r, t1);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int64_t tok;
+            int hq;
+            bool live;
+            fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
+            st.rhi[i] = !z.bad && live && tok >= r && tok < z.seg_end ? (int)(z.base + tok) : -1;
+        }
+        int whi = -1; /* this warpgroup's last key in the segment (as k_flash_wg) */
+        {
+            const int fr = 64 * w, lr = 64 * w + 63 < a.QT * a.G - 1 ? 64 * w + 63 : a.QT * a.G - 1;
+            int64_t ftok = t0 + fr / a.G, ltok = t0 + lr / a.G;
+            ftok = ftok > r ? ftok : r;
+            ltok = ltok < z.seg_end - 1 ? ltok : z.seg_end - 1;
+            if (!z.bad && fr <= lr && ftok <= ltok) whi = (int)(z.base + ltok);
+        }
+        const int n_kt = z.khi >= 0 ? z.khi / FW_BN + 1 : 0;
+        const int n_act = whi >= 0 ? (whi / FW_BN + 1 < n_kt ? whi / FW_BN + 1 : n_kt) : 0;
+        r = z.seg_end > r ? z.seg_end : r + 1;
+        if (n_kt == 0) continue;
+        full_wait(kg);
+        if (n_act > 0) {
+            fa_turn_take<PP>(w);
+            fw_issue_s<KV, HD>(sc, q_a, k_at(kg));
+            fa_turn_give<PP>(w);
+            flw_wait<0>();
+            flw_pin<FW_BN / 2>(sc);
+            fw_softmax(sc, st, 0, tq, scl, corr);
+            fw_rescale<HD>(o, corr);
+            fw_pack<KV>(sc, pa);
+        } else { /* an idle turn */
+            fa_turn_take<PP>(w);
+            fa_turn_give<PP>(w);
+        }
+        for (int it = 0; it < n_kt; it++) {
+            const uint32_t k = kg + (uint32_t)it;
+            if (it + 1 < n_kt) full_wait(k + 1);
+            if (it + 1 < n_act) {
+                fa_turn_take<PP>(w);
+                fw_issue_s<KV, HD>(sc, q_a, k_at(k + 1));
+                fw_issue_pv<KV, HD>(o, pa, k_at(k) + KVB);
+                fa_turn_give<PP>(w);
+                flw_wait<1>(); /* S of tile it+1 done, P V may still run */
+                flw_pin<FW_BN / 2>(sc);
+                fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
+                flw_wait<0>();
+                flw_pin<HD / 2>(o);
+                fw_keep(pa);
+                fw_rescale<HD>(o, corr);
+                fw_pack<KV>(sc, pa);
+            } else if (it < n_act) { /* the warpgroup's last tile */
+                fa_turn_take<PP>(w);
+                fw_issue_pv<KV, HD>(o, pa, k_at(k) + KVB);
+                fa_turn_give<PP>(w);
+                flw_wait<0>();
+                flw_pin<HD / 2>(o);
+                fw_keep(pa);
+            } else { /* an idle turn */
+                fa_turn_take<PP>(w);
+                fa_turn_give<PP>(w);
+            }
+            __syncwarp();
+            if (lane == 0) flw_bar_arrive(bars + 8 * (FA_STAGES + k % FA_STAGES)); /* stage k free */
+        }
+        kg += (uint32_t)n_kt;
+    }
+    if (PP && w == 0) fa_turn_take<PP>(w); /* warpgroup 1's last hand-over */
+
+    /* out = O / l; l summed over the quad */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
+        if (!live) continue;
+        const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
+        char *orow = a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            fl_st_o2<A>(orow + (j * 8 + 2 * tq) * (int)sizeof(A), o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+    }
+}
+
+/* cuTensorMapEncodeTiled through the runtime's driver entry point (the
+ * backend does not link libcuda); NULL when the driver lacks it. */
+static PFN_cuTensorMapEncodeTiled_v12000 fa_encode_fn(void) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+        else
+            (void)cudaGetLastError();
+    }
+    return fn;
+}
+
+/* The tensor map of one paged cache (base, byte strides of block / slot /
+ * kv head): dims {hd 128, kvh, B, num_blocks}, box {64, 1, min(B, 128), 1},
+ * 128B swizzle; false when TMA cannot describe it (alignment, strides). */
+static bool fa_map(CUtensorMap *m, const char *base, int32_t s0, int32_t sb, int32_t s1, int64_t kvh, const fl_args &a,
+                   rt_dtype kv) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = fa_encode_fn();
+    if (!enc || ((uintptr_t)base & 15) || (s0 & 15) || (sb & 15) || (s1 & 15) || s0 <= 0 || sb <= 0 || s1 <= 0)
+        return false;
+    const cuuint64_t dim[4] = {128, (cuuint64_t)kvh, (cuuint64_t)a.B, (cuuint64_t)a.num_blocks};
+    const cuuint64_t stride[3] = {(cuuint64_t)s1, (cuuint64_t)sb, (cuuint64_t)s0};
+    const cuuint32_t box[4] = {64, 1, (cuuint32_t)(a.B < FW_BN ? a.B : FW_BN), 1}, es[4] = {1, 1, 1, 1};
+    return enc(m, kv == RT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void *)base,
+               dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename KV, typename A, bool PP>
+static int fa_go(cuda_ctx *c, fl_args &a, const CUtensorMap &tmk, const CUtensorMap &tmv, int64_t kvh) {
+    const size_t smem = fa_smem();
+    cudaError_t e = cudaFuncSetAttribute(k_flash_fa3<KV, A, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return cuda_fail(e, "fa3 flash attention smem opt-in", __FILE__, __LINE__);
+    for (int64_t y0 = 0; y0 < a.n_tiles; y0 += 65535) {
+        a.y0 = (int)y0;
+        dim3 grid((unsigned)kvh, (unsigned)(a.n_tiles - y0 < 65535 ? a.n_tiles - y0 : 65535));
+        cuda_launch(k_flash_fa3<KV, A, PP>, grid, FA_THREADS, smem, c->stream, tmk, tmv, a);
+        CU_LAUNCHED();
+    }
+    return VC_OK;
+}
+
+template <bool PP>
+static int fa_go_t(cuda_ctx *c, fl_args &a, const CUtensorMap &tmk, const CUtensorMap &tmv, int64_t kvh, rt_dtype kv,
+                   rt_dtype at) {
+    if (kv == RT_BF16)
+        return at == RT_BF16 ? fa_go<__nv_bfloat16, __nv_bfloat16, PP>(c, a, tmk, tmv, kvh)
+                             : fa_go<__nv_bfloat16, float, PP>(c, a, tmk, tmv, kvh);
+    return at == RT_BF16 ? fa_go<__half, __nv_bfloat16, PP>(c, a, tmk, tmv, kvh)
+                         : fa_go<__half, float, PP>(c, a, tmk, tmv, kvh);
+}
+
+/* VLLM_CUDA_FLASH_WG=2 (3: with ping-pong) at hd 128: 1 when it does not
+ * take the call (the caller runs k_flash_wg), else the launch's status. */
+static int fa_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype kv, rt_dtype at) {
+    const char *e = getenv("VLLM_CUDA_FLASH_WG");
+    const bool pp = e && !strcmp(e, "3");
+    if (!e || (strcmp(e, "2") && !pp) || hd != 128 || a.B < 8) return 1;
+    CUtensorMap tmk, tmv;
+    if (!fa_map(&tmk, a.k, a.k_s0, a.k_sb, a.k_s1, kvh, a, kv) || !fa_map(&tmv, a.v, a.v_s0, a.v_sb, a.v_s1, kvh, a, kv))
+        return 1;
+    return pp ? fa_go_t<true>(c, a, tmk, tmv, kvh, kv, at) : fa_go_t<false>(c, a, tmk, tmv, kvh, kv, at);
+}
+
 template <typename KV, typename A, int HD> static int fw_go(cuda_ctx *c, fl_args &a, int64_t kvh) {
     const size_t smem = fw_smem(HD);
     cudaError_t e = cudaFuncSetAttribute(k_flash_wg<KV, A, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -419,5 +785,7 @@ template <typename KV> static int fw_go_kv(cuda_ctx *c, fl_args &a, int64_t hd, 
 }
 
 int cuda_flash_wg_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype kv, rt_dtype at) {
+    const int rc = fa_launch(c, a, hd, kvh, kv, at); /* VLLM_CUDA_FLASH_WG=2, 3 */
+    if (rc <= 0) return rc;
     return kv == RT_BF16 ? fw_go_kv<__nv_bfloat16>(c, a, hd, kvh, at) : fw_go_kv<__half>(c, a, hd, kvh, at);
 }

@@ -168,4 +168,68 @@ __device__ __forceinline__ void flw_rs_n64_f16(float *d, const uint32_t *a, uint
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
+/* ---- warp-specialised pipeline (the FA3-style variant, k_flash_fa3) ----
+ * mbarriers in shared memory (8 bytes each, addressed as 32-bit shared
+ * addresses), the TMA tile load that completes on one, and the register
+ * re-allotment between producer and consumer warpgroups. Phases: a
+ * barrier starts in phase 0; waiting for parity p returns once the phase
+ * of parity p completed (on a fresh barrier, parity 1 counts as the
+ * completed phase before it, so a producer's first wait on an "empty"
+ * barrier passes at once). */
+__device__ __forceinline__ void flw_bar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+/* Barrier inits visible to the other threads and to the async proxy (TMA
+ * completions); before the CTA barrier that follows the inits. */
+__device__ __forceinline__ void flw_bar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n"
+                 "fence.proxy.async.shared::cta;\n" ::
+                     : "memory");
+}
+/* One arrival that also announces `bytes` of asynchronous copies. */
+__device__ __forceinline__ void flw_bar_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void flw_bar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void flw_bar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* TMA: the box at coordinates (c0 .. c3) of the 4-D tensor map at map (a
+ * __grid_constant__ kernel parameter) into shared memory at dst; its
+ * bytes complete on bar. */
+__device__ __forceinline__ void flw_tma4(uint32_t dst, const void *map, int c0, int c1, int c2, int c3, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+/* 16 zero bytes to shared address dst (generic proxy). */
+__device__ __forceinline__ void flw_st_zero16(uint32_t dst) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(0u) : "memory");
+}
+/* Named barrier `id` (1..15; 0 is __syncthreads) over `n` threads. */
+__device__ __forceinline__ void flw_named_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+/* Arrival (no wait) on named barrier `id` over `n` threads. */
+__device__ __forceinline__ void flw_named_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+/* Registers per thread of the executing warpgroup from here on (multiple
+ * of 8, 24 .. 256; every thread of the warpgroup executes it). */
+template <int N> __device__ __forceinline__ void flw_regs_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void flw_regs_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 #endif

@@ -7,14 +7,19 @@
  * sync. Every case runs on the mma.sync kernel at both tile heights
  * (VLLM_CUDA_FLASH_WG=0, VLLM_CUDA_FLASH_TILE 64 and 128 packed rows) and
  * with the Hopper wgmma kernel allowed (VLLM_CUDA_FLASH_WG=1: it takes the
- * causal cases without window or soft-cap); a block size that is not a power of two and hd 256 take
+ * causal cases without window or soft-cap) and with its warp-specialised
+ * TMA variant (VLLM_CUDA_FLASH_WG=2, the hd-128 ones of those; 3 adds the
+ * ping-pong of its consumer warpgroups); a block size that is not a power of two and hd 256 take
  * the SIMT fallback. Cases marked act16 run with bf16 q and output (the
  * bf16-activation prefill: q values rounded to bf16 on both sides, the
  * GPU's output once more, 2^-8 added to the bound). Ends with the time of
  * one 2048-token causal prefill at the Qwen3-0.6B (16/8 heads) and
  * Llama-3.1-8B (32/8 heads) shapes, hd 128, f32 and bf16 q/out: the wgmma
- * kernel, then the mma.sync kernel (tiles 64 and 128), in the same run.
- * VLLM_TEST_FILTER=<test name> runs only that test (profiling).
+ * kernel, its warp-specialised variants (2, 3), then the mma.sync kernel (tiles 64
+ * and 128), in the same run.
+ * VLLM_TEST_FILTER=<test name> runs only that test (profiling);
+ * VLLM_TEST_FLASH_ONLY=64|128|wg|fa3|fa3pp runs the cases on that variant only
+ * (compute-sanitizer of one kernel).
  *
  * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i|. Bounds: q and the
  * softmax weights are rounded to the cache dtype before the tensor-core
@@ -110,10 +115,15 @@ static void run_case(const flash_case *c) {
     assert_non_null(dout.data);
     /* every case: the mma.sync kernel at both tile heights (64 / 128 packed
      * rows), then the wgmma kernel (which takes the causal cases without
-     * window or soft-cap; the others run the mma.sync kernel again) */
-    static const char *tiles[3] = {"64", "128", "wg"};
-    for (int ti = 0; ti < 3; ti++) {
-        setenv("VLLM_CUDA_FLASH_WG", ti == 2 ? "1" : "0", 1);
+     * window or soft-cap; the others run the mma.sync kernel again), then
+     * its warp-specialised variant (VLLM_CUDA_FLASH_WG=2: the hd-128 ones
+     * of those; hd 64 runs the wgmma kernel again) and that variant with
+     * the consumers' ping-pong (VLLM_CUDA_FLASH_WG=3) */
+    static const char *tiles[5] = {"64", "128", "wg", "fa3", "fa3pp"}, *wgv[5] = {"0", "0", "1", "2", "3"};
+    const char *only = getenv("VLLM_TEST_FLASH_ONLY"); /* one variant (e.g. fa3 under compute-sanitizer) */
+    for (int ti = 0; ti < 5; ti++) {
+        if (only && *only && strcmp(only, tiles[ti])) continue;
+        setenv("VLLM_CUDA_FLASH_WG", wgv[ti], 1);
         if (ti < 2) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
         else unsetenv("VLLM_CUDA_FLASH_TILE");
         memset(got, 0, (size_t)(T * h * hd) * 4);
@@ -284,12 +294,16 @@ static void test_flash_speed(void **st) {
         for (int w = 0; w < 2; w++)
             assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        /* the automatic choice (the wgmma kernel), then the mma.sync kernel
-         * at 64 packed rows (its default) and 128: old vs new in one run */
-        static const char *tiles[3] = {NULL, "64", "128"};
-        for (int ti = 0; ti < 3; ti++) {
+        /* the automatic choice (the wgmma kernel), its warp-specialised
+         * variant (VLLM_CUDA_FLASH_WG=2), then the mma.sync kernel at 64
+         * packed rows (its default) and 128: old vs new in one run */
+        static const char *tiles[5] = {NULL, NULL, NULL, "64", "128"}, *wgv[5] = {"1", "2", "3", "0", "0"};
+        static const char *names[5] = {"auto (wgmma)", "fa3 (wgmma, warp-specialised)",
+                                       "fa3pp (warp-specialised, ping-pong)", "64", "128"};
+        for (int ti = 0; ti < 5; ti++) {
             if (tiles[ti]) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
-            if (tiles[ti]) setenv("VLLM_CUDA_FLASH_WG", "0", 1);
+            else unsetenv("VLLM_CUDA_FLASH_TILE");
+            setenv("VLLM_CUDA_FLASH_WG", wgv[ti], 1);
             assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
             enum { ITERS = 20 };
@@ -302,7 +316,7 @@ static void test_flash_speed(void **st) {
             print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16 cache, %s q/out, tile %s: %.1f us/layer, "
                           "%.0f TFLOP/s\n",
                           (long long)T, (long long)h, (long long)kvh, (long long)hd, rt_dtype_name(at),
-                          tiles[ti] ? tiles[ti] : "auto (wgmma)", dt * 1e6, flop / dt * 1e-12);
+                          names[ti], dt * 1e6, flop / dt * 1e-12);
         }
         unsetenv("VLLM_CUDA_FLASH_TILE");
         unsetenv("VLLM_CUDA_FLASH_WG");
