@@ -44,9 +44,10 @@
  * mostly waiting on fixed-latency dependencies, then L1/global loads,
  * dispatch and MIO: two consumer warps per SMSP hide little latency.
  *
- * Not (yet) done: FA3's warp-specialised TMA producer with mbarriers (here
- * all threads load, one CTA barrier per tile) and the ping-pong that
- * orders the two warpgroups' softmax against each other's GEMMs.
+ * FA3's warp-specialised TMA producer with mbarriers (here all threads
+ * load, one CTA barrier per tile) and the ping-pong that orders the two
+ * warpgroups' softmax against each other's GEMMs: k_flash_fa3 below
+ * (VLLM_CUDA_FLASH_WG=2 / 3, hd 128).
  */
 #include "backends/cuda/cuda_flash_common.cuh"
 #include "backends/cuda/cuda_flash_wgmma.cuh"
