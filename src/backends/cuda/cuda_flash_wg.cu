@@ -51,6 +51,9 @@
  */
 #include "backends/cuda/cuda_flash_common.cuh"
 #include "backends/cuda/cuda_flash_wgmma.cuh"
+extern "C" {
+#include "base/log.h"
+}
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -753,15 +756,25 @@ static int fa_go_t(cuda_ctx *c, fl_args &a, const CUtensorMap &tmk, const CUtens
                          : fa_go<__half, float, PP>(c, a, tmk, tmv, kvh);
 }
 
+static uint64_t g_fa3_launches; /* calls that ran k_flash_fa3 (tests) */
+
+uint64_t cuda_flash_fa3_launches(void) { return __atomic_load_n(&g_fa3_launches, __ATOMIC_RELAXED); }
+
 /* VLLM_CUDA_FLASH_WG=2 (3: with ping-pong) at hd 128: 1 when it does not
- * take the call (the caller runs k_flash_wg), else the launch's status. */
+ * take the call (the caller runs k_flash_wg; warned once when TMA cannot
+ * describe the cache), else the launch's status. */
 static int fa_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype kv, rt_dtype at) {
     const char *e = getenv("VLLM_CUDA_FLASH_WG");
     const bool pp = e && !strcmp(e, "3");
     if (!e || (strcmp(e, "2") && !pp) || hd != 128 || a.B < 8) return 1;
     CUtensorMap tmk, tmv;
-    if (!fa_map(&tmk, a.k, a.k_s0, a.k_sb, a.k_s1, kvh, a, kv) || !fa_map(&tmv, a.v, a.v_s0, a.v_sb, a.v_s1, kvh, a, kv))
+    if (!fa_map(&tmk, a.k, a.k_s0, a.k_sb, a.k_s1, kvh, a, kv) || !fa_map(&tmv, a.v, a.v_s0, a.v_sb, a.v_s1, kvh, a, kv)) {
+        static bool warned;
+        if (!warned) VC_WARN("cuda flash: no TMA tensor map for this KV cache: VLLM_CUDA_FLASH_WG=%s runs variant 1", e);
+        warned = true;
         return 1;
+    }
+    __atomic_fetch_add(&g_fa3_launches, 1, __ATOMIC_RELAXED);
     return pp ? fa_go_t<true>(c, a, tmk, tmv, kvh, kv, at) : fa_go_t<false>(c, a, tmk, tmv, kvh, kv, at);
 }
 

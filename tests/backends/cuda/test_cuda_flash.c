@@ -47,6 +47,12 @@
 
 static double g_worst[2]; /* bf16, f16 */
 
+/* cuda_flash_wg.cu (C linkage): calls that ran the warp-specialised
+ * variant so far; the fa3 / fa3pp runs of the cases it takes check that it
+ * did (it gives calls back to the wgmma kernel when TMA cannot describe a
+ * cache, which would otherwise pass unseen). */
+uint64_t cuda_flash_fa3_launches(void);
+
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static float rnd(void) { return cuda_test_rnd(&g_rng); } /* [-1, 1) */
 
@@ -127,8 +133,13 @@ static void run_case(const flash_case *c) {
         if (ti < 2) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
         else unsetenv("VLLM_CUDA_FLASH_TILE");
         memset(got, 0, (size_t)(T * h * hd) * 4);
+        const uint64_t fa3_before = cuda_flash_fa3_launches();
         assert_int_equal(
             rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
+        /* fa3 / fa3pp take hd 128, causal without window or soft-cap, blocks of 2^k >= 8 slots */
+        const bool fa3_case = c->hd == 128 && c->window <= 0 && !(c->softcap > 0.0f) && c->B >= 8 && !(c->B & (c->B - 1));
+        if (ti >= 3 && fa3_case && cuda_flash_fa3_launches() == fa3_before)
+            fail_msg("VLLM_CUDA_FLASH_WG=%s did not run the warp-specialised kernel", wgv[ti]);
         rt_tensor hg = rt_tensor_make(c->act16 ? (void *)o16 : (void *)got, at, RT_DEV_CPU, 3, sq);
         assert_int_equal(rt_tensor_copy_bytes(g_gpu, &hg, &dout), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
