@@ -24,7 +24,7 @@ cmake -S . -B build-gpu -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >$L/cfg.log 2>
 cmake --build build-gpu -j"$(nproc)" --target test_cuda_flash vllm >$L/build.log 2>&1 || { grep -E "error" $L/build.log | head -20; exit 1; }
 say "2. memcheck of variants fa3, fa3pp (GPU 1, background) | test_cuda_flash (GPU 0)"
 ( export CUDA_VISIBLE_DEVICES=1
-  for v in fa3 fa3pp; do for t in test_flash_gqa test_flash_long; do
+  for v in fa3 fa3pp; do for t in test_flash_gqa test_flash_block_sizes test_flash_long; do
     (cd build-gpu && VLLM_TEST_FLASH_ONLY=$v VLLM_TEST_FILTER=$t timeout 150 \
       compute-sanitizer --tool memcheck --error-exitcode 9 ./test_cuda_flash >$L/mc_${v}_$t.log 2>&1)
     echo "memcheck $v $t exit $? $(grep -h 'ERROR SUMMARY' $L/mc_${v}_$t.log | tail -1)"

@@ -1,7 +1,7 @@
 /* The tensor-core prefill attention (cuda_flash.cu, reached through
  * PAGED_ATTENTION on prompt-heavy batches over bf16/f16 caches) against the
  * CPU op on random inputs: GQA ratios 1/2/3/4/8, head_dim 64/128, block sizes
- * 16/32, whole prompts and chunks after a cached prefix (q_len 1..2048), several
+ * 8/16/32/256, whole prompts and chunks after a cached prefix (q_len 1..2048), several
  * sequences of different lengths in one batch (tiles spanning sequences),
  * sliding windows, soft-capping; a bad block table is reported at the next
  * sync. Every case runs on the mma.sync kernel at both tile heights
@@ -217,6 +217,22 @@ static void test_flash_gqa(void **st) {
     run_case(&d);
 }
 
+/* Block sizes 8 and 256 at hd 128: the warp-specialised variant's
+ * smallest TMA box (8 slots, 16 blocks per key tile, two per producer
+ * lane) and boxes that start inside a block (slot 128 of 256). */
+static void test_flash_block_sizes(void **st) {
+    (void)st;
+    NEED_GPU();
+    flash_case c = {.h = 16, .kvh = 8, .hd = 128, .B = 8, .kvt = RT_BF16, .S = 5, .seq_lens = mix_sl,
+                    .q_lens = mix_ql};
+    run_case(&c);
+    c.B = 256;
+    c.kvt = RT_F16;
+    c.h = 32;
+    c.kvh = 4;
+    run_case(&c);
+}
+
 static void test_flash_window_softcap(void **st) {
     (void)st;
     NEED_GPU();
@@ -363,7 +379,8 @@ int main(void) {
     const char *only = getenv("VLLM_TEST_FILTER"); /* e.g. test_flash_speed (profiling) */
     if (only && *only) cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_flash_gqa),       cmocka_unit_test(test_flash_window_softcap),
+        cmocka_unit_test(test_flash_gqa),       cmocka_unit_test(test_flash_block_sizes),
+        cmocka_unit_test(test_flash_window_softcap),
         cmocka_unit_test(test_flash_long),      cmocka_unit_test(test_flash_fallbacks),
         cmocka_unit_test(test_flash_speed),     cmocka_unit_test(test_report),
     };
