@@ -698,21 +698,19 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
 }
 
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (the
- * backend does not link libcuda); NULL when the driver lacks it. */
+ * backend does not link libcuda); NULL when the driver lacks it. Looked up
+ * once (a function-local static: thread-safe for TP's threads). */
+static PFN_cuTensorMapEncodeTiled_v12000 fa_encode_lookup(void) {
+    void *p = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        return (PFN_cuTensorMapEncodeTiled_v12000)p;
+    (void)cudaGetLastError();
+    return NULL;
+}
 static PFN_cuTensorMapEncodeTiled_v12000 fa_encode_fn(void) {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn;
-    static bool tried;
-    if (!tried) {
-        tried = true;
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) ==
-                cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
-        else
-            (void)cudaGetLastError();
-    }
+    static const PFN_cuTensorMapEncodeTiled_v12000 fn = fa_encode_lookup();
     return fn;
 }
 
@@ -769,9 +767,9 @@ static int fa_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype 
     if (!e || (strcmp(e, "2") && !pp) || hd != 128 || a.B < 8) return 1;
     CUtensorMap tmk, tmv;
     if (!fa_map(&tmk, a.k, a.k_s0, a.k_sb, a.k_s1, kvh, a, kv) || !fa_map(&tmv, a.v, a.v_s0, a.v_sb, a.v_s1, kvh, a, kv)) {
-        static bool warned;
-        if (!warned) VC_WARN("cuda flash: no TMA tensor map for this KV cache: VLLM_CUDA_FLASH_WG=%s runs variant 1", e);
-        warned = true;
+        static int warned;
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            VC_WARN("cuda flash: no TMA tensor map for this KV cache: VLLM_CUDA_FLASH_WG=%s runs variant 1", e);
         return 1;
     }
     __atomic_fetch_add(&g_fa3_launches, 1, __ATOMIC_RELAXED);
