@@ -18,8 +18,9 @@
  * kernel, its warp-specialised variants (2, 3), then the mma.sync kernel (tiles 64
  * and 128), in the same run.
  * VLLM_TEST_FILTER=<test name> runs only that test (profiling);
- * VLLM_TEST_FLASH_ONLY=64|128|wg|fa3|fa3pp runs the cases on that variant only
- * (compute-sanitizer of one kernel).
+ * VLLM_TEST_FLASH_ONLY=<list> (comma-separated of 64, 128, wg, fa3, fa3pp)
+ * runs the cases and the timing on those variants only (compute-sanitizer
+ * of one kernel).
  *
  * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i|. Bounds: q and the
  * softmax weights are rounded to the cache dtype before the tensor-core
@@ -52,6 +53,23 @@ static double g_worst[2]; /* bf16, f16 */
  * did (it gives calls back to the wgmma kernel when TMA cannot describe a
  * cache, which would otherwise pass unseen). */
 uint64_t cuda_flash_fa3_launches(void);
+
+/* Whether variant `name` (64, 128, wg, fa3, fa3pp) runs:
+ * VLLM_TEST_FLASH_ONLY, when set, is a comma-separated list of them (one
+ * kernel under compute-sanitizer; a variant that hangs left out). */
+static bool variant_on(const char *name) {
+    const char *only = getenv("VLLM_TEST_FLASH_ONLY");
+    if (!only || !*only) return true;
+    const size_t n = strlen(name);
+    for (const char *p = only; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static float rnd(void) { return cuda_test_rnd(&g_rng); } /* [-1, 1) */
@@ -126,9 +144,8 @@ static void run_case(const flash_case *c) {
      * of those; hd 64 runs the wgmma kernel again) and that variant with
      * the consumers' ping-pong (VLLM_CUDA_FLASH_WG=3) */
     static const char *tiles[5] = {"64", "128", "wg", "fa3", "fa3pp"}, *wgv[5] = {"0", "0", "1", "2", "3"};
-    const char *only = getenv("VLLM_TEST_FLASH_ONLY"); /* one variant (e.g. fa3 under compute-sanitizer) */
     for (int ti = 0; ti < 5; ti++) {
-        if (only && *only && strcmp(only, tiles[ti])) continue;
+        if (!variant_on(tiles[ti])) continue;
         setenv("VLLM_CUDA_FLASH_WG", wgv[ti], 1);
         if (ti < 2) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
         else unsetenv("VLLM_CUDA_FLASH_TILE");
@@ -327,7 +344,9 @@ static void test_flash_speed(void **st) {
         static const char *tiles[5] = {NULL, NULL, NULL, "64", "128"}, *wgv[5] = {"1", "2", "3", "0", "0"};
         static const char *names[5] = {"auto (wgmma)", "fa3 (wgmma, warp-specialised)",
                                        "fa3pp (warp-specialised, ping-pong)", "64", "128"};
+        static const char *vname[5] = {"wg", "fa3", "fa3pp", "64", "128"};
         for (int ti = 0; ti < 5; ti++) {
+            if (!variant_on(vname[ti])) continue;
             if (tiles[ti]) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
             else unsetenv("VLLM_CUDA_FLASH_TILE");
             setenv("VLLM_CUDA_FLASH_WG", wgv[ti], 1);
