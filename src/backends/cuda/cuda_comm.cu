@@ -400,19 +400,7 @@ static int sm_margin(rt_backend **bes, int world) {
  * beside the GEMMs take fewer SMs. Unset: ncclCommInitAll's defaults. */
 static int cta_policy(int *out) {
     const char *e = getenv("VLLM_TP_NCCL_CTA");
-    if (!e || !*e) { /* unset: zero (copy engines) where the model puts xn in symmetric buffers (VLLM_TP_SYM
-                        not 0: tp.c's default on CUDA), which is where it measured fastest */
-        const char *sym = getenv("VLLM_TP_SYM");
-#if defined(NCCL_CTA_POLICY_ZERO) && VC_NCCL_HAS_WIN
-        if (!sym || !*sym || !strcmp(sym, "1")) {
-            *out = NCCL_CTA_POLICY_ZERO;
-            return 1;
-        }
-#endif
-        (void)sym;
-        return 0;
-    }
-    if (!strcmp(e, "default")) return 0;
+    if (!e || !*e || !strcmp(e, "default")) return 0;
 #if defined(NCCL_CTA_POLICY_EFFICIENCY)
     if (!strcmp(e, "efficiency")) *out = NCCL_CTA_POLICY_EFFICIENCY;
 #if defined(NCCL_CTA_POLICY_ZERO)
