@@ -195,9 +195,9 @@ static int g_tp_told; /* the path of the first TP prefill was logged */
  * gathers the normed rows on the comm's side stream while the GEMMs of
  * the rank's own rows run (then the other rows'); 0 (default): the gather
  * runs before the GEMMs. */
-static bool sp_overlap(void) {
+static bool sp_overlap(const mdl_model *m) {
     const char *e = getenv("VLLM_TP_SP_OVERLAP");
-    return e && !strcmp(e, "1");
+    return e && *e ? !strcmp(e, "1") : m->xn16.data != NULL; /* default: on with bf16 GEMM inputs (CUDA) */
 }
 
 /* The column-parallel GEMMs of a sequence-parallel layer over rows
@@ -337,7 +337,7 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv->gate;
     rt_tensor xs = rt_tensor_slice0(&xF, sp->r0, sp->m), xns = rt_tensor_slice0(&xnF, sp->r0, sp->m);
     rt_tensor *oF = p16 ? &xnF : &xbF; /* partial sums of Wo and (but the last) Wdown */
-    bool ovl = sp_overlap(), a2a = sp_a2a(m, oF);
+    bool ovl = sp_overlap(m), a2a = sp_a2a(m, oF);
     MDL_TRY(mdl_embed_sp(m, sp, &xF, &sv->ids));
     MDL_TRY(rt_rmsnorm(be, &xns, &xs, &m->layers[0].attn_norm, c->rms_eps, 0.0f));
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -419,7 +419,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     bool split = cut > 0;
     if ((p16 || split || seq) && m->tp_rank == 0 && !__atomic_exchange_n(&g_tp_told, 1, __ATOMIC_RELAXED))
         VC_INFO("tensor parallel prefill (%lld tokens): %s partial sums, %s", (long long)n, p16 ? "bf16" : "f32",
-                seq ? (sp_overlap() ? "sequence parallel (reduce-scatter, norms on own rows, all-gather beside "
+                seq ? (sp_overlap(m) ? "sequence parallel (reduce-scatter, norms on own rows, all-gather beside "
                                       "the own rows' GEMMs)"
                                     : "sequence parallel (reduce-scatter, norms on own rows, all-gather)")
                 : split ? "rows in two halves (all-reduce of one overlaps the GEMMs of the other)"

@@ -246,14 +246,18 @@ int mdl_tp_run(mdl_model *m0, mdl_kv *kv0, mdl_tp_fn fn, void *arg) {
  * copy engines for the all-gather. Where that fails the step keeps its
  * own buffer (a warning). The first xn16 stays allocated (freed with the
  * model): an experiment's cost of max_batch x d bf16 per rank. */
-static bool env_on(const char *name) {
+/* VLLM_TP_SYM / VLLM_TP_SP_A2A: "1" on, "0" off; unset: on where the
+ * ranks have bf16 GEMM-input buffers (xn16: CUDA) -- the configuration
+ * that measured fastest for TP=2 prefill (docs/DISTRIBUTED.md, session 7). */
+static bool env_default_on(const char *name, const mdl_model *m0) {
     const char *e = getenv(name);
-    return e && !strcmp(e, "1");
+    return e && *e ? !strcmp(e, "1") : m0->xn16.data != NULL;
 }
 
 static bool sym_xn(mdl_tp_group *g) {
     mdl_model *m0 = g->ranks[0];
-    if (!env_on("VLLM_TP_SYM") || !m0->xn16.data || g->world > 64) return false;
+    if (!env_default_on("VLLM_TP_SYM", m0) || !m0->xn16.data || g->world > 64) return false;
+    if (!g->comms[0]->vt->group_alloc_sym && !getenv("VLLM_TP_SYM")) return false; /* default, not offered: quietly */
     /* the comm layer takes only 16-byte blocks in symmetric buffers (NCCL
      * summed odd bf16 blocks wrongly): one row's share must be whole units */
     if (m0->cfg.hidden % (8 * g->world)) {
@@ -277,7 +281,7 @@ static bool sym_xn(mdl_tp_group *g) {
  * sp_row_parallel), in the partials' dtype (bf16 where xn16 exists, else
  * f32); symmetric when xn is (sym). */
 static int sp_recv_alloc(mdl_tp_group *g, bool sym) {
-    if (!env_on("VLLM_TP_SP_A2A")) return VC_OK;
+    if (!env_default_on("VLLM_TP_SP_A2A", g->ranks[0])) return VC_OK;
     if (!g->comms[0]->vt->all_to_all) {
         VC_WARN("tensor parallel: %s has no all-to-all: VLLM_TP_SP_A2A ignored", g->comms[0]->vt->name);
         return VC_OK;
@@ -322,6 +326,14 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
         if (!g->ranks[r]) return VC_ERR_INVALID;
     }
     for (int r = 0; r < W; r++) MDL_TRY(sp_zero_alloc(g->ranks[r]));
+    /* The default configuration on CUDA (symmetric xn: env_default_on)
+     * wants NCCL's zero-CTA policy (copy engines), chosen when the
+     * communicators are made (cuda_comm.cu reads VLLM_TP_NCCL_CTA there):
+     * set it unless the user chose a policy or turned VLLM_TP_SYM off --
+     * once, before the rank threads start (as cuda_comm.cu does with
+     * NCCL_NVLS_ENABLE). */
+    if (env_default_on("VLLM_TP_SYM", m0) && m0->xn16.data && W <= 64 && m0->cfg.hidden % (8 * W) == 0)
+        setenv("VLLM_TP_NCCL_CTA", "zero", 0);
     int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
     if (rc < 0) return rc;
     for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];

@@ -97,6 +97,15 @@ static int sym_aligned(const cuda_comm_rank *rk, const void *a, const void *b, s
                       what, block_bytes);
 }
 
+/* The checks of every collective before NCCL is called: a dtype NCCL
+ * sums (dt), and in symmetric buffers whole 16-byte blocks of `block`
+ * bytes (sym_aligned). */
+static int coll_prep(const cuda_comm_rank *rk, const rt_tensor *src, const rt_tensor *dst, size_t block,
+                     const char *what, ncclDataType_t *dt) {
+    if (!nccl_dtype(src->dtype, dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    return sym_aligned(rk, src->data, dst->data, block, what);
+}
+
 /* An all-reduce's per-rank share: 1 (never aligned) when the bytes do not
  * split evenly. */
 static size_t sym_ar_block(const rt_tensor *t, int world) {
@@ -108,9 +117,8 @@ static int nccl_all_reduce(rt_comm *c, rt_tensor *t) {
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     ncclDataType_t dt;
-    if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (coll_prep(rk, t, t, sym_ar_block(t, c->world), "all_reduce", &dt) < 0) return VC_ERR_UNSUPPORTED;
     CU_TRY(cudaSetDevice(cx->device));
-    if (sym_aligned(rk, t->data, t->data, sym_ar_block(t, c->world), "all_reduce") < 0) return VC_ERR_UNSUPPORTED;
     NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
@@ -120,10 +128,8 @@ static int nccl_all_gather(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     ncclDataType_t dt;
-    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (coll_prep(rk, src, dst, rt_tensor_nbytes(src), "all_gather", &dt) < 0) return VC_ERR_UNSUPPORTED;
     CU_TRY(cudaSetDevice(cx->device));
-    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src), "all_gather") < 0)
-        return VC_ERR_UNSUPPORTED;
     NCCL_TRY(ncclAllGather(src->data, dst->data, (size_t)rt_tensor_nelem(src), dt, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
@@ -169,8 +175,7 @@ static int nccl_all_reduce_start(rt_comm *c, rt_tensor *t, int slot) {
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     if (cx->capturing) return nccl_all_reduce(c, t); /* one stream inside a graph */
     ncclDataType_t dt;
-    if (!nccl_dtype(t->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
-    if (sym_aligned(rk, t->data, t->data, sym_ar_block(t, c->world), "all_reduce") < 0) return VC_ERR_UNSUPPORTED;
+    if (coll_prep(rk, t, t, sym_ar_block(t, c->world), "all_reduce", &dt) < 0) return VC_ERR_UNSUPPORTED;
     if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
     NCCL_TRY(ncclAllReduce(t->data, t->data, (size_t)rt_tensor_nelem(t), dt, ncclSum, rk->nccl, rk->side));
     return side_done(rk, slot);
@@ -181,9 +186,7 @@ static int nccl_all_gather_start(rt_comm *c, const rt_tensor *src, rt_tensor *ds
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     if (cx->capturing) return nccl_all_gather(c, src, dst);
     ncclDataType_t dt;
-    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
-    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src), "all_gather") < 0)
-        return VC_ERR_UNSUPPORTED;
+    if (coll_prep(rk, src, dst, rt_tensor_nbytes(src), "all_gather", &dt) < 0) return VC_ERR_UNSUPPORTED;
     if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
     NCCL_TRY(ncclAllGather(src->data, dst->data, (size_t)rt_tensor_nelem(src), dt, rk->nccl, rk->side));
     return side_done(rk, slot);
@@ -194,10 +197,9 @@ static int nccl_all_to_all(rt_comm *c, const rt_tensor *src, rt_tensor *dst) {
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     ncclDataType_t dt;
-    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
-    CU_TRY(cudaSetDevice(cx->device));
-    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src) / (size_t)c->world, "all_to_all") < 0)
+    if (coll_prep(rk, src, dst, rt_tensor_nbytes(src) / (size_t)c->world, "all_to_all", &dt) < 0)
         return VC_ERR_UNSUPPORTED;
+    CU_TRY(cudaSetDevice(cx->device));
     NCCL_TRY(ncclAlltoAll(src->data, dst->data, (size_t)(rt_tensor_nelem(src) / c->world), dt, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
@@ -208,8 +210,7 @@ static int nccl_all_to_all_start(rt_comm *c, const rt_tensor *src, rt_tensor *ds
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     if (cx->capturing) return nccl_all_to_all(c, src, dst);
     ncclDataType_t dt;
-    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
-    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(src) / (size_t)c->world, "all_to_all") < 0)
+    if (coll_prep(rk, src, dst, rt_tensor_nbytes(src) / (size_t)c->world, "all_to_all", &dt) < 0)
         return VC_ERR_UNSUPPORTED;
     if (side_fork(cx, rk, slot) < 0) return VC_ERR_RUNTIME;
     NCCL_TRY(ncclAlltoAll(src->data, dst->data, (size_t)(rt_tensor_nelem(src) / c->world), dt, rk->nccl, rk->side));
@@ -222,9 +223,8 @@ static int nccl_reduce_scatter(rt_comm *c, const rt_tensor *src, rt_tensor *dst)
     cuda_ctx *cx = (cuda_ctx *)c->be->ctx;
     cuda_comm_rank *rk = (cuda_comm_rank *)c->ctx;
     ncclDataType_t dt;
-    if (!nccl_dtype(src->dtype, &dt)) return vc_err_set(VC_ERR_UNSUPPORTED, "nccl: dtype not supported");
+    if (coll_prep(rk, src, dst, rt_tensor_nbytes(dst), "reduce_scatter", &dt) < 0) return VC_ERR_UNSUPPORTED;
     CU_TRY(cudaSetDevice(cx->device));
-    if (sym_aligned(rk, src->data, dst->data, rt_tensor_nbytes(dst), "reduce_scatter") < 0) return VC_ERR_UNSUPPORTED;
     NCCL_TRY(ncclReduceScatter(src->data, dst->data, (size_t)rt_tensor_nelem(dst), dt, ncclSum, rk->nccl, cx->stream));
     nccl_clear_last_error();
     return 0;
