@@ -526,6 +526,17 @@ __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtenso
         }
         r = z.seg_end > r ? z.seg_end : r + 1;
     }
+    /* Tail: wait until the consumers released every stage (so every copy
+     * issued above has landed) before the warp exits. Without it a CTA
+     * whose last key tile was a whole one (no partial tile, whose copies
+     * the producer waits for itself) returned wrong rows on the H200: its
+     * producer left with that tile's copies in flight (test_cuda_flash,
+     * session 8: exactly the cases with such CTAs failed). An unused stage
+     * passes at once (parity of the phase before the first). */
+    for (int i = 0; i < FA_STAGES; i++) {
+        flw_bar_wait(bars + 8 * (FA_STAGES + st), ph ^ 1);
+        if (++st == FA_STAGES) st = 0, ph ^= 1;
+    }
 }
 
 /* Ping-pong turns of consumer warpgroup w (named barriers 3 + w). */

@@ -89,6 +89,44 @@ typedef struct {
     bool act16;     /* bf16 q and output */
 } flash_case;
 
+/* On a failure: where the wrong rows are, by the wgmma kernels' tiles
+ * (QT = 128 / G tokens of kv head g per CTA, warpgroup = packed row / 64):
+ * the CTA's token range, the last key of its last segment (khi; khi % 128
+ * == 127: that segment ends on a whole key tile) and the wrong rows per
+ * warpgroup, for the first 8 CTAs with any. Row error: max over the head
+ * dim of |gpu - cpu| / max |cpu| over the batch, wrong above the bound. */
+static void diag_rows(const flash_case *c, const float *got, const float *ref, int64_t T, const int32_t *qsl,
+                      double bound) {
+    const int64_t h = c->h, hd = c->hd, G = c->h / c->kvh, QT = 128 / G;
+    double mx = 0.0;
+    for (int64_t i = 0; i < T * h * hd; i++) mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
+    int shown = 0;
+    int64_t bad_all = 0;
+    for (int64_t tile = 0; tile * QT < T; tile++)
+        for (int64_t g = 0; g < c->kvh; g++) {
+            int bad[2] = {0, 0};
+            const int64_t t0 = tile * QT, t1 = t0 + QT < T ? t0 + QT : T;
+            for (int64_t tok = t0; tok < t1; tok++)
+                for (int64_t j = 0; j < G; j++) {
+                    const int64_t hq = g * G + j, row = (tok * h + hq) * hd;
+                    double d = 0.0;
+                    for (int64_t x = 0; x < hd; x++) d = fmax(d, fabs((double)got[row + x] - ref[row + x]));
+                    if (mx > 0.0 && d / mx > bound) bad[((tok - t0) * G + j) / 64]++;
+                }
+            bad_all += bad[0] + bad[1];
+            if (!(bad[0] + bad[1]) || shown >= 8) continue;
+            int s = 0;
+            while (s + 1 < c->S && qsl[s + 1] <= t1 - 1) s++;
+            const int64_t khi = (int64_t)c->seq_lens[s] - c->q_lens[s] - qsl[s] + t1 - 1;
+            print_message("  wrong rows: kv head %lld tokens %lld..%lld (last segment: sequence %d, khi %lld, "
+                          "khi %% 128 = %lld): warpgroup 0 %d, warpgroup 1 %d\n",
+                          (long long)g, (long long)t0, (long long)t1 - 1, s, (long long)khi, (long long)(khi % 128),
+                          bad[0], bad[1]);
+            shown++;
+        }
+    print_message("  wrong rows in all: %lld of %lld\n", (long long)bad_all, (long long)(T * h));
+}
+
 static void run_case(const flash_case *c) {
     int64_t maxlen = 0, T = 0;
     for (int i = 0; i < c->S; i++) {
@@ -170,7 +208,10 @@ static void run_case(const flash_case *c) {
                       "%.3e%s\n",
                       (long long)T, c->S, (long long)h, (long long)kvh, (long long)hd, (long long)c->B, c->window,
                       c->softcap, rt_dtype_name(c->kvt), tiles[ti], e, c->act16 ? " (bf16 q/out)" : "");
-        if (!(e <= bound)) fail_msg("normalised error %.3e > %.1e (tile %s)", e, bound, tiles[ti]);
+        if (!(e <= bound)) {
+            diag_rows(c, got, ref, T, qsl, bound);
+            fail_msg("normalised error %.3e > %.1e (tile %s)", e, bound, tiles[ti]);
+        }
         if (c->bad_table) { /* the block of sequence 0's last key: every row of it reads it */
             const int32_t keep = bt[(c->seq_lens[0] - 1) / c->B];
             bt[(c->seq_lens[0] - 1) / c->B] = (int32_t)NB;
