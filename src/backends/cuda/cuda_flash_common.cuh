@@ -24,6 +24,7 @@ typedef struct {
     int S, max_blocks, B, bshift, num_blocks, G, QT, n_tiles, y0, window; /* B = 2^bshift (eligible) */
     float scale_log2, softcap; /* scale * log2(e): scores live in the log2 domain */
     int *flags;
+    int dbg; /* k_flash_fa3 diagnostics (VLLM_FA3_DBG bits; temporary) */
 } fl_args;
 
 __device__ __forceinline__ uint32_t fl_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }

@@ -533,6 +533,15 @@ __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtenso
      * producer left with that tile's copies in flight (test_cuda_flash,
      * session 8: exactly the cases with such CTAs failed). An unused stage
      * passes at once (parity of the phase before the first). */
+    if (a.dbg & 1) return;
+    if (a.dbg & 8) { /* only the copies: the last FA_STAGES tiles' full barriers */
+        for (int i = 0; i < FA_STAGES; i++) {
+            if (st == 0) st = FA_STAGES, ph ^= 1;
+            st--;
+            flw_bar_wait(bars + 8 * st, ph); /* tile of stage st, parity of its use (may be a past one: passes) */
+        }
+        return;
+    }
     for (int i = 0; i < FA_STAGES; i++) {
         flw_bar_wait(bars + 8 * (FA_STAGES + st), ph ^ 1);
         if (++st == FA_STAGES) st = 0, ph ^= 1;
@@ -603,6 +612,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     flw_fence_proxy();
     if (w == 0) flw_named_sync(1, 128);
     else flw_named_sync(2, 128);
+    if (a.dbg & 2) flw_named_sync(5, 256);
     if (PP && w == 1) fa_turn_give<PP>(w); /* warpgroup 0 starts */
 
     float o[HD / 2], sc[FW_BN / 2], corr[2];
@@ -680,6 +690,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
                 fa_turn_take<PP>(w);
                 fa_turn_give<PP>(w);
             }
+            if (a.dbg & 4) flw_named_sync(6, 256);
             __syncwarp();
             if (lane == 0) flw_bar_arrive(bars + 8 * (FA_STAGES + k % FA_STAGES)); /* stage k free */
         }
@@ -784,6 +795,8 @@ static int fa_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype 
         return 1;
     }
     __atomic_fetch_add(&g_fa3_launches, 1, __ATOMIC_RELAXED);
+    const char *dbg = getenv("VLLM_FA3_DBG");
+    a.dbg = dbg ? atoi(dbg) : 0;
     return pp ? fa_go_t<true>(c, a, tmk, tmv, kvh, kv, at) : fa_go_t<false>(c, a, tmk, tmv, kvh, kv, at);
 }
 

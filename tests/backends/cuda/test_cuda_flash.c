@@ -115,6 +115,30 @@ static void diag_rows(const flash_case *c, const float *got, const float *ref, i
                 }
             bad_all += bad[0] + bad[1];
             if (!(bad[0] + bad[1]) || shown >= 8) continue;
+            if (shown < 2) { /* the wrong packed rows, and the first one's values */
+                char buf[512];
+                int len = 0, first = -1;
+                for (int64_t tok = t0; tok < t1; tok++)
+                    for (int64_t j = 0; j < G; j++) {
+                        const int64_t hq = g * G + j, row = (tok * h + hq) * hd;
+                        double d = 0.0;
+                        for (int64_t x = 0; x < hd; x++) d = fmax(d, fabs((double)got[row + x] - ref[row + x]));
+                        if (!(mx > 0.0 && d / mx > bound)) continue;
+                        const int pr = (int)((tok - t0) * G + j);
+                        if (first < 0) first = (int)row;
+                        if (len < 480) len += snprintf(buf + len, sizeof buf - (size_t)len, " %d", pr);
+                    }
+                print_message("  packed rows:%s\n", buf);
+                double rmin = 1e30, rmax = -1e30;
+                for (int64_t x = 0; x < hd; x++)
+                    if (fabs(ref[first + x]) > 1e-3) {
+                        rmin = fmin(rmin, got[first + x] / ref[first + x]);
+                        rmax = fmax(rmax, got[first + x] / ref[first + x]);
+                    }
+                print_message("  first: got %.4f %.4f %.4f %.4f ref %.4f %.4f %.4f %.4f, got/ref in [%.3f, %.3f]\n",
+                              got[first], got[first + 1], got[first + 2], got[first + 3], ref[first], ref[first + 1],
+                              ref[first + 2], ref[first + 3], rmin, rmax);
+            }
             int s = 0;
             while (s + 1 < c->S && qsl[s + 1] <= t1 - 1) s++;
             const int64_t khi = (int64_t)c->seq_lens[s] - c->q_lens[s] - qsl[s] + t1 - 1;
