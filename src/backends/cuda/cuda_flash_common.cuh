@@ -24,7 +24,6 @@ typedef struct {
     int S, max_blocks, B, bshift, num_blocks, G, QT, n_tiles, y0, window; /* B = 2^bshift (eligible) */
     float scale_log2, softcap; /* scale * log2(e): scores live in the log2 domain */
     int *flags;
-    int dbg; /* k_flash_fa3 diagnostics (VLLM_FA3_DBG bits; temporary) */
 } fl_args;
 
 __device__ __forceinline__ uint32_t fl_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -86,7 +85,7 @@ __device__ __forceinline__ void fl_row(const fl_args &a, int g, int64_t t0, int6
  * over a (QT = 128 / G tokens per tile, n_tiles, flags ...) set. */
 bool cuda_flash_wg_eligible(int64_t hd, int64_t block_size, float scale, float softcap, int32_t window);
 int cuda_flash_wg_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype kv, rt_dtype at);
-/* Calls that ran its warp-specialised variant (VLLM_CUDA_FLASH_WG=2 / 3)
+/* Calls that ran its warp-specialised variant (default; VLLM_CUDA_FLASH_WG=3 too)
  * so far: test_cuda_flash checks that the variant really ran (it gives a
  * call back to the wgmma kernel when TMA cannot describe the cache). */
 extern "C" uint64_t cuda_flash_fa3_launches(void);
