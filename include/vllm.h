@@ -205,6 +205,14 @@ typedef struct vllm_ex_engine_params {
     int32_t enable_chunked_prefill; /* default 1 */
     int32_t device;                 /* 0: the engine's default (CPU), 1: CPU, 2: CUDA (a build
                                      * without it fails with VLLM_ERR_MODEL_LOAD) */
+    int32_t tensor_parallel_size;   /* ranks the model is split over: GPUs 0..N-1 with device 2,
+                                     * N groups of the CPU threads otherwise; 0 or 1: no split
+                                     * (docs/DISTRIBUTED.md); at most 64 */
+    double gpu_memory_utilization;  /* device backends: the KV cache fills each device up to this
+                                     * fraction of its memory; 0: default 0.9; else in (0, 1] */
+    const char *kv_cache_dtype;     /* NULL, "" or "auto" (the model's dtype on GPUs, f32 on the
+                                     * CPU), "float32", "float16", "bfloat16"; borrowed for the
+                                     * load call */
 } vllm_ex_engine_params;
 
 VLLM_API vllm_ex_engine_params vllm_ex_engine_params_default(void);

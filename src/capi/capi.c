@@ -4,6 +4,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "model/model.h"
 #include "runtime/backend.h"
 
 #include <errno.h>
@@ -96,6 +97,15 @@ static vllm_status load(const vllm_ex_engine_params *xp, vllm_engine **out) {
     if (xp->n_threads < 0 || xp->max_num_batched_tokens < 0 || xp->kv_cache_memory_bytes < 0)
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: negative n_threads, "
                                                     "max_num_batched_tokens or kv_cache_memory_bytes");
+    if (xp->tensor_parallel_size < 0 || xp->tensor_parallel_size > 64)
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: tensor_parallel_size must be in 0..64, got %d",
+                         xp->tensor_parallel_size);
+    if (xp->gpu_memory_utilization != 0.0 && !(xp->gpu_memory_utilization > 0.0 && xp->gpu_memory_utilization <= 1.0))
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: gpu_memory_utilization must be 0 (default) or "
+                                                    "in (0, 1], got %g", xp->gpu_memory_utilization);
+    int kvd;
+    if (xp->kv_cache_dtype && *xp->kv_cache_dtype && mdl_parse_kv_dtype(xp->kv_cache_dtype, &kvd) < 0)
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: %s", vc_err_msg());
     struct stat st;
     if (stat(p->model_path, &st) != 0)
         return capi_fail(VLLM_ERR_MODEL_LOAD, "vllm_engine_load: cannot open %s: %s", p->model_path,
@@ -114,6 +124,9 @@ static vllm_status load(const vllm_ex_engine_params *xp, vllm_engine **out) {
         ep.kv_cache_memory = (size_t)xp->kv_cache_memory_bytes; /* 0: a fraction of free memory */
     ep.enable_prefix_caching = xp->enable_prefix_caching != 0;
     ep.enable_chunked_prefill = xp->enable_chunked_prefill != 0;
+    ep.tensor_parallel_size = xp->tensor_parallel_size > 1 ? xp->tensor_parallel_size : 1;
+    if (xp->gpu_memory_utilization > 0.0) ep.gpu_memory_utilization = xp->gpu_memory_utilization;
+    if (xp->kv_cache_dtype && *xp->kv_cache_dtype) ep.kv_cache_dtype = xp->kv_cache_dtype;
     if (xp->device == 1) {
         ep.device = RT_DEV_CPU;
     } else if (xp->device == 2) {

@@ -200,6 +200,62 @@ static void test_kv_sizing(void **state) {
     vllm_engine_free(e);
 }
 
+/* ---- tensor parallelism and the other engine knobs of vllm_ex_engine_params */
+
+/* tiny-llama split over 2 ranks (CPU thread groups): the same HF greedy
+ * goldens as one rank; bad knob values are refused with a message. */
+static void test_tiny_tokens_tp(void **state) {
+    (void)state;
+    vllm_ex_engine_params xp = vllm_ex_engine_params_default();
+    xp.base.model_path = TINY;
+    xp.base.block_size = 16;
+    xp.base.num_blocks = 64;
+    xp.base.max_num_seqs = 8;
+    xp.device = 1;
+    xp.n_threads = 2;
+    vllm_engine *e = NULL;
+    xp.tensor_parallel_size = 65;
+    assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vllm_last_error(), "tensor_parallel_size"));
+    xp.tensor_parallel_size = 2;
+    xp.gpu_memory_utilization = 1.5;
+    assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vllm_last_error(), "gpu_memory_utilization"));
+    xp.gpu_memory_utilization = 0.0;
+    xp.kv_cache_dtype = "float8";
+    assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(vllm_last_error(), "KV cache dtype"));
+    assert_null(e);
+    xp.kv_cache_dtype = "auto";
+    xp.tensor_parallel_size = 3; /* 4 heads, 2 kv heads: no even split */
+    assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_MODEL_LOAD);
+    printf("  TP 3: %s\n", vllm_last_error());
+    assert_null(e);
+    xp.tensor_parallel_size = 2;
+    if (vllm_ex_engine_load(&xp, &e) != VLLM_OK) fail_msg("load %s at TP 2: %s", TINY, vllm_last_error());
+    json_error_t jerr;
+    json_t *g = json_load_file(TINY "/golden.json", 0, &jerr);
+    assert_non_null(g);
+    json_t *prompts = json_object_get(g, "prompts"), *cases = json_object_get(g, "cases");
+    size_t i;
+    json_t *cs;
+    json_array_foreach(cases, i, cs) {
+        json_t *pj = json_array_get(prompts, (size_t)json_integer_value(json_object_get(cs, "prompt")));
+        json_t *gr = json_object_get(cs, "greedy");
+        int32_t prompt[64], want[64], got[64], n_got = -1;
+        int32_t np = (int32_t)json_array_size(pj), nw = (int32_t)json_array_size(gr);
+        assert_true(np <= 64 && nw <= 64);
+        for (int32_t k = 0; k < np; k++) prompt[k] = (int32_t)json_integer_value(json_array_get(pj, (size_t)k));
+        for (int32_t k = 0; k < nw; k++) want[k] = (int32_t)json_integer_value(json_array_get(gr, (size_t)k));
+        vllm_sampling_params sp = greedy(nw);
+        assert_int_equal(vllm_complete_tokens(e, prompt, np, &sp, got, 64, &n_got, NULL), VLLM_OK);
+        assert_int_equal(n_got, nw);
+        assert_memory_equal(got, want, (size_t)nw * sizeof *got);
+    }
+    json_decref(g);
+    vllm_engine_free(e);
+}
+
 /* ---- llama-2-tiny-random.gguf: text */
 
 static bool have(const char *path) { return access(path, R_OK) == 0; }
@@ -529,7 +585,7 @@ static void test_chat_template(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiny_tokens),      cmocka_unit_test(test_kv_sizing), cmocka_unit_test(test_text),
+        cmocka_unit_test(test_tiny_tokens),      cmocka_unit_test(test_tiny_tokens_tp), cmocka_unit_test(test_kv_sizing), cmocka_unit_test(test_text),
         cmocka_unit_test(test_requests_threads), cmocka_unit_test(test_chat),
         cmocka_unit_test(test_chat_template),
     };
