@@ -328,16 +328,23 @@ int mdl_tp_group_start(mdl_model *m0, const char *path, const mdl_params *p) {
     for (int r = 0; r < W; r++) MDL_TRY(sp_zero_alloc(g->ranks[r]));
     /* The default configuration on CUDA (symmetric xn: env_default_on)
      * wants NCCL's zero-CTA policy (copy engines), chosen when the
-     * communicators are made (cuda_comm.cu reads VLLM_TP_NCCL_CTA there):
-     * set it unless the user chose a policy or turned VLLM_TP_SYM off --
-     * once, before the rank threads start (as cuda_comm.cu does with
-     * NCCL_NVLS_ENABLE). */
-    if (env_default_on("VLLM_TP_SYM", m0) && m0->xn16.data && W <= 64 && m0->cfg.hidden % (8 * W) == 0)
-        setenv("VLLM_TP_NCCL_CTA", "zero", 0);
-    int rc = rt_comm_group_create(p->tp_backends, W, g->comms);
+     * communicators are made: asked for as a preference, which the comm
+     * layer honours where its NCCL has it (an explicit VLLM_TP_NCCL_CTA
+     * wins). If the symmetric buffers then cannot be had, the group is
+     * made again without it (zero-CTA over ordinary buffers is untested:
+     * an all-to-all between a symmetric and an ordinary buffer hung). */
+    rt_comm_opts copts = {.prefer_zero_cta = env_default_on("VLLM_TP_SYM", m0) && m0->xn16.data && W <= 64 &&
+                                             m0->cfg.hidden % (8 * W) == 0};
+    int rc = rt_comm_group_create_opts(p->tp_backends, W, &copts, g->comms);
     if (rc < 0) return rc;
     for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];
     bool sym = sym_xn(g);
+    if (!sym && copts.prefer_zero_cta) {
+        rt_comm_group_free(g->comms, W);
+        for (int r = 0; r < W; r++) g->comms[r] = NULL, g->ranks[r]->comm = NULL;
+        MDL_TRY(rt_comm_group_create(p->tp_backends, W, g->comms));
+        for (int r = 0; r < W; r++) g->ranks[r]->comm = g->comms[r];
+    }
     const char *cta = getenv("VLLM_TP_NCCL_CTA");
     if (!sym && cta && !strcmp(cta, "zero"))
         VC_WARN("tensor parallel: VLLM_TP_NCCL_CTA=zero without symmetric buffers is untested (an all-to-all "

@@ -52,20 +52,24 @@ static int check_group(rt_backend **bes, int world, rt_comm **comms) {
     return 0;
 }
 
-static int native_group(rt_backend **bes, int world, rt_comm **comms) {
+static int native_group(rt_backend **bes, int world, const rt_comm_opts *opts, rt_comm **comms) {
     rt_comm_group_factory f = g_comm_factories[bes[0]->device];
     if (!f)
         return vc_err_set(VC_ERR_UNSUPPORTED, "backend %s has no collective communication for %d ranks",
                           bes[0]->vt->name, world);
-    return f(bes, world, comms);
+    return f(bes, world, opts, comms);
 }
 
 int rt_comm_group_create_native(rt_backend **bes, int world, rt_comm **comms) {
     int rc = check_group(bes, world, comms);
-    return rc < 0 ? rc : native_group(bes, world, comms);
+    return rc < 0 ? rc : native_group(bes, world, NULL, comms);
 }
 
 int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms) {
+    return rt_comm_group_create_opts(bes, world, NULL, comms);
+}
+
+int rt_comm_group_create_opts(rt_backend **bes, int world, const rt_comm_opts *opts, rt_comm **comms) {
     int rc = check_group(bes, world, comms);
     if (rc < 0) return rc;
     if (world == 1) {
@@ -75,7 +79,7 @@ int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms) {
         comms[0] = c;
         return 0;
     }
-    return native_group(bes, world, comms);
+    return native_group(bes, world, opts, comms);
 }
 
 void rt_comm_group_free(rt_comm **comms, int world) {

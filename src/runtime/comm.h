@@ -58,12 +58,22 @@ struct rt_comm {
     rt_backend *be;
 };
 
+/* What the group's user would like; a device implementation honours what
+ * it can and ignores the rest (never an error): prefer_zero_cta asks for
+ * collectives that leave the SMs to the work beside them (NCCL >= 2.28's
+ * zero-CTA policy: copy engines, symmetric buffers); an explicit
+ * VLLM_TP_NCCL_CTA wins over it. NULL: no preferences. */
+typedef struct {
+    bool prefer_zero_cta;
+} rt_comm_opts;
+
 /* Creates comms[0..world) on the backends' device (all bes[] must be on
  * one device kind). world = 1 always works and makes the collectives
  * no-ops (a TP size of 1). */
-typedef int (*rt_comm_group_factory)(rt_backend **bes, int world, rt_comm **comms);
+typedef int (*rt_comm_group_factory)(rt_backend **bes, int world, const rt_comm_opts *opts, rt_comm **comms);
 void rt_comm_register(rt_device dev, rt_comm_group_factory f);
 int rt_comm_group_create(rt_backend **bes, int world, rt_comm **comms);
+int rt_comm_group_create_opts(rt_backend **bes, int world, const rt_comm_opts *opts, rt_comm **comms);
 void rt_comm_group_free(rt_comm **comms, int world);
 /* As rt_comm_group_create, but always the device's own implementation,
  * world 1 included (no no-op shortcut): tests run NCCL on one GPU so. */

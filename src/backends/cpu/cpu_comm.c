@@ -144,7 +144,8 @@ static const rt_comm_vtable g_cpu_comm_vt = {
     .all_to_all = cpu_all_to_all,
 };
 
-static int cpu_group_create(rt_backend **bes, int world, rt_comm **comms) {
+static int cpu_group_create(rt_backend **bes, int world, const rt_comm_opts *opts, rt_comm **comms) {
+    (void)opts; /* nothing to prefer between threads */
     cpu_comm_group *g = calloc(1, sizeof *g);
     if (!g || !(g->bufs = calloc((size_t)world, sizeof *g->bufs))) {
         free(g);

@@ -21,6 +21,7 @@
 #include <nccl.h>
 
 extern "C" {
+#include "base/log.h"
 #include "runtime/comm.h"
 }
 
@@ -397,10 +398,24 @@ static int sm_margin(rt_backend **bes, int world) {
 /* VLLM_TP_NCCL_CTA=efficiency|zero (NCCL >= 2.27): the communicators'
  * CTA policy (ncclConfig_t.CTAPolicy: fewest CTAs for a decent bandwidth,
  * or none where NCCL can use copy engines), so that collectives running
- * beside the GEMMs take fewer SMs. Unset: ncclCommInitAll's defaults. */
-static int cta_policy(int *out) {
+ * beside the GEMMs take fewer SMs; an explicit value this NCCL lacks is
+ * an error. Unset: the group's preference (rt_comm_opts.prefer_zero_cta,
+ * the TP layer's default with symmetric buffers) where this NCCL has the
+ * zero policy, else ncclCommInitAll's defaults. Returns 1 with a policy
+ * in *out (2: only preferred), 0 for the defaults, < 0 on a bad value. */
+static int cta_policy(const rt_comm_opts *opts, int *out) {
     const char *e = getenv("VLLM_TP_NCCL_CTA");
-    if (!e || !*e || !strcmp(e, "default")) return 0;
+    if (!e || !*e) {
+#if defined(NCCL_CTA_POLICY_ZERO)
+        if (opts && opts->prefer_zero_cta) {
+            *out = NCCL_CTA_POLICY_ZERO;
+            return 2;
+        }
+#endif
+        (void)opts;
+        return 0;
+    }
+    if (!strcmp(e, "default")) return 0;
 #if defined(NCCL_CTA_POLICY_EFFICIENCY)
     if (!strcmp(e, "efficiency")) *out = NCCL_CTA_POLICY_EFFICIENCY;
 #if defined(NCCL_CTA_POLICY_ZERO)
@@ -436,10 +451,10 @@ static ncclResult_t init_comms(ncclComm_t *nc, int world, const int *devs, int p
 #endif
 }
 
-static int nccl_group_create(rt_backend **bes, int world, rt_comm **comms) {
+static int nccl_group_create(rt_backend **bes, int world, const rt_comm_opts *opts, rt_comm **comms) {
     setenv("NCCL_NVLS_ENABLE", "0", 0); /* 0: keep a value the user set */
     if (sm_margin(bes, world) < 0) return VC_ERR_INVALID;
-    int policy = 0, with_policy = cta_policy(&policy);
+    int policy = 0, with_policy = cta_policy(opts, &policy);
     if (with_policy < 0) return with_policy;
     int *devs = (int *)calloc((size_t)world, sizeof *devs);
     ncclComm_t *nc = (ncclComm_t *)calloc((size_t)world, sizeof *nc);
@@ -450,6 +465,11 @@ static int nccl_group_create(rt_backend **bes, int world, rt_comm **comms) {
     }
     for (int r = 0; r < world; r++) devs[r] = ((cuda_ctx *)bes[r]->ctx)->device;
     ncclResult_t res = init_comms(nc, world, devs, policy, with_policy > 0);
+    if (res != ncclSuccess && with_policy == 2) { /* only preferred: the defaults then */
+        VC_WARN("nccl: the zero-CTA policy was refused (%s): default policy", ncclGetErrorString(res));
+        nccl_clear_last_error();
+        res = init_comms(nc, world, devs, 0, false);
+    }
     free(devs);
     nccl_clear_last_error();
     if (res != ncclSuccess) {
