@@ -232,12 +232,106 @@ template <typename KV, int HD> __device__ __forceinline__ void fw_issue_pv(float
     flw_commit();
 }
 
+/* The segment (sequence) that packed-tile token r starts: its end in this
+ * tile, the position offset (row i at key base + i), the last key khi of
+ * the tile's rows in it (-1 when the sequence's metadata is bad). */
+struct fw_seg {
+    int s;
+    int64_t seg_end, base;
+    int khi;
+    bool bad;
+};
+__device__ __forceinline__ fw_seg fw_segment(const fl_args &a, int64_t r, int64_t t1) {
+    fw_seg z;
+    z.s = cuda_row_seq(a.qsl, a.S, r);
+    const int q_len = a.qsl[z.s + 1] - a.qsl[z.s], sl = a.seq_lens[z.s];
+    z.seg_end = a.qsl[z.s + 1] < t1 ? a.qsl[z.s + 1] : t1;
+    z.bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || r < a.qsl[z.s] || z.seg_end <= r;
+    z.base = (int64_t)sl - q_len - a.qsl[z.s];
+    z.khi = z.bad ? -1 : (int)(z.base + z.seg_end - 1);
+    return z;
+}
+
+/* The key tiles of segment z: n_kt up to its last key, n_act those of
+ * warpgroup w's rows (up to its last live row's key, clipped to the
+ * segment; uniform per warpgroup); rhi[i]: the last key each of this
+ * thread's rows prow, prow + 8 sees in the segment (-1: none). */
+__device__ __forceinline__ void fw_seg_tiles(const fl_args &a, const fw_seg &z, int w, int g, int64_t t0, int64_t t1,
+                                             int64_t r, int prow, int *rhi, int *n_kt, int *n_act) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
+        rhi[i] = !z.bad && live && tok >= r && tok < z.seg_end ? (int)(z.base + tok) : -1;
+    }
+    int whi = -1;
+    {
+        const int fr = 64 * w, lr = 64 * w + 63 < a.QT * a.G - 1 ? 64 * w + 63 : a.QT * a.G - 1;
+        int64_t ftok = t0 + fr / a.G, ltok = t0 + lr / a.G;
+        ftok = ftok > r ? ftok : r;
+        ltok = ltok < z.seg_end - 1 ? ltok : z.seg_end - 1;
+        if (!z.bad && fr <= lr && ftok <= ltok) whi = (int)(z.base + ltok);
+    }
+    *n_kt = z.khi >= 0 ? z.khi / FW_BN + 1 : 0;
+    *n_act = whi >= 0 ? (whi / FW_BN + 1 < *n_kt ? whi / FW_BN + 1 : *n_kt) : 0;
+}
+
+/* Packed Q rows row0 .. row0 + nrows - 1 of the tile -> shared memory in the
+ * cache dtype, swizzled (rows past the tile zero); thread t of nthr. */
+template <typename A, typename KV, int CPR>
+__device__ __forceinline__ void fw_stage_q(const fl_args &a, int g, int64_t t0, int64_t t1, uint8_t *gsm, int row0,
+                                           int nrows, int t, int nthr) {
+    for (int idx = t; idx < nrows * CPR; idx += nthr) {
+        const int r = row0 + idx / CPR, c = idx % CPR;
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, r, &tok, &hq, &live);
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (live) {
+            const char *p = a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c * 8 * (int64_t)sizeof(A);
+            v.x = fl_ld_q2<A, KV>(p);
+            v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
+            v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));
+            v.w = fl_ld_q2<A, KV>(p + 6 * sizeof(A));
+        }
+        *(uint4 *)(gsm + flw_off(r, c, FW_BM)) = v;
+    }
+}
+
+/* out = O / l for this thread's rows prow, prow + 8 (l summed over the
+ * quad first). */
+template <typename A, int HD>
+__device__ __forceinline__ void fw_store_out(const fl_args &a, int g, int64_t t0, int64_t t1, int prow, int tq,
+                                             fw_rows &st, const float *o) {
+    constexpr int NO = HD / 8;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int64_t tok;
+        int hq;
+        bool live;
+        fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
+        if (!live) continue;
+        const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
+        char *orow = a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1;
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+            fl_st_o2<A>(orow + (j * 8 + 2 * tq) * (int)sizeof(A), o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+    }
+}
+
 template <typename KV, typename A, int HD>
 __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     CUDA_PDL_ENTER();
     constexpr int NSL = HD / 64; /* 64-wide slabs of the head dim */
     constexpr int CPR = HD / 8;  /* 16-byte chunks per row */
-    constexpr int NO = HD / 8;   /* n-tiles of O (8 dims) */
     constexpr uint32_t QB = NSL * FW_BM * 128, KVB = NSL * FW_BN * 128; /* bytes: Q, one K or V tile */
     extern __shared__ __align__(16) uint8_t fw_sm[];
     const uint32_t sraw = fl_smem_addr(fw_sm), sb = (sraw + 1023u) & ~1023u;
@@ -259,22 +353,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
 
     /* Q [FW_BM][HD] -> shared memory in the cache dtype, swizzled (rows
      * past the tile zero) */
-    for (int idx = tid; idx < FW_BM * CPR; idx += FW_THREADS) {
-        const int r = idx / CPR, c = idx % CPR;
-        int64_t tok;
-        int hq;
-        bool live;
-        fl_row(a, g, t0, t1, r, &tok, &hq, &live);
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (live) {
-            const char *p = a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c * 8 * (int64_t)sizeof(A);
-            v.x = fl_ld_q2<A, KV>(p);
-            v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
-            v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));
-            v.w = fl_ld_q2<A, KV>(p + 6 * sizeof(A));
-        }
-        *(uint4 *)(gsm + flw_off(r, c, FW_BM)) = v;
-    }
+    fw_stage_q<A, KV, CPR>(a, g, t0, t1, gsm, 0, FW_BM, tid, FW_THREADS);
     /* (fenced into the async proxy with the first tile's copies) */
 
     float o[HD / 2], sc[FW_BN / 2], corr[2];
@@ -289,6 +368,9 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     const float scl = a.scale_log2;
 
     for (int64_t r = t0; r < t1;) {
+        /* (fw_segment + fw_seg_tiles' arithmetic, written out: with the
+         * helpers this kernel's SASS changes, so it would need another
+         * device run; k_flash_fa3 uses them, SASS unchanged) */
         const int s = cuda_row_seq(a.qsl, a.S, r);
         const int q_len = a.qsl[s + 1] - a.qsl[s], sl = a.seq_lens[s];
         const int64_t seg_end = a.qsl[s + 1] < t1 ? a.qsl[s + 1] : t1;
@@ -389,25 +471,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     }
     fl_cp_wait<0>();
 
-    /* out = O / l; l summed over the quad */
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
-        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int64_t tok;
-        int hq;
-        bool live;
-        fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
-        if (!live) continue;
-        const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
-        char *orow = a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1;
-#pragma unroll
-        for (int j = 0; j < NO; j++)
-            fl_st_o2<A>(orow + (j * 8 + 2 * tq) * (int)sizeof(A), o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
-    }
+    fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
 }
 
 /* ---- the warp-specialised (FA3-style) variant (default at hd 128) ----
@@ -461,26 +525,6 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
  * the mbarriers full[FA_STAGES], empty[FA_STAGES], last */
 static size_t fa_smem(void) { return (size_t)128 * 2 * (FW_BM + 2 * FA_STAGES * FW_BN) + 1024 + 8 * (2 * FA_STAGES + 1); }
 
-/* The segment (sequence) that packed-tile token r starts: its end in this
- * tile, the position offset (row i at key base + i), the last key khi of
- * the tile's rows in it (-1 when the sequence's metadata is bad). */
-struct fa_seg {
-    int s;
-    int64_t seg_end, base;
-    int khi;
-    bool bad;
-};
-__device__ __forceinline__ fa_seg fa_segment(const fl_args &a, int64_t r, int64_t t1) {
-    fa_seg z;
-    z.s = cuda_row_seq(a.qsl, a.S, r);
-    const int q_len = a.qsl[z.s + 1] - a.qsl[z.s], sl = a.seq_lens[z.s];
-    z.seg_end = a.qsl[z.s + 1] < t1 ? a.qsl[z.s + 1] : t1;
-    z.bad = q_len <= 0 || q_len > sl || sl > a.max_blocks * a.B || r < a.qsl[z.s] || z.seg_end <= r;
-    z.base = (int64_t)sl - q_len - a.qsl[z.s];
-    z.khi = z.bad ? -1 : (int)(z.base + z.seg_end - 1);
-    return z;
-}
-
 /* The producer warp: every key tile of every segment of the CTA's token
  * range, into stage k % FA_STAGES (k counts tiles over the segments). */
 __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtensorMap *tmv, const fl_args &a, int g,
@@ -490,7 +534,7 @@ __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtenso
     const uint32_t last = bars + 16 * FA_STAGES;
     uint32_t st = 0, ph = 0, n_last = 0; /* stage and use parity of the next tile */
     for (int64_t r = t0; r < t1;) {
-        const fa_seg z = fa_segment(a, r, t1);
+        const fw_seg z = fw_segment(a, r, t1);
         if (z.bad && lane == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
         const int n_kt = z.khi >= 0 ? z.khi / FW_BN + 1 : 0;
         const int32_t *btrow = a.bt + (int64_t)z.s * a.max_blocks;
@@ -552,7 +596,7 @@ template <typename KV, typename A, bool PP>
 __global__ void __launch_bounds__(FA_THREADS, 1)
     k_flash_fa3(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, fl_args a) {
     CUDA_PDL_ENTER();
-    constexpr int HD = 128, CPR = HD / 8, NO = HD / 8;
+    constexpr int HD = 128, CPR = HD / 8;
     constexpr uint32_t QB = 2 * FW_BM * 128, KVB = 2 * FW_BN * 128; /* bytes: Q, one K or V tile */
     extern __shared__ __align__(16) uint8_t fa_sm[];
     const uint32_t sraw = fl_smem_addr(fa_sm), sb = (sraw + 1023u) & ~1023u;
@@ -585,22 +629,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     auto full_wait = [&](uint32_t k) { flw_bar_wait(bars + 8 * (k % FA_STAGES), (k / FA_STAGES) & 1); };
 
     /* this warpgroup's 64 Q rows -> shared memory in the cache dtype */
-    for (int idx = ctid; idx < 64 * CPR; idx += 128) {
-        const int rr = 64 * w + idx / CPR, c = idx % CPR;
-        int64_t tok;
-        int hq;
-        bool live;
-        fl_row(a, g, t0, t1, rr, &tok, &hq, &live);
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (live) {
-            const char *p = a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c * 8 * (int64_t)sizeof(A);
-            v.x = fl_ld_q2<A, KV>(p);
-            v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
-            v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));
-            v.w = fl_ld_q2<A, KV>(p + 6 * sizeof(A));
-        }
-        *(uint4 *)(gsm + flw_off(rr, c, FW_BM)) = v;
-    }
+    fw_stage_q<A, KV, CPR>(a, g, t0, t1, gsm, 64 * w, 64, ctid, 128);
     flw_fence_proxy();
     if (w == 0) flw_named_sync(1, 128);
     else flw_named_sync(2, 128);
@@ -619,25 +648,9 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     uint32_t kg = 0; /* tiles of the previous segments */
 
     for (int64_t r = t0; r < t1;) {
-        const fa_seg z = fa_segment(a, r, t1);
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int64_t tok;
-            int hq;
-            bool live;
-            fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
-            st.rhi[i] = !z.bad && live && tok >= r && tok < z.seg_end ? (int)(z.base + tok) : -1;
-        }
-        int whi = -1; /* this warpgroup's last key in the segment (as k_flash_wg) */
-        {
-            const int fr = 64 * w, lr = 64 * w + 63 < a.QT * a.G - 1 ? 64 * w + 63 : a.QT * a.G - 1;
-            int64_t ftok = t0 + fr / a.G, ltok = t0 + lr / a.G;
-            ftok = ftok > r ? ftok : r;
-            ltok = ltok < z.seg_end - 1 ? ltok : z.seg_end - 1;
-            if (!z.bad && fr <= lr && ftok <= ltok) whi = (int)(z.base + ltok);
-        }
-        const int n_kt = z.khi >= 0 ? z.khi / FW_BN + 1 : 0;
-        const int n_act = whi >= 0 ? (whi / FW_BN + 1 < n_kt ? whi / FW_BN + 1 : n_kt) : 0;
+        const fw_seg z = fw_segment(a, r, t1);
+        int n_kt, n_act;
+        fw_seg_tiles(a, z, w, g, t0, t1, r, prow, st.rhi, &n_kt, &n_act);
         r = z.seg_end > r ? z.seg_end : r + 1;
         if (n_kt == 0) continue;
         full_wait(kg);
@@ -688,25 +701,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     }
     if (PP && w == 0) fa_turn_take<PP>(w); /* warpgroup 1's last hand-over */
 
-    /* out = O / l; l summed over the quad */
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
-        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int64_t tok;
-        int hq;
-        bool live;
-        fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
-        if (!live) continue;
-        const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
-        char *orow = a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1;
-#pragma unroll
-        for (int j = 0; j < NO; j++)
-            fl_st_o2<A>(orow + (j * 8 + 2 * tq) * (int)sizeof(A), o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
-    }
+    fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
 }
 
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (the
