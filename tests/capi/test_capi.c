@@ -46,6 +46,18 @@ static vllm_sampling_params greedy(int32_t max_tokens) {
     return sp;
 }
 
+/* Case cs of a golden.json (HF greedy ids): its prompt and expected ids
+ * (at most 64 each). */
+static void golden_case(json_t *g, json_t *cs, int32_t *prompt, int32_t *np, int32_t *want, int32_t *nw) {
+    json_t *pj = json_array_get(json_object_get(g, "prompts"), (size_t)json_integer_value(json_object_get(cs, "prompt")));
+    json_t *gr = json_object_get(cs, "greedy");
+    *np = (int32_t)json_array_size(pj);
+    *nw = (int32_t)json_array_size(gr);
+    assert_true(*np <= 64 && *nw <= 64);
+    for (int32_t k = 0; k < *np; k++) prompt[k] = (int32_t)json_integer_value(json_array_get(pj, (size_t)k));
+    for (int32_t k = 0; k < *nw; k++) want[k] = (int32_t)json_integer_value(json_array_get(gr, (size_t)k));
+}
+
 /* ---- tiny-llama: token ids */
 
 static void test_tiny_tokens(void **state) {
@@ -54,17 +66,12 @@ static void test_tiny_tokens(void **state) {
     json_t *g = json_load_file(TINY "/golden.json", 0, &jerr);
     assert_non_null(g);
     vllm_engine *e = load(TINY, 64);
-    json_t *prompts = json_object_get(g, "prompts"), *cases = json_object_get(g, "cases");
+    json_t *cases = json_object_get(g, "cases");
     size_t i;
     json_t *cs;
     json_array_foreach(cases, i, cs) {
-        json_t *pj = json_array_get(prompts, (size_t)json_integer_value(json_object_get(cs, "prompt")));
-        json_t *gr = json_object_get(cs, "greedy");
-        int32_t prompt[64], want[64], got[64], n_got = -1;
-        int32_t np = (int32_t)json_array_size(pj), nw = (int32_t)json_array_size(gr);
-        assert_true(np <= 64 && nw <= 64);
-        for (int32_t k = 0; k < np; k++) prompt[k] = (int32_t)json_integer_value(json_array_get(pj, (size_t)k));
-        for (int32_t k = 0; k < nw; k++) want[k] = (int32_t)json_integer_value(json_array_get(gr, (size_t)k));
+        int32_t prompt[64], want[64], got[64], n_got = -1, np, nw;
+        golden_case(g, cs, prompt, &np, want, &nw);
         vllm_sampling_params sp = greedy(nw);
         vllm_completion c;
         assert_int_equal(vllm_complete_tokens(e, prompt, np, &sp, got, 64, &n_got, &c), VLLM_OK);
@@ -236,17 +243,12 @@ static void test_tiny_tokens_tp(void **state) {
     json_error_t jerr;
     json_t *g = json_load_file(TINY "/golden.json", 0, &jerr);
     assert_non_null(g);
-    json_t *prompts = json_object_get(g, "prompts"), *cases = json_object_get(g, "cases");
+    json_t *cases = json_object_get(g, "cases");
     size_t i;
     json_t *cs;
     json_array_foreach(cases, i, cs) {
-        json_t *pj = json_array_get(prompts, (size_t)json_integer_value(json_object_get(cs, "prompt")));
-        json_t *gr = json_object_get(cs, "greedy");
-        int32_t prompt[64], want[64], got[64], n_got = -1;
-        int32_t np = (int32_t)json_array_size(pj), nw = (int32_t)json_array_size(gr);
-        assert_true(np <= 64 && nw <= 64);
-        for (int32_t k = 0; k < np; k++) prompt[k] = (int32_t)json_integer_value(json_array_get(pj, (size_t)k));
-        for (int32_t k = 0; k < nw; k++) want[k] = (int32_t)json_integer_value(json_array_get(gr, (size_t)k));
+        int32_t prompt[64], want[64], got[64], n_got = -1, np, nw;
+        golden_case(g, cs, prompt, &np, want, &nw);
         vllm_sampling_params sp = greedy(nw);
         assert_int_equal(vllm_complete_tokens(e, prompt, np, &sp, got, 64, &n_got, NULL), VLLM_OK);
         assert_int_equal(n_got, nw);
