@@ -97,7 +97,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
         MDL_TRY(rt_rope(be, &sv.k3, &sv.pos, inv_freq, (int)c->rot_dim, true, 1.0f));
         MDL_TRY(rt_kv_store(be, &kv->k[l], &sv.k3, &sv.slots));
         MDL_TRY(rt_kv_store(be, &kv->v[l], &sv.v3, &sv.slots));
-        MDL_TRY(rt_paged_attention(be, &sv.att3, &sv.q3, &kv->k[l], &kv->v[l], &sv.bt, &sv.qsl, &sv.seq_lens, scale, 0.0f, window));
+        MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, window));
         MDL_TRY(rt_matmul(be, &sv.xb, &sv.att, &L->wo, NULL));
         MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
         MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.xb, &L->post_attn_norm, eps, off));

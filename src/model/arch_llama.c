@@ -357,8 +357,7 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
                                    .rot_dim = (int)c->rot_dim, .neox = c->rope_neox, .attn_factor = 1.0f,
                                    .k_cache = &kv->k[l], .v_cache = &kv->v[l], .slots = &sv->slots};
         MDL_TRY(rt_qk_rope_store(be, &sv->q3, &q3, &k3, &v3, &rp));
-        MDL_TRY(rt_paged_attention(be, &sv->att3, &sv->q3, &kv->k[l], &kv->v[l], &sv->bt, &sv->qsl,
-                                   &sv->seq_lens, scale, 0.0f, (int32_t)c->sliding_window));
+        MDL_TRY(mdl_paged_attention(m, sv, &kv->k[l], &kv->v[l], scale, 0.0f, (int32_t)c->sliding_window));
         MDL_TRY(sp_row_parallel(m, sp, oF, &sv->att, &L->wo, m->tp_rank == 0 ? opt(&L->bo) : NULL, a2a, &xs, &xns,
                                 &L->ffn_norm));
         bool fgu = L->w_gu.data && m->gu.data;
@@ -465,8 +464,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                                    .rot_dim = (int)c->rot_dim, .neox = c->rope_neox, .attn_factor = 1.0f,
                                    .k_cache = &kv->k[l], .v_cache = &kv->v[l], .slots = &sv.slots};
         MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
-        MDL_TRY(rt_paged_attention(be, &sv.att3, &sv.q3, &kv->k[l], &kv->v[l], &sv.bt, &sv.qsl, &sv.seq_lens,
-                                   scale, 0.0f, (int32_t)c->sliding_window));
+        MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, (int32_t)c->sliding_window));
         const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
         for (int p = 0; p < np; p++) {
             rt_tensor att_p = ROWS(sv.att, p), out_p = ROWS(*o_out, p);

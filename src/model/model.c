@@ -219,6 +219,7 @@ static int alloc_activations(mdl_model *m) {
         {&m->pos, RT_I32, B, 0},
         {&m->slots, RT_I32, B, 0},
         {&m->qsl, RT_I32, B + 1, 0},
+        {&m->qsl_t, RT_I32, B + 1, 0},
         {&m->seq_lens, RT_I32, B, 0},
         {&m->logit_rows, RT_I32, B, 0},
         {&m->samp_f, RT_F32, B, RT_SAMPLE_NF},
@@ -293,6 +294,8 @@ mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, 
     m->be = be;
     m->max_batch = p->max_batch > 0 ? p->max_batch : 512;
     m->upcast_weights = p->upcast_weights;
+    const char *split = getenv("VLLM_ATTN_SPLIT"); /* 0: one attention call per layer (A/B) */
+    m->att_split = !(split && !strcmp(split, "0"));
     m->src = mdl_wsrc_open(path, &m->cfg);
     if (!m->src) goto fail;
     for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)
@@ -610,6 +613,25 @@ static int rank_prepare(mdl_model *m, mdl_kv *kv, void *arg) {
     return rc;
 }
 
+/* The step's decode prefix (mdl_paged_attention): D leading sequences of
+ * one query each, followed by sequences with more (prompt rows); then the
+ * rest's qsl rebased to start at 0 goes to m->qsl_t. m->att_dec = D, or 0
+ * when the step is all decode, has no decode prefix, or the split is off. */
+static int upload_att_split(mdl_model *m, const mdl_batch *b) {
+    const int32_t S = b->n_seqs;
+    int32_t D = 0;
+    while (D < S && b->qsl[D + 1] - b->qsl[D] == 1) D++;
+    m->att_dec = 0;
+    if (!m->att_split || D == 0 || D == S) return VC_OK;
+    int32_t *qt = malloc((size_t)(S - D + 1) * sizeof *qt);
+    if (!qt) return vc_err_set(VC_ERR_OOM, "out of memory");
+    for (int32_t k = 0; k <= S - D; k++) qt[k] = b->qsl[D + k] - b->qsl[D];
+    int rc = mdl_upload_i32(m, &m->qsl_t, qt, S - D + 1);
+    free(qt);
+    if (rc == 0) m->att_dec = D;
+    return rc;
+}
+
 static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg) {
     const mdl_batch *b = arg;
     int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits;
@@ -621,6 +643,7 @@ static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg) {
     if (rc == 0) rc = mdl_upload_i32(m, &m->seq_lens, b->seq_lens, S);
     if (rc == 0) rc = mdl_upload_i32(m, &m->logit_rows, b->logit_rows, L);
     if (rc == 0) rc = mdl_upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
+    if (rc == 0) rc = upload_att_split(m, b);
     if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
     return rc;
 }
@@ -711,6 +734,8 @@ void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks,
     sv->qsl = rt_tensor_slice0(&m->qsl, 0, S + 1);
     sv->seq_lens = rt_tensor_slice0(&m->seq_lens, 0, S);
     sv->bt = rt_tensor_2d(m->block_tables.data, RT_I32, m->block_tables.device, S, max_blocks);
+    sv->dec_S = m->att_dec > 0 && m->att_dec < S && m->att_dec < n ? m->att_dec : 0;
+    if (sv->dec_S) sv->qsl_t = rt_tensor_slice0(&m->qsl_t, 0, S - sv->dec_S + 1);
     sv->x = rt_tensor_slice0(&m->x, 0, n);
     sv->xb = rt_tensor_slice0(&m->xb, 0, n);
     sv->q = rt_tensor_slice0(&m->q, 0, n);
@@ -794,4 +819,22 @@ int mdl_logits_head_sp(mdl_model *m, const mdl_step_views *sv, const mdl_sp *sp,
     rt_tensor xl = rt_tensor_slice0(&sv->xb, 0, n_logits);
     MDL_TRY(rt_add_rmsnorm(m->be, &xl, &a, &b, &m->out_norm, eps, w_off));
     return head_matmul(m, &xl, n_logits);
+}
+
+int mdl_paged_attention(mdl_model *m, const mdl_step_views *sv, const rt_tensor *k_cache, const rt_tensor *v_cache,
+                        float scale, float softcap, int32_t window) {
+    rt_tensor att3 = sv->att3;
+    if (!sv->dec_S)
+        return rt_paged_attention(m->be, &att3, &sv->q3, k_cache, v_cache, &sv->bt, &sv->qsl, &sv->seq_lens, scale,
+                                  softcap, window);
+    /* Decode prefix: sequences 0..D-1 are rows 0..D-1 (qsl[s] = s there). */
+    const int64_t D = sv->dec_S, S = sv->bt.shape[0], n = sv->q3.shape[0];
+    rt_tensor q0 = rt_tensor_slice0(&sv->q3, 0, D), a0 = rt_tensor_slice0(&sv->att3, 0, D);
+    rt_tensor bt0 = rt_tensor_slice0(&sv->bt, 0, D), qsl0 = rt_tensor_slice0(&sv->qsl, 0, D + 1);
+    rt_tensor sl0 = rt_tensor_slice0(&sv->seq_lens, 0, D);
+    int rc = rt_paged_attention(m->be, &a0, &q0, k_cache, v_cache, &bt0, &qsl0, &sl0, scale, softcap, window);
+    if (rc < 0) return rc;
+    rt_tensor q1 = rt_tensor_slice0(&sv->q3, D, n - D), a1 = rt_tensor_slice0(&sv->att3, D, n - D);
+    rt_tensor bt1 = rt_tensor_slice0(&sv->bt, D, S - D), sl1 = rt_tensor_slice0(&sv->seq_lens, D, S - D);
+    return rt_paged_attention(m->be, &a1, &q1, k_cache, v_cache, &bt1, &sv->qsl_t, &sl1, scale, softcap, window);
 }

@@ -80,6 +80,12 @@ struct mdl_model {
     /* Batch metadata on the device (mdl_batch copied in). */
     rt_tensor ids, pos, slots;     /* [B] i32 */
     rt_tensor qsl, seq_lens;       /* [B+1], [B] i32 */
+    rt_tensor qsl_t;               /* [B+1] i32: qsl of the step's sequences after
+                                      its decode prefix, rebased to 0 (att_dec) */
+    int64_t att_dec;               /* sequences of the step's decode prefix (one query
+                                      each) when prompt rows follow them, else 0: the
+                                      attention runs in two calls (mdl_paged_attention) */
+    bool att_split;                /* VLLM_ATTN_SPLIT (default 1; 0: one call per layer) */
     rt_tensor logit_rows;          /* [B] i32 */
     /* The device mirror of sampled ids (model_mirror.c): ticket t's ids
      * live in mirror[t % MDL_MIRROR] (rank 0 only). */
@@ -199,10 +205,22 @@ mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, 
  * k3/v3 [T, kvh, hd], q2 [T*h, hd], k2 [T*kvh, hd] (this rank's heads). */
 typedef struct {
     rt_tensor ids, pos, slots, qsl, seq_lens, bt;
+    int64_t dec_S;  /* the decode prefix's sequences (= rows) when the step splits its
+                       attention (m->att_dec), else 0 */
+    rt_tensor qsl_t; /* [S - dec_S + 1]: the rest's qsl, rebased (dec_S > 0) */
     rt_tensor x, xb, q, k, v, att, gate, up;
     rt_tensor q3, k3, v3, att3, q2, k2;
 } mdl_step_views;
 void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks, mdl_step_views *sv);
+/* PAGED_ATTENTION of one layer over the step: sv->att3 = attention of
+ * sv->q3 over the layer's cache. A step whose first sequences decode (one
+ * query each) and whose others bring prompt rows attends in two calls, the
+ * decode prefix and the rest, as vLLM's attention backends split decodes
+ * from prefills: each call then gets the backend's kernel for its kind
+ * (one call would hand the decode rows to the prompt kernel, whose query
+ * tiles then walk one decode sequence after the other). Same math per row. */
+int mdl_paged_attention(mdl_model *m, const mdl_step_views *sv, const rt_tensor *k_cache, const rt_tensor *v_cache,
+                        float scale, float softcap, int32_t window);
 /* The step's tail: gather the n_logits rows, final RMSNorm (weight offset
  * w_off), LM head into m->logits (under TP: this rank's vocab rows, then
  * the all-gather). */

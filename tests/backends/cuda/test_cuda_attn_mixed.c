@@ -1,0 +1,209 @@
+/* PAGED_ATTENTION on CUDA over mixed steps: D decode sequences (one query
+ * each) followed by prompt sequences, as one call and as the model's split
+ * (mdl_paged_attention: the decode prefix, then the rest with its qsl
+ * rebased to 0).
+ * test_mixed_correct: both forms against the CPU op (bf16 cache, 32/8 and
+ * 16/8 heads, hd 128): the one call hands the whole step to the flash
+ * prefill kernel (q and p rounded to bf16: ~1e-3), the split gives the
+ * decode rows to k_fd (f32 q: 1e-5).
+ * test_mixed_speed (skipped when VLLM_CUDA_SPEED=0): Llama-3.1-8B heads,
+ * D decode rows of 1024 keys + one new 1024-token prompt, us per step's
+ * attention for one call, the split, and each part alone, and the decode
+ * part's GB/s of K/V ("speed: mixed ...").
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "runtime/ops.h"
+
+#include "cuda_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t g_rng = 0x51ED270B27A5D35Full;
+static float rnd(void) { return cuda_test_rnd(&g_rng); } /* [-1, 1) */
+
+enum { HD = 128, BS = 16 };
+
+/* A step's device tensors: q, out (split and one-call), cache, metadata of
+ * the whole step and of its two parts. */
+typedef struct {
+    int64_t T, S, D, h, kvh, MB;
+    rt_tensor q, out, k, v, bt, qsl, sl, qsl_t;
+} mixed;
+
+/* S sequences: the first D decode (q_lens 1), the rest prompt rows;
+ * seq_lens / q_lens per sequence. Blocks shuffled over the cache. */
+static mixed mixed_make(int64_t h, int64_t kvh, int64_t S, int64_t D, const int32_t *sl, const int32_t *ql,
+                        float **hq, void **hk, void **hv, int32_t **hbt, int32_t **hqsl) {
+    mixed m = {.S = S, .D = D, .h = h, .kvh = kvh};
+    int32_t maxlen = 0;
+    for (int64_t s = 0; s < S; s++) {
+        maxlen = sl[s] > maxlen ? sl[s] : maxlen;
+        m.T += ql[s];
+    }
+    m.MB = (maxlen + BS - 1) / BS;
+    const int64_t NB = S * m.MB;
+    int32_t *qsl = xmalloc((size_t)(S + 1) * 4), *qt = xmalloc((size_t)(S - D + 1) * 4), *bt = xmalloc((size_t)NB * 4);
+    for (int64_t s = 0; s < S; s++) qsl[s + 1] = qsl[s] + ql[s];
+    for (int64_t s = 0; s <= S - D; s++) qt[s] = qsl[D + s] - qsl[D];
+    for (int64_t i = 0; i < NB; i++) bt[i] = (int32_t)i;
+    for (int64_t i = NB - 1; i > 0; i--) {
+        int64_t j = (int64_t)((rnd() + 1.0f) * 0.5f * (float)(i + 1)) % (i + 1);
+        int32_t t = bt[i];
+        bt[i] = bt[j];
+        bt[j] = t;
+    }
+    int64_t sq[3] = {m.T, h, HD}, sc[4] = {NB, BS, kvh, HD}, sbt[2] = {S, m.MB}, ss[1] = {S}, sqsl[1] = {S + 1};
+    int64_t sqt[1] = {S - D + 1};
+    float *q = xmalloc((size_t)(m.T * h * HD) * 4);
+    for (int64_t e = 0; e < m.T * h * HD; e++) q[e] = rnd();
+    void *k = rand_rows(RT_BF16, NB * BS * kvh, HD, 1.0f, rnd), *v = rand_rows(RT_BF16, NB * BS * kvh, HD, 1.0f, rnd);
+    m.q = up(q, RT_F32, 3, sq);
+    m.out = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    m.k = up(k, RT_BF16, 4, sc);
+    m.v = up(v, RT_BF16, 4, sc);
+    m.bt = up(bt, RT_I32, 2, sbt);
+    m.qsl = up(qsl, RT_I32, 1, sqsl);
+    m.sl = up(sl, RT_I32, 1, ss);
+    m.qsl_t = up(qt, RT_I32, 1, sqt);
+    free(qt);
+    if (hq) *hq = q, *hk = k, *hv = v, *hbt = bt, *hqsl = qsl;
+    else free(q), free(k), free(v), free(bt), free(qsl);
+    return m;
+}
+
+static void mixed_free(mixed *m) {
+    rt_tensor *ts[] = {&m->q, &m->out, &m->k, &m->v, &m->bt, &m->qsl, &m->sl, &m->qsl_t};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) drop(ts[i]);
+}
+
+static const float SCALE = 0.08838834764f; /* 1 / sqrt(128) */
+
+static void call_one(mixed *m) {
+    assert_int_equal(rt_paged_attention(g_gpu, &m->out, &m->q, &m->k, &m->v, &m->bt, &m->qsl, &m->sl, SCALE, 0.0f, 0),
+                     VC_OK);
+}
+
+/* part 1: the decode prefix, 2: the rest, 3: both (the model's split). */
+static void call_split(mixed *m, int part) {
+    const int64_t D = m->D, S = m->S, T = m->T;
+    if (part & 1) {
+        rt_tensor q0 = rt_tensor_slice0(&m->q, 0, D), o0 = rt_tensor_slice0(&m->out, 0, D);
+        rt_tensor bt0 = rt_tensor_slice0(&m->bt, 0, D), qsl0 = rt_tensor_slice0(&m->qsl, 0, D + 1);
+        rt_tensor sl0 = rt_tensor_slice0(&m->sl, 0, D);
+        assert_int_equal(rt_paged_attention(g_gpu, &o0, &q0, &m->k, &m->v, &bt0, &qsl0, &sl0, SCALE, 0.0f, 0), VC_OK);
+    }
+    if (part & 2) {
+        rt_tensor q1 = rt_tensor_slice0(&m->q, D, T - D), o1 = rt_tensor_slice0(&m->out, D, T - D);
+        rt_tensor bt1 = rt_tensor_slice0(&m->bt, D, S - D), sl1 = rt_tensor_slice0(&m->sl, D, S - D);
+        assert_int_equal(rt_paged_attention(g_gpu, &o1, &q1, &m->k, &m->v, &bt1, &m->qsl_t, &sl1, SCALE, 0.0f, 0),
+                         VC_OK);
+    }
+}
+
+static void test_mixed_correct(void **st) {
+    (void)st;
+    NEED_GPU();
+    /* 5 decode rows (1 .. 700 keys), a new 80-token prompt, a 70-token
+     * chunk of a prompt at 200, a 3-token chunk */
+    static const int32_t sl[8] = {37, 300, 1, 129, 700, 80, 200, 19}, ql[8] = {1, 1, 1, 1, 1, 80, 70, 3};
+    static const int64_t heads[2][2] = {{32, 8}, {16, 8}};
+    for (int hc = 0; hc < 2; hc++) {
+        const int64_t h = heads[hc][0], kvh = heads[hc][1], S = 8, D = 5;
+        float *q;
+        void *k, *v;
+        int32_t *bt, *qsl;
+        mixed m = mixed_make(h, kvh, S, D, sl, ql, &q, &k, &v, &bt, &qsl);
+        const int64_t NB = S * m.MB, n = m.T * h * HD;
+        int64_t sq[3] = {m.T, h, HD}, sc[4] = {NB, BS, kvh, HD}, sbt[2] = {S, m.MB}, ss[1] = {S}, sqsl[1] = {S + 1};
+        float *ref = xmalloc((size_t)n * 4), *got = xmalloc((size_t)n * 4);
+        rt_tensor hq = rt_tensor_make(q, RT_F32, RT_DEV_CPU, 3, sq), ho = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 3, sq);
+        rt_tensor hk = rt_tensor_make(k, RT_BF16, RT_DEV_CPU, 4, sc), hv = rt_tensor_make(v, RT_BF16, RT_DEV_CPU, 4, sc);
+        rt_tensor hbt = rt_tensor_make(bt, RT_I32, RT_DEV_CPU, 2, sbt), hsl = rt_tensor_make((void *)sl, RT_I32, RT_DEV_CPU, 1, ss);
+        rt_tensor hqsl = rt_tensor_make(qsl, RT_I32, RT_DEV_CPU, 1, sqsl);
+        assert_int_equal(rt_paged_attention(g_cpu, &ho, &hq, &hk, &hv, &hbt, &hqsl, &hsl, SCALE, 0.0f, 0), VC_OK);
+        for (int form = 0; form < 2; form++) {
+            memset(got, 0, (size_t)n * 4);
+            rt_tensor hz = rt_tensor_make(got, RT_F32, RT_DEV_CPU, 3, sq);
+            assert_int_equal(rt_tensor_copy_bytes(g_gpu, &m.out, &hz), VC_OK); /* stale results must not pass */
+            if (form == 0) call_one(&m);
+            else call_split(&m, 3);
+            down(got, &m.out);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            /* the decode rows alone, then all rows */
+            const double ed = nerr(got, ref, D * h * HD), ea = nerr(got, ref, n);
+            print_message("mixed %lld/%lld heads, %s: decode rows %.3e, all rows %.3e\n", (long long)h,
+                          (long long)kvh, form ? "split" : "one call", ed, ea);
+            if (!(ea <= 5e-3) || (form == 1 && !(ed <= 1e-5)))
+                fail_msg("mixed %lld/%lld %s: error decode %.3e all %.3e", (long long)h, (long long)kvh,
+                         form ? "split" : "one call", ed, ea);
+        }
+        mixed_free(&m);
+        free(ref), free(got), free(q), free(k), free(v), free(bt), free(qsl);
+    }
+}
+
+/* us per step's attention, eager, after a warm-up: form 0 one call, 1..3
+ * call_split's parts. */
+static double time_us(mixed *m, int form) {
+    const int R = 20;
+    for (int r = -2; r < R; r++) {
+        if (r == 0) assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        if (form == 0) call_one(m);
+        else call_split(m, form);
+    }
+    double t0 = vc_now_s();
+    for (int r = 0; r < R; r++) {
+        if (form == 0) call_one(m);
+        else call_split(m, form);
+    }
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    return (vc_now_s() - t0) / R * 1e6;
+}
+
+static void test_mixed_speed(void **st) {
+    (void)st;
+    NEED_GPU();
+    const char *e = getenv("VLLM_CUDA_SPEED");
+    if (e && !strcmp(e, "0")) skip();
+    static const int64_t Ds[3] = {16, 64, 256};
+    for (int x = 0; x < 3; x++) {
+        const int64_t D = Ds[x], S = D + 1;
+        int32_t *sl = xmalloc((size_t)S * 4), *ql = xmalloc((size_t)S * 4);
+        for (int64_t s = 0; s < D; s++) sl[s] = 1024, ql[s] = 1;
+        sl[D] = 1024, ql[D] = 1024;
+        mixed m = mixed_make(32, 8, S, D, sl, ql, NULL, NULL, NULL, NULL, NULL);
+        const double one = time_us(&m, 0), split = time_us(&m, 3), dec = time_us(&m, 1), pr = time_us(&m, 2);
+        const double gb = (double)D * 1024 * 8 * HD * 2 * 2 / (dec * 1e-6) * 1e-9;
+        print_message("speed: mixed llama-8b %3lld decode rows x 1024 keys + 1024-token prompt: one call %8.1f us, "
+                      "split %8.1f us (decode part %7.1f us = %5.0f GB/s, prompt part %7.1f us)\n",
+                      (long long)D, one, split, dec, gb, pr);
+        mixed_free(&m);
+        free(sl);
+        free(ql);
+    }
+}
+
+static int setup(void **st) {
+    (void)st;
+    return cuda_test_setup(2);
+}
+
+static int teardown(void **st) {
+    (void)st;
+    return cuda_test_teardown();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mixed_correct), cmocka_unit_test(test_mixed_speed)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
