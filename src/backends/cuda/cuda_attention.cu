@@ -277,6 +277,9 @@ extern "C" int cuda_op_paged_attention(rt_backend *be, const rt_op_args *a) {
     if (q->dtype == RT_F32) return paged_f32(c, a, dst, q);
     if (T >= 4 * bt->shape[0] && T >= 64 && flash_enabled() && cuda_flash_eligible(q, dst, kc, vc))
         return cuda_flash_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
+    if (cuda_flash_dec_wanted(c, q, kc) && cuda_flash_eligible(q, dst, kc, vc))
+        return cuda_flash_dec_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap,
+                                  a->p.paged.window);
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     const size_t n = (size_t)(T * h * hd);
     /* stream-ordered scratch, not a persistent workspace: no pointer for a
@@ -300,6 +303,9 @@ static int paged_f32(cuda_ctx *c, const rt_op_args *a, rt_tensor *dst, const rt_
     const int64_t T = q->shape[0], h = q->shape[1];
     if (T >= 4 * bt->shape[0] && T >= 64 && flash_enabled() && cuda_flash_eligible(q, dst, kc, vc))
         return cuda_flash_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
+    if (cuda_flash_dec_wanted(c, q, kc) && cuda_flash_eligible(q, dst, kc, vc))
+        return cuda_flash_dec_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap,
+                                  a->p.paged.window);
     if (cuda_fd_eligible(q, kc, vc))
         return cuda_fd_run(c, dst, q, kc, vc, bt, qsl, sl, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);
     att_args aa = args_common(dst, q, kc, vc, a->p.paged.scale, a->p.paged.softcap, a->p.paged.window);

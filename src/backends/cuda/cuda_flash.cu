@@ -71,7 +71,6 @@
 #define FL_WARPS 4
 #define FL_M 64 /* packed query rows per CTA at MT 1 (16 per warp) */
 #define FL_N 64 /* keys per tile */
-#define FL_PAD 8 /* elements of padding per smem row: ldmatrix rows hit distinct banks */
 
 /* Bytes of shared memory: 2 stages x (K, V) [FL_N][hd + FL_PAD], after Q
  * [128][hd + FL_PAD] for MT 2; bf16/f16 elements. */
@@ -79,71 +78,14 @@ static size_t fl_smem(int hd, int mt) {
     return ((size_t)4 * FL_N + (mt == 2 ? (size_t)FL_WARPS * 32 : 0)) * (hd + FL_PAD) * 2;
 }
 
-/* ---- PTX helpers -------------------------------------------------------- */
-
-
-__device__ __forceinline__ void fl_ldsm_x4(uint32_t *r, const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fl_smem_addr(p)));
-}
-__device__ __forceinline__ void fl_ldsm_x4_t(uint32_t *r, const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fl_smem_addr(p)));
-}
-
-/* D (16x8 f32) += A (16x16, row) * B (16x8, col). */
-template <typename KV> __device__ __forceinline__ void fl_mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    if constexpr (std::is_same<KV, __nv_bfloat16>::value)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 /* ---- the kernel --------------------------------------------------------- */
 
-/* Issue the cp.async loads of keys kt0 .. kt0+FL_N-1 (those > khi
- * zero-filled) into the stage at shared address sdst (K [FL_N][HD+FL_PAD],
- * V after it), sdst already offset to this thread's first row j0 and 16-byte
- * chunk c: rows j0, j0 + RPI, ... The block-table reads are issued together
- * first (one latency), then the copies, without branches: a bad block id
- * reads block 0 and raises the flag once. kin / vin: byte offset of chunk c
- * of head g within a slot. */
+/* The CTA's cp.async loads of key tile kt0 .. kt0+FL_N-1 (fl_load_rows). */
 template <int HD>
 __device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *btrow, int kin, int vin, int kt0,
                                              int khi, uint32_t sdst) {
-    constexpr int CPR = HD / 8; /* 16-byte chunks per row */
-    constexpr int ITS = FL_N * CPR / (FL_WARPS * 32), RPI = FL_WARPS * 32 / CPR;
-    constexpr uint32_t ROW = (HD + FL_PAD) * 2, VOFF = FL_N * ROW;
-    const int key0 = kt0 + (int)threadIdx.x / CPR;
-    int32_t blk[ITS];
-#pragma unroll
-    for (int it = 0; it < ITS; it++) {
-        const int key = key0 + it * RPI;
-        blk[it] = key <= khi ? btrow[key >> a.bshift] : 0;
-    }
-    bool bad = false;
-#pragma unroll
-    for (int it = 0; it < ITS; it++) {
-        const int key = key0 + it * RPI;
-        const bool valid = key <= khi, ok = (uint32_t)blk[it] < (uint32_t)a.num_blocks;
-        bad |= valid && !ok;
-        const uint32_t b = ok ? (uint32_t)blk[it] : 0u, slot = (uint32_t)(key & (a.B - 1));
-        const char *kp = a.k + ((uint64_t)b * (uint32_t)a.k_s0 + (slot * (uint32_t)a.k_sb + (uint32_t)kin));
-        const char *vp = a.v + ((uint64_t)b * (uint32_t)a.v_s0 + (slot * (uint32_t)a.v_sb + (uint32_t)vin));
-        fl_cp16(sdst + it * RPI * ROW, kp, valid ? 16 : 0);
-        fl_cp16(sdst + VOFF + it * RPI * ROW, vp, valid ? 16 : 0);
-    }
-    if (bad) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
+    fl_load_rows<HD, FL_N, FL_WARPS * 32>(a, btrow, kin, vin, kt0, khi, sdst, (int)threadIdx.x);
 }
-
 
 /* MT m-tiles of 16 rows per warp: BM = 64 * MT packed rows per CTA. */
 template <typename KV, typename A, int HD, int MT>
@@ -474,12 +416,12 @@ static int fl_go_hd(cuda_ctx *c, const fl_args &a, dim3 grid, int64_t hd, rt_dty
     return hd == 64 ? fl_go<KV, float, 64, MT>(c, a, grid) : fl_go<KV, float, 128, MT>(c, a, grid);
 }
 
-int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
-                   const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
-                   int32_t window) {
-    fl_args a;
+void cuda_fl_args(cuda_ctx *c, fl_args *ap, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc,
+                  const rt_tensor *vc, const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale,
+                  float softcap, int32_t window) {
+    fl_args &a = *ap;
     memset(&a, 0, sizeof a);
-    const int64_t T = q->shape[0], h = q->shape[1], hd = q->shape[2], kvh = kc->shape[2];
+    const int64_t h = q->shape[1], kvh = kc->shape[2];
     a.q = (const char *)q->data;
     a.k = (const char *)kc->data;
     a.v = (const char *)vc->data;
@@ -497,12 +439,26 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     a.bt = (const int32_t *)bt->data;
     a.qsl = (const int32_t *)qsl->data;
     a.seq_lens = (const int32_t *)sl->data;
-    a.T = T;
+    a.T = q->shape[0];
     a.S = (int)bt->shape[0];
     a.max_blocks = (int)bt->shape[1];
     a.B = (int)kc->shape[1];
     a.num_blocks = (int)kc->shape[0];
     a.G = (int)(h / kvh);
+    a.window = window;
+    a.bshift = 0;
+    while ((1 << a.bshift) < a.B) a.bshift++; /* B is a power of two (eligible) */
+    a.scale_log2 = scale * 1.4426950408889634f;
+    a.softcap = softcap;
+    a.flags = c->d_flags;
+}
+
+int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
+                   const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
+                   int32_t window) {
+    fl_args a;
+    cuda_fl_args(c, &a, dst, q, kc, vc, bt, qsl, sl, scale, softcap, window);
+    const int64_t T = q->shape[0], hd = q->shape[2], kvh = kc->shape[2];
     /* Tile height: 64 packed rows (MT 1, 3 CTAs per SM) unless
      * VLLM_CUDA_FLASH_TILE=128 asks for MT 2 (2 CTAs per SM), which measured
      * slower on the H200 at 2048 tokens (179 vs 158 us at 32/8 heads, 137 vs
@@ -517,12 +473,6 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     const char *wge = getenv("VLLM_CUDA_FLASH_WG");
     const bool wg = !(wge && !strcmp(wge, "0")) && cuda_flash_wg_eligible(hd, a.B, scale, softcap, window);
     a.QT = (wg ? 128 : mt * FL_M) / a.G;
-    a.window = window;
-    a.bshift = 0;
-    while ((1 << a.bshift) < a.B) a.bshift++; /* B is a power of two (eligible) */
-    a.scale_log2 = scale * 1.4426950408889634f;
-    a.softcap = softcap;
-    a.flags = c->d_flags;
     const int64_t tiles = (T + a.QT - 1) / a.QT;
     if ((int64_t)a.max_blocks * a.B > INT32_MAX / 2 || tiles > INT32_MAX || kvh > 65535)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda flash attention: context or batch too large");

@@ -18,4 +18,15 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
                    const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                    int32_t window);
 
+/* cuda_flash_dec.cu: the tensor-core decode kernel (one warp per query row
+ * and kv head) for decode-heavy calls with enough rows x kv heads
+ * (VLLM_CUDA_FLASH_DEC: 0 off, 1 every eligible call) and G <= 16; the
+ * caller also checks cuda_flash_eligible. */
+bool cuda_flash_dec_wanted(const cuda_ctx *c, const rt_tensor *q, const rt_tensor *kc);
+int cuda_flash_dec_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
+                       const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
+                       int32_t window);
+/* Launches of k_flash_dec so far (tests check that it really ran). */
+extern "C" uint64_t cuda_flash_dec_launches(void);
+
 #endif

@@ -1,8 +1,9 @@
-/* cuda_flash_common — what the two flash prefill kernels share: the launch
- * arguments (fl_args, filled by cuda_flash_run in cuda_flash.cu), cp.async,
- * exp2 / packing PTX helpers, q / out row access and the packed-row map.
- * Included by cuda_flash.cu (mma.sync kernel) and cuda_flash_wg.cu (wgmma
- * kernel); CUDA C++ only.
+/* cuda_flash_common — what the flash kernels share: the launch arguments
+ * (fl_args, filled by cuda_fl_args in cuda_flash.cu), cp.async, ldmatrix,
+ * mma.sync, exp2 / packing PTX helpers, the paged K/V tile loader, q / out
+ * row access and the packed-row map. Included by cuda_flash.cu (mma.sync
+ * prefill kernel), cuda_flash_wg.cu (wgmma prefill kernels) and
+ * cuda_flash_dec.cu (mma.sync decode kernel); CUDA C++ only.
  */
 #ifndef CUDA_FLASH_COMMON_CUH
 #define CUDA_FLASH_COMMON_CUH
@@ -26,7 +27,34 @@ typedef struct {
     int *flags;
 } fl_args;
 
+#define FL_PAD 8 /* elements of padding per smem row: ldmatrix rows hit distinct banks */
+
 __device__ __forceinline__ uint32_t fl_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void fl_ldsm_x4(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fl_smem_addr(p)));
+}
+__device__ __forceinline__ void fl_ldsm_x4_t(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fl_smem_addr(p)));
+}
+
+/* D (16x8 f32) += A (16x16, row) * B (16x8, col). */
+template <typename KV> __device__ __forceinline__ void fl_mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    if constexpr (std::is_same<KV, __nv_bfloat16>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 /* 16 bytes global -> shared; src_bytes 0 zero-fills the destination. */
 __device__ __forceinline__ void fl_cp16(uint32_t dst, const void *src, int src_bytes) {
@@ -50,6 +78,42 @@ template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, floa
     else
         asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
     return r;
+}
+
+/* Issue the cp.async loads of keys kt0 .. kt0+N-1 (those > khi
+ * zero-filled) by NT threads (this one: tid) into the stage at shared
+ * address sdst (K [N][HD+FL_PAD], V after it), sdst already offset to this
+ * thread's first row j0 = tid / (HD/8) and 16-byte chunk c = tid % (HD/8):
+ * rows j0, j0 + RPI, ... The block-table reads are issued together first
+ * (one latency), then the copies, without branches: a bad block id reads
+ * block 0 and raises the flag once. kin / vin: byte offset of chunk c of
+ * head g within a slot. */
+template <int HD, int N, int NT>
+__device__ __forceinline__ void fl_load_rows(const fl_args &a, const int32_t *btrow, int kin, int vin, int kt0,
+                                             int khi, uint32_t sdst, int tid) {
+    constexpr int CPR = HD / 8; /* 16-byte chunks per row */
+    constexpr int ITS = N * CPR / NT, RPI = NT / CPR;
+    constexpr uint32_t ROW = (HD + FL_PAD) * 2, VOFF = N * ROW;
+    const int key0 = kt0 + tid / CPR;
+    int32_t blk[ITS];
+#pragma unroll
+    for (int it = 0; it < ITS; it++) {
+        const int key = key0 + it * RPI;
+        blk[it] = key <= khi ? btrow[key >> a.bshift] : 0;
+    }
+    bool bad = false;
+#pragma unroll
+    for (int it = 0; it < ITS; it++) {
+        const int key = key0 + it * RPI;
+        const bool valid = key <= khi, ok = (uint32_t)blk[it] < (uint32_t)a.num_blocks;
+        bad |= valid && !ok;
+        const uint32_t b = ok ? (uint32_t)blk[it] : 0u, slot = (uint32_t)(key & (a.B - 1));
+        const char *kp = a.k + ((uint64_t)b * (uint32_t)a.k_s0 + (slot * (uint32_t)a.k_sb + (uint32_t)kin));
+        const char *vp = a.v + ((uint64_t)b * (uint32_t)a.v_s0 + (slot * (uint32_t)a.v_sb + (uint32_t)vin));
+        fl_cp16(sdst + it * RPI * ROW, kp, valid ? 16 : 0);
+        fl_cp16(sdst + VOFF + it * RPI * ROW, vp, valid ? 16 : 0);
+    }
+    if (bad) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
 }
 
 /* Two q elements (A: f32 or bf16) at p as one register of the cache type. */
@@ -78,6 +142,12 @@ __device__ __forceinline__ void fl_row(const fl_args &a, int g, int64_t t0, int6
     *hq = g * a.G + r % a.G;
     *live = r < a.QT * a.G && *tok < t1;
 }
+
+/* The launch arguments of a PAGED_ATTENTION call (cuda_flash.cu; the
+ * shapes passed cuda_flash_eligible): all but QT, n_tiles, y0. */
+void cuda_fl_args(cuda_ctx *c, fl_args *a, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc,
+                  const rt_tensor *vc, const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale,
+                  float softcap, int32_t window);
 
 /* The wgmma kernel (cuda_flash_wg.cu): whether it takes this call (hd 64 /
  * 128, cache blocks of 8+ slots, causal without window or soft-cap,
