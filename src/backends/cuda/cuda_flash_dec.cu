@@ -7,14 +7,14 @@
  * Work split. One warp per (query row i, kv head g): the warp's 16-row
  * m-tile holds the G <= 16 query heads of the group (packed row r = head
  * g*G + r; rows >= G are zero and never stored), so every K/V row is read
- * once per group. A CTA of FD2_WARPS independent warps (no block barrier)
+ * once per group. A CTA of NW independent warps (no block barrier)
  * loops over the (row, head) items, item += all warps of the grid, and the
  * grid is at most one wave (n_sm CTAs: its shared memory allows one CTA
- * per SM). Each warp has its own FD2_ST-stage ring of K/V tiles of FD2_N
- * keys in shared memory ([FD2_N][hd + FL_PAD] bf16/f16 for K, then V),
+ * per SM). Each warp has its own NST-stage ring of K/V tiles of TN
+ * keys in shared memory ([TN][hd + FL_PAD] bf16/f16 for K, then V),
  * filled by 16-byte cp.async from the paged cache (fl_load_rows: keys past
  * the row's last key zero-filled, a bad block id reads block 0 and raises
- * the flag); FD2_ST - 1 tiles are in flight while one is computed.
+ * the flag); NST - 1 tiles are in flight while one is computed.
  *
  * Per tile, as k_flash (cuda_flash.cu) for one m-tile: S = Q K^T by
  * mma.sync m16n8k16 (Q fragments in registers, K via ldmatrix), scores in
@@ -33,33 +33,33 @@
 #include "backends/cuda/cuda_flash_common.cuh"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define FD2_WARPS 4
-#define FD2_N 32 /* keys per tile */
-#define FD2_ST 3 /* stages per warp */
 #define FD2_MAXG 16
 
-static size_t fd2_smem(int hd) { return (size_t)FD2_WARPS * FD2_ST * 2 * FD2_N * (hd + FL_PAD) * 2; }
+/* Bytes of shared memory of a CTA: W warps x ST stages x (K, V) [N][hd + FL_PAD]. */
+static size_t fd2_smem(int hd, int n, int st, int w) { return (size_t)w * st * 2 * n * (hd + FL_PAD) * 2; }
 
-template <typename KV, typename A, int HD>
-__global__ void __launch_bounds__(FD2_WARPS * 32, 1) k_flash_dec(fl_args a, int kvh, int n_items) {
+/* N keys per tile, ST stages per warp, W warps per CTA (one CTA per SM). */
+template <typename KV, typename A, int HD, int TN, int NST, int NW>
+__global__ void __launch_bounds__(NW * 32, 1) k_flash_dec(fl_args a, int kvh, int n_items) {
     CUDA_PDL_ENTER();
     constexpr int LD = HD + FL_PAD; /* smem row pitch, elements */
     constexpr int KS = HD / 16;     /* k-steps of Q K^T */
     constexpr int NO = HD / 8;      /* n-tiles of O */
-    constexpr int NJ = FD2_N / 8;   /* n-tiles of S */
-    constexpr uint32_t STAGE = 2 * FD2_N * LD * 2; /* bytes: K then V */
+    constexpr int NJ = TN / 8;   /* n-tiles of S */
+    constexpr uint32_t STAGE = 2 * TN * LD * 2; /* bytes: K then V */
     extern __shared__ __align__(16) uint16_t fd2_sm[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: matrix and row this lane addresses */
-    uint16_t *const ring = fd2_sm + (size_t)warp * FD2_ST * 2 * FD2_N * LD;
+    uint16_t *const ring = fd2_sm + (size_t)warp * NST * 2 * TN * LD;
     const int lc = lane % (HD / 8), lj0 = lane / (HD / 8); /* this lane's 16-byte chunk and first row */
     const uint32_t sm_kv = fl_smem_addr(ring) + (uint32_t)(lj0 * LD + lc * 8) * 2;
     const int G = a.G;
 
-    for (int item = (int)blockIdx.x * FD2_WARPS + warp; item < n_items; item += (int)gridDim.x * FD2_WARPS) {
+    for (int item = (int)blockIdx.x * NW + warp; item < n_items; item += (int)gridDim.x * NW) {
         const int64_t i = item / kvh;
         const int g = item % kvh;
         const int s = cuda_row_seq(a.qsl, a.S, i);
@@ -70,13 +70,13 @@ __global__ void __launch_bounds__(FD2_WARPS * 32, 1) k_flash_dec(fl_args a, int 
         const int lo = a.window > 0 && hi - a.window + 1 > 0 ? hi - a.window + 1 : 0;
         const int32_t *btrow = a.bt + (int64_t)s * a.max_blocks;
         const int kin = g * a.k_s1 + lc * 16, vin = g * a.v_s1 + lc * 16;
-        const int n_kt = hi >= lo ? (hi - lo) / FD2_N + 1 : 0;
+        const int n_kt = hi >= lo ? (hi - lo) / TN + 1 : 0;
 
-        /* the first FD2_ST - 1 tiles in flight before Q is read */
+        /* the first NST - 1 tiles in flight before Q is read */
 #pragma unroll
-        for (int st = 0; st < FD2_ST - 1; st++) {
+        for (int st = 0; st < NST - 1; st++) {
             if (st < n_kt)
-                fl_load_rows<HD, FD2_N, 32>(a, btrow, kin, vin, lo + st * FD2_N, hi, sm_kv + st * STAGE, lane);
+                fl_load_rows<HD, TN, 32>(a, btrow, kin, vin, lo + st * TN, hi, sm_kv + st * STAGE, lane);
             fl_cp_commit();
         }
 
@@ -100,19 +100,19 @@ __global__ void __launch_bounds__(FD2_WARPS * 32, 1) k_flash_dec(fl_args a, int 
         for (int j = 0; j < NO; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
         for (int it = 0; it < n_kt; it++) {
-            fl_cp_wait<FD2_ST - 2>(); /* tile it landed (this lane's part) */
-            __syncwarp();             /* ... and the warp's; stage (it - 1) % FD2_ST is free */
+            fl_cp_wait<NST - 2>(); /* tile it landed (this lane's part) */
+            __syncwarp();             /* ... and the warp's; stage (it - 1) % NST is free */
             {
-                const int nx = it + FD2_ST - 1;
+                const int nx = it + NST - 1;
                 if (nx < n_kt)
-                    fl_load_rows<HD, FD2_N, 32>(a, btrow, kin, vin, lo + nx * FD2_N, hi,
-                                                sm_kv + (uint32_t)(nx % FD2_ST) * STAGE, lane);
+                    fl_load_rows<HD, TN, 32>(a, btrow, kin, vin, lo + nx * TN, hi,
+                                                sm_kv + (uint32_t)(nx % NST) * STAGE, lane);
                 fl_cp_commit();
             }
-            const int kt0 = lo + it * FD2_N;
-            const uint16_t *ks_ = ring + (size_t)(it % FD2_ST) * 2 * FD2_N * LD, *vs = ks_ + FD2_N * LD;
+            const int kt0 = lo + it * TN;
+            const uint16_t *ks_ = ring + (size_t)(it % NST) * 2 * TN * LD, *vs = ks_ + TN * LD;
 
-            /* S = Q K^T: 16 rows x FD2_N keys, NJ n-tiles of 8 keys */
+            /* S = Q K^T: 16 rows x TN keys, NJ n-tiles of 8 keys */
             float sc[NJ][4];
 #pragma unroll
             for (int j = 0; j < NJ; j++) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(FD2_WARPS * 32, 1) k_flash_dec(fl_args a, int 
                 scl = 1.0f;
             }
             /* keys past hi (the last tile) masked; tiles start at lo */
-            if (kt0 + FD2_N - 1 > hi) {
+            if (kt0 + TN - 1 > hi) {
 #pragma unroll
                 for (int j = 0; j < NJ; j++)
 #pragma unroll
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(FD2_WARPS * 32, 1) k_flash_dec(fl_args a, int 
 
             /* O += P V: P from the score registers, V via ldmatrix.trans */
 #pragma unroll
-            for (int kk = 0; kk < FD2_N / 16; kk++) {
+            for (int kk = 0; kk < TN / 16; kk++) {
                 uint32_t pa[4];
                 pa[0] = fl_pack<KV>(sc[2 * kk][0], sc[2 * kk][1]);
                 pa[1] = fl_pack<KV>(sc[2 * kk][2], sc[2 * kk][3]);
@@ -228,6 +228,9 @@ __global__ void __launch_bounds__(FD2_WARPS * 32, 1) k_flash_dec(fl_args a, int 
 
 /* ---- host side ---------------------------------------------------------- */
 
+static uint64_t g_fd2_launches;
+uint64_t cuda_flash_dec_launches(void) { return __atomic_load_n(&g_fd2_launches, __ATOMIC_RELAXED); }
+
 /* VLLM_CUDA_FLASH_DEC: 0 never, 1 every eligible call (tests), unset or
  * any other value: calls of at least FD2_MIN_ITEMS (row, kv head) pairs. */
 #define FD2_MIN_ITEMS 256
@@ -242,25 +245,52 @@ bool cuda_flash_dec_wanted(const cuda_ctx *c, const rt_tensor *q, const rt_tenso
     return T * kvh >= FD2_MIN_ITEMS;
 }
 
-static uint64_t g_fd2_launches;
-uint64_t cuda_flash_dec_launches(void) { return __atomic_load_n(&g_fd2_launches, __ATOMIC_RELAXED); }
+/* Tile / stage / warp configurations (VLLM_CUDA_FLASH_DEC_CFG=N,ST,W picks
+ * one for bf16 caches at hd 128, the A/B of the speed table; every other
+ * call runs the first). Each fills ~204 KiB of shared memory at hd 128. */
+static const int fd2_cfgs[][3] = {{32, 3, 4}, {16, 4, 6}, {32, 2, 6}, {16, 2, 8}, {16, 3, 8}};
+enum { FD2_NCFG = sizeof fd2_cfgs / sizeof fd2_cfgs[0] };
 
-template <typename KV, typename A, int HD> static int fd2_go(cuda_ctx *c, const fl_args &a, int kvh, int n_items) {
-    const size_t smem = fd2_smem(HD);
-    cudaError_t e = cudaFuncSetAttribute(k_flash_dec<KV, A, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+static int fd2_cfg(void) {
+    const char *e = getenv("VLLM_CUDA_FLASH_DEC_CFG");
+    int n = 0, st = 0, w = 0;
+    if (e && sscanf(e, "%d,%d,%d", &n, &st, &w) == 3)
+        for (int k = 0; k < FD2_NCFG; k++)
+            if (fd2_cfgs[k][0] == n && fd2_cfgs[k][1] == st && fd2_cfgs[k][2] == w) return k;
+    return 0;
+}
+
+template <typename KV, typename A, int HD, int N, int ST, int W>
+static int fd2_go(cuda_ctx *c, const fl_args &a, int kvh, int n_items) {
+    const size_t smem = fd2_smem(HD, N, ST, W);
+    cudaError_t e =
+        cudaFuncSetAttribute(k_flash_dec<KV, A, HD, N, ST, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return cuda_fail(e, "flash decode smem opt-in", __FILE__, __LINE__);
-    const int need = (n_items + FD2_WARPS - 1) / FD2_WARPS;
+    const int need = (n_items + W - 1) / W;
     const int grid = need < c->n_sm ? need : c->n_sm;
-    cuda_launch(k_flash_dec<KV, A, HD>, dim3((unsigned)grid), FD2_WARPS * 32, smem, c->stream, a, kvh, n_items);
+    cuda_launch(k_flash_dec<KV, A, HD, N, ST, W>, dim3((unsigned)grid), W * 32, smem, c->stream, a, kvh, n_items);
     CU_LAUNCHED();
     __atomic_add_fetch(&g_fd2_launches, 1, __ATOMIC_RELAXED);
     return VC_OK;
 }
 
+template <typename KV, typename A, int HD> static int fd2_go_cfg(cuda_ctx *c, const fl_args &a, int kvh, int n) {
+    if constexpr (std::is_same<KV, __nv_bfloat16>::value && HD == 128) {
+        switch (fd2_cfg()) {
+        case 1: return fd2_go<KV, A, HD, 16, 4, 6>(c, a, kvh, n);
+        case 2: return fd2_go<KV, A, HD, 32, 2, 6>(c, a, kvh, n);
+        case 3: return fd2_go<KV, A, HD, 16, 2, 8>(c, a, kvh, n);
+        case 4: return fd2_go<KV, A, HD, 16, 3, 8>(c, a, kvh, n);
+        default: break;
+        }
+    }
+    return fd2_go<KV, A, HD, 32, 3, 4>(c, a, kvh, n);
+}
+
 template <typename KV> static int fd2_go_hd(cuda_ctx *c, const fl_args &a, int64_t hd, rt_dtype at, int kvh, int n) {
     if (at == RT_BF16)
-        return hd == 64 ? fd2_go<KV, __nv_bfloat16, 64>(c, a, kvh, n) : fd2_go<KV, __nv_bfloat16, 128>(c, a, kvh, n);
-    return hd == 64 ? fd2_go<KV, float, 64>(c, a, kvh, n) : fd2_go<KV, float, 128>(c, a, kvh, n);
+        return hd == 64 ? fd2_go_cfg<KV, __nv_bfloat16, 64>(c, a, kvh, n) : fd2_go_cfg<KV, __nv_bfloat16, 128>(c, a, kvh, n);
+    return hd == 64 ? fd2_go_cfg<KV, float, 64>(c, a, kvh, n) : fd2_go_cfg<KV, float, 128>(c, a, kvh, n);
 }
 
 int cuda_flash_dec_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,

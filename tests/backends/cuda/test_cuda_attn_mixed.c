@@ -18,8 +18,10 @@
  * D decode rows of 1024 keys + one new 1024-token prompt, us per step's
  * attention for one call, the split, and each part alone, and the decode
  * part's GB/s of K/V ("speed: mixed ..."); then decode-only calls of 8 to
- * 256 rows with k_fd and with the tensor-core kernel ("speed: dec ...").
- */
+ * 256 rows with k_fd and with the tensor-core kernel in each of its
+ * configurations ("speed: dec ...").
+ * VLLM_TEST_DEC_ROWS=n (a profiler run): only the decode-only timing at n
+ * rows, the other tests skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -191,9 +193,16 @@ static void dec_case(int64_t h, int64_t kvh, int64_t hd, rt_dtype kvt, int64_t S
     free(q), free(k), free(v), free(bt), free(qsl);
 }
 
+/* VLLM_TEST_DEC_ROWS: the decode-only timing of that many rows alone */
+static int64_t only_rows(void) {
+    const char *e = getenv("VLLM_TEST_DEC_ROWS");
+    return e && *e ? atoll(e) : 0;
+}
+
 static void test_dec_kernel(void **st) {
     (void)st;
     NEED_GPU();
+    if (only_rows()) skip();
     /* decode rows around the tile edges, a 1-key row, a long one */
     static const int32_t sl1[9] = {1, 31, 32, 33, 64, 65, 200, 777, 1000}, ql1[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     /* several queries per sequence (speculative rows, a short chunk) */
@@ -206,6 +215,13 @@ static void test_dec_kernel(void **st) {
         dec_case(hs[x].h, hs[x].kvh, hs[x].hd, hs[x].kvt, 9, sl1, ql1, 0, 0.0f, false, false);
         dec_case(hs[x].h, hs[x].kvh, hs[x].hd, hs[x].kvt, 3, sl2, ql2, 0, 0.0f, false, false);
     }
+    static const char *const cfg[] = {"16,4,6", "32,2,6", "16,2,8", "16,3,8"}; /* the other configurations */
+    for (int k = 0; k < 4; k++) {
+        setenv("VLLM_CUDA_FLASH_DEC_CFG", cfg[k], 1);
+        dec_case(32, 8, 128, RT_BF16, 9, sl1, ql1, 0, 0.0f, false, false);
+        dec_case(16, 8, 128, RT_BF16, 3, sl2, ql2, 0, 0.0f, false, false);
+    }
+    unsetenv("VLLM_CUDA_FLASH_DEC_CFG");
     dec_case(32, 8, 128, RT_BF16, 9, sl1, ql1, 100, 0.0f, false, false); /* window */
     dec_case(16, 8, 128, RT_BF16, 9, sl1, ql1, 0, 30.0f, false, false);  /* soft-cap */
     dec_case(32, 8, 128, RT_BF16, 9, sl1, ql1, 0, 0.0f, true, false);    /* graph */
@@ -237,6 +253,7 @@ static void call_split(mixed *m, int part) {
 static void test_mixed_correct(void **st) {
     (void)st;
     NEED_GPU();
+    if (only_rows()) skip();
     /* 5 decode rows (1 .. 700 keys), a new 80-token prompt, a 70-token
      * chunk of a prompt at 200, a 3-token chunk */
     static const int32_t sl[8] = {37, 300, 1, 129, 700, 80, 200, 19}, ql[8] = {1, 1, 1, 1, 1, 80, 70, 3};
@@ -300,7 +317,7 @@ static void test_mixed_speed(void **st) {
     const char *e = getenv("VLLM_CUDA_SPEED");
     if (e && !strcmp(e, "0")) skip();
     static const int64_t Ds[3] = {16, 64, 256}, HD = 128;
-    for (int x = 0; x < 3; x++) {
+    for (int x = 0; x < (only_rows() ? 0 : 3); x++) {
         const int64_t D = Ds[x], S = D + 1;
         int32_t *sl = xmalloc((size_t)S * 4), *ql = xmalloc((size_t)S * 4);
         for (int64_t s = 0; s < D; s++) sl[s] = 1024, ql[s] = 1;
@@ -317,21 +334,31 @@ static void test_mixed_speed(void **st) {
     }
     /* decode only: k_fd vs the tensor-core kernel */
     static const int64_t Ts[6] = {8, 16, 32, 64, 128, 256};
-    for (int x = 0; x < 6; x++) {
-        const int64_t S = Ts[x];
+    for (int x = 0; x < (only_rows() ? 1 : 6); x++) {
+        const int64_t S = only_rows() ? only_rows() : Ts[x];
         int32_t *sl = xmalloc((size_t)S * 4), *ql = xmalloc((size_t)S * 4);
         for (int64_t s = 0; s < S; s++) sl[s] = 1024, ql[s] = 1;
         mixed m = mixed_make(32, 8, HD, RT_BF16, S, 0, sl, ql, NULL, NULL, NULL, NULL, NULL);
-        double us[2];
-        for (int k = 0; k < 2; k++) {
-            setenv("VLLM_CUDA_FLASH_DEC", k ? "1" : "0", 1);
-            us[k] = time_us(&m, 0);
+        /* k_fd, then the tensor-core kernel in each configuration (keys per
+         * tile, stages, warps per CTA) */
+        static const char *const cfg[] = {"32,3,4", "16,4,6", "32,2,6", "16,2,8", "16,3,8"};
+        enum { NC = sizeof cfg / sizeof cfg[0] };
+        double us[NC + 1];
+        setenv("VLLM_CUDA_FLASH_DEC", "0", 1);
+        us[0] = time_us(&m, 0);
+        setenv("VLLM_CUDA_FLASH_DEC", "1", 1);
+        for (int k = 0; k < NC; k++) {
+            setenv("VLLM_CUDA_FLASH_DEC_CFG", cfg[k], 1);
+            us[k + 1] = time_us(&m, 0);
         }
         unsetenv("VLLM_CUDA_FLASH_DEC");
+        unsetenv("VLLM_CUDA_FLASH_DEC_CFG");
         const double bytes = (double)S * 1024 * 8 * HD * 2 * 2;
-        print_message("speed: dec llama-8b %3lld rows x 1024 keys: k_fd %7.1f us = %5.0f GB/s, tensor-core %7.1f us = "
-                      "%5.0f GB/s\n",
-                      (long long)S, us[0], bytes / (us[0] * 1e-6) * 1e-9, us[1], bytes / (us[1] * 1e-6) * 1e-9);
+        print_message("speed: dec llama-8b %3lld rows x 1024 keys: k_fd %7.1f us = %5.0f GB/s; tensor-core", (long long)S,
+                      us[0], bytes / (us[0] * 1e-6) * 1e-9);
+        for (int k = 0; k < NC; k++)
+            print_message(" %s %6.1f us = %4.0f", cfg[k], us[k + 1], bytes / (us[k + 1] * 1e-6) * 1e-9);
+        print_message("\n");
         mixed_free(&m);
         free(sl);
         free(ql);

@@ -650,6 +650,9 @@ static void test_fd_speed(void **st) {
 
 static int setup(void **st) {
     (void)st;
+    /* these are k_fd's tests: batches of >= 256 rows x kv heads would take
+     * the tensor-core decode kernel (test_cuda_attn_mixed) */
+    setenv("VLLM_CUDA_FLASH_DEC", "0", 1);
     return cuda_test_setup(2);
 }
 
