@@ -19,10 +19,10 @@ pack() { tar czf "$FINAL/memcheck_logs.tgz" -C "$L" . 2>/dev/null; }
 trap pack EXIT
 source scripts/gpu_deps.sh >/dev/null || exit 1
 B=build-gpu
-OPS=(test_cuda_ops test_cuda_fused test_cuda_model test_cuda_sample test_cuda_flash test_cuda_bf16_attn
+OPS=(test_cuda_ops test_cuda_fused test_cuda_model test_cuda_sample test_cuda_flash test_cuda_bf16_attn test_cuda_attn_mixed
     test_cuda_combine test_cuda_gemm test_cuda_paged_fd)
 DEV=(test_model_mirror test_engine test_engine_async test_async_engine test_engine_devsample test_engine_async_64
-    test_engine_mirror test_engine_warmup)
+    test_engine_mirror test_engine_warmup test_model_attn_split)
 say "build"
 cmake -S . -B $B -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >$L/configure.log 2>&1 || { tail -20 $L/configure.log; exit 1; }
 cmake --build $B -j"$(nproc)" --target "${OPS[@]}" "${DEV[@]}" test_cuda_comm >$L/build.log 2>&1 ||

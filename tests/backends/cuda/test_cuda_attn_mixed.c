@@ -311,6 +311,58 @@ static double time_us(mixed *m, int form) {
     return (vc_now_s() - t0) / R * 1e6;
 }
 
+/* VLLM_TEST_DEC_ROWS: the same decode call timed in other forms, to tell
+ * the kernel from its surroundings: the host's enqueue time per eager
+ * call, a graph of 20 calls, and eager calls over a block table in order
+ * (blocks of a row contiguous) instead of shuffled. */
+static void profile_forms(mixed *m, double bytes) {
+    const int R = 20;
+    for (int k = 0; k < 2; k++) {
+        setenv("VLLM_CUDA_FLASH_DEC", k ? "1" : "0", 1);
+        const char *name = k ? "tensor-core" : "k_fd";
+        call_one(m);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        double t0 = vc_now_s();
+        for (int r = 0; r < R; r++) call_one(m);
+        const double enq = (vc_now_s() - t0) / R * 1e6;
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        const double all = (vc_now_s() - t0) / R * 1e6;
+        void *g = NULL;
+        double gr = 0.0;
+        if (rt_backend_has_graphs(g_gpu)) {
+            assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+            for (int r = 0; r < R; r++) call_one(m);
+            assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+            assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            t0 = vc_now_s();
+            for (int x = 0; x < 3; x++) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            gr = (vc_now_s() - t0) / (3 * R) * 1e6;
+            rt_backend_graph_free(g_gpu, g);
+        }
+        print_message("speed: dec form %lld rows %-11s eager %7.1f us (host enqueue %6.1f us/call), graph %7.1f us = "
+                      "%5.0f GB/s\n",
+                      (long long)m->T, name, all, enq, gr, bytes / (gr * 1e-6) * 1e-9);
+    }
+    /* blocks in order: row s owns blocks s*MB .. s*MB+MB-1 */
+    int32_t *bt = xmalloc((size_t)(m->S * m->MB) * 4);
+    for (int64_t e = 0; e < m->S * m->MB; e++) bt[e] = (int32_t)e;
+    int64_t sbt[2] = {m->S, m->MB};
+    rt_tensor keep = m->bt;
+    m->bt = up(bt, RT_I32, 2, sbt);
+    for (int k = 0; k < 2; k++) {
+        setenv("VLLM_CUDA_FLASH_DEC", k ? "1" : "0", 1);
+        const double us = time_us(m, 0);
+        print_message("speed: dec form %lld rows %-11s blocks in order: eager %7.1f us = %5.0f GB/s\n",
+                      (long long)m->T, k ? "tensor-core" : "k_fd", us, bytes / (us * 1e-6) * 1e-9);
+    }
+    unsetenv("VLLM_CUDA_FLASH_DEC");
+    drop(&m->bt);
+    m->bt = keep;
+    free(bt);
+}
+
 static void test_mixed_speed(void **st) {
     (void)st;
     NEED_GPU();
@@ -354,6 +406,7 @@ static void test_mixed_speed(void **st) {
         unsetenv("VLLM_CUDA_FLASH_DEC");
         unsetenv("VLLM_CUDA_FLASH_DEC_CFG");
         const double bytes = (double)S * 1024 * 8 * HD * 2 * 2;
+        if (only_rows()) profile_forms(&m, bytes);
         print_message("speed: dec llama-8b %3lld rows x 1024 keys: k_fd %7.1f us = %5.0f GB/s; tensor-core", (long long)S,
                       us[0], bytes / (us[0] * 1e-6) * 1e-9);
         for (int k = 0; k < NC; k++)
