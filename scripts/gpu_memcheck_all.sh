@@ -30,7 +30,7 @@ cmake --build $B -j"$(nproc)" --target "${OPS[@]}" "${DEV[@]}" test_cuda_comm >$
 one() { # gpu test [VLLM_TEST_DEVICE]
     local g=$1 t=$2 dev=${3:-}
     (cd $B && env CUDA_VISIBLE_DEVICES=$g VLLM_CUDA_SPEED=0 ${dev:+VLLM_TEST_DEVICE=$dev} timeout -k 5 "${VLLM_MC_T:-200}" \
-        compute-sanitizer --tool memcheck --error-exitcode 9 ./$t) >$L/mc_$t.log 2>&1
+        compute-sanitizer --tool memcheck --target-processes application-only --error-exitcode 9 ${MC_ARGS:-} ./$t) >$L/mc_$t.log 2>&1
     local rc=$?
     echo "memcheck $t exit $rc$([ $rc = 124 ] && echo ' (time limit)') $(grep -h 'ERROR SUMMARY' $L/mc_$t.log | tail -1)"
 }

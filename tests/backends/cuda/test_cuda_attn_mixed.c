@@ -1,6 +1,7 @@
 /* PAGED_ATTENTION on CUDA over decode-heavy and mixed steps.
  * test_dec_kernel: the tensor-core decode kernel (cuda_flash_dec.cu,
- * forced by VLLM_CUDA_FLASH_DEC=1; its launch counter must move) against
+ * forced by VLLM_CUDA_FLASH_DEC=1; its launch counter must move), with its
+ * split-K as chosen, off and at 3 splits, against
  * the CPU op (normalised error <= 5e-3: q and p in the cache dtype): GQA
  * groups of 1, 2, 4 and 16 heads, hd 64 and 128, bf16 and f16 caches,
  * contexts of 1 to 1,000 keys around the 32-key tile edges, rows of
@@ -17,9 +18,8 @@
  * test_mixed_speed (skipped when VLLM_CUDA_SPEED=0): Llama-3.1-8B heads,
  * D decode rows of 1024 keys + one new 1024-token prompt, us per step's
  * attention for one call, the split, and each part alone, and the decode
- * part's GB/s of K/V ("speed: mixed ..."); then decode-only calls of 8 to
- * 256 rows with k_fd and with the tensor-core kernel in each of its
- * configurations ("speed: dec ...").
+ * part's GB/s of K/V ("speed: mixed ..."); then decode-only calls of 1 to
+ * 256 rows with k_fd and with the tensor-core kernel ("speed: dec ...").
  * VLLM_TEST_DEC_ROWS=n (a profiler run): only the decode-only timing at n
  * rows, the other tests skipped. */
 #include <setjmp.h>
@@ -211,17 +211,16 @@ static void test_dec_kernel(void **st) {
         int64_t h, kvh, hd;
         rt_dtype kvt;
     } hs[] = {{32, 8, 128, RT_BF16}, {16, 8, 128, RT_BF16}, {64, 4, 128, RT_F16}, {8, 8, 64, RT_BF16}, {28, 4, 64, RT_F16}};
-    for (size_t x = 0; x < sizeof hs / sizeof hs[0]; x++) {
-        dec_case(hs[x].h, hs[x].kvh, hs[x].hd, hs[x].kvt, 9, sl1, ql1, 0, 0.0f, false, false);
-        dec_case(hs[x].h, hs[x].kvh, hs[x].hd, hs[x].kvt, 3, sl2, ql2, 0, 0.0f, false, false);
+    /* splits: as chosen (these small batches split), none, 3 */
+    static const char *const splits[] = {NULL, "1", "3"};
+    for (int k = 0; k < 3; k++) {
+        if (splits[k]) setenv("VLLM_CUDA_FLASH_DEC_SPLITS", splits[k], 1);
+        for (size_t x = 0; x < sizeof hs / sizeof hs[0]; x++) {
+            dec_case(hs[x].h, hs[x].kvh, hs[x].hd, hs[x].kvt, 9, sl1, ql1, 0, 0.0f, false, false);
+            dec_case(hs[x].h, hs[x].kvh, hs[x].hd, hs[x].kvt, 3, sl2, ql2, 0, 0.0f, false, false);
+        }
+        unsetenv("VLLM_CUDA_FLASH_DEC_SPLITS");
     }
-    static const char *const cfg[] = {"16,4,6", "32,2,6", "16,2,8", "16,3,8"}; /* the other configurations */
-    for (int k = 0; k < 4; k++) {
-        setenv("VLLM_CUDA_FLASH_DEC_CFG", cfg[k], 1);
-        dec_case(32, 8, 128, RT_BF16, 9, sl1, ql1, 0, 0.0f, false, false);
-        dec_case(16, 8, 128, RT_BF16, 3, sl2, ql2, 0, 0.0f, false, false);
-    }
-    unsetenv("VLLM_CUDA_FLASH_DEC_CFG");
     dec_case(32, 8, 128, RT_BF16, 9, sl1, ql1, 100, 0.0f, false, false); /* window */
     dec_case(16, 8, 128, RT_BF16, 9, sl1, ql1, 0, 30.0f, false, false);  /* soft-cap */
     dec_case(32, 8, 128, RT_BF16, 9, sl1, ql1, 0, 0.0f, true, false);    /* graph */
@@ -297,11 +296,11 @@ static void test_mixed_correct(void **st) {
  * call_split's parts. */
 static double time_us(mixed *m, int form) {
     const int R = 20;
-    for (int r = -2; r < R; r++) {
-        if (r == 0) assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    for (int r = 0; r < 2; r++) { /* warm-up, drained before the clock starts */
         if (form == 0) call_one(m);
         else call_split(m, form);
     }
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
     double t0 = vc_now_s();
     for (int r = 0; r < R; r++) {
         if (form == 0) call_one(m);
@@ -384,34 +383,24 @@ static void test_mixed_speed(void **st) {
         free(sl);
         free(ql);
     }
-    /* decode only: k_fd vs the tensor-core kernel */
-    static const int64_t Ts[6] = {8, 16, 32, 64, 128, 256};
-    for (int x = 0; x < (only_rows() ? 1 : 6); x++) {
+    /* decode only: k_fd vs the tensor-core kernel (split as chosen) */
+    static const int64_t Ts[9] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    for (int x = 0; x < (only_rows() ? 1 : 9); x++) {
         const int64_t S = only_rows() ? only_rows() : Ts[x];
         int32_t *sl = xmalloc((size_t)S * 4), *ql = xmalloc((size_t)S * 4);
         for (int64_t s = 0; s < S; s++) sl[s] = 1024, ql[s] = 1;
         mixed m = mixed_make(32, 8, HD, RT_BF16, S, 0, sl, ql, NULL, NULL, NULL, NULL, NULL);
-        /* k_fd, then the tensor-core kernel in each configuration (keys per
-         * tile, stages, warps per CTA) */
-        static const char *const cfg[] = {"32,3,4", "16,4,6", "32,2,6", "16,2,8", "16,3,8"};
-        enum { NC = sizeof cfg / sizeof cfg[0] };
-        double us[NC + 1];
-        setenv("VLLM_CUDA_FLASH_DEC", "0", 1);
-        us[0] = time_us(&m, 0);
-        setenv("VLLM_CUDA_FLASH_DEC", "1", 1);
-        for (int k = 0; k < NC; k++) {
-            setenv("VLLM_CUDA_FLASH_DEC_CFG", cfg[k], 1);
-            us[k + 1] = time_us(&m, 0);
+        double us[2];
+        for (int k = 0; k < 2; k++) {
+            setenv("VLLM_CUDA_FLASH_DEC", k ? "1" : "0", 1);
+            us[k] = time_us(&m, 0);
         }
         unsetenv("VLLM_CUDA_FLASH_DEC");
-        unsetenv("VLLM_CUDA_FLASH_DEC_CFG");
         const double bytes = (double)S * 1024 * 8 * HD * 2 * 2;
+        print_message("speed: dec llama-8b %3lld rows x 1024 keys: k_fd %7.1f us = %5.0f GB/s, tensor-core %7.1f us = "
+                      "%5.0f GB/s\n",
+                      (long long)S, us[0], bytes / (us[0] * 1e-6) * 1e-9, us[1], bytes / (us[1] * 1e-6) * 1e-9);
         if (only_rows()) profile_forms(&m, bytes);
-        print_message("speed: dec llama-8b %3lld rows x 1024 keys: k_fd %7.1f us = %5.0f GB/s; tensor-core", (long long)S,
-                      us[0], bytes / (us[0] * 1e-6) * 1e-9);
-        for (int k = 0; k < NC; k++)
-            print_message(" %s %6.1f us = %4.0f", cfg[k], us[k + 1], bytes / (us[k + 1] * 1e-6) * 1e-9);
-        print_message("\n");
         mixed_free(&m);
         free(sl);
         free(ql);
