@@ -28,12 +28,12 @@ say build
 cmake -S . -B $B -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >$L/configure.log 2>&1 || { tail -20 $L/configure.log; exit 1; }
 cmake --build $B -j"$(nproc)" --target vllm test_cuda_attn_mixed test_async_engine test_cuda_comm >$L/build.log 2>&1 ||
     { grep -E "error" $L/build.log | head -20; exit 1; }
-mc() { compute-sanitizer --tool memcheck --target-processes application-only --error-exitcode 9 "$@"; }
+MC="compute-sanitizer --tool memcheck --target-processes application-only --error-exitcode 9"
 say "GPU 1: memcheck; GPU 0: tests and speed"
 ( cd $B
-  CUDA_VISIBLE_DEVICES=1 VLLM_CUDA_SPEED=0 timeout 200 mc ./test_cuda_attn_mixed >$L/mc_mixed.log 2>&1
+  CUDA_VISIBLE_DEVICES=1 VLLM_CUDA_SPEED=0 timeout 200 $MC ./test_cuda_attn_mixed >$L/mc_mixed.log 2>&1
   echo "memcheck test_cuda_attn_mixed exit $? $(grep 'ERROR SUMMARY' $L/mc_mixed.log | tail -1)"
-  CUDA_VISIBLE_DEVICES=1 VLLM_TEST_DEVICE=cuda timeout 200 mc ./test_async_engine >$L/mc_async.log 2>&1
+  CUDA_VISIBLE_DEVICES=1 VLLM_TEST_DEVICE=cuda timeout 200 $MC ./test_async_engine >$L/mc_async.log 2>&1
   echo "memcheck test_async_engine exit $? $(grep 'ERROR SUMMARY' $L/mc_async.log | tail -1) $(grep -E 'PASSED|FAILED' $L/mc_async.log | head -1)"
 ) >$L/gpu1.txt 2>&1 &
 G1=$!
