@@ -72,7 +72,11 @@ void *cuda_tmp_alloc(cuda_ctx *c, size_t bytes) {
         vc_err_set(VC_ERR_UNSUPPORTED, "cuda: an op needs a fresh allocation while a graph is recorded");
         return NULL;
     }
-    cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, c->pool, c->stream);
+    /* sizes rounded up to 256 bytes: NCCL's LL protocol and vector loads
+     * read user buffers in 16-byte granules (a one-element bf16 all-reduce
+     * reads 4 bytes of a 2-byte tensor), which must stay inside the block */
+    const size_t n = bytes ? (bytes + 255) / 256 * 256 : 256;
+    cudaError_t e = n < bytes ? cudaErrorMemoryAllocation : cudaMallocAsync(&p, n, c->pool, c->stream);
     if (e != cudaSuccess) {
         vc_err_set(VC_ERR_OOM, "cuda: cannot allocate %zu bytes: %s", bytes, cudaGetErrorString(e));
         return NULL;

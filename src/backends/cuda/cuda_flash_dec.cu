@@ -300,8 +300,10 @@ uint64_t cuda_flash_dec_launches(void) { return __atomic_load_n(&g_fd2_launches,
 
 /* VLLM_CUDA_FLASH_DEC: 0 never, 1 every eligible call (tests), unset or
  * any other value: calls of at least VLLM_CUDA_FLASH_DEC_MIN (default
- * FD2_MIN_ITEMS) row x kv-head pairs. */
-#define FD2_MIN_ITEMS 256
+ * FD2_MIN_ITEMS) row x kv-head pairs. H200, 8B heads, 1,024 keys: k_fd is
+ * faster at 1-2 rows (11.8 vs 14.0 us: its pre-wait loads and one-kernel
+ * merge), this kernel from 4 rows (18.8 vs 20.3 us) to 256 (274 vs 508). */
+#define FD2_MIN_ITEMS 32
 /* the configuration: keys per tile, stages per warp, warps per CTA (the
  * H200 table in docs/BENCHMARKS.md: 32 / 3 / 4 first or within 3% of the
  * first at 32 to 256 rows) */

@@ -590,8 +590,11 @@ static void paged_batch_case(int64_t h, int64_t kvh, int64_t hd, int32_t window,
     snprintf(what, sizeof what, "batch T=%lld h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s", (long long)T, (long long)h,
              (long long)kvh, (long long)hd, (long long)B, window, softcap, rt_dtype_name(kvt));
     /* prompt-heavy batches over bf16/f16 caches take the tensor-core kernel
-     * (cuda_flash.cu: q and p rounded to the cache dtype; test_cuda_flash) */
-    bool flash = kvt != RT_F32 && (hd == 64 || hd == 128) && T >= 64 && T >= 4 * (int64_t)S;
+     * (cuda_flash.cu: q and p rounded to the cache dtype; test_cuda_flash),
+     * decode batches of >= 32 rows x kv heads the tensor-core decode kernel
+     * (cuda_flash_dec.cu, same rounding; test_cuda_attn_mixed) */
+    const bool tc = kvt != RT_F32 && (hd == 64 || hd == 128) && (B & (B - 1)) == 0;
+    bool flash = tc && ((T >= 64 && T >= 4 * (int64_t)S) || (h / kvh <= 16 && T * kvh >= 32));
     note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), flash ? (kvt == RT_BF16 ? 1.5e-2 : 3e-3) : 1e-5, what);
     drop(&dq);
     drop(&dk);
