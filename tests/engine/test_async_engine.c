@@ -2,8 +2,11 @@
  * per thread pool of the engine) give the same greedy and seeded tokens as
  * the sync engine; aborts from a callback and from another thread finish the
  * request with "abort"; shutdown with work pending delivers final deltas.
- * Each also with the engine's async scheduling on. VLLM_TEST_DEVICE=cuda
- * runs them on the CUDA backend. */
+ * Each also with the engine's async scheduling on. CPU only: the threads'
+ * timing decides which requests share a batch, and only the CPU backend's
+ * rows are independent of their batch (on CUDA the kernels differ by batch
+ * size: GEMV vs GEMM, k_fd vs the tensor-core decode kernel); the GPU's
+ * async == sync gate is test_engine_async_64 (same batches both ways). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,8 +67,6 @@ static bool g_async_sched; /* the engine's async scheduling (runner worker) */
 static eng_params params(void) {
     eng_params ep = eng_params_default();
     ep.async_scheduling = g_async_sched;
-    const char *dev = getenv("VLLM_TEST_DEVICE"); /* cuda: the same gates on the GPU */
-    if (dev && !strcmp(dev, "cuda")) ep.device = RT_DEV_CUDA;
     ep.model = FIXTURE;
     ep.n_threads = 2;
     ep.max_num_seqs = 16;

@@ -410,6 +410,11 @@ static void sym_world(int W, const char *cta) {
 static void test_nccl_symmetric(void **st) {
     (void)st;
     if (g_ngpu < 2) skip();
+    /* VLLM_TEST_SKIP_SYM=1: under compute-sanitizer (gpu_memcheck_all.sh)
+     * NCCL's symmetric-memory kernels die with an unspecified launch failure
+     * and no access report (session 9), which then fails every later test */
+    const char *e = getenv("VLLM_TEST_SKIP_SYM");
+    if (e && !strcmp(e, "1")) skip();
     sym_world(2, NULL);
     sym_world(2, "zero");
 }

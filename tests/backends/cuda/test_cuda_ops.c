@@ -494,6 +494,17 @@ static void test_kv_store(void **st) {
     }
 }
 
+/* The bound of a PAGED_ATTENTION call against the CPU op: prompt-heavy
+ * batches over bf16/f16 caches take the tensor-core kernel (cuda_flash.cu:
+ * q and p rounded to the cache dtype; test_cuda_flash), decode batches of
+ * >= 32 rows x kv heads the tensor-core decode kernel (cuda_flash_dec.cu,
+ * same rounding; test_cuda_attn_mixed); the f32 SIMT kernels 1e-5. */
+static double paged_bound(rt_dtype kvt, int64_t hd, int64_t B, int64_t h, int64_t kvh, int64_t T, int64_t S) {
+    const bool tc = kvt != RT_F32 && (hd == 64 || hd == 128) && (B & (B - 1)) == 0;
+    const bool flash = tc && ((T >= 64 && T >= 4 * S) || (h / kvh <= 16 && T * kvh >= 32));
+    return flash ? (kvt == RT_BF16 ? 1.5e-2 : 3e-3) : 1e-5;
+}
+
 static void paged_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float softcap, rt_dtype kvt) {
     enum { S = 3, NB = 20, B = 4, MB = 6 };
     int32_t seq_lens[S] = {5, 17, 9}, qsl[S + 1] = {0, 5, 6, 9}, bt[S * MB];
@@ -526,7 +537,7 @@ static void paged_case(int64_t h, int64_t kvh, int64_t hd, int32_t window, float
     char what[96];
     snprintf(what, sizeof what, "h=%lld/%lld hd=%lld win=%d cap=%g %s", (long long)h, (long long)kvh, (long long)hd,
              window, softcap, rt_dtype_name(kvt));
-    note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), 1e-5, what);
+    note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), paged_bound(kvt, hd, B, h, kvh, T, S), what);
     /* a block id out of range (the block of sequence 1's last key, which
      * every window reads) is reported at the next sync */
     bt[MB + (seq_lens[1] - 1) / B] = NB;
@@ -589,13 +600,7 @@ static void paged_batch_case(int64_t h, int64_t kvh, int64_t hd, int32_t window,
     char what[112];
     snprintf(what, sizeof what, "batch T=%lld h=%lld/%lld hd=%lld B=%lld win=%d cap=%g %s", (long long)T, (long long)h,
              (long long)kvh, (long long)hd, (long long)B, window, softcap, rt_dtype_name(kvt));
-    /* prompt-heavy batches over bf16/f16 caches take the tensor-core kernel
-     * (cuda_flash.cu: q and p rounded to the cache dtype; test_cuda_flash),
-     * decode batches of >= 32 rows x kv heads the tensor-core decode kernel
-     * (cuda_flash_dec.cu, same rounding; test_cuda_attn_mixed) */
-    const bool tc = kvt != RT_F32 && (hd == 64 || hd == 128) && (B & (B - 1)) == 0;
-    bool flash = tc && ((T >= 64 && T >= 4 * (int64_t)S) || (h / kvh <= 16 && T * kvh >= 32));
-    note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), flash ? (kvt == RT_BF16 ? 1.5e-2 : 3e-3) : 1e-5, what);
+    note(RT_OP_PAGED_ATTENTION, nerr(got, ref, T * h * hd), paged_bound(kvt, hd, B, h, kvh, T, S), what);
     drop(&dq);
     drop(&dk);
     drop(&dv);
