@@ -264,24 +264,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
                                 sc[mt][j][e] = key >= lo && key <= rhi[i] ? sc[mt][j][e] : -INFINITY;
                             }
                     }
-                    /* the row's tile maximum as a tree (no chain of dependent fmax) */
-                    float mv[FL_N / 8];
-#pragma unroll
-                    for (int j = 0; j < FL_N / 8; j++) mv[j] = fmaxf(sc[mt][j][2 * h2], sc[mt][j][2 * h2 + 1]);
-#pragma unroll
-                    for (int w = FL_N / 16; w >= 1; w >>= 1)
-#pragma unroll
-                        for (int j = 0; j < w; j++) mv[j] = fmaxf(mv[j], mv[j + w]);
-                    float mx = mv[0];
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float mn = fmaxf(m[i], mx * scl);
-                    /* no key seen yet or no new maximum: keep the state
-                     * (corr 1; p = exp(-inf) = 0 while no key is seen) */
-                    mb[i] = mn == -INFINITY ? 0.0f : mn;
-                    corr[i] = mn == -INFINITY || mn == m[i] ? 1.0f : fl_exp2(m[i] - mn);
-                    m[i] = mn;
-                    l[i] *= corr[i];
+                    fl_row_max<FL_N / 8>(sc[mt], h2, scl, m[i], l[i], mb[i], corr[i]);
                 }
                 /* O *= corr, skipped while no row of the warp saw a new
                  * maximum (most tiles once the running maxima settle) */

@@ -69,6 +69,34 @@ __device__ __forceinline__ float fl_exp2(float x) { /* 2^x; -inf -> 0 */
     return y;
 }
 
+/* Online-softmax step of one packed row of an mma.sync score tile: sc[j]
+ * the NJ n-tiles' C fragments, h2 the lane's row half (elements 2*h2,
+ * 2*h2+1; the row's other values sit in the quad's lanes). The row's tile
+ * maximum as a tree (no chain of dependent fmax), then the running max m
+ * (log2 domain: scores times scl), the exponent's offset mb, the rescale
+ * factor corr of the old O and l (l *= corr). No key seen yet or no new
+ * maximum keeps the state (corr 1; p = exp2(-inf) = 0 while no key is
+ * seen). */
+template <int NJ>
+__device__ __forceinline__ void fl_row_max(const float (*sc)[4], int h2, float scl, float &m, float &l, float &mb,
+                                           float &corr) {
+    float mv[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) mv[j] = fmaxf(sc[j][2 * h2], sc[j][2 * h2 + 1]);
+#pragma unroll
+    for (int w = NJ / 2; w >= 1; w >>= 1)
+#pragma unroll
+        for (int j = 0; j < w; j++) mv[j] = fmaxf(mv[j], mv[j + w]);
+    float mx = mv[0];
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(m, mx * scl);
+    mb = mn == -INFINITY ? 0.0f : mn;
+    corr = mn == -INFINITY || mn == m ? 1.0f : fl_exp2(m - mn);
+    m = mn;
+    l *= corr;
+}
+
 /* Two floats -> one register of two 16-bit values (x in the low half), one
  * cvt.rn.{bf16,f16}x2.f32. */
 template <typename KV> __device__ __forceinline__ uint32_t fl_pack(float x, float y) {

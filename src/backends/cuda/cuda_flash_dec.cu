@@ -174,23 +174,7 @@ __global__ void __launch_bounds__(NW * 32, 1) k_flash_dec(fl_args a, fd2_split p
             }
             float mb[2], corr[2];
 #pragma unroll
-            for (int h2 = 0; h2 < 2; h2++) {
-                float mv[NJ];
-#pragma unroll
-                for (int j = 0; j < NJ; j++) mv[j] = fmaxf(sc[j][2 * h2], sc[j][2 * h2 + 1]);
-#pragma unroll
-                for (int w = NJ / 2; w >= 1; w >>= 1)
-#pragma unroll
-                    for (int j = 0; j < w; j++) mv[j] = fmaxf(mv[j], mv[j + w]);
-                float mx = mv[0];
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float mn = fmaxf(m[h2], mx * scl);
-                mb[h2] = mn == -INFINITY ? 0.0f : mn;
-                corr[h2] = mn == -INFINITY || mn == m[h2] ? 1.0f : fl_exp2(m[h2] - mn);
-                m[h2] = mn;
-                l[h2] *= corr[h2];
-            }
+            for (int h2 = 0; h2 < 2; h2++) fl_row_max<NJ>(sc, h2, scl, m[h2], l[h2], mb[h2], corr[h2]);
             if (!__all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) {
 #pragma unroll
                 for (int j = 0; j < NO; j++) {
