@@ -46,7 +46,7 @@
 
 #define FD2_MAXG 16
 
-/* Bytes of shared memory of a CTA: W warps x ST stages x (K, V) [N][hd + FL_PAD]. */
+/* Bytes of shared memory of a CTA: w warps x st stages x (K, V) [n][hd + FL_PAD]. */
 static size_t fd2_smem(int hd, int n, int st, int w) { return (size_t)w * st * 2 * n * (hd + FL_PAD) * 2; }
 
 /* The split of the keys (flash-decoding): each (row, kv head) item is cut
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(NW * 32, 1) k_flash_dec(fl_args a, fd2_split p
     constexpr int LD = HD + FL_PAD; /* smem row pitch, elements */
     constexpr int KS = HD / 16;     /* k-steps of Q K^T */
     constexpr int NO = HD / 8;      /* n-tiles of O */
-    constexpr int NJ = TN / 8;   /* n-tiles of S */
+    constexpr int NJ = TN / 8;      /* n-tiles of S */
     constexpr uint32_t STAGE = 2 * TN * LD * 2; /* bytes: K then V */
     extern __shared__ __align__(16) uint16_t fd2_sm[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
