@@ -231,23 +231,10 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
                     }
                 }
 
-                /* Scores into the log2 domain: s * scl. Soft-capping (or an
-                 * odd scale) transforms them here; else the scale is folded
-                 * into the exponent's FMA. */
+                /* Scores into the log2 domain: s * scl. */
                 float scl = a.scale_log2;
-                if (a.softcap > 0.0f || !(scl > 0.0f)) {
-                    const bool cap = a.softcap > 0.0f;
-                    const float pre = a.scale_log2 * 0.6931471805599453f / a.softcap,
-                                post = a.softcap * 1.4426950408889634f;
 #pragma unroll
-                    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                        for (int j = 0; j < FL_N / 8; j++)
-#pragma unroll
-                            for (int e = 0; e < 4; e++)
-                                sc[mt][j][e] = cap ? post * tanhf(sc[mt][j][e] * pre) : sc[mt][j][e] * a.scale_log2;
-                    scl = 1.0f;
-                }
+                for (int mt = 0; mt < MT; mt++) scl = fl_log2_scores<FL_N / 8>(sc[mt], a);
                 /* Mask only where the tile crosses a row's range (the diagonal,
                  * the window edge, rows outside the segment); online softmax. */
                 float mb[R], corr[R];

@@ -69,6 +69,23 @@ __device__ __forceinline__ float fl_exp2(float x) { /* 2^x; -inf -> 0 */
     return y;
 }
 
+/* Scores of N mma C fragments into the log2 domain. Soft-capping (or an odd
+ * scale) transforms them here and returns 1; else they stay as they are and
+ * the returned factor (scale * log2 e) is folded into the exponent's FMA. */
+template <int N> __device__ __forceinline__ float fl_log2_scores(float (*sc)[4], const fl_args &a) {
+    float scl = a.scale_log2;
+    if (a.softcap > 0.0f || !(scl > 0.0f)) {
+        const bool cap = a.softcap > 0.0f;
+        const float pre = a.scale_log2 * 0.6931471805599453f / a.softcap, post = a.softcap * 1.4426950408889634f;
+#pragma unroll
+        for (int j = 0; j < N; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) sc[j][e] = cap ? post * tanhf(sc[j][e] * pre) : sc[j][e] * a.scale_log2;
+        scl = 1.0f;
+    }
+    return scl;
+}
+
 /* Online-softmax step of one packed row of an mma.sync score tile: sc[j]
  * the NJ n-tiles' C fragments, h2 the lane's row half (elements 2*h2,
  * 2*h2+1; the row's other values sit in the quad's lanes). The row's tile

@@ -151,19 +151,7 @@ __global__ void __launch_bounds__(NW * 32, 1) k_flash_dec(fl_args a, fd2_split p
                 }
             }
 
-            /* scores into the log2 domain (soft-cap or an odd scale here,
-             * else folded into the exponent's FMA) */
-            float scl = a.scale_log2;
-            if (a.softcap > 0.0f || !(scl > 0.0f)) {
-                const bool cap = a.softcap > 0.0f;
-                const float pre = a.scale_log2 * 0.6931471805599453f / a.softcap,
-                            post = a.softcap * 1.4426950408889634f;
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) sc[j][e] = cap ? post * tanhf(sc[j][e] * pre) : sc[j][e] * a.scale_log2;
-                scl = 1.0f;
-            }
+            const float scl = fl_log2_scores<NJ>(sc, a); /* scores into the log2 domain: s * scl */
             /* keys past hi (the last tile) masked; tiles start at lo */
             if (kt0 + TN - 1 > hi) {
 #pragma unroll
