@@ -86,6 +86,10 @@ struct mdl_model {
                                       each) when prompt rows follow them, else 0: the
                                       attention runs in two calls (mdl_paged_attention) */
     bool att_split;                /* VLLM_ATTN_SPLIT (default 1; 0: one call per layer) */
+    size_t l2pf[3];                /* VLLM_L2_PREFETCH: bytes of Wo, gate|up and the next
+                                      layer's QKV hinted (rt_backend_prefetch) before
+                                      attention, the FFN norm and the next layer's norm
+                                      in decode-sized steps; 0: none (default) */
     rt_tensor logit_rows;          /* [B] i32 */
     /* The device mirror of sampled ids (model_mirror.c): ticket t's ids
      * live in mirror[t % MDL_MIRROR] (rank 0 only). */

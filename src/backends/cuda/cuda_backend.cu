@@ -375,6 +375,14 @@ static int cuda_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes
     return VC_OK;
 }
 
+/* vtable.prefetch: k_l2_prefetch (cuda_prefetch.cu) queued on the stream. */
+static int cuda_prefetch(rt_backend *be, const void *p, size_t n) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (n < 16) return VC_OK;
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    return cuda_l2_prefetch(c, p, n);
+}
+
 static const rt_backend_vtable g_cuda_vt = {
     /* .name = */ "cuda",
     /* .device = */ RT_DEV_CUDA,
@@ -397,6 +405,7 @@ static const rt_backend_vtable g_cuda_vt = {
     /* .copy_to_host_async = */ cuda_copy_to_host_async,
     /* .event_wait = */ cuda_event_wait,
     /* .act_dtype = */ cuda_act_dtype,
+    /* .prefetch = */ cuda_prefetch,
 };
 
 static int cuda_init_ctx(cuda_ctx *c, int device) {

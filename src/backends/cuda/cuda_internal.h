@@ -167,6 +167,10 @@ int cuda_blas_fail(cublasStatus_t s, const char *expr, const char *file, int lin
 /* After a kernel launch: report a bad launch configuration. */
 #define CU_LAUNCHED() CU_TRY(cudaGetLastError())
 
+/* cuda_prefetch.cu: queue an L2 prefetch of n bytes at device address p
+ * (16-byte aligned; n rounded down to 16) behind the work before it. */
+int cuda_l2_prefetch(cuda_ctx *c, const void *p, size_t n);
+
 /* Make the backend's device current (cheap when it already is). */
 int cuda_enter(const cuda_ctx *c);
 
