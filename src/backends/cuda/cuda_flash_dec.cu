@@ -296,14 +296,19 @@ bool cuda_flash_dec_wanted(const cuda_ctx *c, const rt_tensor *q, const rt_tenso
     return T * kvh >= most;
 }
 
-/* Splits per (row, kv head): enough items for one wave of warps (NW per
- * SM), at most FD2_MAXS, no more than the tiles of the longest possible
- * row (the host's bound: block-table width or window), and partials that
- * fit the persistent workspace (graph-safe). VLLM_CUDA_FLASH_DEC_SPLITS=n
- * forces n (tests). */
+/* Splits per (row, kv head): the most that keep rows x kv heads x splits
+ * within one wave of warps (NW per SM), so that the slowest warp does 1/ns
+ * of a row (VLLM_CUDA_FLASH_DEC_NSRULE=ceil: the fewest that fill the wave,
+ * the first rule: at 32 rows x 8 kv heads it gave 3 splits, 1.45 waves,
+ * i.e. 2/3 of a row for the slowest warp instead of 1/2, and at 64 rows 2
+ * splits and a merge for nothing); at most FD2_MAXS, no more than the
+ * tiles of the longest possible row (the host's bound: block-table width
+ * or window), and partials that fit the persistent workspace (graph-safe).
+ * VLLM_CUDA_FLASH_DEC_SPLITS=n forces n (tests). */
 static int fd2_splits(const cuda_ctx *c, int64_t T, int64_t h, int64_t kvh, int64_t hd, int64_t ctx) {
     const int64_t items = T * kvh, wave = (int64_t)FD2_NW * c->n_sm;
-    int64_t ns = items >= wave ? 1 : (wave + items - 1) / items;
+    const char *rule = getenv("VLLM_CUDA_FLASH_DEC_NSRULE");
+    int64_t ns = items >= wave ? 1 : rule && !strcmp(rule, "ceil") ? (wave + items - 1) / items : wave / items;
     const char *e = getenv("VLLM_CUDA_FLASH_DEC_SPLITS");
     if (e && atol(e) > 0) ns = atol(e);
     if (ns > FD2_MAXS) ns = FD2_MAXS;
