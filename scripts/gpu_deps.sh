@@ -3,7 +3,12 @@
 # the loader at them.
 if ls .deps/*.deb >/dev/null 2>&1; then
     mkdir -p /opt/deps
-    for f in .deps/*.deb; do dpkg -x "$f" /opt/deps || return 1; done
+    # Once per machine: scripts run side by side must not rewrite the
+    # libraries under each other's running binaries.
+    if [ ! -f /opt/deps/.unpacked ]; then
+        for f in .deps/*.deb; do dpkg -x "$f" /opt/deps || return 1; done
+        touch /opt/deps/.unpacked
+    fi
     ML=/opt/deps/usr/lib/x86_64-linux-gnu
     # libmicrohttpd.pc names gnutls as a private requirement; the machine has
     # its own libgnutls but no gnutls.pc, and we link dynamically.
