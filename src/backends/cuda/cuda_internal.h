@@ -132,6 +132,7 @@ typedef struct {
     bool capturing;
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
+    unsigned pf_cta; /* bytes of L2 prefetch per CTA (VLLM_L2PF_CTA_KB, cuda_prefetch.cu); 0: not read yet */
     int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
     int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above CUDA_GEMV_MAX_N tokens */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
