@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (The L2 prefetch code, VLLM_L2_PREFETCH / VLLM_L2PF_CTA_KB, lives on branch s10-l2pf: measured
+# slower in every configuration in session 10 and not merged; run this from that branch.)
 # gpu_l2pf.sh — one device call (nvidia-h200, ~5 min): the weight prefetch
 # hints of decode steps (branch s10-l2pf: rt_backend_prefetch, the CUDA
 # k_l2_prefetch kernel, VLLM_L2_PREFETCH="wo,gu,qkv" MiB in arch_llama).

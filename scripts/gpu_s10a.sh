@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (The L2 prefetch code, VLLM_L2_PREFETCH / VLLM_L2PF_CTA_KB, lives on branch s10-l2pf: measured
+# slower in every configuration in session 10 and not merged; run this from that branch.)
 # gpu_s10a.sh — session 10's first device call (nvidia-h200-x2, ~8 min) on
 # branch s10-int (main + s10-l2pf + s10-fdns): one build for three jobs.
 #   1. build every target the three scripts use; the 8B and 0.6B random

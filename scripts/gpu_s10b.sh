@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (The L2 prefetch code, VLLM_L2_PREFETCH / VLLM_L2PF_CTA_KB, lives on branch s10-l2pf: measured
+# slower in every configuration in session 10 and not merged; run this from that branch.)
 # gpu_s10b.sh — session 10, second device call (nvidia-h200, ~5 min):
 #   1. TPOT of the 8B shape by concurrency (1024-in / 128-out, one wave of
 #      c requests, c = 1 2 4 6 8 9 12 16): call 1 saw 18.8 ms at 8 against

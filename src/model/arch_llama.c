@@ -104,8 +104,9 @@ static int llama_load(mdl_model *m) {
      * quantized weights (GEMMs in bf16 anyway); f32 weights keep f32
      * activations, f16 weights their f16 conversion (finer than bf16). */
     const rt_tensor *w0 = m->layers[0].wqkv.data ? &m->layers[0].wqkv : &m->layers[0].wq;
+    m->act_w = w0->dtype;
     bool w16 = w0->dtype == RT_BF16 || rt_dtype_info(w0->dtype)->quantized; /* f32 / f16 W keep f32 inputs */
-    if (w16 && rt_backend_act_dtype(m->be, m->max_batch) == RT_BF16) {
+    if (w16 && rt_backend_act_dtype(m->be, m->max_batch, w0->dtype) == RT_BF16) {
         int64_t s_xn[2] = {m->max_batch, d}, s_g[2] = {m->max_batch, m->ff_l};
         if (mdl_own_tensor(m, &m->xn16, RT_BF16, 2, s_xn) < 0) return -1;
         if (any_gu && mdl_own_tensor(m, &m->gate16, RT_BF16, 2, s_g) < 0) return -1;
@@ -169,7 +170,6 @@ static bool tp_bf16_sums(const mdl_model *m, bool h16) {
  * VLLM_TP_OVERLAP=force splits every TP step of 2+ tokens at n/2 on any
  * backend (tests: the CPU runs the same split code). */
 #define TP_SPLIT_MIN 1024
-#define MDL_PF_MAX_T 64 /* steps of at most this many tokens get the weight prefetch hints: GEMV- and small-GEMM-sized, weight-bound */
 
 static int64_t tp_split_row(const mdl_model *m, int64_t n, bool h16) {
     if (m->tp_size <= 1 || n < 2) return 0;
@@ -397,7 +397,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     /* Matmul inputs: bf16 buffers when the backend asks for them at this n
      * (xn: normed rows; gh: the fused GLU's output), else the f32 ones
      * (xb is then normed in place). */
-    bool h16 = m->xn16.data && rt_backend_act_dtype(be, n) == RT_BF16;
+    bool h16 = m->xn16.data && rt_backend_act_dtype(be, n, m->act_w) == RT_BF16;
     rt_tensor xn = h16 ? rt_tensor_slice0(&m->xn16, 0, n) : sv.xb;
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv.gate;
     /* The attention chain in bf16 as well on steps with prompt rows (n > S):
@@ -431,8 +431,6 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     rt_tensor *o_out = p16 ? &xn : &sv.xb, *d_out = &sv.xb; /* Wo / Wdown outputs (partial sums) */
 
     MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
-    /* weight prefetch hints in decode-sized steps (VLLM_L2_PREFETCH) */
-    const bool pf = n <= MDL_PF_MAX_T && (m->l2pf[0] || m->l2pf[1] || m->l2pf[2]);
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
@@ -467,7 +465,6 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                                    .rot_dim = (int)c->rot_dim, .neox = c->rope_neox, .attn_factor = 1.0f,
                                    .k_cache = &kv->k[l], .v_cache = &kv->v[l], .slots = &sv.slots};
         MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
-        if (pf) MDL_TRY(rt_backend_prefetch(be, &L->wo, m->l2pf[0]));
         MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, (int32_t)c->sliding_window));
         const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
         for (int p = 0; p < np; p++) {
@@ -479,7 +476,6 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         for (int p = 0; p < np; p++) {
             rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p), res_p = ROWS(*o_out, p), out_p = ROWS(*d_out, p);
             MDL_TRY(tp_wait(m, split, p));
-            if (pf && p == 0) MDL_TRY(rt_backend_prefetch(be, L->w_gu.data ? &L->w_gu : &L->w_gate, m->l2pf[1]));
             MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->ffn_norm, c->rms_eps, 0.0f));
             rt_tensor down_in;
             if (L->w_gu.data && m->gu.data) {
@@ -495,10 +491,6 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
             }
             MDL_TRY(rt_matmul(be, &out_p, &down_in, &L->w_down, NULL));
             MDL_TRY(tp_reduce(m, &out_p, split, p));
-        }
-        if (pf && l + 1 < c->n_layers) {
-            const mdl_layer *N = &m->layers[l + 1];
-            MDL_TRY(rt_backend_prefetch(be, N->wqkv.data ? &N->wqkv : &N->wq, m->l2pf[2]));
         }
         if (l == c->n_layers - 1)
             for (int p = 0; p < np; p++) MDL_TRY(tp_wait(m, split, p));

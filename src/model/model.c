@@ -7,7 +7,6 @@
 
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,11 +296,6 @@ mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, 
     m->upcast_weights = p->upcast_weights;
     const char *split = getenv("VLLM_ATTN_SPLIT"); /* 0: one attention call per layer (A/B) */
     m->att_split = !(split && !strcmp(split, "0"));
-    const char *pf = getenv("VLLM_L2_PREFETCH"); /* "wo,gu,qkv" in MiB (A/B; default none) */
-    double mb[3] = {0, 0, 0};
-    if (pf && *pf && sscanf(pf, "%lf,%lf,%lf", &mb[0], &mb[1], &mb[2]) < 1)
-        VC_WARN("VLLM_L2_PREFETCH=%s: expected wo,gu,qkv in MiB; prefetch off", pf);
-    for (int i = 0; i < 3; i++) m->l2pf[i] = mb[i] > 0 && mb[i] < 1e6 ? (size_t)(mb[i] * 1048576.0) : 0;
     m->src = mdl_wsrc_open(path, &m->cfg);
     if (!m->src) goto fail;
     for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)

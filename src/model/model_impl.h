@@ -74,6 +74,7 @@ struct mdl_model {
     rt_tensor gate, up;            /* [B,ff] */
     rt_tensor qkv, gu;             /* [B,h*hd+2*kvh*hd] [B,2*ff]: outputs of the stacked
                                       matmuls (weights_fuse.c; data NULL when unused) */
+    rt_dtype act_w;                /* layer 0's QKV weight dtype: what rt_backend_act_dtype is asked about */
     rt_tensor xn16, gate16;        /* [B,d] [B,ff] bf16: matmul inputs (normed rows, GLU
                                       output) for steps the backend runs on bf16
                                       activations (rt_backend_act_dtype); else NULL */
@@ -86,10 +87,6 @@ struct mdl_model {
                                       each) when prompt rows follow them, else 0: the
                                       attention runs in two calls (mdl_paged_attention) */
     bool att_split;                /* VLLM_ATTN_SPLIT (default 1; 0: one call per layer) */
-    size_t l2pf[3];                /* VLLM_L2_PREFETCH: bytes of Wo, gate|up and the next
-                                      layer's QKV hinted (rt_backend_prefetch) before
-                                      attention, the FFN norm and the next layer's norm
-                                      in decode-sized steps; 0: none (default) */
     rt_tensor logit_rows;          /* [B] i32 */
     /* The device mirror of sampled ids (model_mirror.c): ticket t's ids
      * live in mirror[t % MDL_MIRROR] (rank 0 only). */

@@ -103,14 +103,8 @@ int rt_backend_event_wait(rt_backend *be, void *ev) {
 
 bool rt_backend_has_graphs(const rt_backend *be) { return be->vt->graph_begin != NULL; }
 
-int rt_backend_prefetch(rt_backend *be, const rt_tensor *t, size_t max_bytes) {
-    if (!be->vt->prefetch || !t || !t->data || t->device != be->device || !rt_tensor_is_contiguous(t)) return VC_OK;
-    size_t n = rt_tensor_nbytes(t);
-    return be->vt->prefetch(be, t->data, n < max_bytes ? n : max_bytes);
-}
-
-rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens) {
-    return be->vt->act_dtype ? be->vt->act_dtype(be, n_tokens) : RT_F32;
+rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w) {
+    return be->vt->act_dtype ? be->vt->act_dtype(be, n_tokens, w) : RT_F32;
 }
 
 int rt_backend_graph_begin(rt_backend *be) {

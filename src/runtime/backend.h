@@ -80,19 +80,13 @@ typedef struct {
     int (*event_wait)(rt_backend *be, void *ev);
     /* Optional (may be NULL: RT_F32): the dtype in which this backend wants
      * the activations that feed a matmul (normalised rows, GLU outputs) for
-     * a forward of n tokens: RT_BF16 where its GEMMs run in bf16 and a
-     * half-size activation saves a conversion and half the bytes (CUDA
-     * prefill), RT_F32 elsewhere. A backend that answers RT_BF16 for some n
-     * supports, for that n: RMSNORM / ADD_RMSNORM / MATMUL_GLU with a bf16
-     * dst, and MATMUL / MATMUL_GLU with a bf16 x. */
-    rt_dtype (*act_dtype)(rt_backend *be, int64_t n_tokens);
-    /* Optional (may be NULL: a no-op): a hint that work queued after it
-     * reads n bytes of device memory at p (weights, constant during the
-     * step): the backend may start moving them toward its compute units
-     * (CUDA: an L2 prefetch queued in stream order, overlapping the kernel
-     * before it, that the next kernels do not wait for beyond stream
-     * order). Results never depend on it. */
-    int (*prefetch)(rt_backend *be, const void *p, size_t n);
+     * a forward of n tokens over weights of dtype w: RT_BF16 where its GEMMs
+     * run in bf16 and a half-size activation saves a conversion and half the
+     * bytes (CUDA: prefill, and batched decode over bf16 weights), RT_F32
+     * elsewhere. A backend that answers RT_BF16 for some n supports, for
+     * that n: RMSNORM / ADD_RMSNORM / MATMUL_GLU with a bf16 dst, and MATMUL
+     * / MATMUL_GLU with a bf16 x. */
+    rt_dtype (*act_dtype)(rt_backend *be, int64_t n_tokens, rt_dtype w);
 } rt_backend_vtable;
 
 struct rt_backend {
@@ -122,11 +116,8 @@ int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes)
  * support. rt_backend_graph_end always ends the recording; on failure
  * *graph is NULL. */
 bool rt_backend_has_graphs(const rt_backend *be);
-/* See rt_backend_vtable.prefetch: the first max_bytes of t's bytes (a
- * no-op without backend support or for an empty tensor). */
-int rt_backend_prefetch(rt_backend *be, const rt_tensor *t, size_t max_bytes);
 /* See rt_backend_vtable.act_dtype (RT_F32 without one). */
-rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens);
+rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w);
 /* See rt_backend_vtable.host_memory. */
 bool rt_backend_is_host(const rt_backend *be);
 int rt_backend_graph_begin(rt_backend *be);

@@ -132,9 +132,9 @@ typedef struct {
     bool capturing;
     float *fd_ws; /* flash-decoding partials, CUDA_FD_WS_FLOATS(n_sm) floats */
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
-    unsigned pf_cta; /* bytes of L2 prefetch per CTA (VLLM_L2PF_CTA_KB, cuda_prefetch.cu); 0: not read yet */
     int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
-    int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above CUDA_GEMV_MAX_N tokens */
+    int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above the GEMV's tokens */
+    int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); 0 not read */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
     /* Outgrown xh_ws blocks, freed only with the backend: a recorded decode
@@ -167,10 +167,6 @@ int cuda_blas_fail(cublasStatus_t s, const char *expr, const char *file, int lin
 
 /* After a kernel launch: report a bad launch configuration. */
 #define CU_LAUNCHED() CU_TRY(cudaGetLastError())
-
-/* cuda_prefetch.cu: queue an L2 prefetch of n bytes at device address p
- * (16-byte aligned; n rounded down to 16) behind the work before it. */
-int cuda_l2_prefetch(cuda_ctx *c, const void *p, size_t n);
 
 /* Make the backend's device current (cheap when it already is). */
 int cuda_enter(const cuda_ctx *c);

@@ -9,8 +9,10 @@
  * The CPU oracle gets x rounded to bf16 (what the GPU reads); f32 results
  * are then within fp32 accumulation-order noise (5e-5), bf16 results within
  * a few bf16 roundings of gate, up and the output (2e-2 normalised).
- * rt_backend_act_dtype: f32 up to CUDA_GEMV_MAX_N (8) tokens, bf16 above
- * when the backend can write normed rows in bf16. Skips without a device.
+ * rt_backend_act_dtype: f32 at 1 token (the GEMV) and bf16 from 2 over
+ * bf16 W (VLLM_CUDA_GEMV_MAX_N unset); over quantized W f32 up to
+ * CUDA_GEMV_MAX_N (8) tokens, bf16 above; when the backend can write normed
+ * rows in bf16. Skips without a device.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -139,10 +141,17 @@ static void test_matmul_glu_bf16(void **st) {
 static void test_act_dtype(void **st) {
     (void)st;
     NEED_GPU();
-    assert_int_equal(rt_backend_act_dtype(g_gpu, 1), RT_F32);
-    assert_int_equal(rt_backend_act_dtype(g_gpu, 8), RT_F32);
-    rt_dtype big = rt_backend_act_dtype(g_gpu, 2048);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_BF16), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_Q4_0), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_Q4_0), RT_F32);
+    rt_dtype big = rt_backend_act_dtype(g_gpu, 2048, RT_BF16);
     assert_true(big == RT_F32 || big == RT_BF16);
+    const char *e = getenv("VLLM_CUDA_GEMV_MAX_N");
+    if (!e || !*e) { /* the default: the GEMV for single rows only over unquantized W */
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 2, RT_BF16), big);
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_F16), big);
+    }
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 9, RT_Q4_0), big);
     if (big == RT_BF16) { /* then the norms write bf16 (the contract of act_dtype) */
         const int64_t n = 16, d = 256;
         float *x = xmalloc((size_t)(n * d) * 4), *w = xmalloc((size_t)d * 4);
@@ -157,7 +166,7 @@ static void test_act_dtype(void **st) {
         drop(&dx), drop(&dw), drop(&dr), drop(&dy);
         free(x), free(w);
     }
-    print_message("act_dtype: n<=8 f32, n=2048 %s\n", rt_dtype_name(big));
+    print_message("act_dtype: n=1 f32, n=2048 %s\n", rt_dtype_name(big));
 }
 
 static int setup(void **st) {

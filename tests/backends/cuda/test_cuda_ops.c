@@ -713,46 +713,6 @@ static void test_copy(void **st) {
 
 /* ---- errors -------------------------------------------------------------- */
 
-/* rt_backend_prefetch: a hint of any size (0, under 16 bytes, odd, 3 MiB,
- * a misaligned view: skipped) queues nothing wrong, eagerly and inside a
- * graph, and leaves the data as it was; a host tensor is ignored. */
-static void test_prefetch(void **st) {
-    (void)st;
-    NEED_GPU();
-    const int64_t n = 3 << 20, ne = n / 4; /* bytes, i32 elements */
-    int32_t *h = xmalloc((size_t)n), *back = xmalloc((size_t)n);
-    for (int64_t i = 0; i < ne; i++) h[i] = (int32_t)(i * 131 + 7);
-    int64_t sh[1] = {ne};
-    rt_tensor d = up(h, RT_I32, 1, sh);
-    static const int64_t sizes[] = {0, 8, 17, 4096 + 3, 3 << 20}; /* bytes asked for */
-    for (int g = 0; g < 2; g++) {
-        void *graph = NULL;
-        if (g) {
-            if (!rt_backend_has_graphs(g_gpu)) break;
-            assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
-        }
-        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-            const int64_t r0 = k == 3 ? 1 : 0, len = (sizes[k] + 3) / 4 < 1 ? 1 : (sizes[k] + 3) / 4;
-            rt_tensor v = rt_tensor_slice0(&d, r0, len < ne - r0 ? len : ne - r0); /* k 3: 4 bytes in, misaligned */
-            assert_int_equal(rt_backend_prefetch(g_gpu, &v, (size_t)sizes[k]), VC_OK);
-        }
-        if (g) {
-            assert_int_equal(rt_backend_graph_end(g_gpu, &graph), VC_OK);
-            assert_int_equal(rt_backend_graph_launch(g_gpu, graph), VC_OK);
-        }
-        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        if (graph) rt_backend_graph_free(g_gpu, graph);
-    }
-    rt_tensor host = rt_tensor_make(h, RT_I32, RT_DEV_CPU, 1, sh);
-    assert_int_equal(rt_backend_prefetch(g_gpu, &host, (size_t)n), VC_OK);
-    down(back, &d);
-    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-    assert_memory_equal(h, back, (size_t)n);
-    drop(&d);
-    free(h);
-    free(back);
-}
-
 static void test_errors(void **st) {
     (void)st;
     NEED_GPU();
@@ -860,7 +820,7 @@ int main(void) {
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
         cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
-        cmocka_unit_test(test_prefetch), cmocka_unit_test(test_errors),    cmocka_unit_test(test_speed_report), cmocka_unit_test(test_report),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_speed_report), cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
