@@ -106,7 +106,7 @@ static int llama_load(mdl_model *m) {
     const rt_tensor *w0 = m->layers[0].wqkv.data ? &m->layers[0].wqkv : &m->layers[0].wq;
     m->act_w = w0->dtype;
     bool w16 = w0->dtype == RT_BF16 || rt_dtype_info(w0->dtype)->quantized; /* f32 / f16 W keep f32 inputs */
-    if (w16 && rt_backend_act_dtype(m->be, m->max_batch, w0->dtype) == RT_BF16) {
+    if (w16 && rt_backend_act_dtype(m->be, m->max_batch, w0->dtype, d) == RT_BF16) {
         int64_t s_xn[2] = {m->max_batch, d}, s_g[2] = {m->max_batch, m->ff_l};
         if (mdl_own_tensor(m, &m->xn16, RT_BF16, 2, s_xn) < 0) return -1;
         if (any_gu && mdl_own_tensor(m, &m->gate16, RT_BF16, 2, s_g) < 0) return -1;
@@ -397,7 +397,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     /* Matmul inputs: bf16 buffers when the backend asks for them at this n
      * (xn: normed rows; gh: the fused GLU's output), else the f32 ones
      * (xb is then normed in place). */
-    bool h16 = m->xn16.data && rt_backend_act_dtype(be, n, m->act_w) == RT_BF16;
+    bool h16 = m->xn16.data && rt_backend_act_dtype(be, n, m->act_w, c->hidden) == RT_BF16;
     rt_tensor xn = h16 ? rt_tensor_slice0(&m->xn16, 0, n) : sv.xb;
     rt_tensor gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, n) : sv.gate;
     /* The attention chain in bf16 as well on steps with prompt rows (n > S):

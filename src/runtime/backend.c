@@ -103,8 +103,8 @@ int rt_backend_event_wait(rt_backend *be, void *ev) {
 
 bool rt_backend_has_graphs(const rt_backend *be) { return be->vt->graph_begin != NULL; }
 
-rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w) {
-    return be->vt->act_dtype ? be->vt->act_dtype(be, n_tokens, w) : RT_F32;
+rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w, int64_t in) {
+    return be->vt->act_dtype ? be->vt->act_dtype(be, n_tokens, w, in) : RT_F32;
 }
 
 int rt_backend_graph_begin(rt_backend *be) {

@@ -80,13 +80,14 @@ typedef struct {
     int (*event_wait)(rt_backend *be, void *ev);
     /* Optional (may be NULL: RT_F32): the dtype in which this backend wants
      * the activations that feed a matmul (normalised rows, GLU outputs) for
-     * a forward of n tokens over weights of dtype w: RT_BF16 where its GEMMs
-     * run in bf16 and a half-size activation saves a conversion and half the
-     * bytes (CUDA: prefill, and batched decode over bf16 weights), RT_F32
+     * a forward of n tokens over weights of dtype w whose matmuls take rows
+     * of about `in` values (the hidden size): RT_BF16 where its GEMMs run in
+     * bf16 and a half-size activation saves a conversion and half the bytes
+     * (CUDA: prefill, and batched decode over bf16 weights), RT_F32
      * elsewhere. A backend that answers RT_BF16 for some n supports, for
      * that n: RMSNORM / ADD_RMSNORM / MATMUL_GLU with a bf16 dst, and MATMUL
      * / MATMUL_GLU with a bf16 x. */
-    rt_dtype (*act_dtype)(rt_backend *be, int64_t n_tokens, rt_dtype w);
+    rt_dtype (*act_dtype)(rt_backend *be, int64_t n_tokens, rt_dtype w, int64_t in);
 } rt_backend_vtable;
 
 struct rt_backend {
@@ -117,7 +118,7 @@ int rt_backend_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes)
  * *graph is NULL. */
 bool rt_backend_has_graphs(const rt_backend *be);
 /* See rt_backend_vtable.act_dtype (RT_F32 without one). */
-rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w);
+rt_dtype rt_backend_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w, int64_t in);
 /* See rt_backend_vtable.host_memory. */
 bool rt_backend_is_host(const rt_backend *be);
 int rt_backend_graph_begin(rt_backend *be);

@@ -351,15 +351,20 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
 
 /* bf16 activations where the matmuls run on cuBLAS, unless
  * VLLM_CUDA_BF16_ACT=0 or the norms cannot write bf16 (read once per
- * backend): above CUDA_GEMV_MAX_N tokens for quantized weights (the GEMV
- * decodes them on the fly; cuBLAS would need a dequantized copy), above
- * c->gemv_max_n (VLLM_CUDA_GEMV_MAX_N, default 1) for f16 / bf16 / f32
- * ones. Why 1: the GEMV reads every f32 x row once per weight row, so at n
- * rows it moves 2n bytes of x (from L1) per weight byte; measured on the
- * H200 (8B, eager, per call): n = 1 29 us, n = 2..8 94 us (GLU 66 vs 288
- * us), cuBLAS at n = 9..64 30 us; 8B TPOT at 8 requests 18.8 ms vs 5.5 at
- * 9. The GEMV reads f32 rows, so the answer decides the kernel. */
-static rt_dtype cuda_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w) {
+ * backend); the GEMV reads f32 rows, so the answer picks the kernel:
+ *  - quantized W: the GEMV up to CUDA_GEMV_MAX_N tokens (it decodes the
+ *    blocks on the fly; cuBLAS needs a dequantized copy);
+ *  - f16 / bf16 / f32 W: the GEMV while its f32 x rows stay small, n * in *
+ *    4 <= CUDA_GEMV_X_BYTES (VLLM_CUDA_GEMV_MAX_N = k sets n <= k instead).
+ *    Each warp reads the x rows once per weight row it takes, so the rows
+ *    must stay in L1 beside the streamed weights. Measured on the H200
+ *    (session 10): 8B (in 4096), eager, per call: n = 1 29 us, n = 2..8 94
+ *    us (GLU 66 vs 288 us), cuBLAS 30 us at n = 9..64; `vllm bench` output
+ *    tok/s at 2 / 4 / 8 requests GEMV 283 / 352 / 400, cuBLAS 362 / 619 /
+ *    940. 0.6B (in 1024): 2 requests GEMV 1,482 vs cuBLAS 1,268, 8
+ *    requests 3,013 vs 3,582. */
+#define CUDA_GEMV_X_BYTES (16 << 10)
+static rt_dtype cuda_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w, int64_t in) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (c->bf16_act == 0) {
         const char *e = getenv("VLLM_CUDA_BF16_ACT");
@@ -374,10 +379,15 @@ static rt_dtype cuda_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w) {
     }
     if (!c->gemv_max_n) {
         const char *e = getenv("VLLM_CUDA_GEMV_MAX_N");
-        int v = e && *e ? atoi(e) : 1;
-        c->gemv_max_n = v >= 1 && v <= CUDA_GEMV_MAX_N ? v : 1;
+        int v = e && *e ? atoi(e) : 0;
+        c->gemv_max_n = v >= 1 && v <= CUDA_GEMV_MAX_N ? v : -1; /* -1: by x bytes */
     }
-    const int lim = rt_dtype_info(w)->quantized ? CUDA_GEMV_MAX_N : c->gemv_max_n;
+    int64_t lim = CUDA_GEMV_MAX_N;
+    if (!rt_dtype_info(w)->quantized) {
+        lim = c->gemv_max_n > 0 ? c->gemv_max_n : CUDA_GEMV_X_BYTES / 4 / (in > 0 ? in : 1);
+        if (lim < 1) lim = 1;
+        if (lim > CUDA_GEMV_MAX_N) lim = CUDA_GEMV_MAX_N;
+    }
     return c->bf16_act == 2 && n_tokens > lim ? RT_BF16 : RT_F32;
 }
 

@@ -136,8 +136,8 @@ static void test_qk_rope_store(void **st) {
 static void test_bf16_acts_rejected(void **st) {
     (void)st;
     rt_backend *be = make_backend(g_isas[0], 1);
-    assert_int_equal(rt_backend_act_dtype(be, 1, RT_BF16), RT_F32);
-    assert_int_equal(rt_backend_act_dtype(be, 4096, RT_BF16), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(be, 1, RT_BF16, 64), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(be, 4096, RT_BF16, 64), RT_F32);
     const int64_t n = 3, d = 64, f = 32;
     float x[3 * 64] = {0}, w[64], y[3 * 64], wm[2 * 32 * 64] = {0}, sc[3 * 2 * 32];
     uint16_t h[3 * 64] = {0};

@@ -9,10 +9,10 @@
  * The CPU oracle gets x rounded to bf16 (what the GPU reads); f32 results
  * are then within fp32 accumulation-order noise (5e-5), bf16 results within
  * a few bf16 roundings of gate, up and the output (2e-2 normalised).
- * rt_backend_act_dtype: f32 at 1 token (the GEMV) and bf16 from 2 over
- * bf16 W (VLLM_CUDA_GEMV_MAX_N unset); over quantized W f32 up to
- * CUDA_GEMV_MAX_N (8) tokens, bf16 above; when the backend can write normed
- * rows in bf16. Skips without a device.
+ * rt_backend_act_dtype over bf16 W (VLLM_CUDA_GEMV_MAX_N unset): f32 (the
+ * GEMV) while n x in f32 values fit 16 KB (hidden 4096: 1 token; 1024: 4),
+ * bf16 above; over quantized W f32 up to CUDA_GEMV_MAX_N (8) tokens, bf16
+ * above; when the backend can write normed rows in bf16. Skips without a device.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -141,17 +141,20 @@ static void test_matmul_glu_bf16(void **st) {
 static void test_act_dtype(void **st) {
     (void)st;
     NEED_GPU();
-    assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_BF16), RT_F32);
-    assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_Q4_0), RT_F32);
-    assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_Q4_0), RT_F32);
-    rt_dtype big = rt_backend_act_dtype(g_gpu, 2048, RT_BF16);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_BF16, 4096), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_BF16, 1 << 20), RT_F32); /* at least one row */
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_Q4_0, 4096), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_Q4_0, 4096), RT_F32);
+    rt_dtype big = rt_backend_act_dtype(g_gpu, 2048, RT_BF16, 4096);
     assert_true(big == RT_F32 || big == RT_BF16);
     const char *e = getenv("VLLM_CUDA_GEMV_MAX_N");
-    if (!e || !*e) { /* the default: the GEMV for single rows only over unquantized W */
-        assert_int_equal(rt_backend_act_dtype(g_gpu, 2, RT_BF16), big);
-        assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_F16), big);
+    if (!e || !*e) { /* the default: by the bytes of the x rows */
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 2, RT_BF16, 4096), big);
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_F16, 4096), big);
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 4, RT_BF16, 1024), RT_F32);
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 5, RT_BF16, 1024), big);
     }
-    assert_int_equal(rt_backend_act_dtype(g_gpu, 9, RT_Q4_0), big);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 9, RT_Q4_0, 4096), big);
     if (big == RT_BF16) { /* then the norms write bf16 (the contract of act_dtype) */
         const int64_t n = 16, d = 256;
         float *x = xmalloc((size_t)(n * d) * 4), *w = xmalloc((size_t)d * 4);
