@@ -40,7 +40,7 @@ for r in 1 2; do
                 VLLM_CUDA_GEMV_MAX_N=$gv ./$B/vllm bench --device cuda --model /tmp/rand-$s --num-prompts $c --input-len 1024 \
                     --output-len 512 --concurrency $c --max-num-seqs $c --max-num-batched-tokens 16384 \
                     --gpu-memory-utilization 0.9 >$L/tpot_${s}_c${c}_$g.log 2>&1
-                line="$line $g $(sed -n 's/Output token throughput (tok\/s): *\([0-9.]*\)/\1/p' $L/tpot_${s}_c${c}_$g.log) tok/s $(sed -n 's/Mean TPOT (ms): *\([0-9.]*\)/\1/p' $L/tpot_${s}_c${c}_$g.log) ms;"
+                line="$line $g $(sed -n 's/Output token throughput (tok\/s): *\([0-9.]*\)/\1/p' $L/tpot_${s}_c${c}_$g.log) tok/s $(sed -n 's/Mean TPOT *(ms): *\([0-9.]*\)/\1/p' $L/tpot_${s}_c${c}_$g.log) ms;"
             done
             echo "$line"
         done
