@@ -355,15 +355,16 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
  *  - quantized W: the GEMV up to CUDA_GEMV_MAX_N tokens (it decodes the
  *    blocks on the fly; cuBLAS needs a dequantized copy);
  *  - f16 / bf16 / f32 W: the GEMV while its f32 x rows stay small, n * in *
- *    4 <= CUDA_GEMV_X_BYTES (VLLM_CUDA_GEMV_MAX_N = k sets n <= k instead).
- *    Each warp reads the x rows once per weight row it takes, so the rows
- *    must stay in L1 beside the streamed weights. Measured on the H200
- *    (session 10): 8B (in 4096), eager, per call: n = 1 29 us, n = 2..8 94
- *    us (GLU 66 vs 288 us), cuBLAS 30 us at n = 9..64; `vllm bench` output
- *    tok/s at 2 / 4 / 8 requests GEMV 283 / 352 / 400, cuBLAS 362 / 619 /
- *    940. 0.6B (in 1024): 2 requests GEMV 1,482 vs cuBLAS 1,268, 8
- *    requests 3,013 vs 3,582. */
-#define CUDA_GEMV_X_BYTES (16 << 10)
+ *    4 <= CUDA_GEMV_X_BYTES, and always at 1 token (VLLM_CUDA_GEMV_MAX_N = k
+ *    sets n <= k instead). Each warp reads the x rows once per weight row
+ *    it takes, so they must stay in L1 beside the streamed weights.
+ *    Measured on the H200 (session 10, `vllm bench` 1024 in, one wave of
+ *    c requests, output tok/s): 8B (in 4096) at c = 2 / 4 / 8: GEMV 295 /
+ *    367 / 421, cuBLAS 376 / 676 / 1,084 (eager, per call: GEMV 29 us at
+ *    n = 1, 94 us at n = 2..8; cuBLAS 30 us at n = 9..64). 0.6B (in 1024)
+ *    at c = 2 / 3 / 4 / 8: GEMV 1,514 / 1,788 / 2,352 / 3,123, cuBLAS
+ *    1,369 / 1,868 / 2,439 / 3,937. So 8 KB: the 0.6B's 2 rows, the 8B's 1. */
+#define CUDA_GEMV_X_BYTES (8 << 10)
 static rt_dtype cuda_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w, int64_t in) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (c->bf16_act == 0) {

@@ -82,6 +82,16 @@ __device__ __forceinline__ float cuda_glu_act(int act, float g) {
     return act == RT_ACT_SILU ? cuda_silu(g) : cuda_gelu_tanh(g);
 }
 
+/* 16 bytes of weights read once: around L1 (no allocation; the kernel's
+ * reused operands stay cached) with a 256-byte L2 prefetch hint. */
+__device__ __forceinline__ uint4 cuda_ld_stream16(const uint4 *p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
 /* Sequence of query row i in a varlen batch of S sequences whose rows
  * start at qsl[0..S] (ops.h): the last s with qsl[s] <= i (binary search;
  * the caller checks the row against qsl[s + 1]). */
@@ -134,6 +144,7 @@ typedef struct {
     int *fd_cnt;  /* flash-decoding split counters, 4 * n_sm ints, zero between launches */
     int gemv_cfg; /* 0: not read yet, else 1 + the f16/bf16 GEMV variant (VLLM_CUDA_GEMV, cuda_matmul.cu) */
     int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above the GEMV's tokens */
+    int skinny_max; /* cuda_skinny.cu: most tokens it takes (VLLM_CUDA_SKINNY); -1 off, 0 not read */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
@@ -273,6 +284,17 @@ bool cuda_fd_eligible(const rt_tensor *q, const rt_tensor *kc, const rt_tensor *
 int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc, const rt_tensor *vc,
                 const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                 int32_t window);
+
+/* cuda_skinny.cu: MATMUL / MATMUL_GLU of 2..16 bf16 x rows over bf16 W on
+ * tensor cores (W streamed once). fits: the shape, dtypes and alignment it
+ * takes (the callers fall back to cuBLAS otherwise). y: f32 or bf16, rows
+ * y_ld elements apart; GLU: W = [gate; up] of 2f rows, y [n, f]. */
+bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in,
+                      int64_t n);
+int cuda_skinny_matmul(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, rt_dtype yt,
+                       int64_t y_ld, const float *bias, int64_t out, int64_t in, int n);
+int cuda_skinny_glu(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, rt_dtype yt, int64_t y_ld,
+                    int64_t f, int64_t in, int n, int act);
 
 /* The cuBLAS half of MATMUL / MATMUL_GLU (cuda_gemm.cu), for n > CUDA_GEMV_MAX_N
  * and for bf16 activations (any n):

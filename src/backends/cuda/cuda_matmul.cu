@@ -161,14 +161,6 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_ks(const char *w, int6
  * around L1 (used once; x stays cached) with a 256-byte L2 prefetch hint;
  * bf16 is widened by shifts. Groups are visited in the same order as
  * k_gemv_half_ks, so a row's sum is the same for the same KS. */
-__device__ __forceinline__ uint4 ld_stream16(const uint4 *p) {
-    uint4 r;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-    return r;
-}
-
 template <rt_dtype T> __device__ __forceinline__ void unpack8(const uint4 &p, float *w) {
     const uint32_t u[4] = {p.x, p.y, p.z, p.w};
 #pragma unroll
@@ -201,7 +193,7 @@ __device__ __forceinline__ void gemv_fma8_ldg(float *acc, const float *wv, const
 template <rt_dtype T, int U>
 __device__ __forceinline__ void gemv_load_round(uint4 *p, const uint4 *wr, int64_t c, int64_t step, int64_t nc) {
 #pragma unroll
-    for (int u = 0; u < U; u++) p[u] = c + u * step < nc ? ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < U; u++) p[u] = c + u * step < nc ? cuda_ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
 }
 
 /* GLU epilogue (MATMUL_GLU): w = [Wg; Wu] with `out` = 2f rows; the KS-warp

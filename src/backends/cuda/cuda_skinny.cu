@@ -1,0 +1,219 @@
+/* cuda_skinny — MATMUL and MATMUL_GLU for a few bf16 activation rows (2-16
+ * tokens: batched decode) over bf16 weights, on tensor cores, streaming W
+ * once like the GEMV.
+ *
+ * Why: the f32-row GEMV reads every x row once per weight row (3-4x its
+ * one-row time at 2-8 rows, session 10), and cuBLAS at 2-16 rows ran the
+ * 8B's decode matmuls ~1.5x slower than the GEMV streams one row (TPOT 7.0
+ * ms at 8 requests vs 4.7 at 1). Here each x value feeds 16 weight rows.
+ *
+ * Layout: a warp owns 16 weight rows (a "group") and a K-slice: chunks of
+ * 32 values, chunk c = slice, slice + KS, ...; lane (g = lane / 4, t = lane
+ * % 4) loads 16 bytes of rows g and g + 8 at values 32c + 8t .. + 7, and 16
+ * bytes of x rows g (and g + 8 when NT = 2) at the same values. One chunk
+ * is two m16n8k16 mma.sync steps over a permuted K: step s takes values 8t
+ * + 4s + {0, 1} as the fragment's k {2t, 2t + 1} and 8t + 4s + {2, 3} as
+ * {2t + 8, 2t + 9}, the same map for A (W) and B (x), so the dot products
+ * are unchanged and every register comes straight from a 16-byte load (no
+ * shared memory, no ldmatrix). W goes around L1 (cuda_ld_stream16), U
+ * chunks in flight per lane, the first round before the PDL wait (weights
+ * do not depend on the kernel before). x rows (<= 16 x in bf16) stay in L1.
+ *
+ * Block: SK_WARPS warps = SK_WARPS / KS groups; the KS partial 16 x 8NT
+ * tiles meet in shared memory, summed in slice order (deterministic). GLU:
+ * groups go in pairs, gate rows [16p, 16p + 16) and up rows f + the same,
+ * and the pair's sums give y = act(gate) * up (gate and up rounded to bf16
+ * first for a bf16 y, as the cuBLAS path's bf16 scratch does).
+ */
+#include "backends/cuda/cuda_flash_common.cuh"
+#include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_store.cuh"
+
+#include <cuda_bf16.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#define SK_WARPS 8
+#define SK_U 4 /* chunks of 32 values in flight per lane */
+
+/* W chunk loads of one round: rows g and g + 8 of the group (pa, pb: the
+ * rows' bytes at lane offset 16t), chunks ch + u * KS. */
+template <int KS>
+__device__ __forceinline__ void sk_load_w(uint4 (*q)[2], const char *pa, const char *pb, int64_t ch, int64_t nch) {
+#pragma unroll
+    for (int u = 0; u < SK_U; u++) {
+        const int64_t c = ch + (int64_t)u * KS;
+        if (c < nch) {
+            q[u][0] = cuda_ld_stream16((const uint4 *)(pa + c * 64));
+            q[u][1] = cuda_ld_stream16((const uint4 *)(pb + c * 64));
+        } else {
+            q[u][0] = q[u][1] = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
+template <int KS, int NT, bool GLU, typename D>
+__global__ void __launch_bounds__(SK_WARPS * 32, 2) k_skinny(const char *w, int64_t ws, const __nv_bfloat16 *x,
+                                                          int64_t x_ld, D *y, int64_t y_ld, const float *bias,
+                                                          int64_t rows, int64_t in, int n, int act) {
+    constexpr int G = SK_WARPS / KS; /* groups per block */
+    __shared__ float part[SK_WARPS][16][8 * NT];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int slot = warp / KS, slice = warp % KS;
+    /* this warp's first row of its 16 (GLU: its pair's gate row index; the
+     * up rows follow the f = rows gate rows); rows past the end read row 0,
+     * and their sums are never stored */
+    const int64_t base = GLU ? ((int64_t)blockIdx.x * (G / 2) + slot / 2) * 16 : ((int64_t)blockIdx.x * G + slot) * 16;
+    const int64_t off = GLU && (slot & 1) ? rows : 0;
+    const int64_t ra = base + g, rb = base + g + 8;
+    const char *pa = w + (ra < rows ? ra + off : 0) * ws + 16 * t;
+    const char *pb = w + (rb < rows ? rb + off : 0) * ws + 16 * t;
+    const int64_t nch = in / 32;
+    uint4 q0[SK_U][2];
+    sk_load_w<KS>(q0, pa, pb, slice, nch);
+    CUDA_PDL_ENTER();
+    float acc[NT][4] = {};
+    const __nv_bfloat16 *xr[NT];
+    bool xv[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        xv[j] = g + 8 * j < n;
+        xr[j] = x + (int64_t)(xv[j] ? g + 8 * j : 0) * x_ld + 8 * t;
+    }
+    for (int64_t ch = slice; ch < nch; ch += (int64_t)SK_U * KS) {
+        uint4 xq[SK_U][NT];
+#pragma unroll
+        for (int u = 0; u < SK_U; u++)
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                const int64_t c = ch + (int64_t)u * KS;
+                xq[u][j] = xv[j] && c < nch ? __ldg((const uint4 *)(xr[j] + c * 32)) : make_uint4(0, 0, 0, 0);
+            }
+        uint4 q[SK_U][2];
+        const bool more = ch + (int64_t)SK_U * KS < nch;
+        if (more) sk_load_w<KS>(q, pa, pb, ch + (int64_t)SK_U * KS, nch);
+#pragma unroll
+        for (int u = 0; u < SK_U; u++) {
+            const uint32_t a0[4] = {q0[u][0].x, q0[u][1].x, q0[u][0].y, q0[u][1].y};
+            const uint32_t a1[4] = {q0[u][0].z, q0[u][1].z, q0[u][0].w, q0[u][1].w};
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                fl_mma<__nv_bfloat16>(acc[j], a0, xq[u][j].x, xq[u][j].y);
+                fl_mma<__nv_bfloat16>(acc[j], a1, xq[u][j].z, xq[u][j].w);
+            }
+        }
+        if (more) {
+#pragma unroll
+            for (int u = 0; u < SK_U; u++) q0[u][0] = q[u][0], q0[u][1] = q[u][1];
+        }
+    }
+    /* C fragment: acc[j] = (row g, tokens 8j + 2t, + 1), (row g + 8, same) */
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        part[warp][g][8 * j + 2 * t] = acc[j][0];
+        part[warp][g][8 * j + 2 * t + 1] = acc[j][1];
+        part[warp][g + 8][8 * j + 2 * t] = acc[j][2];
+        part[warp][g + 8][8 * j + 2 * t + 1] = acc[j][3];
+    }
+    __syncthreads();
+    constexpr int PER = GLU ? G / 2 : G; /* outputs of 16 rows per block */
+    for (int e = threadIdx.x; e < PER * 16 * 8 * NT; e += SK_WARPS * 32) {
+        const int tk = e % (8 * NT), i = (e / (8 * NT)) % 16, s = e / (8 * NT * 16);
+        if (tk >= n) continue;
+        if (GLU) {
+            const int64_t p = ((int64_t)blockIdx.x * PER + s) * 16 + i;
+            if (p >= rows) continue;
+            float gs = 0.0f, us = 0.0f;
+#pragma unroll
+            for (int k = 0; k < KS; k++) {
+                gs += part[(2 * s) * KS + k][i][tk];
+                us += part[(2 * s + 1) * KS + k][i][tk];
+            }
+            if (sizeof(D) == 2) { /* bf16 y: gate and up rounded as the bf16 GEMM scratch holds them */
+                gs = __bfloat162float(__float2bfloat16(gs));
+                us = __bfloat162float(__float2bfloat16(us));
+            }
+            cuda_st1(y + (int64_t)tk * y_ld + p, cuda_glu_act(act, gs) * us);
+        } else {
+            const int64_t r = ((int64_t)blockIdx.x * PER + s) * 16 + i;
+            if (r >= rows) continue;
+            float v = bias ? bias[r] : 0.0f;
+#pragma unroll
+            for (int k = 0; k < KS; k++) v += part[s * KS + k][i][tk];
+            cuda_st1(y + (int64_t)tk * y_ld + r, v);
+        }
+    }
+}
+
+/* Largest n this path takes (VLLM_CUDA_SKINNY: 0 off, else 2..16; default
+ * 16), read once. */
+static int skinny_max_n(cuda_ctx *c) {
+    if (!c->skinny_max) {
+        const char *e = getenv("VLLM_CUDA_SKINNY");
+        int v = e && *e ? atoi(e) : 16;
+        c->skinny_max = v >= 2 && v <= 16 ? v : v == 0 ? -1 : 16;
+    }
+    return c->skinny_max;
+}
+
+bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in,
+                      int64_t n) {
+    return n >= 2 && n <= skinny_max_n(c) && xt == RT_BF16 && w->dtype == RT_BF16 && in % 32 == 0 &&
+           w->stride[1] == 2 && w->stride[0] % 16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0 &&
+           x_ld % 8 == 0 && in <= INT_MAX && w->shape[0] <= INT_MAX;
+}
+
+/* Slices per group: enough warps for ~16 per SM, each slice >= 2 rounds of
+ * SK_U chunks where the row is long enough; at most SK_WARPS (GLU: half,
+ * so a block holds a gate / up pair). */
+static int skinny_ks(const cuda_ctx *c, int64_t groups, int64_t in, int max_ks) {
+    int ks = 1;
+    while (ks < max_ks && groups * ks < 16 * (int64_t)c->n_sm && in / 32 >= (int64_t)2 * SK_U * ks * 2) ks *= 2;
+    return ks;
+}
+
+template <int KS, bool GLU, typename D>
+static void skinny_launch_nt(cuda_ctx *c, unsigned grid, const char *w, int64_t ws, const __nv_bfloat16 *x,
+                             int64_t x_ld, D *y, int64_t y_ld, const float *bias, int64_t rows, int64_t in, int n,
+                             int act) {
+    if (n <= 8)
+        cuda_launch(k_skinny<KS, 1, GLU, D>, grid, SK_WARPS * 32, 0, c->stream, w, ws, x, x_ld, y, y_ld, bias, rows,
+                    in, n, act);
+    else
+        cuda_launch(k_skinny<KS, 2, GLU, D>, grid, SK_WARPS * 32, 0, c->stream, w, ws, x, x_ld, y, y_ld, bias, rows,
+                    in, n, act);
+}
+
+template <bool GLU, typename D>
+static int skinny_run(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, D *y, int64_t y_ld,
+                      const float *bias, int64_t rows, int64_t in, int n, int act) {
+    const int64_t groups = (rows + 15) / 16 * (GLU ? 2 : 1);
+    const int ks = skinny_ks(c, groups, in, GLU ? SK_WARPS / 2 : SK_WARPS);
+    const int64_t per = SK_WARPS / ks; /* groups per block */
+    const unsigned grid = (unsigned)((groups + per - 1) / per);
+    const char *wd = (const char *)w->data;
+    const __nv_bfloat16 *xb = (const __nv_bfloat16 *)x;
+    switch (ks) {
+    case 1: skinny_launch_nt<1, GLU, D>(c, grid, wd, w->stride[0], xb, x_ld, y, y_ld, bias, rows, in, n, act); break;
+    case 2: skinny_launch_nt<2, GLU, D>(c, grid, wd, w->stride[0], xb, x_ld, y, y_ld, bias, rows, in, n, act); break;
+    case 4: skinny_launch_nt<4, GLU, D>(c, grid, wd, w->stride[0], xb, x_ld, y, y_ld, bias, rows, in, n, act); break;
+    default:
+        if (!GLU) skinny_launch_nt<8, false, D>(c, grid, wd, w->stride[0], xb, x_ld, y, y_ld, bias, rows, in, n, act);
+        break;
+    }
+    CU_LAUNCHED();
+    return VC_OK;
+}
+
+int cuda_skinny_matmul(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, rt_dtype yt,
+                       int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    if (yt == RT_BF16)
+        return skinny_run<false>(c, w, x, x_ld, (__nv_bfloat16 *)y, y_ld, bias, out, in, n, 0);
+    return skinny_run<false>(c, w, x, x_ld, (float *)y, y_ld, bias, out, in, n, 0);
+}
+
+int cuda_skinny_glu(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, rt_dtype yt, int64_t y_ld,
+                    int64_t f, int64_t in, int n, int act) {
+    if (yt == RT_BF16) return skinny_run<true>(c, w, x, x_ld, (__nv_bfloat16 *)y, y_ld, NULL, f, in, n, act);
+    return skinny_run<true>(c, w, x, x_ld, (float *)y, y_ld, NULL, f, in, n, act);
+}
