@@ -761,6 +761,17 @@ static int head_matmul(mdl_model *m, const rt_tensor *xl, int64_t n_logits) {
     return m->tp_size > 1 ? mdl_tp_gather_logits(m, n_logits) : VC_OK;
 }
 
+/* The LM head's input rows: a bf16 view of xn16 where the backend wants bf16
+ * activations for n_logits rows over the head's weights (so a batched
+ * decode's head runs on the same kernel as its other matmuls: on CUDA the
+ * f32-row GEMV costs 3-4x at 2-8 rows), else f32 (*f32, normed in place). */
+static rt_tensor head_x(mdl_model *m, int64_t n_logits, const rt_tensor *f32) {
+    if (m->xn16.data && n_logits <= m->xn16.shape[0] &&
+        rt_backend_act_dtype(m->be, n_logits, m->output.dtype, m->cfg.hidden) == RT_BF16)
+        return rt_tensor_slice0(&m->xn16, 0, n_logits);
+    return *f32;
+}
+
 int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64_t n_logits, const rt_tensor *res,
                         float eps, float w_off) {
     if (n_logits <= 0) return VC_OK; /* x is not read after the forward */
@@ -779,8 +790,9 @@ int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64
     rt_tensor b = rt_tensor_2d(scratch + n_logits * d, RT_F32, sv->gate.device, n_logits, d);
     MDL_TRY(rt_embed(m->be, &b, res, &rows)); /* res may be xb: gathered before xl overwrites it */
     MDL_TRY(rt_embed(m->be, &a, &sv->x, &rows));
-    MDL_TRY(rt_add_rmsnorm(m->be, &xl, &a, &b, &m->out_norm, eps, w_off));
-    return head_matmul(m, &xl, n_logits);
+    rt_tensor xh = head_x(m, n_logits, &xl);
+    MDL_TRY(rt_add_rmsnorm(m->be, &xh, &a, &b, &m->out_norm, eps, w_off));
+    return head_matmul(m, &xh, n_logits);
 }
 
 int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, float eps, float w_off) {
@@ -789,8 +801,9 @@ int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, fl
     rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, n_logits);
     rt_tensor xl = rt_tensor_slice0(&sv->xb, 0, n_logits);
     MDL_TRY(rt_embed(m->be, &xl, &sv->x, &rows));
-    MDL_TRY(rt_rmsnorm(m->be, &xl, &xl, &m->out_norm, eps, w_off));
-    return head_matmul(m, &xl, n_logits);
+    rt_tensor xh = head_x(m, n_logits, &xl);
+    MDL_TRY(rt_rmsnorm(m->be, &xh, &xl, &m->out_norm, eps, w_off));
+    return head_matmul(m, &xh, n_logits);
 }
 
 int mdl_logits_head_sp(mdl_model *m, const mdl_step_views *sv, const mdl_sp *sp, int64_t n_logits,
