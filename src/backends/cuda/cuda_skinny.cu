@@ -146,12 +146,16 @@ __global__ void __launch_bounds__(SK_WARPS * 32, 2) k_skinny(const char *w, int6
 }
 
 /* Largest n this path takes (VLLM_CUDA_SKINNY: 0 off, else 2..16; default
- * 16), read once. */
+ * 16) and a forced KS (VLLM_CUDA_SKINNY_KS: 1, 2, 4 or 8; A/B and the speed
+ * table of test_cuda_gemm), read once per backend. */
 static int skinny_max_n(cuda_ctx *c) {
     if (!c->skinny_max) {
         const char *e = getenv("VLLM_CUDA_SKINNY");
         int v = e && *e ? atoi(e) : 16;
         c->skinny_max = v >= 2 && v <= 16 ? v : v == 0 ? -1 : 16;
+        e = getenv("VLLM_CUDA_SKINNY_KS");
+        v = e && *e ? atoi(e) : 0;
+        c->skinny_ks = v == 1 || v == 2 || v == 4 || v == 8 ? v : 0;
     }
     return c->skinny_max;
 }
@@ -188,7 +192,8 @@ template <bool GLU, typename D>
 static int skinny_run(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, D *y, int64_t y_ld,
                       const float *bias, int64_t rows, int64_t in, int n, int act) {
     const int64_t groups = (rows + 15) / 16 * (GLU ? 2 : 1);
-    const int ks = skinny_ks(c, groups, in, GLU ? SK_WARPS / 2 : SK_WARPS);
+    const int max_ks = GLU ? SK_WARPS / 2 : SK_WARPS;
+    const int ks = c->skinny_ks ? (c->skinny_ks < max_ks ? c->skinny_ks : max_ks) : skinny_ks(c, groups, in, max_ks);
     const int64_t per = SK_WARPS / ks; /* groups per block */
     const unsigned grid = (unsigned)((groups + per - 1) / per);
     const char *wd = (const char *)w->data;

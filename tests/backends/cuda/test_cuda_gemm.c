@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "runtime/ops.h"
 
@@ -191,6 +192,128 @@ static void test_act_dtype(void **st) {
     print_message("act_dtype: n=1 f32, n=2048 %s\n", rt_dtype_name(big));
 }
 
+/* test_skinny_speed (skipped when VLLM_CUDA_SPEED=0): the decode matmuls of
+ * the Llama-3.1-8B and Qwen3-0.6B shapes (QKV, Wo, gate|up with the GLU,
+ * down) at n = 2, 4, 8, 16 bf16 rows, each as a CUDA graph of 20 calls
+ * (no launch gaps), with the skinny kernel's KS by its rule and forced to
+ * 1 / 2 / 4 / 8 (VLLM_CUDA_SKINNY_KS), and cuBLAS (VLLM_CUDA_SKINNY=0);
+ * next to the n = 1 f32-row GEMV. One line per shape and n: us and W's
+ * GB/s per configuration ("speed: skinny ..."). A backend is made per
+ * configuration (both variables are read once per backend). */
+typedef struct {
+    const char *model, *name;
+    int64_t out, in;
+    int glu;
+} sk_shape;
+
+static const sk_shape SK_SHAPES[] = {
+    {"llama-8b", "qkv", 6144, 4096, 0},    {"llama-8b", "wo", 4096, 4096, 0},   {"llama-8b", "gate_up", 28672, 4096, 1},
+    {"llama-8b", "down", 4096, 14336, 0},  {"qwen3-0.6b", "qkv", 4096, 1024, 0}, {"qwen3-0.6b", "wo", 1024, 2048, 0},
+    {"qwen3-0.6b", "gate_up", 6144, 1024, 1}, {"qwen3-0.6b", "down", 1024, 3072, 0},
+};
+#define SK_NS 5 /* n = 1 (the GEMV), 2, 4, 8, 16 */
+#define SK_CFGS 6
+
+static int sk_call(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s) {
+    return glu ? rt_matmul_glu(g_gpu, y, x, w, RT_ACT_SILU, s) : rt_matmul(g_gpu, y, x, w, NULL);
+}
+
+/* us per call: a graph of R calls replayed 3 times (eager without graphs). */
+static double sk_time(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s) {
+    const int R = 20;
+    assert_int_equal(sk_call(glu, y, x, w, s), VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    void *g = NULL;
+    if (rt_backend_has_graphs(g_gpu)) {
+        assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+        for (int r = 0; r < R; r++) assert_int_equal(sk_call(glu, y, x, w, s), VC_OK);
+        assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+        assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    }
+    double t0 = vc_now_s();
+    for (int k = 0; k < 3; k++) {
+        if (g) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        else
+            for (int r = 0; r < R; r++) assert_int_equal(sk_call(glu, y, x, w, s), VC_OK);
+    }
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    double us = (vc_now_s() - t0) / (3 * R) * 1e6;
+    if (g) rt_backend_graph_free(g_gpu, g);
+    return us;
+}
+
+static void test_skinny_speed(void **st) {
+    (void)st;
+    NEED_GPU();
+    const char *e = getenv("VLLM_CUDA_SPEED");
+    if (e && !strcmp(e, "0")) skip();
+    static const char *cfg_name[SK_CFGS] = {"rule", "ks1", "ks2", "ks4", "ks8", "cublas"};
+    static const char *cfg_ks[SK_CFGS] = {"", "1", "2", "4", "8", ""};
+    static const int ns[SK_NS] = {1, 2, 4, 8, 16};
+    const int nshape = (int)(sizeof SK_SHAPES / sizeof SK_SHAPES[0]);
+    static double us[sizeof SK_SHAPES / sizeof SK_SHAPES[0]][SK_NS][SK_CFGS];
+    int64_t maxw = 0, maxin = 0, maxout = 0;
+    for (int i = 0; i < nshape; i++) {
+        if (SK_SHAPES[i].out * SK_SHAPES[i].in > maxw) maxw = SK_SHAPES[i].out * SK_SHAPES[i].in;
+        if (SK_SHAPES[i].in > maxin) maxin = SK_SHAPES[i].in;
+        if (SK_SHAPES[i].out > maxout) maxout = SK_SHAPES[i].out;
+    }
+    uint16_t *wh = xmalloc((size_t)maxw * 2), *xh = xmalloc((size_t)(16 * maxin) * 2);
+    float *xf = xmalloc((size_t)maxin * 4);
+    for (int64_t i = 0; i < maxw; i++) wh[i] = rt_f32_to_bf16(0.01f * (float)(i % 7 - 3));
+    for (int64_t i = 0; i < 16 * maxin; i++) xh[i] = rt_f32_to_bf16(0.1f * (float)(i % 5 - 2));
+    for (int64_t i = 0; i < maxin; i++) xf[i] = 0.1f * (float)(i % 5 - 2);
+    rt_backend_params p = rt_backend_params_default();
+    for (int c = 0; c < SK_CFGS; c++) {
+        setenv("VLLM_CUDA_SKINNY_KS", cfg_ks[c], 1);
+        setenv("VLLM_CUDA_SKINNY", c == SK_CFGS - 1 ? "0" : "16", 1);
+        rt_backend_free(g_gpu);
+        g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+        assert_non_null(g_gpu);
+        for (int i = 0; i < nshape; i++) {
+            const sk_shape *sh = &SK_SHAPES[i];
+            const int64_t f = sh->out / 2, yo = sh->glu ? f : sh->out;
+            int64_t sw[2] = {sh->out, sh->in}, sx[2] = {16, sh->in}, sx1[2] = {1, sh->in};
+            int64_t sy[2] = {16, yo}, ss[2] = {16, sh->out};
+            rt_tensor w = up(wh, RT_BF16, 2, sw), xb = up(xh, RT_BF16, 2, sx), x1 = up(xf, RT_F32, 2, sx1);
+            rt_tensor yb = rt_tensor_alloc(g_gpu, sh->glu ? RT_BF16 : RT_F32, 2, sy); /* decode: GLU -> bf16 rows */
+            rt_tensor yf = rt_tensor_alloc(g_gpu, RT_F32, 2, sy), sc = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+            assert_non_null(yb.data);
+            assert_non_null(yf.data);
+            assert_non_null(sc.data);
+            for (int k = 0; k < SK_NS; k++) {
+                const int n = ns[k];
+                if (n == 1 && c) continue; /* the GEMV: once */
+                rt_tensor xv = n == 1 ? x1 : rt_tensor_slice0(&xb, 0, n);
+                rt_tensor yv = rt_tensor_slice0(n == 1 ? &yf : &yb, 0, n), sv = rt_tensor_slice0(&sc, 0, n);
+                us[i][k][c] = sk_time(sh->glu, &yv, &xv, &w, &sv);
+            }
+            drop(&w), drop(&xb), drop(&x1), drop(&yb), drop(&yf), drop(&sc);
+        }
+    }
+    unsetenv("VLLM_CUDA_SKINNY_KS");
+    unsetenv("VLLM_CUDA_SKINNY");
+    rt_backend_free(g_gpu);
+    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+    assert_non_null(g_gpu);
+    for (int i = 0; i < nshape; i++) {
+        const sk_shape *sh = &SK_SHAPES[i];
+        const double gb = (double)(sh->out * sh->in * 2) * 1e-9;
+        print_message("speed: skinny %-10s %-7s %6lld x %6lld, n=1 GEMV: %7.1f us = %5.0f GB/s\n", sh->model, sh->name,
+                      (long long)sh->out, (long long)sh->in, us[i][0][0], gb / (us[i][0][0] * 1e-6));
+        for (int k = 1; k < SK_NS; k++) {
+            char line[512];
+            int o = 0;
+            for (int c = 0; c < SK_CFGS; c++)
+                o += snprintf(line + o, sizeof line - (size_t)o, " %s %6.1f us %5.0f GB/s;", cfg_name[c], us[i][k][c],
+                              gb / (us[i][k][c] * 1e-6));
+            print_message("speed: skinny %-10s %-7s n=%2d:%s\n", sh->model, sh->name, ns[k], line);
+        }
+    }
+    free(wh), free(xh), free(xf);
+}
+
 static int setup(void **st) {
     (void)st;
     return cuda_test_setup(2);
@@ -203,6 +326,6 @@ static int teardown(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_bf16_x), cmocka_unit_test(test_matmul_glu_bf16),
-                                       cmocka_unit_test(test_act_dtype)};
+                                       cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_speed)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
