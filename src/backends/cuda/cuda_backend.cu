@@ -365,6 +365,17 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
  *    at c = 2 / 3 / 4 / 8: GEMV 1,514 / 1,788 / 2,352 / 3,123, cuBLAS
  *    1,369 / 1,868 / 2,439 / 3,937. So 8 KB: the 0.6B's 2 rows, the 8B's 1. */
 #define CUDA_GEMV_X_BYTES (8 << 10)
+int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in) {
+    if (!c->gemv_max_n) {
+        const char *e = getenv("VLLM_CUDA_GEMV_MAX_N");
+        int v = e && *e ? atoi(e) : 0;
+        c->gemv_max_n = v >= 1 && v <= CUDA_GEMV_MAX_N ? v : -1; /* -1: by x bytes */
+    }
+    if (rt_dtype_info(w)->quantized) return CUDA_GEMV_MAX_N;
+    int64_t lim = c->gemv_max_n > 0 ? c->gemv_max_n : CUDA_GEMV_X_BYTES / 4 / (in > 0 ? in : 1);
+    return lim < 1 ? 1 : lim > CUDA_GEMV_MAX_N ? CUDA_GEMV_MAX_N : lim;
+}
+
 static rt_dtype cuda_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w, int64_t in) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (c->bf16_act == 0) {
@@ -378,18 +389,7 @@ static rt_dtype cuda_act_dtype(rt_backend *be, int64_t n_tokens, rt_dtype w, int
                           ? 2
                           : 1;
     }
-    if (!c->gemv_max_n) {
-        const char *e = getenv("VLLM_CUDA_GEMV_MAX_N");
-        int v = e && *e ? atoi(e) : 0;
-        c->gemv_max_n = v >= 1 && v <= CUDA_GEMV_MAX_N ? v : -1; /* -1: by x bytes */
-    }
-    int64_t lim = CUDA_GEMV_MAX_N;
-    if (!rt_dtype_info(w)->quantized) {
-        lim = c->gemv_max_n > 0 ? c->gemv_max_n : CUDA_GEMV_X_BYTES / 4 / (in > 0 ? in : 1);
-        if (lim < 1) lim = 1;
-        if (lim > CUDA_GEMV_MAX_N) lim = CUDA_GEMV_MAX_N;
-    }
-    return c->bf16_act == 2 && n_tokens > lim ? RT_BF16 : RT_F32;
+    return c->bf16_act == 2 && n_tokens > cuda_gemv_rows(c, w, in) ? RT_BF16 : RT_F32;
 }
 
 static int cuda_mem_info(rt_backend *be, size_t *free_bytes, size_t *total_bytes) {

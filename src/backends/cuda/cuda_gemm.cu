@@ -267,7 +267,7 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: dimension over INT_MAX");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     if (cuda_skinny_fits(c, w, x->data, x->dtype, x_ld, in, n)) /* 2..16 bf16 rows over bf16 W */
-        return cuda_skinny_matmul(c, w, x->data, x_ld, dst->data, dst->dtype, y_ld,
+        return cuda_skinny_matmul(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
                                   bias ? (const float *)bias->data : NULL, out, in, (int)n);
     return gemm_any(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
                     bias ? (const float *)bias->data : NULL, out, in, n);
@@ -361,7 +361,8 @@ int cuda_gemm_glu(rt_backend *be, const rt_op_args *a) {
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_glu: dimension over INT_MAX");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     if (cuda_skinny_fits(c, w, x->data, x->dtype, x_ld, in, n)) /* 2..16 bf16 rows over bf16 W, GLU fused */
-        return cuda_skinny_glu(c, w, x->data, x_ld, dst->data, dst->dtype, d_ld, f, in, (int)n, a->p.glu.act);
+        return cuda_skinny_glu(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, d_ld, f, in, (int)n,
+                               a->p.glu.act);
     /* bf16 scratch when the GEMM itself runs in bf16 (bf16 or dequantized W;
      * cuBLAS has no f16 x f16 -> bf16 GEMM). */
     rt_dtype st = dst->dtype == RT_BF16 && w->dtype != RT_F32 && w->dtype != RT_F16 ? RT_BF16 : RT_F32;

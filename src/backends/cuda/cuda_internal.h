@@ -146,6 +146,7 @@ typedef struct {
     int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above the GEMV's tokens */
     int skinny_max; /* cuda_skinny.cu: most tokens it takes (VLLM_CUDA_SKINNY); -1 off, 0 not read */
     int skinny_ks;  /* cuda_skinny.cu: forced slices per group (VLLM_CUDA_SKINNY_KS); 0 by the rule */
+    int skinny_f32x; /* cuda_skinny.cu: takes f32 x rows too (VLLM_CUDA_SKINNY_F32X) */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
@@ -286,16 +287,21 @@ int cuda_fd_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_tensor
                 const rt_tensor *bt, const rt_tensor *qsl, const rt_tensor *sl, float scale, float softcap,
                 int32_t window);
 
-/* cuda_skinny.cu: MATMUL / MATMUL_GLU of 2..16 bf16 x rows over bf16 W on
- * tensor cores (W streamed once). fits: the shape, dtypes and alignment it
- * takes (the callers fall back to cuBLAS otherwise). y: f32 or bf16, rows
- * y_ld elements apart; GLU: W = [gate; up] of 2f rows, y [n, f]. */
+/* cuda_backend.cu: the most tokens whose f32 rows the decode GEMV takes
+ * over W of dtype w with rows of `in` values (rt_backend_act_dtype's rule). */
+int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in);
+
+/* cuda_skinny.cu: MATMUL / MATMUL_GLU of 2..16 bf16 x rows (or 2..8 f32
+ * rows, VLLM_CUDA_SKINNY_F32X) over bf16 W on tensor cores (W streamed
+ * once). fits: the shape, dtypes and alignment it takes (the callers fall
+ * back otherwise). y: f32 or bf16, rows y_ld elements apart; GLU: W =
+ * [gate; up] of 2f rows, y [n, f]. */
 bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in,
                       int64_t n);
-int cuda_skinny_matmul(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, rt_dtype yt,
-                       int64_t y_ld, const float *bias, int64_t out, int64_t in, int n);
-int cuda_skinny_glu(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, rt_dtype yt, int64_t y_ld,
-                    int64_t f, int64_t in, int n, int act);
+int cuda_skinny_matmul(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y,
+                       rt_dtype yt, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n);
+int cuda_skinny_glu(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y, rt_dtype yt,
+                    int64_t y_ld, int64_t f, int64_t in, int n, int act);
 
 /* The cuBLAS half of MATMUL / MATMUL_GLU (cuda_gemm.cu), for n > CUDA_GEMV_MAX_N
  * and for bf16 activations (any n):

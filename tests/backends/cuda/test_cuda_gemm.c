@@ -158,6 +158,59 @@ static void test_matmul_glu_bf16(void **st) {
     }
 }
 
+/* The skinny kernel on f32 x rows (VLLM_CUDA_SKINNY_F32X=1, a backend of
+ * its own): MATMUL and MATMUL_GLU at 2..8 rows of hidden sizes where the
+ * GEMV would be bound by them, against the CPU in f32 (x split into bf16
+ * hi + lo inside the kernel: within 1e-4 normalised, where one bf16
+ * rounding of x would give ~2e-3). */
+static void test_skinny_f32x(void **st) {
+    (void)st;
+    NEED_GPU();
+    setenv("VLLM_CUDA_SKINNY_F32X", "1", 1);
+    rt_backend_params p = rt_backend_params_default();
+    rt_backend *gpu = g_gpu;
+    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+    unsetenv("VLLM_CUDA_SKINNY_F32X");
+    assert_non_null(g_gpu);
+    const struct { int64_t n, in, out, pad; int glu, bias; } cs[] = {
+        {2, 4096, 100, 0, 0, 1}, {8, 4096, 272, 4, 0, 0}, {5, 14336, 48, 0, 0, 1}, {3, 1024, 33, 0, 0, 0},
+        {4, 2048, 200, 0, 1, 0}, {8, 4096, 74, 0, 1, 0},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        const int64_t n = cs[k].n, in = cs[k].in, out = cs[k].out, ld = in + cs[k].pad, f = out / 2;
+        const int64_t yo = cs[k].glu ? f : out;
+        float *xf = xmalloc((size_t)(n * ld) * 4), *wf = xmalloc((size_t)(out * in) * 4), *b = xmalloc((size_t)out * 4);
+        float *yc = xmalloc((size_t)(n * yo) * 4), *yg = xmalloc((size_t)(n * yo) * 4);
+        float *sc = xmalloc((size_t)(n * out) * 4);
+        for (int64_t i = 0; i < n * ld; i++) xf[i] = rnd();
+        fill_bf16(wf, NULL, out * in, 0.1f);
+        fill_bf16(b, NULL, out, 0.5f);
+        void *wd = make_w(RT_BF16, wf, out * in);
+        int64_t sxp[2] = {n, ld}, sw[2] = {out, in}, sy[2] = {n, yo}, sb[1] = {out}, ss[2] = {n, out};
+        rt_tensor hx = rt_tensor_2d(xf, RT_F32, RT_DEV_CPU, n, in);
+        hx.stride[0] = ld * 4;
+        rt_tensor hw = rt_tensor_make(wd, RT_BF16, RT_DEV_CPU, 2, sw), hy = rt_tensor_make(yc, RT_F32, RT_DEV_CPU, 2, sy);
+        rt_tensor hb = rt_tensor_make(b, RT_F32, RT_DEV_CPU, 1, sb), hs = rt_tensor_make(sc, RT_F32, RT_DEV_CPU, 2, ss);
+        if (cs[k].glu) assert_int_equal(rt_matmul_glu(g_cpu, &hy, &hx, &hw, RT_ACT_SILU, &hs), VC_OK);
+        else assert_int_equal(rt_matmul(g_cpu, &hy, &hx, &hw, cs[k].bias ? &hb : NULL), VC_OK);
+        rt_tensor dxp = up(xf, RT_F32, 2, sxp), dw = up(wd, RT_BF16, 2, sw), db = up(b, RT_F32, 1, sb);
+        rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, sy), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+        rt_tensor dx = rt_tensor_2d(dxp.data, RT_F32, RT_DEV_CUDA, n, in);
+        dx.stride[0] = ld * 4;
+        if (cs[k].glu) assert_int_equal(rt_matmul_glu(g_gpu, &dy, &dx, &dw, RT_ACT_SILU, &ds), VC_OK);
+        else assert_int_equal(rt_matmul(g_gpu, &dy, &dx, &dw, cs[k].bias ? &db : NULL), VC_OK);
+        down(yg, &dy);
+        const double e = nerr(yg, yc, n * yo);
+        print_message("skinny f32 x, %s, n=%lld in=%lld out=%lld pad=%lld: %.2e\n", cs[k].glu ? "glu" : "matmul",
+                      (long long)n, (long long)in, (long long)out, (long long)cs[k].pad, e);
+        assert_true(e <= 1e-4);
+        drop(&dxp), drop(&dw), drop(&db), drop(&dy), drop(&ds);
+        free(wd), free(xf), free(wf), free(b), free(yc), free(yg), free(sc);
+    }
+    rt_backend_free(g_gpu);
+    g_gpu = gpu;
+}
+
 static void test_act_dtype(void **st) {
     (void)st;
     NEED_GPU();
@@ -212,7 +265,7 @@ static const sk_shape SK_SHAPES[] = {
     {"qwen3-0.6b", "gate_up", 6144, 1024, 1}, {"qwen3-0.6b", "down", 1024, 3072, 0},
 };
 #define SK_NS 5 /* n = 1 (the GEMV), 2, 4, 8, 16 */
-#define SK_CFGS 6
+#define SK_CFGS 8
 
 static int sk_call(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s) {
     return glu ? rt_matmul_glu(g_gpu, y, x, w, RT_ACT_SILU, s) : rt_matmul(g_gpu, y, x, w, NULL);
@@ -248,8 +301,10 @@ static void test_skinny_speed(void **st) {
     NEED_GPU();
     const char *e = getenv("VLLM_CUDA_SPEED");
     if (e && !strcmp(e, "0")) skip();
-    static const char *cfg_name[SK_CFGS] = {"rule", "ks1", "ks2", "ks4", "ks8", "cublas"};
-    static const char *cfg_ks[SK_CFGS] = {"", "1", "2", "4", "8", ""};
+    /* the last two take f32 x rows (n <= 8): the skinny kernel's hi / lo
+     * split (VLLM_CUDA_SKINNY_F32X=1) and the f32-row GEMV (VLLM_CUDA_GEMV_MAX_N=8) */
+    static const char *cfg_name[SK_CFGS] = {"rule", "ks1", "ks2", "ks4", "ks8", "cublas", "f32x", "gemv-f32"};
+    static const char *cfg_ks[SK_CFGS] = {"", "1", "2", "4", "8", "", "", ""};
     static const int ns[SK_NS] = {1, 2, 4, 8, 16};
     const int nshape = (int)(sizeof SK_SHAPES / sizeof SK_SHAPES[0]);
     static double us[sizeof SK_SHAPES / sizeof SK_SHAPES[0]][SK_NS][SK_CFGS];
@@ -260,21 +315,24 @@ static void test_skinny_speed(void **st) {
         if (SK_SHAPES[i].out > maxout) maxout = SK_SHAPES[i].out;
     }
     uint16_t *wh = xmalloc((size_t)maxw * 2), *xh = xmalloc((size_t)(16 * maxin) * 2);
-    float *xf = xmalloc((size_t)maxin * 4);
+    float *xf = xmalloc((size_t)(8 * maxin) * 4);
     for (int64_t i = 0; i < maxw; i++) wh[i] = rt_f32_to_bf16(0.01f * (float)(i % 7 - 3));
     for (int64_t i = 0; i < 16 * maxin; i++) xh[i] = rt_f32_to_bf16(0.1f * (float)(i % 5 - 2));
-    for (int64_t i = 0; i < maxin; i++) xf[i] = 0.1f * (float)(i % 5 - 2);
+    for (int64_t i = 0; i < 8 * maxin; i++) xf[i] = 0.1f * (float)(i % 5 - 2);
     rt_backend_params p = rt_backend_params_default();
     for (int c = 0; c < SK_CFGS; c++) {
+        const int f32x = c >= 6;
         setenv("VLLM_CUDA_SKINNY_KS", cfg_ks[c], 1);
-        setenv("VLLM_CUDA_SKINNY", c == SK_CFGS - 1 ? "0" : "16", 1);
+        setenv("VLLM_CUDA_SKINNY", c == 5 ? "0" : "16", 1);
+        setenv("VLLM_CUDA_SKINNY_F32X", c == 6 ? "1" : "0", 1);
+        setenv("VLLM_CUDA_GEMV_MAX_N", c == 7 ? "8" : "", 1);
         rt_backend_free(g_gpu);
         g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
         assert_non_null(g_gpu);
         for (int i = 0; i < nshape; i++) {
             const sk_shape *sh = &SK_SHAPES[i];
             const int64_t f = sh->out / 2, yo = sh->glu ? f : sh->out;
-            int64_t sw[2] = {sh->out, sh->in}, sx[2] = {16, sh->in}, sx1[2] = {1, sh->in};
+            int64_t sw[2] = {sh->out, sh->in}, sx[2] = {16, sh->in}, sx1[2] = {f32x ? 8 : 1, sh->in};
             int64_t sy[2] = {16, yo}, ss[2] = {16, sh->out};
             rt_tensor w = up(wh, RT_BF16, 2, sw), xb = up(xh, RT_BF16, 2, sx), x1 = up(xf, RT_F32, 2, sx1);
             rt_tensor yb = rt_tensor_alloc(g_gpu, sh->glu ? RT_BF16 : RT_F32, 2, sy); /* decode: GLU -> bf16 rows */
@@ -284,9 +342,9 @@ static void test_skinny_speed(void **st) {
             assert_non_null(sc.data);
             for (int k = 0; k < SK_NS; k++) {
                 const int n = ns[k];
-                if (n == 1 && c) continue; /* the GEMV: once */
-                rt_tensor xv = n == 1 ? x1 : rt_tensor_slice0(&xb, 0, n);
-                rt_tensor yv = rt_tensor_slice0(n == 1 ? &yf : &yb, 0, n), sv = rt_tensor_slice0(&sc, 0, n);
+                if ((n == 1 && c) || (f32x && n > 8)) continue; /* the GEMV: once; f32 rows: to 8 */
+                rt_tensor xv = n == 1 || f32x ? rt_tensor_slice0(&x1, 0, n) : rt_tensor_slice0(&xb, 0, n);
+                rt_tensor yv = rt_tensor_slice0(n == 1 || f32x ? &yf : &yb, 0, n), sv = rt_tensor_slice0(&sc, 0, n);
                 us[i][k][c] = sk_time(sh->glu, &yv, &xv, &w, &sv);
             }
             drop(&w), drop(&xb), drop(&x1), drop(&yb), drop(&yf), drop(&sc);
@@ -294,6 +352,8 @@ static void test_skinny_speed(void **st) {
     }
     unsetenv("VLLM_CUDA_SKINNY_KS");
     unsetenv("VLLM_CUDA_SKINNY");
+    unsetenv("VLLM_CUDA_SKINNY_F32X");
+    unsetenv("VLLM_CUDA_GEMV_MAX_N");
     rt_backend_free(g_gpu);
     g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
     assert_non_null(g_gpu);
@@ -305,9 +365,11 @@ static void test_skinny_speed(void **st) {
         for (int k = 1; k < SK_NS; k++) {
             char line[512];
             int o = 0;
-            for (int c = 0; c < SK_CFGS; c++)
+            for (int c = 0; c < SK_CFGS; c++) {
+                if (c >= 6 && ns[k] > 8) continue;
                 o += snprintf(line + o, sizeof line - (size_t)o, " %s %6.1f us %5.0f GB/s;", cfg_name[c], us[i][k][c],
                               gb / (us[i][k][c] * 1e-6));
+            }
             print_message("speed: skinny %-10s %-7s n=%2d:%s\n", sh->model, sh->name, ns[k], line);
         }
     }
@@ -326,6 +388,7 @@ static int teardown(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_bf16_x), cmocka_unit_test(test_matmul_glu_bf16),
-                                       cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_speed)};
+                                       cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_f32x),
+                                       cmocka_unit_test(test_skinny_speed)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
