@@ -353,7 +353,8 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
  * VLLM_CUDA_BF16_ACT=0 or the norms cannot write bf16 (read once per
  * backend); the GEMV reads f32 rows, so the answer picks the kernel:
  *  - quantized W: the GEMV up to CUDA_GEMV_MAX_N tokens (it decodes the
- *    blocks on the fly; cuBLAS needs a dequantized copy);
+ *    blocks on the fly; cuBLAS needs a dequantized copy), unless the skinny
+ *    kernel takes GGUF blocks (VLLM_CUDA_SKINNY_QUANT=1): then as below;
  *  - f16 / bf16 / f32 W: the GEMV while its f32 x rows stay small, n * in *
  *    4 <= CUDA_GEMV_X_BYTES, and always at 1 token (VLLM_CUDA_GEMV_MAX_N = k
  *    sets n <= k instead). Each warp reads the x rows once per weight row
@@ -371,7 +372,7 @@ int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in) {
         int v = e && *e ? atoi(e) : 0;
         c->gemv_max_n = v >= 1 && v <= CUDA_GEMV_MAX_N ? v : -1; /* -1: by x bytes */
     }
-    if (rt_dtype_info(w)->quantized) return CUDA_GEMV_MAX_N;
+    if (rt_dtype_info(w)->quantized && !cuda_skinny_quant_on(c)) return CUDA_GEMV_MAX_N;
     int64_t lim = c->gemv_max_n > 0 ? c->gemv_max_n : CUDA_GEMV_X_BYTES / 4 / (in > 0 ? in : 1);
     return lim < 1 ? 1 : lim > CUDA_GEMV_MAX_N ? CUDA_GEMV_MAX_N : lim;
 }

@@ -266,7 +266,7 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
     if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: dimension over INT_MAX");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    if (cuda_skinny_fits(c, w, x->data, x->dtype, x_ld, in, n)) /* 2..16 bf16 rows over bf16 W */
+    if (cuda_skinny_fits(c, w, x->data, x->dtype, x_ld, in, n, dst->dtype, false)) /* 2..16 bf16 rows */
         return cuda_skinny_matmul(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
                                   bias ? (const float *)bias->data : NULL, out, in, (int)n);
     return gemm_any(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
@@ -360,7 +360,7 @@ int cuda_gemm_glu(rt_backend *be, const rt_op_args *a) {
     if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_glu: dimension over INT_MAX");
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    if (cuda_skinny_fits(c, w, x->data, x->dtype, x_ld, in, n)) /* 2..16 bf16 rows over bf16 W, GLU fused */
+    if (cuda_skinny_fits(c, w, x->data, x->dtype, x_ld, in, n, dst->dtype, true)) /* 2..16 bf16 rows, GLU fused */
         return cuda_skinny_glu(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, d_ld, f, in, (int)n,
                                a->p.glu.act);
     /* bf16 scratch when the GEMM itself runs in bf16 (bf16 or dequantized W;

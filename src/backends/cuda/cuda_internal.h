@@ -147,6 +147,7 @@ typedef struct {
     int skinny_max; /* cuda_skinny.cu: most tokens it takes (VLLM_CUDA_SKINNY); -1 off, 0 not read */
     int skinny_ks;  /* cuda_skinny.cu: forced slices per group (VLLM_CUDA_SKINNY_KS); 0 by the rule */
     int skinny_f32x; /* cuda_skinny.cu: takes f32 x rows too (VLLM_CUDA_SKINNY_F32X) */
+    int skinny_quant; /* cuda_skinny_q.cu: GGUF block W too (VLLM_CUDA_SKINNY_QUANT) */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
@@ -297,7 +298,12 @@ int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in);
  * back otherwise). y: f32 or bf16, rows y_ld elements apart; GLU: W =
  * [gate; up] of 2f rows, y [n, f]. */
 bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in,
-                      int64_t n);
+                      int64_t n, rt_dtype yt, bool glu);
+/* Whether GGUF block weights take the skinny path (VLLM_CUDA_SKINNY_QUANT=1;
+ * cuda_skinny_q.cu: bf16 x, f32 MATMUL y, bf16 GLU y). */
+bool cuda_skinny_quant_on(cuda_ctx *c);
+int cuda_skinny_q_run(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, int64_t y_ld,
+                      const float *bias, int64_t rows, int64_t in, int n, int act, bool glu, int ks);
 int cuda_skinny_matmul(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y,
                        rt_dtype yt, int64_t y_ld, const float *bias, int64_t out, int64_t in, int n);
 int cuda_skinny_glu(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y, rt_dtype yt,

@@ -32,17 +32,14 @@
  * and the pair's sums give y = act(gate) * up (gate and up rounded to bf16
  * first for a bf16 y, as the cuBLAS path's bf16 scratch does).
  */
-#include "backends/cuda/cuda_flash_common.cuh"
-#include "backends/cuda/cuda_internal.h"
-#include "backends/cuda/cuda_store.cuh"
+#include "backends/cuda/cuda_dequant.cuh"
+#include "backends/cuda/cuda_skinny.cuh"
 
 #include <cuda_bf16.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SK_WARPS 8
-#define SK_U 4 /* chunks of 32 values in flight per lane */
 
 /* W chunk loads of one round: rows g and g + 8 of the group (pa, pb: the
  * rows' bytes at lane offset 16t), chunks ch + u * KS. */
@@ -75,7 +72,6 @@ __global__ void __launch_bounds__(SK_WARPS * 32, 2) k_skinny(const char *w, int6
                                                           int64_t in, int n, int act) {
     static_assert(!XF || NT == 1, "f32 x rows: up to 8");
     constexpr int G = SK_WARPS / KS; /* groups per block */
-    __shared__ float part[SK_WARPS][16][8 * NT];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int slot = warp / KS, slice = warp % KS;
     /* this warp's first row of its 16 (GLU: its pair's gate row index; the
@@ -147,42 +143,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, 2) k_skinny(const char *w, int6
             for (int u = 0; u < SK_U; u++) q0[u][0] = q[u][0], q0[u][1] = q[u][1];
         }
     }
-    /* C fragment: acc[j] = (row g, tokens 8j + 2t, + 1), (row g + 8, same) */
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        part[warp][g][8 * j + 2 * t] = acc[j][0];
-        part[warp][g][8 * j + 2 * t + 1] = acc[j][1];
-        part[warp][g + 8][8 * j + 2 * t] = acc[j][2];
-        part[warp][g + 8][8 * j + 2 * t + 1] = acc[j][3];
-    }
-    __syncthreads();
-    constexpr int PER = GLU ? G / 2 : G; /* outputs of 16 rows per block */
-    for (int e = threadIdx.x; e < PER * 16 * 8 * NT; e += SK_WARPS * 32) {
-        const int tk = e % (8 * NT), i = (e / (8 * NT)) % 16, s = e / (8 * NT * 16);
-        if (tk >= n) continue;
-        if (GLU) {
-            const int64_t p = ((int64_t)blockIdx.x * PER + s) * 16 + i;
-            if (p >= rows) continue;
-            float gs = 0.0f, us = 0.0f;
-#pragma unroll
-            for (int k = 0; k < KS; k++) {
-                gs += part[(2 * s) * KS + k][i][tk];
-                us += part[(2 * s + 1) * KS + k][i][tk];
-            }
-            if (sizeof(D) == 2) { /* bf16 y: gate and up rounded as the bf16 GEMM scratch holds them */
-                gs = __bfloat162float(__float2bfloat16(gs));
-                us = __bfloat162float(__float2bfloat16(us));
-            }
-            cuda_st1(y + (int64_t)tk * y_ld + p, cuda_glu_act(act, gs) * us);
-        } else {
-            const int64_t r = ((int64_t)blockIdx.x * PER + s) * 16 + i;
-            if (r >= rows) continue;
-            float v = bias ? bias[r] : 0.0f;
-#pragma unroll
-            for (int k = 0; k < KS; k++) v += part[s * KS + k][i][tk];
-            cuda_st1(y + (int64_t)tk * y_ld + r, v);
-        }
-    }
+    sk_epilogue<KS, NT, GLU, D>(acc, n, rows, y, y_ld, bias, act);
 }
 
 /* Largest n this path takes (VLLM_CUDA_SKINNY: 0 off, else 2..16; default
@@ -198,16 +159,23 @@ static int skinny_max_n(cuda_ctx *c) {
         c->skinny_ks = v == 1 || v == 2 || v == 4 || v == 8 ? v : 0;
         e = getenv("VLLM_CUDA_SKINNY_F32X");
         c->skinny_f32x = e && !strcmp(e, "1");
+        e = getenv("VLLM_CUDA_SKINNY_QUANT");
+        c->skinny_quant = e && !strcmp(e, "1");
     }
     return c->skinny_max;
 }
 
+bool cuda_skinny_quant_on(cuda_ctx *c) { return skinny_max_n(c) > 0 && c->skinny_quant; }
+
 bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in,
-                      int64_t n) {
-    if (n < 2 || n > skinny_max_n(c)) return false;
+                      int64_t n, rt_dtype yt, bool glu) {
+    if (n < 2 || n > skinny_max_n(c) || in % 32 || in > INT_MAX || w->shape[0] > INT_MAX || (uintptr_t)x % 16)
+        return false;
+    if (rt_dtype_info(w->dtype)->quantized) /* GGUF blocks: 2-byte aligned, read as bytes / u16 */
+        return c->skinny_quant && cuda_has_decoder(w->dtype) && xt == RT_BF16 && x_ld % 8 == 0 &&
+               (glu ? yt == RT_BF16 : yt == RT_F32) && w->stride[0] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
     const bool xok = xt == RT_BF16 ? x_ld % 8 == 0 : xt == RT_F32 && c->skinny_f32x && n <= 8 && x_ld % 4 == 0;
-    return xok && w->dtype == RT_BF16 && in % 32 == 0 && w->stride[1] == 2 && w->stride[0] % 16 == 0 &&
-           (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0 && in <= INT_MAX && w->shape[0] <= INT_MAX;
+    return xok && w->dtype == RT_BF16 && w->stride[1] == 2 && w->stride[0] % 16 == 0 && (uintptr_t)w->data % 16 == 0;
 }
 
 /* Slices per group: enough warps for ~16 per SM, each slice >= 2 rounds of
@@ -240,6 +208,8 @@ static int skinny_run(cuda_ctx *c, const rt_tensor *w, const void *x, bool xf, i
     const int64_t groups = (rows + 15) / 16 * (GLU ? 2 : 1);
     const int max_ks = GLU ? SK_WARPS / 2 : SK_WARPS;
     const int ks = c->skinny_ks ? (c->skinny_ks < max_ks ? c->skinny_ks : max_ks) : skinny_ks(c, groups, in, max_ks);
+    if (rt_dtype_info(w->dtype)->quantized)
+        return cuda_skinny_q_run(c, w, x, x_ld, y, y_ld, bias, rows, in, n, act, GLU, ks);
     const int64_t per = SK_WARPS / ks; /* groups per block */
     const unsigned grid = (unsigned)((groups + per - 1) / per);
     const char *wd = (const char *)w->data;
