@@ -158,6 +158,18 @@ static void test_matmul_glu_bf16(void **st) {
     }
 }
 
+/* Swap g_gpu for a CUDA backend made while the variable `name` is `value`
+ * (for settings a backend reads once); returns the one swapped out. */
+static rt_backend *gpu_swap_with(const char *name, const char *value) {
+    setenv(name, value, 1);
+    rt_backend_params p = rt_backend_params_default();
+    rt_backend *old = g_gpu;
+    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
+    unsetenv(name);
+    assert_non_null(g_gpu);
+    return old;
+}
+
 /* The skinny kernel on f32 x rows (VLLM_CUDA_SKINNY_F32X=1, a backend of
  * its own): MATMUL and MATMUL_GLU at 2..8 rows of hidden sizes where the
  * GEMV would be bound by them, against the CPU in f32 (x split into bf16
@@ -166,12 +178,7 @@ static void test_matmul_glu_bf16(void **st) {
 static void test_skinny_f32x(void **st) {
     (void)st;
     NEED_GPU();
-    setenv("VLLM_CUDA_SKINNY_F32X", "1", 1);
-    rt_backend_params p = rt_backend_params_default();
-    rt_backend *gpu = g_gpu;
-    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
-    unsetenv("VLLM_CUDA_SKINNY_F32X");
-    assert_non_null(g_gpu);
+    rt_backend *gpu = gpu_swap_with("VLLM_CUDA_SKINNY_F32X", "1");
     const struct { int64_t n, in, out, pad; int glu, bias; } cs[] = {
         {2, 4096, 100, 0, 0, 1}, {8, 4096, 272, 4, 0, 0}, {5, 14336, 48, 0, 0, 1}, {3, 1024, 33, 0, 0, 0},
         {4, 2048, 200, 0, 1, 0}, {8, 4096, 74, 0, 1, 0},
@@ -226,12 +233,7 @@ static double skq_dot(const float *w, const float *x, int64_t in) {
 static void test_skinny_quant(void **st) {
     (void)st;
     NEED_GPU();
-    setenv("VLLM_CUDA_SKINNY_QUANT", "1", 1);
-    rt_backend_params p = rt_backend_params_default();
-    rt_backend *gpu = g_gpu;
-    g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
-    unsetenv("VLLM_CUDA_SKINNY_QUANT");
-    assert_non_null(g_gpu);
+    rt_backend *gpu = gpu_swap_with("VLLM_CUDA_SKINNY_QUANT", "1");
     static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_1, RT_Q8_0, RT_Q4_K, RT_Q5_K, RT_Q6_K};
     static const struct { int64_t n, out; int glu, bias; } cs[] = {
         {2, 40, 0, 1}, {7, 100, 0, 0}, {16, 48, 0, 1}, {4, 64, 1, 0}, {13, 36, 1, 0},
