@@ -3,21 +3,17 @@
  * once like the GEMV.
  *
  * Why: the f32-row GEMV reads every x row once per weight row (3-4x its
- * one-row time at 2-8 rows, session 10), and cuBLAS at 2-16 rows ran the
- * 8B's decode matmuls ~1.5x slower than the GEMV streams one row (TPOT 7.0
- * ms at 8 requests vs 4.7 at 1). Here each x value feeds 16 weight rows.
+ * one-row time at 2-8 rows, session 10), and cuBLAS, as fast on the 8B's
+ * shapes, is 1.2-3.9x slower on the 0.6B's (test_cuda_gemm's speed
+ * table, session 10). Here each x value feeds 16 weight rows.
  *
- * Layout: a warp owns 16 weight rows (a "group") and a K-slice: chunks of
- * 32 values, chunk c = slice, slice + KS, ...; lane (g = lane / 4, t = lane
- * % 4) loads 16 bytes of rows g and g + 8 at values 32c + 8t .. + 7, and 16
- * bytes of x rows g (and g + 8 when NT = 2) at the same values. One chunk
- * is two m16n8k16 mma.sync steps over a permuted K: step s takes values 8t
- * + 4s + {0, 1} as the fragment's k {2t, 2t + 1} and 8t + 4s + {2, 3} as
- * {2t + 8, 2t + 9}, the same map for A (W) and B (x), so the dot products
- * are unchanged and every register comes straight from a 16-byte load (no
- * shared memory, no ldmatrix). W goes around L1 (cuda_ld_stream16), U
- * chunks in flight per lane, the first round before the PDL wait (weights
- * do not depend on the kernel before). x rows (<= 16 x in bf16) stay in L1.
+ * Layout and fragments: cuda_skinny.cuh. Lane (g, t) loads 16 bytes of
+ * weight rows g and g + 8 and of x rows g (and g + 8 when NT = 2) per
+ * 32-value chunk, so every fragment register comes straight from a 16-byte
+ * load (no shared memory, no ldmatrix). W goes around L1
+ * (cuda_ld_stream16), U chunks in flight per lane, the first round before
+ * the PDL wait (weights do not depend on the kernel before). x rows (<= 16
+ * x in bf16) stay in L1.
  *
  * f32 x rows (XF, 2..8 rows; VLLM_CUDA_SKINNY_F32X): the attention output
  * that feeds Wo stays f32 in decode steps. Each x value is split into
@@ -39,7 +35,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 /* W chunk loads of one round: rows g and g + 8 of the group (pa, pb: the
  * rows' bytes at lane offset 16t), chunks ch + u * KS. */
