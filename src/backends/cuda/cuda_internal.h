@@ -294,8 +294,9 @@ int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in);
 
 /* cuda_skinny.cu: MATMUL / MATMUL_GLU of 2..16 bf16 x rows (or 2..8 f32
  * rows, VLLM_CUDA_SKINNY_F32X) over bf16 W on tensor cores (W streamed
- * once). fits: the shape, dtypes and alignment it takes (the callers fall
- * back otherwise). y: f32 or bf16, rows y_ld elements apart; GLU: W =
+ * once). fits: the shape, dtypes and alignment it takes, and f32 rows
+ * only at counts the GEMV would be bound by (the callers fall back
+ * otherwise). y: f32 or bf16, rows y_ld elements apart; GLU: W =
  * [gate; up] of 2f rows, y [n, f]. */
 bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in,
                       int64_t n, rt_dtype yt, bool glu);

@@ -467,9 +467,9 @@ extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
     const float *xd = (const float *)x->data, *bd = bias ? (const float *)bias->data : NULL;
     float *yd = (float *)dst->data;
     int64_t x_ld = (int64_t)xs / 4, y_ld = (int64_t)ys / 4;
-    /* f32 rows the GEMV would be bound by (cuda_gemv_rows): the skinny
-     * kernel where it takes them (VLLM_CUDA_SKINNY_F32X) */
-    if (n >= 2 && n > cuda_gemv_rows(c, w->dtype, in) && cuda_skinny_fits(c, w, xd, RT_F32, x_ld, in, n, RT_F32, false))
+    /* f32 rows the GEMV would be bound by: the skinny kernel where it takes
+     * them (VLLM_CUDA_SKINNY_F32X; cuda_skinny_fits) */
+    if (cuda_skinny_fits(c, w, xd, RT_F32, x_ld, in, n, RT_F32, false))
         return cuda_skinny_matmul(c, w, xd, RT_F32, x_ld, yd, RT_F32, y_ld, bd, out, in, (int)n);
     if (n <= CUDA_GEMV_MAX_N) return gemv(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n);
     return cuda_gemm(c, w, xd, RT_F32, x_ld, yd, y_ld, bd, out, in, n);
@@ -492,9 +492,7 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
     const char *wd = (const char *)w->data;
     bool vx = xs && ys && xs % 16 == 0 && ys % 4 == 0 && ((uintptr_t)x->data & 15) == 0 &&
               x->stride[x->ndim - 1] == 4 && dst->stride[dst->ndim - 1] == 4;
-    if (vx && n >= 2 && out <= INT_MAX && in <= INT_MAX && n > cuda_gemv_rows(c, w->dtype, in) &&
-        cuda_skinny_fits(c, w, x->data, RT_F32, (int64_t)xs / 4, in, n, RT_F32, true) &&
-        cuda_enter(c) == 0)
+    if (vx && cuda_skinny_fits(c, w, x->data, RT_F32, (int64_t)xs / 4, in, n, RT_F32, true) && cuda_enter(c) == 0)
         return cuda_skinny_glu(c, w, x->data, RT_F32, (int64_t)xs / 4, dst->data, RT_F32, (int64_t)ys / 4, f, in, (int)n,
                                a->p.glu.act);
     bool fused = vx && n >= 1 && n <= CUDA_GEMV_MAX_N && (w->dtype == RT_F16 || w->dtype == RT_BF16) &&

@@ -169,7 +169,10 @@ bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype x
     if (rt_dtype_info(w->dtype)->quantized) /* GGUF blocks: 2-byte aligned, read as bytes / u16 */
         return c->skinny_quant && cuda_has_decoder(w->dtype) && xt == RT_BF16 && x_ld % 8 == 0 &&
                (glu ? yt == RT_BF16 : yt == RT_F32) && w->stride[0] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
-    const bool xok = xt == RT_BF16 ? x_ld % 8 == 0 : xt == RT_F32 && c->skinny_f32x && n <= 8 && x_ld % 4 == 0;
+    /* f32 rows: only where the GEMV would be bound by them (cuda_gemv_rows) */
+    const bool xok = xt == RT_BF16 ? x_ld % 8 == 0
+                                   : xt == RT_F32 && c->skinny_f32x && n <= 8 && x_ld % 4 == 0 &&
+                                         n > cuda_gemv_rows(c, w->dtype, in);
     return xok && w->dtype == RT_BF16 && w->stride[1] == 2 && w->stride[0] % 16 == 0 && (uintptr_t)w->data % 16 == 0;
 }
 
