@@ -355,16 +355,21 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
  *  - quantized W: the GEMV up to CUDA_GEMV_MAX_N tokens (it decodes the
  *    blocks on the fly; cuBLAS needs a dequantized copy), unless the skinny
  *    kernel takes GGUF blocks (VLLM_CUDA_SKINNY_QUANT=1): then as below;
- *  - f16 / bf16 / f32 W: the GEMV while its f32 x rows stay small, n * in *
- *    4 <= CUDA_GEMV_X_BYTES, and always at 1 token (VLLM_CUDA_GEMV_MAX_N = k
- *    sets n <= k instead). Each warp reads the x rows once per weight row
- *    it takes, so they must stay in L1 beside the streamed weights.
- *    Measured on the H200 (session 10, `vllm bench` 1024 in, one wave of
- *    c requests, output tok/s): 8B (in 4096) at c = 2 / 4 / 8: GEMV 295 /
- *    367 / 421, cuBLAS 376 / 676 / 1,084 (eager, per call: GEMV 29 us at
- *    n = 1, 94 us at n = 2..8; cuBLAS 30 us at n = 9..64). 0.6B (in 1024)
- *    at c = 2 / 3 / 4 / 8: GEMV 1,514 / 1,788 / 2,352 / 3,123, cuBLAS
- *    1,369 / 1,868 / 2,439 / 3,937. So 8 KB: the 0.6B's 2 rows, the 8B's 1. */
+ *  - bf16 W with the skinny kernel on (cuda_skinny.cu, the default): the
+ *    GEMV at 1 token only. Its table (test_cuda_gemm, session 11) has the
+ *    skinny kernel on bf16 rows ahead of the f32-row GEMV at every n >= 2
+ *    on every 8B and 0.6B shape (0.6B at 2 rows: QKV 3.2 vs 4.4 us, gate|up
+ *    4.4 vs 7.1, down 3.4 vs 3.8, Wo 2.9 vs 3.0);
+ *  - other f16 / bf16 / f32 W (or the skinny kernel off): the GEMV while its
+ *    f32 x rows stay small, n * in * 4 <= CUDA_GEMV_X_BYTES, and always at
+ *    1 token. Each warp reads the x rows once per weight row it takes, so
+ *    they must stay in L1 beside the streamed weights. Measured on the H200
+ *    (session 10, `vllm bench` 1024 in, one wave of c requests, output
+ *    tok/s; cuBLAS for the bf16 rows): 8B (in 4096) at c = 2 / 4 / 8: GEMV
+ *    295 / 367 / 421, cuBLAS 376 / 676 / 1,084. 0.6B (in 1024) at c = 2 /
+ *    3 / 4 / 8: GEMV 1,514 / 1,788 / 2,352 / 3,123, cuBLAS 1,369 / 1,868 /
+ *    2,439 / 3,937. So 8 KB: the 0.6B's 2 rows, the 8B's 1.
+ *  VLLM_CUDA_GEMV_MAX_N = k: the GEMV to k tokens over any unquantized W. */
 #define CUDA_GEMV_X_BYTES (8 << 10)
 int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in) {
     if (!c->gemv_max_n) {
@@ -373,7 +378,9 @@ int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in) {
         c->gemv_max_n = v >= 1 && v <= CUDA_GEMV_MAX_N ? v : -1; /* -1: by x bytes */
     }
     if (rt_dtype_info(w)->quantized && !cuda_skinny_quant_on(c)) return CUDA_GEMV_MAX_N;
-    int64_t lim = c->gemv_max_n > 0 ? c->gemv_max_n : CUDA_GEMV_X_BYTES / 4 / (in > 0 ? in : 1);
+    if (c->gemv_max_n > 0) return c->gemv_max_n;
+    if (w == RT_BF16 && cuda_skinny_on(c)) return 1;
+    int64_t lim = CUDA_GEMV_X_BYTES / 4 / (in > 0 ? in : 1);
     return lim < 1 ? 1 : lim > CUDA_GEMV_MAX_N ? CUDA_GEMV_MAX_N : lim;
 }
 

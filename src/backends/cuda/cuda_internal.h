@@ -146,7 +146,7 @@ typedef struct {
     int bf16_act; /* act_dtype: 0 not read yet, 1 f32 always, 2 bf16 above the GEMV's tokens */
     int skinny_max; /* cuda_skinny.cu: most tokens it takes (VLLM_CUDA_SKINNY); -1 off, 0 not read */
     int skinny_ks;  /* cuda_skinny.cu: forced slices per group (VLLM_CUDA_SKINNY_KS); 0 by the rule */
-    int skinny_f32x; /* cuda_skinny.cu: takes f32 x rows too (VLLM_CUDA_SKINNY_F32X) */
+    int skinny_f32x; /* cuda_skinny.cu: takes f32 x rows too (VLLM_CUDA_SKINNY_F32X=0: not) */
     int skinny_quant; /* cuda_skinny_q.cu: GGUF block W too (VLLM_CUDA_SKINNY_QUANT) */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
@@ -303,6 +303,8 @@ bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype x
 /* Whether GGUF block weights take the skinny path (VLLM_CUDA_SKINNY_QUANT=1;
  * cuda_skinny_q.cu: bf16 x, f32 MATMUL y, bf16 GLU y). */
 bool cuda_skinny_quant_on(cuda_ctx *c);
+/* Whether the skinny kernel is on at all (VLLM_CUDA_SKINNY != 0). */
+bool cuda_skinny_on(cuda_ctx *c);
 int cuda_skinny_q_run(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, int64_t y_ld,
                       const float *bias, int64_t rows, int64_t in, int n, int act, bool glu, int ks);
 int cuda_skinny_matmul(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y,

@@ -15,7 +15,7 @@
  * the PDL wait (weights do not depend on the kernel before). x rows (<= 16
  * x in bf16) stay in L1.
  *
- * f32 x rows (XF, 2..8 rows; VLLM_CUDA_SKINNY_F32X): the attention output
+ * f32 x rows (XF, 2..8 rows; VLLM_CUDA_SKINNY_F32X=0 turns it off): the attention output
  * that feeds Wo stays f32 in decode steps. Each x value is split into
  * bf16 hi + lo (x - hi rounded), two mma.sync steps per fragment, so the
  * product keeps ~16 bits of x (the f32-row GEMV's precision within the
@@ -153,12 +153,14 @@ static int skinny_max_n(cuda_ctx *c) {
         v = e && *e ? atoi(e) : 0;
         c->skinny_ks = v == 1 || v == 2 || v == 4 || v == 8 ? v : 0;
         e = getenv("VLLM_CUDA_SKINNY_F32X");
-        c->skinny_f32x = e && !strcmp(e, "1");
+        c->skinny_f32x = !(e && !strcmp(e, "0"));
         e = getenv("VLLM_CUDA_SKINNY_QUANT");
         c->skinny_quant = e && !strcmp(e, "1");
     }
     return c->skinny_max;
 }
+
+bool cuda_skinny_on(cuda_ctx *c) { return skinny_max_n(c) > 0; }
 
 bool cuda_skinny_quant_on(cuda_ctx *c) { return skinny_max_n(c) > 0 && c->skinny_quant; }
 
@@ -169,10 +171,16 @@ bool cuda_skinny_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype x
     if (rt_dtype_info(w->dtype)->quantized) /* GGUF blocks: 2-byte aligned, read as bytes / u16 */
         return c->skinny_quant && cuda_has_decoder(w->dtype) && xt == RT_BF16 && x_ld % 8 == 0 &&
                (glu ? yt == RT_BF16 : yt == RT_F32) && w->stride[0] % 2 == 0 && (uintptr_t)w->data % 2 == 0;
-    /* f32 rows: only where the GEMV would be bound by them (cuda_gemv_rows) */
+    /* f32 rows (decode's Wo reads the attention output in f32): where the
+     * f32-row GEMV is bound by them. Table (test_cuda_gemm, session 11):
+     * hi / lo vs GEMV at 2 rows: 8B Wo 8.4 vs 12.0 us, QKV 18.2 vs 21.0,
+     * down 31.8 vs 42.0; 0.6B Wo (in 2048) 3.5 vs 3.0, down (3072) 4.5 vs
+     * 3.8; at 4 rows ahead on every shape (0.6B Wo 3.6 vs 4.4). So 3+
+     * rows, or 2 over rows of 4096+; and never inside a forced GEMV count
+     * (cuda_gemv_rows). */
     const bool xok = xt == RT_BF16 ? x_ld % 8 == 0
-                                   : xt == RT_F32 && c->skinny_f32x && n <= 8 && x_ld % 4 == 0 &&
-                                         n > cuda_gemv_rows(c, w->dtype, in);
+                                   : xt == RT_F32 && c->skinny_f32x && n <= 8 && (n > 2 || in >= 4096) &&
+                                         x_ld % 4 == 0 && n > cuda_gemv_rows(c, w->dtype, in);
     return xok && w->dtype == RT_BF16 && w->stride[1] == 2 && w->stride[0] % 16 == 0 && (uintptr_t)w->data % 16 == 0;
 }
 
