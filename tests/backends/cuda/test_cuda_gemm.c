@@ -469,7 +469,7 @@ static void test_skinny_speed(void **st) {
 }
 
 /* test_skinny_quant_speed (skipped when VLLM_CUDA_SPEED=0): the 8B's decode
- * matmuls (QKV, gate|up + GLU, down) in Q4_K and Q8_0 at n = 1..16 rows,
+ * matmuls (QKV, gate|up + GLU, down) in Q4_0, Q4_K, Q6_K and Q8_0 at n = 1..16 rows,
  * graph-timed as test_skinny_speed: "skinny" (VLLM_CUDA_SKINNY_QUANT=1, bf16
  * x) against what the backend did before (f32 x into the GEMV to 8 rows,
  * bf16 x into cuBLAS over a dequantized copy at 16, timed eager: it
@@ -480,18 +480,19 @@ static void test_skinny_quant_speed(void **st) {
     NEED_GPU();
     const char *e = getenv("VLLM_CUDA_SPEED");
     if (e && !strcmp(e, "0")) skip();
-    static const rt_dtype ts[] = {RT_Q4_K, RT_Q8_0};
+    static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_K, RT_Q6_K, RT_Q8_0};
+    enum { NT = sizeof ts / sizeof ts[0] };
     static const int ns[5] = {1, 2, 4, 8, 16};
     static const sk_shape shp[3] = {
         {"llama-8b", "qkv", 6144, 4096, 0}, {"llama-8b", "gate_up", 28672, 4096, 1}, {"llama-8b", "down", 4096, 14336, 0}};
-    static double us[2][3][5][2];
+    static double us[NT][3][5][2];
     rt_backend_params p = rt_backend_params_default();
     for (int on = 0; on < 2; on++) {
         setenv("VLLM_CUDA_SKINNY_QUANT", on ? "1" : "0", 1);
         rt_backend_free(g_gpu);
         g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
         assert_non_null(g_gpu);
-        for (int ti = 0; ti < 2; ti++)
+        for (int ti = 0; ti < NT; ti++)
             for (int i = 0; i < 3; i++) {
                 const sk_shape *sh = &shp[i];
                 const size_t rb = rt_dtype_row_bytes(ts[ti], sh->in);
@@ -524,7 +525,7 @@ static void test_skinny_quant_speed(void **st) {
     rt_backend_free(g_gpu);
     g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
     assert_non_null(g_gpu);
-    for (int ti = 0; ti < 2; ti++)
+    for (int ti = 0; ti < NT; ti++)
         for (int i = 0; i < 3; i++) {
             const double gb = (double)rt_dtype_row_bytes(ts[ti], shp[i].in) * (double)shp[i].out * 1e-9;
             for (int k = 0; k < 5; k++)
