@@ -14,6 +14,7 @@
  *  - larger n (prefill): cuBLAS, in cuda_gemm.cu.
  */
 #include "backends/cuda/cuda_dequant.cuh"
+#include "backends/cuda/cuda_gemv.cuh"
 #include "backends/cuda/cuda_internal.h"
 
 #include <limits.h>
@@ -21,23 +22,6 @@
 #define GEMV_WARPS 4
 
 bool cuda_matmul_supports(rt_dtype w) { return cuda_has_decoder(w); }
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* Finish a GEMV row: reduce the per-lane partial sums, add bias, store. */
-__device__ __forceinline__ void gemv_store(float *acc, int n, int64_t r, float *y, int64_t y_ld,
-                                           const float *bias) {
-    float b = bias ? bias[r] : 0.0f;
-#pragma unroll
-    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
-        if (t >= n) break;
-        float s = warp_sum(acc[t]);
-        if ((threadIdx.x & 31) == 0) y[t * y_ld + r] = s + b;
-    }
-}
 
 template <rt_dtype T>
 __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, int64_t x_ld, float *y,
@@ -65,7 +49,6 @@ __global__ void k_gemv_plain(const char *w, int64_t w_stride, const float *x, in
  * few rows (a decode layer of a small model has 1-3k), where one warp per
  * row leaves most of the GPU idle and far too few loads in flight; KS is
  * chosen from the shape only, so a row's result does not depend on n. */
-#define GEMV_BLOCK 256
 
 /* acc[t] += w[8 values] . x_t[8c .. 8c+7] for the n <= CUDA_GEMV_MAX_N token rows. */
 template <bool VX>
@@ -85,34 +68,6 @@ __device__ __forceinline__ void gemv_fma8(float *acc, const float *wv, const flo
             for (int e = 0; e < 8; e++) s += wv[e] * xs[e];
         }
         acc[t] += s;
-    }
-}
-
-/* Each warp's lanes summed per token into part[warp][t]; then the block
- * sees every warp's sums. */
-__device__ __forceinline__ void gemv_warp_partials(const float *acc, int n, float (*part)[CUDA_GEMV_MAX_N]) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-    for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
-        if (t >= n) break;
-        float s = warp_sum(acc[t]);
-        if (lane == 0) part[warp][t] = s;
-    }
-    __syncthreads();
-}
-
-/* Reduce the lanes, then the KS warps of each row; store y (+ bias). */
-template <int KS>
-__device__ __forceinline__ void gemv_finish(float *acc, int n, int64_t r, int64_t out, float *y, int64_t y_ld,
-                                            const float *bias) {
-    __shared__ float part[GEMV_BLOCK / 32][CUDA_GEMV_MAX_N];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    gemv_warp_partials(acc, n, part);
-    if (warp % KS == 0 && lane < n && r < out) {
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KS; k++) s += part[warp + k][lane];
-        y[lane * y_ld + r] = s + (bias ? bias[r] : 0.0f);
     }
 }
 
@@ -194,26 +149,6 @@ template <rt_dtype T, int U>
 __device__ __forceinline__ void gemv_load_round(uint4 *p, const uint4 *wr, int64_t c, int64_t step, int64_t nc) {
 #pragma unroll
     for (int u = 0; u < U; u++) p[u] = c + u * step < nc ? cuda_ld_stream16(wr + c + u * step) : make_uint4(0, 0, 0, 0);
-}
-
-/* GLU epilogue (MATMUL_GLU): w = [Wg; Wu] with `out` = 2f rows; the KS-warp
- * slots of a block go in pairs, slot 2i on gate row p and 2i+1 on up row
- * f + p, and the pair's first warp writes y[t, p] = act(gate) * up. */
-template <int KS>
-__device__ __forceinline__ void gemv_finish_glu(float *acc, int n, int64_t p, int64_t f, float *y, int64_t y_ld,
-                                                int act) {
-    __shared__ float part[GEMV_BLOCK / 32][CUDA_GEMV_MAX_N];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    gemv_warp_partials(acc, n, part);
-    if (warp % (2 * KS) == 0 && lane < n && p < f) {
-        float g = 0.0f, u = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KS; k++) {
-            g += part[warp + k][lane];
-            u += part[warp + KS + k][lane];
-        }
-        y[lane * y_ld + p] = cuda_glu_act(act, g) * u;
-    }
 }
 
 template <rt_dtype T, int KS, int U, bool GLU>
@@ -471,12 +406,14 @@ extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
      * them (VLLM_CUDA_SKINNY_F32X; cuda_skinny_fits) */
     if (cuda_skinny_fits(c, w, xd, RT_F32, x_ld, in, n, RT_F32, false))
         return cuda_skinny_matmul(c, w, xd, RT_F32, x_ld, yd, RT_F32, y_ld, bd, out, in, (int)n);
+    if (cuda_gemv_q_fits(c, w, xd, x_ld, n)) /* GGUF blocks: cuda_gemv_q.cu */
+        return cuda_gemv_q(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n, false, 0);
     if (n <= CUDA_GEMV_MAX_N) return gemv(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n);
     return cuda_gemm(c, w, xd, RT_F32, x_ld, yd, y_ld, bd, out, in, n);
 }
 
 /* MATMUL_GLU: decode (n <= CUDA_GEMV_MAX_N, aligned f16/bf16 rows, GEMV
- * variant > 0) in one GEMV with the GLU in its epilogue (KS <= 4 so a block
+ * variant > 0; or GGUF blocks, cuda_gemv_q.cu) in one GEMV with the GLU in its epilogue (KS <= 4 so a block
  * holds a gate/up pair of row slots); otherwise MATMUL into the scratch and
  * GLU of its halves. */
 extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
@@ -495,6 +432,10 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
     if (vx && cuda_skinny_fits(c, w, x->data, RT_F32, (int64_t)xs / 4, in, n, RT_F32, true) && cuda_enter(c) == 0)
         return cuda_skinny_glu(c, w, x->data, RT_F32, (int64_t)xs / 4, dst->data, RT_F32, (int64_t)ys / 4, f, in, (int)n,
                                a->p.glu.act);
+    if (vx && out % 2 == 0 && cuda_gemv_q_fits(c, w, (const float *)x->data, (int64_t)xs / 4, n) &&
+        in % rt_dtype_info(w->dtype)->block_elems == 0 && cuda_enter(c) == 0) /* GGUF blocks: cuda_gemv_q.cu */
+        return cuda_gemv_q(c, w, (const float *)x->data, (int64_t)xs / 4, (float *)dst->data, (int64_t)ys / 4, NULL,
+                           out, in, (int)n, true, a->p.glu.act);
     bool fused = vx && n >= 1 && n <= CUDA_GEMV_MAX_N && (w->dtype == RT_F16 || w->dtype == RT_BF16) &&
                  in % 8 == 0 && w->stride[1] == 2 && w->stride[0] % 16 == 0 && ((uintptr_t)wd & 15) == 0 &&
                  out <= INT_MAX && in <= INT_MAX && cuda_enter(c) == 0 && gemv_variant(c) != 0;

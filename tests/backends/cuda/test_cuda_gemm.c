@@ -296,6 +296,66 @@ static void test_skinny_quant(void **st) {
     g_gpu = gpu;
 }
 
+/* The decode GEMV over GGUF block weights (cuda_gemv_q.cu, the default):
+ * MATMUL (with and without bias) and MATMUL_GLU of 1, 3 and 8 f32 x rows
+ * for every format with a device decoder, against a double reference over
+ * the dequantized weights, within 5e-5 normalised. Rows long enough for
+ * several segments and split over several warps (in = 8352 / 9472), short
+ * rows, and rows that are not 16-byte multiples (Q4_0 in 160: 90 bytes,
+ * Q6_K in 1024: 840) whose loads start below the row. */
+static void test_gemv_quant(void **st) {
+    (void)st;
+    NEED_GPU();
+    static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_1, RT_Q8_0, RT_Q4_K, RT_Q5_K, RT_Q6_K};
+    static const struct { int64_t n, out; int glu, bias, big; } cs[] = {
+        {1, 40, 0, 1, 1}, {3, 100, 0, 0, 0}, {8, 48, 0, 1, 1}, {1, 64, 1, 0, 1}, {3, 36, 1, 0, 0}, {8, 200, 1, 0, 1},
+        {1, 4100, 0, 0, 0},
+    };
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+        const rt_dtype t = ts[ti];
+        const int kq = rt_dtype_info(t)->block_elems == 256;
+        for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+            const int64_t in = cs[k].big ? (kq ? 9472 : 8352) : (kq ? 1024 : 160);
+            const int64_t n = cs[k].n, out = cs[k].out, f = out / 2, yo = cs[k].glu ? f : out;
+            void *w = rand_rows(t, out, in, 1.0f, rnd);
+            float *wf = xmalloc((size_t)(out * in) * 4), *xf = xmalloc((size_t)(n * in) * 4);
+            float *b = xmalloc((size_t)out * 4), *got = xmalloc((size_t)(n * yo) * 4);
+            double *ref = xmalloc((size_t)(n * yo) * 8);
+            const size_t rb = rt_dtype_row_bytes(t, in);
+            for (int64_t r = 0; r < out; r++) rt_dequant_row(t, (char *)w + r * rb, wf + r * in, in);
+            for (int64_t i = 0; i < n * in; i++) xf[i] = rnd();
+            for (int64_t i = 0; i < out; i++) b[i] = 0.5f * rnd();
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t r = 0; r < yo; r++) {
+                    if (cs[k].glu) {
+                        double g = skq_dot(wf + r * in, xf + i * in, in), u = skq_dot(wf + (f + r) * in, xf + i * in, in);
+                        ref[i * yo + r] = g / (1.0 + exp(-g)) * u;
+                    } else {
+                        ref[i * yo + r] = skq_dot(wf + r * in, xf + i * in, in) + (cs[k].bias ? b[r] : 0.0);
+                    }
+                }
+            int64_t sw[2] = {out, in}, sx[2] = {n, in}, sy[2] = {n, yo}, sb[1] = {out}, ss[2] = {n, out};
+            rt_tensor dw = up(w, t, 2, sw), dx = up(xf, RT_F32, 2, sx), db = up(b, RT_F32, 1, sb);
+            rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, sy), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+            if (cs[k].glu) assert_int_equal(rt_matmul_glu(g_gpu, &dy, &dx, &dw, RT_ACT_SILU, &ds), VC_OK);
+            else assert_int_equal(rt_matmul(g_gpu, &dy, &dx, &dw, cs[k].bias ? &db : NULL), VC_OK);
+            down(got, &dy);
+            double e = 0.0, m = 1e-30;
+            for (int64_t i = 0; i < n * yo; i++) {
+                e = fmax(e, fabs(got[i] - ref[i]));
+                m = fmax(m, fabs(ref[i]));
+            }
+            e /= m;
+            print_message("gemv %s, %s, n=%lld in=%lld out=%lld: %.2e\n", rt_dtype_name(t),
+                          cs[k].glu ? "glu" : cs[k].bias ? "matmul+bias" : "matmul", (long long)n, (long long)in,
+                          (long long)out, e);
+            assert_true(e <= 5e-5);
+            drop(&dw), drop(&dx), drop(&db), drop(&dy), drop(&ds);
+            free(w), free(wf), free(xf), free(b), free(got), free(ref);
+        }
+    }
+}
+
 static void test_act_dtype(void **st) {
     (void)st;
     NEED_GPU();
@@ -469,11 +529,13 @@ static void test_skinny_speed(void **st) {
 }
 
 /* test_skinny_quant_speed (skipped when VLLM_CUDA_SPEED=0): the 8B's decode
- * matmuls (QKV, gate|up + GLU, down) in Q4_0, Q4_K, Q6_K and Q8_0 at n = 1..16 rows,
- * graph-timed as test_skinny_speed: "skinny" (VLLM_CUDA_SKINNY_QUANT=1, bf16
- * x) against what the backend did before (f32 x into the GEMV to 8 rows,
- * bf16 x into cuBLAS over a dequantized copy at 16, timed eager: it
- * allocates the copy per call, which a graph cannot record). One row repeated as
+ * matmuls (QKV, gate|up + GLU, down) in Q4_0, Q4_K, Q6_K and Q8_0 at n =
+ * 1..16 rows, graph-timed as test_skinny_speed, three backends: the
+ * default (cuda_gemv_q.cu on f32 x to 8 rows, cuBLAS over a dequantized
+ * copy at 16), "old" (VLLM_CUDA_GEMV_Q=0: k_gemv_quant, and MATMUL_GLU over
+ * the dequantized copy at every n) and "skinny" (VLLM_CUDA_SKINNY_QUANT=1:
+ * bf16 x from 2 rows). Paths that dequantize allocate a copy per call,
+ * which a graph cannot record: those are timed eager. One row repeated as
  * the weights (the speed does not depend on the values). */
 static void test_skinny_quant_speed(void **st) {
     (void)st;
@@ -481,14 +543,16 @@ static void test_skinny_quant_speed(void **st) {
     const char *e = getenv("VLLM_CUDA_SPEED");
     if (e && !strcmp(e, "0")) skip();
     static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_K, RT_Q6_K, RT_Q8_0};
-    enum { NT = sizeof ts / sizeof ts[0] };
+    enum { NT = sizeof ts / sizeof ts[0], NC = 3 };
+    static const char *cname[NC] = {"default", "old", "skinny"};
     static const int ns[5] = {1, 2, 4, 8, 16};
     static const sk_shape shp[3] = {
         {"llama-8b", "qkv", 6144, 4096, 0}, {"llama-8b", "gate_up", 28672, 4096, 1}, {"llama-8b", "down", 4096, 14336, 0}};
-    static double us[NT][3][5][2];
+    static double us[NT][3][5][NC];
     rt_backend_params p = rt_backend_params_default();
-    for (int on = 0; on < 2; on++) {
-        setenv("VLLM_CUDA_SKINNY_QUANT", on ? "1" : "0", 1);
+    for (int cf = 0; cf < NC; cf++) {
+        setenv("VLLM_CUDA_GEMV_Q", cf == 1 ? "0" : "", 1);
+        setenv("VLLM_CUDA_SKINNY_QUANT", cf == 2 ? "1" : "0", 1);
         rt_backend_free(g_gpu);
         g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
         assert_non_null(g_gpu);
@@ -511,16 +575,17 @@ static void test_skinny_quant_speed(void **st) {
                 rt_tensor yf = rt_tensor_alloc(g_gpu, RT_F32, 2, sy), yb = rt_tensor_alloc(g_gpu, RT_BF16, 2, sy);
                 rt_tensor sc = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
                 for (int k = 0; k < 5; k++) {
-                    const int n = ns[k], bx = n > 1 && (on || n > 8); /* bf16 rows, as the backend would ask */
+                    const int n = ns[k], bx = n > 1 && (cf == 2 || n > 8); /* bf16 rows, as the backend would ask */
                     rt_tensor xv = rt_tensor_slice0(bx ? &xb : &x32, 0, n);
                     rt_tensor yv = rt_tensor_slice0(sh->glu && bx ? &yb : &yf, 0, n), sv = rt_tensor_slice0(&sc, 0, n);
-                    /* cuBLAS over quantized W dequantizes into a fresh copy per call: eager */
-                    us[ti][i][k][on] = sk_time_x(sh->glu, &yv, &xv, &w, &sv, !on && n > 8);
+                    const int eager = (n > 8 && cf != 2) || (cf == 1 && sh->glu);
+                    us[ti][i][k][cf] = sk_time_x(sh->glu, &yv, &xv, &w, &sv, eager);
                 }
                 drop(&w), drop(&xb), drop(&x32), drop(&yf), drop(&yb), drop(&sc);
                 free(row), free(wh), free(xh), free(xf);
             }
     }
+    unsetenv("VLLM_CUDA_GEMV_Q");
     unsetenv("VLLM_CUDA_SKINNY_QUANT");
     rt_backend_free(g_gpu);
     g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
@@ -528,11 +593,14 @@ static void test_skinny_quant_speed(void **st) {
     for (int ti = 0; ti < NT; ti++)
         for (int i = 0; i < 3; i++) {
             const double gb = (double)rt_dtype_row_bytes(ts[ti], shp[i].in) * (double)shp[i].out * 1e-9;
-            for (int k = 0; k < 5; k++)
-                print_message("speed: skinny-quant %s llama-8b %-7s n=%2d: before %7.1f us %5.0f GB/s; skinny %7.1f us "
-                              "%5.0f GB/s\n",
-                              rt_dtype_name(ts[ti]), shp[i].name, ns[k], us[ti][i][k][0], gb / (us[ti][i][k][0] * 1e-6),
-                              us[ti][i][k][1], gb / (us[ti][i][k][1] * 1e-6));
+            for (int k = 0; k < 5; k++) {
+                char line[256];
+                int o = 0;
+                for (int cf = 0; cf < NC; cf++)
+                    o += snprintf(line + o, sizeof line - (size_t)o, " %s %7.1f us %5.0f GB/s;", cname[cf],
+                                  us[ti][i][k][cf], gb / (us[ti][i][k][cf] * 1e-6));
+                print_message("speed: quant %s llama-8b %-7s n=%2d:%s\n", rt_dtype_name(ts[ti]), shp[i].name, ns[k], line);
+            }
         }
 }
 
@@ -548,7 +616,7 @@ static int teardown(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_bf16_x), cmocka_unit_test(test_matmul_glu_bf16),
-                                       cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_f32x), cmocka_unit_test(test_skinny_quant),
+                                       cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_f32x), cmocka_unit_test(test_skinny_quant), cmocka_unit_test(test_gemv_quant),
                                        cmocka_unit_test(test_skinny_speed), cmocka_unit_test(test_skinny_quant_speed)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
