@@ -17,11 +17,13 @@
  * segments of GQ_SEG super-units (~2 KB): the segment's bytes, from the
  * 16-byte boundary at or below its start, come in as NV 16-byte loads per
  * lane (coalesced, around L1), go to the warp's slice of shared memory, and
- * the lanes decode 32-value units from there (dq_unit: the CPU's exact
+ * the lanes decode 8-value groups from there (dq_span: the CPU's exact
  * arithmetic) while the next segment's loads are in flight; the first
  * segment is requested before the PDL wait (weights do not depend on the
- * kernel before). Lane l takes units l, l + 32, .. of a segment and dots
- * each with the x rows (float4 loads, L1 hits).
+ * kernel before). Lane l takes groups l, l + 32, .. of a segment and dots
+ * each with the x rows: a warp's x loads are 1 KB contiguous per row (a
+ * whole 32-value unit per lane made them 32 lines per load: 2x slower
+ * than the old kernel, session 11).
  *
  * Reads may run up to 15 bytes past a row's last block into the next row or
  * the allocation's tail (device allocations are 256-byte multiples); those
@@ -29,38 +31,11 @@
  * (not on n). VLLM_CUDA_GEMV_Q=0: the older kernels (A/B).
  */
 #include "backends/cuda/cuda_dequant.cuh"
-#include "backends/cuda/cuda_gemv.cuh"
+#include "backends/cuda/cuda_gemv_q.cuh"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Values per super-unit (SV), its bytes (SB), super-units per segment (SEG). */
-template <rt_dtype T> struct gq_fmt;
-template <> struct gq_fmt<RT_Q4_0> { enum { SV = 32, SB = 18, SEG = 128 }; };
-template <> struct gq_fmt<RT_Q4_1> { enum { SV = 32, SB = 20, SEG = 96 }; };
-template <> struct gq_fmt<RT_Q8_0> { enum { SV = 32, SB = 34, SEG = 64 }; };
-template <> struct gq_fmt<RT_Q4_K> { enum { SV = 256, SB = 144, SEG = 16 }; };
-template <> struct gq_fmt<RT_Q5_K> { enum { SV = 256, SB = 176, SEG = 12 }; };
-template <> struct gq_fmt<RT_Q6_K> { enum { SV = 256, SB = 210, SEG = 8 }; };
-
-/* 16-byte vectors per lane for a segment: SEG * SB bytes plus up to 15 of
- * alignment, and one more vector for a straddled end. */
-template <rt_dtype T> __host__ __device__ constexpr int gq_nv() { return ((gq_fmt<T>::SEG * gq_fmt<T>::SB + 30) / 16 + 31) / 32; }
-
-/* Request m super-units of a row from super-unit s: the vectors from the
- * 16-byte boundary at or below their first byte. */
-template <rt_dtype T>
-__device__ __forceinline__ void gq_load(uint4 *q, const char *row, int64_t s, int64_t m, int lane) {
-    constexpr int NV = gq_nv<T>();
-    const uintptr_t a = (uintptr_t)(row + s * gq_fmt<T>::SB), a0 = a & ~(uintptr_t)15;
-    const int nvec = (int)((a + (uintptr_t)m * gq_fmt<T>::SB - a0 + 15) / 16);
-#pragma unroll
-    for (int j = 0; j < NV; j++) {
-        const int i = lane + 32 * j;
-        q[j] = i < nvec ? cuda_ld_stream16((const uint4 *)a0 + i) : make_uint4(0, 0, 0, 0);
-    }
-}
 
 template <rt_dtype T, int KS, bool GLU>
 __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_q(const char *w, int64_t ws, const float *x, int64_t x_ld,
@@ -90,22 +65,19 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_q(const char *w, int64_t ws
             __syncwarp();
             if (sn < s1) gq_load<T>(q, row, sn, s1 - sn < F::SEG ? s1 - sn : F::SEG, lane);
             const uint8_t *sb = (const uint8_t *)buf + off;
-            const int nu = (int)m * (F::SV / 32);
+            const int ng = (int)m * (F::SV / 8);
             const float *xs = x + s * F::SV;
-            for (int u = lane; u < nu; u += 32) {
-                float v[32];
-                dq_unit<T>(sb, u, v);
+#pragma unroll 4
+            for (int c = lane; c < ng; c += 32) { /* consecutive lanes: consecutive 8-value groups (x coalesced) */
+                float v[8];
+                dq_span<T, 8>(sb, c >> 2, (c & 3) * 8, v);
 #pragma unroll
                 for (int t = 0; t < CUDA_GEMV_MAX_N; t++) {
                     if (t >= n) break;
-                    const float4 *xv = (const float4 *)(xs + t * x_ld + u * 32);
-                    float a = 0.0f;
-#pragma unroll
-                    for (int e = 0; e < 8; e++) {
-                        const float4 xe = __ldg(xv + e);
-                        a += v[4 * e] * xe.x + v[4 * e + 1] * xe.y + v[4 * e + 2] * xe.z + v[4 * e + 3] * xe.w;
-                    }
-                    acc[t] += a;
+                    const float4 *xv = (const float4 *)(xs + t * x_ld + c * 8);
+                    const float4 a = __ldg(xv), b = __ldg(xv + 1);
+                    acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z +
+                              v[7] * b.w;
                 }
             }
             s = sn;

@@ -149,6 +149,7 @@ typedef struct {
     int skinny_f32x; /* cuda_skinny.cu: takes f32 x rows too (VLLM_CUDA_SKINNY_F32X=0: not) */
     int skinny_quant; /* cuda_skinny_q.cu: GGUF block W too (VLLM_CUDA_SKINNY_QUANT) */
     int gemv_q; /* cuda_gemv_q.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_Q=0), 2 on */
+    int gemv_d4; /* cuda_gemv_d4.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_D4=0), 2 on */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;
@@ -310,6 +311,11 @@ bool cuda_skinny_quant_on(cuda_ctx *c);
 bool cuda_gemv_q_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, int64_t n);
 int cuda_gemv_q(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act);
+/* cuda_gemv_d4.cu: the same on dp4a with x quantized to 8 bits per 32
+ * values, 1..4 rows (and cuda_gemv_q_fits); default on. */
+bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, int64_t n);
+int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act);
 /* Whether the skinny kernel is on at all (VLLM_CUDA_SKINNY != 0). */
 bool cuda_skinny_on(cuda_ctx *c);
 int cuda_skinny_q_run(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, int64_t y_ld,

@@ -406,6 +406,8 @@ extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
      * them (VLLM_CUDA_SKINNY_F32X; cuda_skinny_fits) */
     if (cuda_skinny_fits(c, w, xd, RT_F32, x_ld, in, n, RT_F32, false))
         return cuda_skinny_matmul(c, w, xd, RT_F32, x_ld, yd, RT_F32, y_ld, bd, out, in, (int)n);
+    if (cuda_gemv_d4_fits(c, w, xd, x_ld, n)) /* GGUF blocks, 1..4 rows: cuda_gemv_d4.cu */
+        return cuda_gemv_d4(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n, false, 0);
     if (cuda_gemv_q_fits(c, w, xd, x_ld, n)) /* GGUF blocks: cuda_gemv_q.cu */
         return cuda_gemv_q(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n, false, 0);
     if (n <= CUDA_GEMV_MAX_N) return gemv(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n);
@@ -433,9 +435,13 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
         return cuda_skinny_glu(c, w, x->data, RT_F32, (int64_t)xs / 4, dst->data, RT_F32, (int64_t)ys / 4, f, in, (int)n,
                                a->p.glu.act);
     if (vx && out % 2 == 0 && cuda_gemv_q_fits(c, w, (const float *)x->data, (int64_t)xs / 4, n) &&
-        in % rt_dtype_info(w->dtype)->block_elems == 0 && cuda_enter(c) == 0) /* GGUF blocks: cuda_gemv_q.cu */
-        return cuda_gemv_q(c, w, (const float *)x->data, (int64_t)xs / 4, (float *)dst->data, (int64_t)ys / 4, NULL,
-                           out, in, (int)n, true, a->p.glu.act);
+        in % rt_dtype_info(w->dtype)->block_elems == 0 && cuda_enter(c) == 0) { /* GGUF blocks */
+        const float *xd = (const float *)x->data;
+        float *yd = (float *)dst->data;
+        if (cuda_gemv_d4_fits(c, w, xd, (int64_t)xs / 4, n)) /* 1..4 rows: cuda_gemv_d4.cu */
+            return cuda_gemv_d4(c, w, xd, (int64_t)xs / 4, yd, (int64_t)ys / 4, NULL, out, in, (int)n, true, a->p.glu.act);
+        return cuda_gemv_q(c, w, xd, (int64_t)xs / 4, yd, (int64_t)ys / 4, NULL, out, in, (int)n, true, a->p.glu.act);
+    }
     bool fused = vx && n >= 1 && n <= CUDA_GEMV_MAX_N && (w->dtype == RT_F16 || w->dtype == RT_BF16) &&
                  in % 8 == 0 && w->stride[1] == 2 && w->stride[0] % 16 == 0 && ((uintptr_t)wd & 15) == 0 &&
                  out <= INT_MAX && in <= INT_MAX && cuda_enter(c) == 0 && gemv_variant(c) != 0;

@@ -1,0 +1,264 @@
+/* cuda_gemv_d4 — the decode GEMV over GGUF block weights on integer dot
+ * products (dp4a): MATMUL and MATMUL_GLU of 1..GD4_MAX_N f32 x rows over
+ * Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K.
+ *
+ * Why: decoding every weight to f32 (cuda_gemv_q.cu, k_gemv_quant) costs
+ * ~5 instructions a value, and those kernels ran at ~1.3 G values per ms
+ * whatever the format (8B shapes, session 11: Q4_0 0.7 TB/s, Q8_0 1.4,
+ * bf16's GEMV 3.4). Here x is quantized to 8 bits per 32 values (as the
+ * CPU backend and llama.cpp do for quantized weights), and each 4 weight
+ * values meet 4 x values in one dp4a; the format's scales apply once per
+ * 16 or 32 values.
+ *
+ * Grid: persistent, at most GD4_CPS blocks per SM. Each block first
+ * quantizes the x rows into shared memory (per 32 values: d = amax / 127,
+ * int8 q = round(x / d), and the sums of q per 16 values for the formats'
+ * offsets and minimums), then each warp takes whole rows (MATMUL_GLU: the
+ * gate row p and the up row f + p, in turn) = gw, gw + warps, ... and walks
+ * each row in segments of GQ_SEG super-units as cuda_gemv_q.cu does (16-byte
+ * loads from the 16-byte boundary below, staged in the warp's shared
+ * memory, the next segment in flight, across row ends too; the first before
+ * the PDL wait). Lane l takes 32-value units l, l + 32, .. of a segment.
+ * One warp per row: no block-wide reduce; the sum order depends on the
+ * shape only. VLLM_CUDA_GEMV_D4=0: cuda_gemv_q.cu instead (A/B).
+ */
+#include "backends/cuda/cuda_dequant.cuh"
+#include "backends/cuda/cuda_gemv_q.cuh"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GD4_WARPS 8
+#define GD4_MAX_N 4
+#define GD4_CPS 2             /* blocks per SM */
+#define GD4_SMEM (200 << 10)  /* the most dynamic shared memory a block asks for */
+
+/* x of one row at one 32-value unit: 8 words of int8, its scale, and the
+ * sums of its two 16-value halves. */
+struct gd4_x {
+    int q[8];
+    float d;
+    int s0, s1;
+};
+
+/* An unaligned (2-byte aligned) 32-bit word of shared memory. */
+__device__ __forceinline__ int gd4_w2(const uint8_t *p) {
+    const uint16_t *h = (const uint16_t *)p;
+    return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
+}
+__device__ __forceinline__ int gd4_w4(const uint8_t *p) { return *(const int *)p; }
+
+/* sum over unit u (32 values, from segment base b) of w * x, for one x row. */
+template <rt_dtype T> __device__ __forceinline__ float gd4_unit(const uint8_t *b, int u, const gd4_x &x);
+
+template <> __device__ __forceinline__ float gd4_unit<RT_Q4_0>(const uint8_t *b, int u, const gd4_x &x) {
+    const uint8_t *k = b + u * 18;
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int w = gd4_w2(k + 2 + 4 * i);
+        s = __dp4a(w & 0x0F0F0F0F, x.q[i], s);
+        s = __dp4a((w >> 4) & 0x0F0F0F0F, x.q[4 + i], s);
+    }
+    return cuda_h2f(k) * x.d * (float)(s - 8 * (x.s0 + x.s1));
+}
+
+template <> __device__ __forceinline__ float gd4_unit<RT_Q4_1>(const uint8_t *b, int u, const gd4_x &x) {
+    const uint8_t *k = b + u * 20;
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int w = gd4_w4(k + 4 + 4 * i);
+        s = __dp4a(w & 0x0F0F0F0F, x.q[i], s);
+        s = __dp4a((w >> 4) & 0x0F0F0F0F, x.q[4 + i], s);
+    }
+    return x.d * (cuda_h2f(k) * (float)s + cuda_h2f(k + 2) * (float)(x.s0 + x.s1));
+}
+
+template <> __device__ __forceinline__ float gd4_unit<RT_Q8_0>(const uint8_t *b, int u, const gd4_x &x) {
+    const uint8_t *k = b + u * 34;
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) s = __dp4a(gd4_w2(k + 2 + 4 * i), x.q[i], s);
+    return cuda_h2f(k) * x.d * (float)s;
+}
+
+template <> __device__ __forceinline__ float gd4_unit<RT_Q4_K>(const uint8_t *b, int u, const gd4_x &x) {
+    const uint8_t *k = b + (u >> 3) * 144;
+    const int j = u & 7, sh = 4 * (j & 1);
+    int sc, m;
+    cuda_q4k_sm(j, k + 4, sc, m);
+    const uint8_t *qs = k + 16 + 32 * (j >> 1);
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) s = __dp4a((gd4_w4(qs + 4 * i) >> sh) & 0x0F0F0F0F, x.q[i], s);
+    return x.d * (cuda_h2f(k) * (float)(sc * s) - cuda_h2f(k + 2) * (float)(m * (x.s0 + x.s1)));
+}
+
+template <> __device__ __forceinline__ float gd4_unit<RT_Q5_K>(const uint8_t *b, int u, const gd4_x &x) {
+    const uint8_t *k = b + (u >> 3) * 176;
+    const int j = u & 7, sh = 4 * (j & 1);
+    int sc, m;
+    cuda_q4k_sm(j, k + 4, sc, m);
+    const uint8_t *qh = k + 16, *qs = k + 48 + 32 * (j >> 1);
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int lo = (gd4_w4(qs + 4 * i) >> sh) & 0x0F0F0F0F, hi = ((gd4_w4(qh + 4 * i) >> j) & 0x01010101) << 4;
+        s = __dp4a(lo | hi, x.q[i], s);
+    }
+    return x.d * (cuda_h2f(k) * (float)(sc * s) - cuda_h2f(k + 2) * (float)(m * (x.s0 + x.s1)));
+}
+
+template <> __device__ __forceinline__ float gd4_unit<RT_Q6_K>(const uint8_t *b, int u, const gd4_x &x) {
+    const uint8_t *k = b + (u >> 3) * 210;
+    const int j = u & 7, h = j >> 2, kk = j & 3, shl = kk < 2 ? 0 : 4, shh = 2 * kk;
+    const uint8_t *ql = k + 64 * h + 32 * (kk & 1), *qh = k + 128 + 32 * h;
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int v = ((gd4_w2(ql + 4 * i) >> shl) & 0x0F0F0F0F) | (((gd4_w2(qh + 4 * i) >> shh) & 0x03030303) << 4);
+        if (i < 4) s0 = __dp4a(v, x.q[i], s0);
+        else s1 = __dp4a(v, x.q[i], s1);
+    }
+    const int8_t *sc = (const int8_t *)(k + 192) + 8 * h + 2 * kk;
+    return cuda_h2f(k + 208) * x.d * (float)(sc[0] * (s0 - 32 * x.s0) + sc[1] * (s1 - 32 * x.s1));
+}
+
+/* Shared memory of a launch: the warps' W stages, then x as int8 [n][in],
+ * scales [n][in / 32], sums [n][in / 16]. */
+template <rt_dtype T> static size_t gd4_smem(int64_t n, int64_t in) {
+    return (size_t)GD4_WARPS * gq_nv<T>() * 512 + (size_t)(n * in) + (size_t)(n * in / 32) * 4 + (size_t)(n * in / 16) * 4;
+}
+
+template <rt_dtype T, bool GLU>
+__global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64_t ws, const float *x, int64_t x_ld,
+                                                            float *y, int64_t y_ld, const float *bias, int64_t out,
+                                                            int64_t in, int n, int act) {
+    using F = gq_fmt<T>;
+    constexpr int NV = gq_nv<T>();
+    extern __shared__ uint4 gd4_sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    uint4 *wbuf = gd4_sm + warp * NV * 32;
+    int8_t *xq = (int8_t *)(gd4_sm + GD4_WARPS * NV * 32);
+    float *xd = (float *)(xq + n * in);
+    int *xs = (int *)(xd + n * in / 32);
+    const int64_t f = out / 2, P = GLU ? f : out, nsu = in / F::SV, nseg = (nsu + F::SEG - 1) / F::SEG;
+    const int64_t gw = (int64_t)blockIdx.x * GD4_WARPS + warp, nw = (int64_t)gridDim.x * GD4_WARPS;
+    const int H = GLU ? 2 : 1;
+    const int64_t nit = (gw < P ? (P - gw + nw - 1) / nw : 0) * H * nseg;
+    /* item it: row p = gw + (it / (H nseg)) nw, half (it / nseg) % H, segment it % nseg */
+    auto row_of = [&](int64_t it) {
+        const int64_t p = gw + it / (H * nseg) * nw, r = GLU && (it / nseg) % H ? p + f : p;
+        return w + r * ws;
+    };
+    auto seg_len = [&](int64_t sg) { return nsu - sg * F::SEG < F::SEG ? nsu - sg * F::SEG : (int64_t)F::SEG; };
+    uint4 q[NV];
+    if (nit > 0) gq_load<T>(q, row_of(0), 0, seg_len(0), lane);
+    CUDA_PDL_ENTER();
+    /* x rows -> int8 per 32 values, one unit per warp at a time */
+    const int64_t upr = in / 32;
+    for (int64_t uu = warp; uu < n * upr; uu += GD4_WARPS) {
+        const int64_t t = uu / upr, k = uu % upr;
+        const float v = x[t * x_ld + k * 32 + lane];
+        float a = fabsf(v);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+        const int qv = a > 0.0f ? __float2int_rn(v * (127.0f / a)) : 0;
+        int s = qv;
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        xq[t * in + k * 32 + lane] = (int8_t)qv;
+        if ((lane & 15) == 0) xs[t * (in / 16) + 2 * k + (lane >> 4)] = s;
+        if (lane == 0) xd[t * upr + k] = a / 127.0f;
+    }
+    __syncthreads();
+    float acc[GD4_MAX_N] = {0}, g[GD4_MAX_N] = {0};
+    for (int64_t it = 0; it < nit; it++) {
+        const int64_t sg = it % nseg, s = sg * F::SEG, m = seg_len(sg);
+        const char *row = row_of(it);
+        const int off = (int)((uintptr_t)(row + s * F::SB) & 15);
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < NV; j++) wbuf[lane + 32 * j] = q[j];
+        __syncwarp();
+        if (it + 1 < nit) gq_load<T>(q, row_of(it + 1), ((it + 1) % nseg) * F::SEG, seg_len((it + 1) % nseg), lane);
+        const uint8_t *sb = (const uint8_t *)wbuf + off;
+        const int nu = (int)m * (F::SV / 32);
+        const int64_t u0 = s * (F::SV / 32); /* the segment's first unit in the row */
+        for (int u = lane; u < nu; u += 32) {
+#pragma unroll
+            for (int t = 0; t < GD4_MAX_N; t++) {
+                if (t >= n) break;
+                const int64_t ug = u0 + u;
+                const int4 *xw = (const int4 *)(xq + t * in + ug * 32); /* 32-byte aligned: in % 32 == 0 */
+                const int4 a = xw[0], b = xw[1];
+                const int *ss = xs + t * (in / 16) + 2 * ug;
+                const gd4_x xv = {{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, xd[t * upr + ug], ss[0], ss[1]};
+                acc[t] += gd4_unit<T>(sb, u, xv);
+            }
+        }
+        if (sg == nseg - 1) { /* the row's end */
+            const int64_t p = gw + it / (H * nseg) * nw;
+            const bool up = GLU && (it / nseg) % H;
+#pragma unroll
+            for (int t = 0; t < GD4_MAX_N; t++) {
+                if (t >= n) break;
+                const float v = warp_sum(acc[t]);
+                acc[t] = 0.0f;
+                if (GLU && !up) g[t] = v;
+                else if (lane == 0) y[t * y_ld + p] = GLU ? cuda_glu_act(act, g[t]) * v : v + (bias ? bias[p] : 0.0f);
+            }
+        }
+    }
+}
+
+bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, int64_t n) {
+    if (!c->gemv_d4) {
+        const char *e = getenv("VLLM_CUDA_GEMV_D4");
+        c->gemv_d4 = e && !strcmp(e, "0") ? 1 : 2;
+    }
+    if (c->gemv_d4 != 2 || n < 1 || n > GD4_MAX_N) return false;
+    size_t sm = 0;
+    switch (w->dtype) {
+#define X(T) case T: sm = gd4_smem<T>(n, w->shape[1]); break;
+        CUDA_FOR_QUANT(X)
+#undef X
+    default: return false;
+    }
+    return sm <= (size_t)GD4_SMEM && cuda_gemv_q_fits(c, w, x, x_ld, n);
+}
+
+template <rt_dtype T, bool GLU>
+static void gd4_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                       const float *bias, int64_t out, int64_t in, int n, int act) {
+    static bool attr;
+    if (!attr) { /* once per instance: allow GD4_SMEM of dynamic shared memory */
+        (void)cudaFuncSetAttribute(k_gemv_d4<T, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, GD4_SMEM);
+        attr = true;
+    }
+    const int64_t rows = GLU ? out / 2 : out, blocks = (rows + GD4_WARPS - 1) / GD4_WARPS;
+    const int64_t most = (int64_t)c->n_sm * GD4_CPS;
+    const unsigned grid = (unsigned)(blocks < most ? blocks : most);
+    cuda_launch(k_gemv_d4<T, GLU>, grid, GD4_WARPS * 32, gd4_smem<T>(n, in), c->stream, w, ws, x, x_ld, y, y_ld, bias,
+                out, in, n, act);
+}
+
+int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
+    const char *wd = (const char *)w->data;
+    const int64_t ws = w->stride[0];
+    switch (w->dtype) {
+#define X(T)                                                                              \
+    case T:                                                                               \
+        if (glu) gd4_launch<T, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
+        else gd4_launch<T, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);    \
+        break;
+        CUDA_FOR_QUANT(X)
+#undef X
+    default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda gemv: weight dtype %s", rt_dtype_name(w->dtype));
+    }
+    CU_LAUNCHED();
+    return VC_OK;
+}
