@@ -20,7 +20,9 @@
  * memory, the next segment in flight, across row ends too; the first before
  * the PDL wait). Lane l takes 32-value units l, l + 32, .. of a segment.
  * One warp per row: no block-wide reduce; the sum order depends on the
- * shape only. VLLM_CUDA_GEMV_D4=0: cuda_gemv_q.cu instead (A/B).
+ * shape only. VLLM_CUDA_GEMV_D4=0: cuda_gemv_q.cu instead (A/B);
+ * VLLM_CUDA_GEMV_D4_SEG=2 segments twice as long, VLLM_CUDA_GEMV_D4_CPS
+ * blocks per SM (tuning).
  */
 #include "backends/cuda/cuda_dequant.cuh"
 #include "backends/cuda/cuda_gemv_q.cuh"
@@ -33,6 +35,7 @@
 #define GD4_MAX_N 4
 #define GD4_CPS 2             /* blocks per SM */
 #define GD4_SMEM (200 << 10)  /* the most dynamic shared memory a block asks for */
+#define GD4_QU 4              /* rounds of x loads in flight while quantizing */
 
 /* x of one row at one 32-value unit: 8 words of int8, its scale, and the
  * sums of its two 16-value halves. */
@@ -128,23 +131,23 @@ template <> __device__ __forceinline__ float gd4_unit<RT_Q6_K>(const uint8_t *b,
 
 /* Shared memory of a launch: the warps' W stages, then x as int8 [n][in],
  * scales [n][in / 32], sums [n][in / 16]. */
-template <rt_dtype T> static size_t gd4_smem(int64_t n, int64_t in) {
-    return (size_t)GD4_WARPS * gq_nv<T>() * 512 + (size_t)(n * in) + (size_t)(n * in / 32) * 4 + (size_t)(n * in / 16) * 4;
+template <rt_dtype T, int M> static size_t gd4_smem(int64_t n, int64_t in) {
+    return (size_t)GD4_WARPS * gq_nv<T, M>() * 512 + (size_t)(n * in) + (size_t)(n * in / 32) * 4 + (size_t)(n * in / 16) * 4;
 }
 
-template <rt_dtype T, bool GLU>
+template <rt_dtype T, int M, bool GLU>
 __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64_t ws, const float *x, int64_t x_ld,
                                                             float *y, int64_t y_ld, const float *bias, int64_t out,
                                                             int64_t in, int n, int act) {
     using F = gq_fmt<T>;
-    constexpr int NV = gq_nv<T>();
+    constexpr int NV = gq_nv<T, M>(), SEG = M * F::SEG;
     extern __shared__ uint4 gd4_sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     uint4 *wbuf = gd4_sm + warp * NV * 32;
     int8_t *xq = (int8_t *)(gd4_sm + GD4_WARPS * NV * 32);
     float *xd = (float *)(xq + n * in);
     int *xs = (int *)(xd + n * in / 32);
-    const int64_t f = out / 2, P = GLU ? f : out, nsu = in / F::SV, nseg = (nsu + F::SEG - 1) / F::SEG;
+    const int64_t f = out / 2, P = GLU ? f : out, nsu = in / F::SV, nseg = (nsu + SEG - 1) / SEG;
     const int64_t gw = (int64_t)blockIdx.x * GD4_WARPS + warp, nw = (int64_t)gridDim.x * GD4_WARPS;
     const int H = GLU ? 2 : 1;
     const int64_t nit = (gw < P ? (P - gw + nw - 1) / nw : 0) * H * nseg;
@@ -153,37 +156,54 @@ __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64
         const int64_t p = gw + it / (H * nseg) * nw, r = GLU && (it / nseg) % H ? p + f : p;
         return w + r * ws;
     };
-    auto seg_len = [&](int64_t sg) { return nsu - sg * F::SEG < F::SEG ? nsu - sg * F::SEG : (int64_t)F::SEG; };
+    auto seg_len = [&](int64_t sg) { return nsu - sg * SEG < SEG ? nsu - sg * SEG : (int64_t)SEG; };
     uint4 q[NV];
-    if (nit > 0) gq_load<T>(q, row_of(0), 0, seg_len(0), lane);
+    if (nit > 0) gq_load<T, M>(q, row_of(0), 0, seg_len(0), lane);
     CUDA_PDL_ENTER();
-    /* x rows -> int8 per 32 values, one unit per warp at a time */
-    const int64_t upr = in / 32;
-    for (int64_t uu = warp; uu < n * upr; uu += GD4_WARPS) {
-        const int64_t t = uu / upr, k = uu % upr;
-        const float v = x[t * x_ld + k * 32 + lane];
-        float a = fabsf(v);
+    /* x rows -> int8 per 32 values: 8 lanes a unit (a float4 each), 4 units
+     * a warp, GD4_QU rounds of loads in flight (a unit at a time per warp
+     * was a chain of L2 trips: ~8 us for a row of 14336) */
+    const int upr = (int)(in / 32), nun = n * upr; /* n * in < 2^31: cuda_gemv_d4_fits */
+    const int sub = lane >> 3, l8 = lane & 7;
+    for (int base = warp * 4; base < nun; base += GD4_WARPS * 4 * GD4_QU) { /* uniform per warp (shuffles) */
+        float4 v[GD4_QU];
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-        const int qv = a > 0.0f ? __float2int_rn(v * (127.0f / a)) : 0;
-        int s = qv;
+        for (int i = 0; i < GD4_QU; i++) {
+            const int uu = base + sub + i * GD4_WARPS * 4;
+            v[i] = uu < nun ? __ldg((const float4 *)(x + (int64_t)(uu / upr) * x_ld + (int64_t)(uu % upr) * 32) + l8)
+                            : make_float4(0, 0, 0, 0);
+        }
 #pragma unroll
-        for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        xq[t * in + k * 32 + lane] = (int8_t)qv;
-        if ((lane & 15) == 0) xs[t * (in / 16) + 2 * k + (lane >> 4)] = s;
-        if (lane == 0) xd[t * upr + k] = a / 127.0f;
+        for (int i = 0; i < GD4_QU; i++) {
+            const int uu = base + sub + i * GD4_WARPS * 4, t = uu / upr, k = uu % upr;
+            float a = fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+            const float id = a > 0.0f ? 127.0f / a : 0.0f;
+            const int q0 = __float2int_rn(v[i].x * id), q1 = __float2int_rn(v[i].y * id), q2 = __float2int_rn(v[i].z * id),
+                      q3 = __float2int_rn(v[i].w * id);
+            int sm = q0 + q1 + q2 + q3;
+            sm += __shfl_xor_sync(0xffffffffu, sm, 1);
+            sm += __shfl_xor_sync(0xffffffffu, sm, 2);
+            if (uu < nun) {
+                ((int *)(xq + (int64_t)t * in + k * 32))[l8] =
+                    (int)((uint32_t)(q0 & 255) | ((uint32_t)(q1 & 255) << 8) | ((uint32_t)(q2 & 255) << 16) | ((uint32_t)q3 << 24));
+                if ((l8 & 3) == 0) xs[(int64_t)t * (in / 16) + 2 * k + (l8 >> 2)] = sm;
+                if (l8 == 0) xd[t * upr + k] = a / 127.0f;
+            }
+        }
     }
     __syncthreads();
     float acc[GD4_MAX_N] = {0}, g[GD4_MAX_N] = {0};
     for (int64_t it = 0; it < nit; it++) {
-        const int64_t sg = it % nseg, s = sg * F::SEG, m = seg_len(sg);
+        const int64_t sg = it % nseg, s = sg * SEG, m = seg_len(sg);
         const char *row = row_of(it);
         const int off = (int)((uintptr_t)(row + s * F::SB) & 15);
         __syncwarp();
 #pragma unroll
         for (int j = 0; j < NV; j++) wbuf[lane + 32 * j] = q[j];
         __syncwarp();
-        if (it + 1 < nit) gq_load<T>(q, row_of(it + 1), ((it + 1) % nseg) * F::SEG, seg_len((it + 1) % nseg), lane);
+        if (it + 1 < nit) gq_load<T, M>(q, row_of(it + 1), ((it + 1) % nseg) * SEG, seg_len((it + 1) % nseg), lane);
         const uint8_t *sb = (const uint8_t *)wbuf + off;
         const int nu = (int)m * (F::SV / 32);
         const int64_t u0 = s * (F::SV / 32); /* the segment's first unit in the row */
@@ -218,31 +238,36 @@ bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t 
     if (!c->gemv_d4) {
         const char *e = getenv("VLLM_CUDA_GEMV_D4");
         c->gemv_d4 = e && !strcmp(e, "0") ? 1 : 2;
+        e = getenv("VLLM_CUDA_GEMV_D4_SEG");
+        c->gemv_d4_seg = e && !strcmp(e, "2") ? 2 : 1;
+        e = getenv("VLLM_CUDA_GEMV_D4_CPS");
+        const int v = e && *e ? atoi(e) : GD4_CPS;
+        c->gemv_d4_cps = v >= 1 && v <= 8 ? v : GD4_CPS;
     }
     if (c->gemv_d4 != 2 || n < 1 || n > GD4_MAX_N) return false;
     size_t sm = 0;
     switch (w->dtype) {
-#define X(T) case T: sm = gd4_smem<T>(n, w->shape[1]); break;
+#define X(T) case T: sm = c->gemv_d4_seg == 2 ? gd4_smem<T, 2>(n, w->shape[1]) : gd4_smem<T, 1>(n, w->shape[1]); break;
         CUDA_FOR_QUANT(X)
 #undef X
     default: return false;
     }
-    return sm <= (size_t)GD4_SMEM && cuda_gemv_q_fits(c, w, x, x_ld, n);
+    return sm <= (size_t)GD4_SMEM && n * w->shape[1] < INT_MAX && cuda_gemv_q_fits(c, w, x, x_ld, n);
 }
 
-template <rt_dtype T, bool GLU>
+template <rt_dtype T, int M, bool GLU>
 static void gd4_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                        const float *bias, int64_t out, int64_t in, int n, int act) {
     static bool attr;
     if (!attr) { /* once per instance: allow GD4_SMEM of dynamic shared memory */
-        (void)cudaFuncSetAttribute(k_gemv_d4<T, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, GD4_SMEM);
+        (void)cudaFuncSetAttribute(k_gemv_d4<T, M, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, GD4_SMEM);
         attr = true;
     }
     const int64_t rows = GLU ? out / 2 : out, blocks = (rows + GD4_WARPS - 1) / GD4_WARPS;
-    const int64_t most = (int64_t)c->n_sm * GD4_CPS;
+    const int64_t most = (int64_t)c->n_sm * c->gemv_d4_cps;
     const unsigned grid = (unsigned)(blocks < most ? blocks : most);
-    cuda_launch(k_gemv_d4<T, GLU>, grid, GD4_WARPS * 32, gd4_smem<T>(n, in), c->stream, w, ws, x, x_ld, y, y_ld, bias,
-                out, in, n, act);
+    cuda_launch(k_gemv_d4<T, M, GLU>, grid, GD4_WARPS * 32, gd4_smem<T, M>(n, in), c->stream, w, ws, x, x_ld, y, y_ld,
+                bias, out, in, n, act);
 }
 
 int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
@@ -252,8 +277,10 @@ int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
     switch (w->dtype) {
 #define X(T)                                                                              \
     case T:                                                                               \
-        if (glu) gd4_launch<T, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
-        else gd4_launch<T, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);    \
+        if (c->gemv_d4_seg == 2 && glu) gd4_launch<T, 2, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
+        else if (c->gemv_d4_seg == 2) gd4_launch<T, 2, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act); \
+        else if (glu) gd4_launch<T, 1, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
+        else gd4_launch<T, 1, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);    \
         break;
         CUDA_FOR_QUANT(X)
 #undef X

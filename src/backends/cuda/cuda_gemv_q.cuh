@@ -15,15 +15,17 @@ template <> struct gq_fmt<RT_Q4_K> { enum { SV = 256, SB = 144, SEG = 16 }; };
 template <> struct gq_fmt<RT_Q5_K> { enum { SV = 256, SB = 176, SEG = 12 }; };
 template <> struct gq_fmt<RT_Q6_K> { enum { SV = 256, SB = 210, SEG = 8 }; };
 
-/* 16-byte vectors per lane for a segment: SEG * SB bytes plus up to 15 of
+/* 16-byte vectors per lane for a segment of M x SEG super-units: M SEG SB bytes plus up to 15 of
  * alignment, and one more vector for a straddled end. */
-template <rt_dtype T> __host__ __device__ constexpr int gq_nv() { return ((gq_fmt<T>::SEG * gq_fmt<T>::SB + 30) / 16 + 31) / 32; }
+template <rt_dtype T, int M = 1> __host__ __device__ constexpr int gq_nv() {
+    return ((M * gq_fmt<T>::SEG * gq_fmt<T>::SB + 30) / 16 + 31) / 32;
+}
 
 /* Request m super-units of a row from super-unit s: the vectors from the
  * 16-byte boundary at or below their first byte. */
-template <rt_dtype T>
+template <rt_dtype T, int M = 1>
 __device__ __forceinline__ void gq_load(uint4 *q, const char *row, int64_t s, int64_t m, int lane) {
-    constexpr int NV = gq_nv<T>();
+    constexpr int NV = gq_nv<T, M>();
     const uintptr_t a = (uintptr_t)(row + s * gq_fmt<T>::SB), a0 = a & ~(uintptr_t)15;
     const int nvec = (int)((a + (uintptr_t)m * gq_fmt<T>::SB - a0 + 15) / 16);
 #pragma unroll

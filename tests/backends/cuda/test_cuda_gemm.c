@@ -548,9 +548,10 @@ static void test_skinny_speed(void **st) {
 
 /* test_skinny_quant_speed (skipped when VLLM_CUDA_SPEED=0): the 8B's decode
  * matmuls (QKV, gate|up + GLU, down) in Q4_0, Q4_K, Q6_K and Q8_0 at n =
- * 1..16 rows, graph-timed as test_skinny_speed, four backends: the
+ * 1..16 rows, graph-timed as test_skinny_speed, seven backends: the
  * default (cuda_gemv_d4.cu to 4 rows, cuda_gemv_q.cu to 8, cuBLAS over a
- * dequantized copy at 16), "gemv-q" (VLLM_CUDA_GEMV_D4=0), "old" (VLLM_CUDA_GEMV_Q=0: k_gemv_quant, and MATMUL_GLU over
+ * dequantized copy at 16), "gemv-q" (VLLM_CUDA_GEMV_D4=0), d4 tunings
+ * (VLLM_CUDA_GEMV_D4_CPS 3 / 4, VLLM_CUDA_GEMV_D4_SEG 2), "old" (VLLM_CUDA_GEMV_Q=0: k_gemv_quant, and MATMUL_GLU over
  * the dequantized copy at every n) and "skinny" (VLLM_CUDA_SKINNY_QUANT=1:
  * bf16 x from 2 rows). Paths that dequantize allocate a copy per call,
  * which a graph cannot record: those are timed eager. One row repeated as
@@ -561,17 +562,21 @@ static void test_skinny_quant_speed(void **st) {
     const char *e = getenv("VLLM_CUDA_SPEED");
     if (e && !strcmp(e, "0")) skip();
     static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_K, RT_Q6_K, RT_Q8_0};
-    enum { NT = sizeof ts / sizeof ts[0], NC = 4 };
-    static const char *cname[NC] = {"default", "old", "skinny", "gemv-q"};
+    enum { NT = sizeof ts / sizeof ts[0], NC = 7 };
+    /* name, then VLLM_CUDA_GEMV_Q, _GEMV_D4, _SKINNY_QUANT, _GEMV_D4_SEG, _GEMV_D4_CPS */
+    static const char *cfg[NC][6] = {{"default", "", "", "0", "", ""},    {"old", "0", "", "0", "", ""},
+                                     {"skinny", "", "", "1", "", ""},      {"gemv-q", "", "0", "0", "", ""},
+                                     {"d4-cps3", "", "", "0", "", "3"},    {"d4-cps4", "", "", "0", "", "4"},
+                                     {"d4-seg2", "", "", "0", "2", ""}};
+    static const char *cvar[5] = {"VLLM_CUDA_GEMV_Q", "VLLM_CUDA_GEMV_D4", "VLLM_CUDA_SKINNY_QUANT",
+                                  "VLLM_CUDA_GEMV_D4_SEG", "VLLM_CUDA_GEMV_D4_CPS"};
     static const int ns[5] = {1, 2, 4, 8, 16};
     static const sk_shape shp[3] = {
         {"llama-8b", "qkv", 6144, 4096, 0}, {"llama-8b", "gate_up", 28672, 4096, 1}, {"llama-8b", "down", 4096, 14336, 0}};
     static double us[NT][3][5][NC];
     rt_backend_params p = rt_backend_params_default();
     for (int cf = 0; cf < NC; cf++) {
-        setenv("VLLM_CUDA_GEMV_Q", cf == 1 ? "0" : "", 1);
-        setenv("VLLM_CUDA_GEMV_D4", cf == 3 ? "0" : "", 1);
-        setenv("VLLM_CUDA_SKINNY_QUANT", cf == 2 ? "1" : "0", 1);
+        for (int v = 0; v < 5; v++) setenv(cvar[v], cfg[cf][v + 1], 1);
         rt_backend_free(g_gpu);
         g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
         assert_non_null(g_gpu);
@@ -597,16 +602,14 @@ static void test_skinny_quant_speed(void **st) {
                     const int n = ns[k], bx = n > 1 && (cf == 2 || n > 8); /* bf16 rows, as the backend would ask */
                     rt_tensor xv = rt_tensor_slice0(bx ? &xb : &x32, 0, n);
                     rt_tensor yv = rt_tensor_slice0(sh->glu && bx ? &yb : &yf, 0, n), sv = rt_tensor_slice0(&sc, 0, n);
-                    const int eager = (n > 8 && cf != 2) || (cf == 1 && sh->glu);
+                    const int eager = (n > 8 && cf != 2) || (cf == 1 && sh->glu); /* cuBLAS over a fresh copy */
                     us[ti][i][k][cf] = sk_time_x(sh->glu, &yv, &xv, &w, &sv, eager);
                 }
                 drop(&w), drop(&xb), drop(&x32), drop(&yf), drop(&yb), drop(&sc);
                 free(row), free(wh), free(xh), free(xf);
             }
     }
-    unsetenv("VLLM_CUDA_GEMV_Q");
-    unsetenv("VLLM_CUDA_GEMV_D4");
-    unsetenv("VLLM_CUDA_SKINNY_QUANT");
+    for (int v = 0; v < 5; v++) unsetenv(cvar[v]);
     rt_backend_free(g_gpu);
     g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
     assert_non_null(g_gpu);
@@ -614,10 +617,10 @@ static void test_skinny_quant_speed(void **st) {
         for (int i = 0; i < 3; i++) {
             const double gb = (double)rt_dtype_row_bytes(ts[ti], shp[i].in) * (double)shp[i].out * 1e-9;
             for (int k = 0; k < 5; k++) {
-                char line[384];
+                char line[768];
                 int o = 0;
                 for (int cf = 0; cf < NC; cf++)
-                    o += snprintf(line + o, sizeof line - (size_t)o, " %s %7.1f us %5.0f GB/s;", cname[cf],
+                    o += snprintf(line + o, sizeof line - (size_t)o, " %s %7.1f us %5.0f GB/s;", cfg[cf][0],
                                   us[ti][i][k][cf], gb / (us[ti][i][k][cf] * 1e-6));
                 print_message("speed: quant %s llama-8b %-7s n=%2d:%s\n", rt_dtype_name(ts[ti]), shp[i].name, ns[k], line);
             }
