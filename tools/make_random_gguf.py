@@ -11,6 +11,8 @@ Shapes:
   llama-1b  Llama-3.2-1B-like: hidden 2048, 16 layers, 32 heads / 8 kv heads,
             ffn 8192, vocab 32000 (smaller vocabulary than Llama 3's 128256)
   tiny      hidden 256, 2 layers, 4/2 heads, ffn 512, vocab 1000
+  llama-8b  Llama-3.1-8B-like: hidden 4096, 32 layers, 32 / 8 heads, ffn 14336,
+            vocab 128256 (f16: 16 GB; made on the GPU machine for speed work)
 """
 import argparse
 import sys
@@ -25,6 +27,7 @@ except ImportError:
 SHAPES = {
     "llama-1b": dict(hidden=2048, layers=16, heads=32, kv=8, ff=8192, vocab=32000, ctx=4096),
     "tiny": dict(hidden=256, layers=2, heads=4, kv=2, ff=512, vocab=1000, ctx=1024),
+    "llama-8b": dict(hidden=4096, layers=32, heads=32, kv=8, ff=14336, vocab=128256, ctx=8192),
 }
 QTYPES = {
     "q4_0": gguf.GGMLQuantizationType.Q4_0,

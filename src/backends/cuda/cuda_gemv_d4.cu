@@ -21,8 +21,9 @@
  * the PDL wait). Lane l takes 32-value units l, l + 32, .. of a segment.
  * One warp per row: no block-wide reduce; the sum order depends on the
  * shape only. VLLM_CUDA_GEMV_D4=0: cuda_gemv_q.cu instead (A/B);
- * VLLM_CUDA_GEMV_D4_SEG=2 segments twice as long, VLLM_CUDA_GEMV_D4_CPS
- * blocks per SM (tuning).
+ * VLLM_CUDA_GEMV_D4_SEG=1 / 2 forces the segment length (gd4_m),
+ * VLLM_CUDA_GEMV_D4_CPS blocks per SM (default 2; 3 and 4 measured
+ * mixed-to-slower in session 11).
  */
 #include "backends/cuda/cuda_dequant.cuh"
 #include "backends/cuda/cuda_gemv_q.cuh"
@@ -234,12 +235,31 @@ __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64
     }
 }
 
+/* Segment multiplier: 2 (a warp's loads twice as long) where two blocks of
+ * it still fit an SM, else 1. Session 11's table (8B shapes, n = 1): the
+ * sum of QKV + gate|up + down 74.8 -> 67.8 us (Q4_0), 96.8 -> 75.7 (Q4_K),
+ * 102.9 -> 100.2 (Q6_K), 97.6 -> 78.6 (Q8_0); at n = 4 over rows of 14336
+ * one block a SM fits and down got 1.5x slower. VLLM_CUDA_GEMV_D4_SEG = 1
+ * or 2 forces it. */
+#define GD4_SEG2_SMEM (110 << 10)
+static int gd4_m(const cuda_ctx *c, rt_dtype t, int64_t n, int64_t in) {
+    if (c->gemv_d4_seg) return c->gemv_d4_seg;
+    size_t sm = 0;
+    switch (t) {
+#define X(T) case T: sm = gd4_smem<T, 2>(n, in); break;
+        CUDA_FOR_QUANT(X)
+#undef X
+    default: break;
+    }
+    return sm <= (size_t)GD4_SEG2_SMEM ? 2 : 1;
+}
+
 bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, int64_t n) {
     if (!c->gemv_d4) {
         const char *e = getenv("VLLM_CUDA_GEMV_D4");
         c->gemv_d4 = e && !strcmp(e, "0") ? 1 : 2;
         e = getenv("VLLM_CUDA_GEMV_D4_SEG");
-        c->gemv_d4_seg = e && !strcmp(e, "2") ? 2 : 1;
+        c->gemv_d4_seg = e && !strcmp(e, "2") ? 2 : e && !strcmp(e, "1") ? 1 : 0; /* 0: gd4_m's rule */
         e = getenv("VLLM_CUDA_GEMV_D4_CPS");
         const int v = e && *e ? atoi(e) : GD4_CPS;
         c->gemv_d4_cps = v >= 1 && v <= 8 ? v : GD4_CPS;
@@ -247,7 +267,7 @@ bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t 
     if (c->gemv_d4 != 2 || n < 1 || n > GD4_MAX_N) return false;
     size_t sm = 0;
     switch (w->dtype) {
-#define X(T) case T: sm = c->gemv_d4_seg == 2 ? gd4_smem<T, 2>(n, w->shape[1]) : gd4_smem<T, 1>(n, w->shape[1]); break;
+#define X(T) case T: sm = gd4_m(c, T, n, w->shape[1]) == 2 ? gd4_smem<T, 2>(n, w->shape[1]) : gd4_smem<T, 1>(n, w->shape[1]); break;
         CUDA_FOR_QUANT(X)
 #undef X
     default: return false;
@@ -274,11 +294,12 @@ int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
     const char *wd = (const char *)w->data;
     const int64_t ws = w->stride[0];
+    const int m2 = gd4_m(c, w->dtype, n, in) == 2;
     switch (w->dtype) {
 #define X(T)                                                                              \
     case T:                                                                               \
-        if (c->gemv_d4_seg == 2 && glu) gd4_launch<T, 2, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
-        else if (c->gemv_d4_seg == 2) gd4_launch<T, 2, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act); \
+        if (m2 && glu) gd4_launch<T, 2, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
+        else if (m2) gd4_launch<T, 2, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act); \
         else if (glu) gd4_launch<T, 1, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
         else gd4_launch<T, 1, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);    \
         break;
