@@ -9,7 +9,7 @@
 #      to Q4_0 / Q4_K_M / Q8_0): greedy ids of 48 tokens CPU / new / old;
 #      `vllm run` batch-1 decode (512 + 128) new / q / old; `vllm bench`
 #      512-in / 128-out, one wave of c = 1 2 4 8 16, new / old;
-#   3. random Llama-3.1-8B-shaped GGUF (f16 16 GB -> Q4_K_M, Q4_0): batch-1
+#   3. random Llama-3.1-8B-shaped GGUF (f16 16 GB -> Q4_K_M): batch-1
 #      decode new / old, bench c = 1 4 16 new.
 #   OUT=$OUT bash scripts/gpu_s11e.sh
 set -u -o pipefail
@@ -67,7 +67,7 @@ for q in q4_0 q4_K_M q8_0; do
 done
 say "gguf 8B"
 while ! grep -q exit $L/make_llama-8b.log 2>/dev/null; do sleep 1; done; tail -1 $L/make_llama-8b.log
-for q in q4_K_M q4_0; do
+for q in q4_K_M; do
     ./$B/quantize $G8-f16.gguf $G8-$q.gguf $q --threads 16 >$L/quant8_$q.log 2>&1 || { tail -3 $L/quant8_$q.log; continue; }
     M=$G8-$q.gguf
     for k in new old; do
