@@ -33,7 +33,7 @@
 #include <string.h>
 
 #define GD4_WARPS 8
-#define GD4_MAX_N 4
+#define GD4_MAX_N CUDA_GEMV_MAX_N
 #define GD4_CPS 2             /* blocks per SM */
 #define GD4_SMEM (200 << 10)  /* the most dynamic shared memory a block asks for */
 #define GD4_QU 4              /* rounds of x loads in flight while quantizing */
