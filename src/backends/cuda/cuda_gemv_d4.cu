@@ -276,18 +276,20 @@ bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t 
 }
 
 template <rt_dtype T, int M, bool GLU>
-static void gd4_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
-                       const float *bias, int64_t out, int64_t in, int n, int act) {
-    static bool attr;
-    if (!attr) { /* once per instance: allow GD4_SMEM of dynamic shared memory */
-        (void)cudaFuncSetAttribute(k_gemv_d4<T, M, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, GD4_SMEM);
-        attr = true;
-    }
+static int gd4_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                      const float *bias, int64_t out, int64_t in, int n, int act) {
+    const size_t smem = gd4_smem<T, M>(n, in);
+    /* the opt-in above 48 KiB is per device: at every launch, as the flash
+     * kernels do; to the most any call asks (one instance serves calls of
+     * different n and rows, and graphs recorded before replay) */
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_d4<T, M, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, GD4_SMEM);
+    if (e != cudaSuccess) return cuda_fail(e, "gemv d4 smem opt-in", __FILE__, __LINE__);
     const int64_t rows = GLU ? out / 2 : out, blocks = (rows + GD4_WARPS - 1) / GD4_WARPS;
     const int64_t most = (int64_t)c->n_sm * c->gemv_d4_cps;
     const unsigned grid = (unsigned)(blocks < most ? blocks : most);
-    cuda_launch(k_gemv_d4<T, M, GLU>, grid, GD4_WARPS * 32, gd4_smem<T, M>(n, in), c->stream, w, ws, x, x_ld, y, y_ld,
-                bias, out, in, n, act);
+    cuda_launch(k_gemv_d4<T, M, GLU>, grid, GD4_WARPS * 32, smem, c->stream, w, ws, x, x_ld, y, y_ld, bias, out, in, n,
+                act);
+    return VC_OK;
 }
 
 int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
@@ -295,18 +297,20 @@ int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
     const char *wd = (const char *)w->data;
     const int64_t ws = w->stride[0];
     const int m2 = gd4_m(c, w->dtype, n, in) == 2;
+    int rc = VC_OK;
     switch (w->dtype) {
-#define X(T)                                                                              \
-    case T:                                                                               \
-        if (m2 && glu) gd4_launch<T, 2, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
-        else if (m2) gd4_launch<T, 2, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act); \
-        else if (glu) gd4_launch<T, 1, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
-        else gd4_launch<T, 1, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);    \
+#define X(T)                                                                                            \
+    case T:                                                                                             \
+        if (m2 && glu) rc = gd4_launch<T, 2, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
+        else if (m2) rc = gd4_launch<T, 2, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);  \
+        else if (glu) rc = gd4_launch<T, 1, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act);  \
+        else rc = gd4_launch<T, 1, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);          \
         break;
         CUDA_FOR_QUANT(X)
 #undef X
     default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda gemv: weight dtype %s", rt_dtype_name(w->dtype));
     }
+    if (rc < 0) return rc;
     CU_LAUNCHED();
     return VC_OK;
 }
