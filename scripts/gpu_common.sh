@@ -1,0 +1,20 @@
+# gpu_common.sh — the header of the gpu_s*.sh device scripts (session 12
+# on), sourced from the repository root: `source scripts/gpu_common.sh NAME`.
+# Sets FINAL (the call's $OUT), L (/tmp/NAME, logs; tarred into
+# $FINAL/NAME_logs.tgz at exit, GGUF files left out), say (elapsed-time
+# headers), PY, the gguf wheel of .wheels/ on PYTHONPATH, our Debian
+# libraries (gpu_deps.sh), and two readers: rate KEY (tok/s of a `vllm run`
+# "KEY: N tokens, X tok/s" line on stdin) and tp LOG (output tok/s and mean
+# TPOT of a `vllm bench` log).
+GPU_RUN=$1
+FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
+L=/tmp/$GPU_RUN; mkdir -p "$L"
+t0=$(date +%s)
+say() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
+trap 'tar czf "$FINAL/${GPU_RUN}_logs.tgz" -C "$L" --exclude="*.gguf" . 2>/dev/null' EXIT
+source scripts/gpu_deps.sh >/dev/null || exit 1
+PY=${PYTHON:-python3}
+GPU_WHL=$(ls .wheels/gguf-*.whl 2>/dev/null | head -1)
+[ -n "$GPU_WHL" ] && export PYTHONPATH=$PWD/$GPU_WHL${PYTHONPATH:+:$PYTHONPATH} # a pure-Python wheel imports as a zip
+rate() { sed -n "s/.*$1: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p" | head -1; }
+tp() { echo "$(sed -n 's/Output token throughput (tok\/s): *\([0-9.]*\)/\1/p' "$1") tok/s $(sed -n 's/Mean TPOT *(ms): *\([0-9.]*\)/\1/p' "$1") ms"; }
