@@ -58,34 +58,37 @@ template <rt_dtype T> __device__ __forceinline__ float gd4_unit(const uint8_t *b
 
 template <> __device__ __forceinline__ float gd4_unit<RT_Q4_0>(const uint8_t *b, int u, const gd4_x &x) {
     const uint8_t *k = b + u * 18;
-    int s = 0;
+    int s = 0, t = 0; /* two chains of dp4a */
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int w = gd4_w2(k + 2 + 4 * i);
         s = __dp4a(w & 0x0F0F0F0F, x.q[i], s);
-        s = __dp4a((w >> 4) & 0x0F0F0F0F, x.q[4 + i], s);
+        t = __dp4a((w >> 4) & 0x0F0F0F0F, x.q[4 + i], t);
     }
-    return cuda_h2f(k) * x.d * (float)(s - 8 * (x.s0 + x.s1));
+    return cuda_h2f(k) * x.d * (float)(s + t - 8 * (x.s0 + x.s1));
 }
 
 template <> __device__ __forceinline__ float gd4_unit<RT_Q4_1>(const uint8_t *b, int u, const gd4_x &x) {
     const uint8_t *k = b + u * 20;
-    int s = 0;
+    int s = 0, t = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int w = gd4_w4(k + 4 + 4 * i);
         s = __dp4a(w & 0x0F0F0F0F, x.q[i], s);
-        s = __dp4a((w >> 4) & 0x0F0F0F0F, x.q[4 + i], s);
+        t = __dp4a((w >> 4) & 0x0F0F0F0F, x.q[4 + i], t);
     }
-    return x.d * (cuda_h2f(k) * (float)s + cuda_h2f(k + 2) * (float)(x.s0 + x.s1));
+    return x.d * (cuda_h2f(k) * (float)(s + t) + cuda_h2f(k + 2) * (float)(x.s0 + x.s1));
 }
 
 template <> __device__ __forceinline__ float gd4_unit<RT_Q8_0>(const uint8_t *b, int u, const gd4_x &x) {
     const uint8_t *k = b + u * 34;
-    int s = 0;
+    int s = 0, t = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) s = __dp4a(gd4_w2(k + 2 + 4 * i), x.q[i], s);
-    return cuda_h2f(k) * x.d * (float)s;
+    for (int i = 0; i < 4; i++) {
+        s = __dp4a(gd4_w2(k + 2 + 8 * i), x.q[2 * i], s);
+        t = __dp4a(gd4_w2(k + 6 + 8 * i), x.q[2 * i + 1], t);
+    }
+    return cuda_h2f(k) * x.d * (float)(s + t);
 }
 
 template <> __device__ __forceinline__ float gd4_unit<RT_Q4_K>(const uint8_t *b, int u, const gd4_x &x) {
@@ -94,10 +97,13 @@ template <> __device__ __forceinline__ float gd4_unit<RT_Q4_K>(const uint8_t *b,
     int sc, m;
     cuda_q4k_sm(j, k + 4, sc, m);
     const uint8_t *qs = k + 16 + 32 * (j >> 1);
-    int s = 0;
+    int s = 0, t = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) s = __dp4a((gd4_w4(qs + 4 * i) >> sh) & 0x0F0F0F0F, x.q[i], s);
-    return x.d * (cuda_h2f(k) * (float)(sc * s) - cuda_h2f(k + 2) * (float)(m * (x.s0 + x.s1)));
+    for (int i = 0; i < 4; i++) {
+        s = __dp4a((gd4_w4(qs + 8 * i) >> sh) & 0x0F0F0F0F, x.q[2 * i], s);
+        t = __dp4a((gd4_w4(qs + 8 * i + 4) >> sh) & 0x0F0F0F0F, x.q[2 * i + 1], t);
+    }
+    return x.d * (cuda_h2f(k) * (float)(sc * (s + t)) - cuda_h2f(k + 2) * (float)(m * (x.s0 + x.s1)));
 }
 
 template <> __device__ __forceinline__ float gd4_unit<RT_Q5_K>(const uint8_t *b, int u, const gd4_x &x) {
@@ -136,7 +142,7 @@ template <rt_dtype T, int M> static size_t gd4_smem(int64_t n, int64_t in) {
     return (size_t)GD4_WARPS * gq_nv<T, M>() * 512 + (size_t)(n * in) + (size_t)(n * in / 32) * 4 + (size_t)(n * in / 16) * 4;
 }
 
-template <rt_dtype T, int M, bool GLU>
+template <rt_dtype T, int M, int NB, bool GLU>
 __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64_t ws, const float *x, int64_t x_ld,
                                                             float *y, int64_t y_ld, const float *bias, int64_t out,
                                                             int64_t in, int n, int act) {
@@ -195,7 +201,7 @@ __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64
         }
     }
     __syncthreads();
-    float acc[GD4_MAX_N] = {0}, g[GD4_MAX_N] = {0};
+    float acc[NB] = {0}, g[NB] = {0};
     for (int64_t it = 0; it < nit; it++) {
         const int64_t sg = it % nseg, s = sg * SEG, m = seg_len(sg);
         const char *row = row_of(it);
@@ -208,9 +214,10 @@ __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64
         const uint8_t *sb = (const uint8_t *)wbuf + off;
         const int nu = (int)m * (F::SV / 32);
         const int64_t u0 = s * (F::SV / 32); /* the segment's first unit in the row */
+#pragma unroll 2
         for (int u = lane; u < nu; u += 32) {
 #pragma unroll
-            for (int t = 0; t < GD4_MAX_N; t++) {
+            for (int t = 0; t < NB; t++) {
                 if (t >= n) break;
                 const int64_t ug = u0 + u;
                 const int4 *xw = (const int4 *)(xq + t * in + ug * 32); /* 32-byte aligned: in % 32 == 0 */
@@ -224,7 +231,7 @@ __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64
             const int64_t p = gw + it / (H * nseg) * nw;
             const bool up = GLU && (it / nseg) % H;
 #pragma unroll
-            for (int t = 0; t < GD4_MAX_N; t++) {
+            for (int t = 0; t < NB; t++) {
                 if (t >= n) break;
                 const float v = warp_sum(acc[t]);
                 acc[t] = 0.0f;
@@ -263,6 +270,8 @@ bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t 
         e = getenv("VLLM_CUDA_GEMV_D4_CPS");
         const int v = e && *e ? atoi(e) : GD4_CPS;
         c->gemv_d4_cps = v >= 1 && v <= 8 ? v : GD4_CPS;
+        e = getenv("VLLM_CUDA_GEMV_D4_N1");
+        c->gemv_d4_n1 = !(e && !strcmp(e, "0"));
     }
     if (c->gemv_d4 != 2 || n < 1 || n > GD4_MAX_N) return false;
     size_t sm = 0;
@@ -275,21 +284,31 @@ bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t 
     return sm <= (size_t)GD4_SMEM && n * w->shape[1] < INT_MAX && cuda_gemv_q_fits(c, w, x, x_ld, n);
 }
 
-template <rt_dtype T, int M, bool GLU>
+template <rt_dtype T, int M, int NB, bool GLU>
 static int gd4_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                       const float *bias, int64_t out, int64_t in, int n, int act) {
     const size_t smem = gd4_smem<T, M>(n, in);
     /* the opt-in above 48 KiB is per device: at every launch, as the flash
      * kernels do; to the most any call asks (one instance serves calls of
      * different n and rows, and graphs recorded before replay) */
-    cudaError_t e = cudaFuncSetAttribute(k_gemv_d4<T, M, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, GD4_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_d4<T, M, NB, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, GD4_SMEM);
     if (e != cudaSuccess) return cuda_fail(e, "gemv d4 smem opt-in", __FILE__, __LINE__);
     const int64_t rows = GLU ? out / 2 : out, blocks = (rows + GD4_WARPS - 1) / GD4_WARPS;
     const int64_t most = (int64_t)c->n_sm * c->gemv_d4_cps;
     const unsigned grid = (unsigned)(blocks < most ? blocks : most);
-    cuda_launch(k_gemv_d4<T, M, GLU>, grid, GD4_WARPS * 32, smem, c->stream, w, ws, x, x_ld, y, y_ld, bias, out, in, n,
-                act);
+    cuda_launch(k_gemv_d4<T, M, NB, GLU>, grid, GD4_WARPS * 32, smem, c->stream, w, ws, x, x_ld, y, y_ld, bias, out, in,
+                n, act);
     return VC_OK;
+}
+
+/* One row (batch-1 decode) gets an instance of its own: acc / g of one
+ * value and no loops over rows (VLLM_CUDA_GEMV_D4_N1=0: the 8-row
+ * instance at n = 1 too, A/B). */
+template <rt_dtype T, int M, bool GLU>
+static int gd4_go(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                  const float *bias, int64_t out, int64_t in, int n, int act) {
+    if (n == 1 && c->gemv_d4_n1) return gd4_launch<T, M, 1, GLU>(c, w, ws, x, x_ld, y, y_ld, bias, out, in, n, act);
+    return gd4_launch<T, M, GD4_MAX_N, GLU>(c, w, ws, x, x_ld, y, y_ld, bias, out, in, n, act);
 }
 
 int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
@@ -301,10 +320,10 @@ int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
     switch (w->dtype) {
 #define X(T)                                                                                            \
     case T:                                                                                             \
-        if (m2 && glu) rc = gd4_launch<T, 2, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
-        else if (m2) rc = gd4_launch<T, 2, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);  \
-        else if (glu) rc = gd4_launch<T, 1, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act);  \
-        else rc = gd4_launch<T, 1, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);          \
+        if (m2 && glu) rc = gd4_go<T, 2, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act); \
+        else if (m2) rc = gd4_go<T, 2, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);  \
+        else if (glu) rc = gd4_go<T, 1, true>(c, wd, ws, x, x_ld, y, y_ld, NULL, out, in, n, act);  \
+        else rc = gd4_go<T, 1, false>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n, act);          \
         break;
         CUDA_FOR_QUANT(X)
 #undef X

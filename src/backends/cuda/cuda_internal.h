@@ -150,7 +150,7 @@ typedef struct {
     int skinny_quant; /* cuda_skinny_q.cu: GGUF block W too (VLLM_CUDA_SKINNY_QUANT) */
     int gemv_q; /* cuda_gemv_q.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_Q=0), 2 on */
     int gemv_d4; /* cuda_gemv_d4.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_D4=0), 2 on */
-    int gemv_d4_seg, gemv_d4_cps; /* cuda_gemv_d4.cu: segment multiplier, blocks per SM */
+    int gemv_d4_seg, gemv_d4_cps, gemv_d4_n1; /* cuda_gemv_d4.cu: segment multiplier, blocks per SM, n = 1 instance */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
     size_t xh_bytes;

@@ -550,7 +550,7 @@ static void test_skinny_speed(void **st) {
  * 1..16 rows, graph-timed as test_skinny_speed, seven backends: the
  * default (cuda_gemv_d4.cu to 4 rows, cuda_gemv_q.cu to 8, cuBLAS over a
  * dequantized copy at 16), "gemv-q" (VLLM_CUDA_GEMV_D4=0), d4 tunings
- * (VLLM_CUDA_GEMV_D4_CPS 3 / 4, VLLM_CUDA_GEMV_D4_SEG 2), "old" (VLLM_CUDA_GEMV_Q=0: k_gemv_quant, and MATMUL_GLU over
+ * (VLLM_CUDA_GEMV_D4_CPS 3, VLLM_CUDA_GEMV_D4_N1 0, VLLM_CUDA_GEMV_D4_SEG 1), "old" (VLLM_CUDA_GEMV_Q=0: k_gemv_quant, and MATMUL_GLU over
  * the dequantized copy at every n) and "skinny" (VLLM_CUDA_SKINNY_QUANT=1:
  * bf16 x from 2 rows). Paths that dequantize allocate a copy per call,
  * which a graph cannot record: those are timed eager. One row repeated as
@@ -562,20 +562,20 @@ static void test_skinny_quant_speed(void **st) {
     if (e && !strcmp(e, "0")) skip();
     static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_K, RT_Q6_K, RT_Q8_0};
     enum { NT = sizeof ts / sizeof ts[0], NC = 7 };
-    /* name, then VLLM_CUDA_GEMV_Q, _GEMV_D4, _SKINNY_QUANT, _GEMV_D4_SEG, _GEMV_D4_CPS */
-    static const char *cfg[NC][6] = {{"default", "", "", "0", "", ""},    {"old", "0", "", "0", "", ""},
-                                     {"skinny", "", "", "1", "", ""},      {"gemv-q", "", "0", "0", "", ""},
-                                     {"d4-cps3", "", "", "0", "", "3"},    {"d4-cps4", "", "", "0", "", "4"},
-                                     {"d4-seg2", "", "", "0", "2", ""}};
-    static const char *cvar[5] = {"VLLM_CUDA_GEMV_Q", "VLLM_CUDA_GEMV_D4", "VLLM_CUDA_SKINNY_QUANT",
-                                  "VLLM_CUDA_GEMV_D4_SEG", "VLLM_CUDA_GEMV_D4_CPS"};
+    /* name, then VLLM_CUDA_GEMV_Q, _GEMV_D4, _SKINNY_QUANT, _GEMV_D4_SEG, _GEMV_D4_CPS, _GEMV_D4_N1 */
+    static const char *cfg[NC][7] = {{"default", "", "", "0", "", "", ""},   {"old", "0", "", "0", "", "", ""},
+                                     {"skinny", "", "", "1", "", "", ""},     {"gemv-q", "", "0", "0", "", "", ""},
+                                     {"d4-cps3", "", "", "0", "", "3", ""},   {"d4-n1off", "", "", "0", "", "", "0"},
+                                     {"d4-seg1", "", "", "0", "1", "", ""}};
+    static const char *cvar[6] = {"VLLM_CUDA_GEMV_Q",      "VLLM_CUDA_GEMV_D4",     "VLLM_CUDA_SKINNY_QUANT",
+                                  "VLLM_CUDA_GEMV_D4_SEG", "VLLM_CUDA_GEMV_D4_CPS", "VLLM_CUDA_GEMV_D4_N1"};
     static const int ns[5] = {1, 2, 4, 8, 16};
     static const sk_shape shp[3] = {
         {"llama-8b", "qkv", 6144, 4096, 0}, {"llama-8b", "gate_up", 28672, 4096, 1}, {"llama-8b", "down", 4096, 14336, 0}};
     static double us[NT][3][5][NC];
     rt_backend_params p = rt_backend_params_default();
     for (int cf = 0; cf < NC; cf++) {
-        for (int v = 0; v < 5; v++) setenv(cvar[v], cfg[cf][v + 1], 1);
+        for (int v = 0; v < 6; v++) setenv(cvar[v], cfg[cf][v + 1], 1);
         rt_backend_free(g_gpu);
         g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
         assert_non_null(g_gpu);
@@ -608,7 +608,7 @@ static void test_skinny_quant_speed(void **st) {
                 free(row), free(wh), free(xh), free(xf);
             }
     }
-    for (int v = 0; v < 5; v++) unsetenv(cvar[v]);
+    for (int v = 0; v < 6; v++) unsetenv(cvar[v]);
     rt_backend_free(g_gpu);
     g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
     assert_non_null(g_gpu);
