@@ -21,7 +21,7 @@
  * the PDL wait). Lane l takes 32-value units l, l + 32, .. of a segment.
  * One warp per row: no block-wide reduce; the sum order depends on the
  * shape only. VLLM_CUDA_GEMV_D4=0: cuda_gemv_q.cu instead (A/B);
- * VLLM_CUDA_GEMV_D4_SEG=1 / 2 forces the segment length (gd4_m),
+ * VLLM_CUDA_GEMV_D4_SEG=1 / 2 forces the segment length (gd4_plan),
  * VLLM_CUDA_GEMV_D4_CPS blocks per SM (default 2; 3 and 4 measured
  * mixed-to-slower in session 11).
  */
@@ -249,39 +249,42 @@ __global__ void __launch_bounds__(GD4_WARPS * 32) k_gemv_d4(const char *w, int64
  * one block a SM fits and down got 1.5x slower. VLLM_CUDA_GEMV_D4_SEG = 1
  * or 2 forces it. */
 #define GD4_SEG2_SMEM (110 << 10)
-static int gd4_m(const cuda_ctx *c, rt_dtype t, int64_t n, int64_t in) {
-    if (c->gemv_d4_seg) return c->gemv_d4_seg;
-    size_t sm = 0;
+
+/* gd4_smem of a runtime dtype (0: no decoder). */
+template <int M> static size_t gd4_smem_of(rt_dtype t, int64_t n, int64_t in) {
     switch (t) {
-#define X(T) case T: sm = gd4_smem<T, 2>(n, in); break;
+#define X(T) case T: return gd4_smem<T, M>(n, in);
         CUDA_FOR_QUANT(X)
 #undef X
-    default: break;
+    default: return 0;
     }
-    return sm <= (size_t)GD4_SEG2_SMEM ? 2 : 1;
 }
 
-bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, int64_t n) {
+/* A call's segment multiplier (by the rule above unless forced); false
+ * where its x does not fit GD4_SMEM. */
+static bool gd4_plan(const cuda_ctx *c, rt_dtype t, int64_t n, int64_t in, int *m) {
+    const size_t s2 = gd4_smem_of<2>(t, n, in);
+    *m = c->gemv_d4_seg ? c->gemv_d4_seg : s2 && s2 <= (size_t)GD4_SEG2_SMEM ? 2 : 1;
+    const size_t sm = *m == 2 ? s2 : gd4_smem_of<1>(t, n, in);
+    return sm && sm <= (size_t)GD4_SMEM;
+}
+
+/* Whether d4 takes a call that cuda_gemv_q_fits already accepted. */
+bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, int64_t n) {
     if (!c->gemv_d4) {
         const char *e = getenv("VLLM_CUDA_GEMV_D4");
         c->gemv_d4 = e && !strcmp(e, "0") ? 1 : 2;
         e = getenv("VLLM_CUDA_GEMV_D4_SEG");
-        c->gemv_d4_seg = e && !strcmp(e, "2") ? 2 : e && !strcmp(e, "1") ? 1 : 0; /* 0: gd4_m's rule */
+        c->gemv_d4_seg = e && !strcmp(e, "2") ? 2 : e && !strcmp(e, "1") ? 1 : 0; /* 0: gd4_plan's rule */
         e = getenv("VLLM_CUDA_GEMV_D4_CPS");
         const int v = e && *e ? atoi(e) : GD4_CPS;
         c->gemv_d4_cps = v >= 1 && v <= 8 ? v : GD4_CPS;
         e = getenv("VLLM_CUDA_GEMV_D4_N1");
         c->gemv_d4_n1 = !(e && !strcmp(e, "0"));
     }
-    if (c->gemv_d4 != 2 || n < 1 || n > GD4_MAX_N) return false;
-    size_t sm = 0;
-    switch (w->dtype) {
-#define X(T) case T: sm = gd4_m(c, T, n, w->shape[1]) == 2 ? gd4_smem<T, 2>(n, w->shape[1]) : gd4_smem<T, 1>(n, w->shape[1]); break;
-        CUDA_FOR_QUANT(X)
-#undef X
-    default: return false;
-    }
-    return sm <= (size_t)GD4_SMEM && n * w->shape[1] < INT_MAX && cuda_gemv_q_fits(c, w, x, x_ld, n);
+    int m;
+    return c->gemv_d4 == 2 && n >= 1 && n <= GD4_MAX_N && n * w->shape[1] < INT_MAX &&
+           gd4_plan(c, w->dtype, n, w->shape[1], &m);
 }
 
 template <rt_dtype T, int M, int NB, bool GLU>
@@ -315,7 +318,9 @@ int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
     const char *wd = (const char *)w->data;
     const int64_t ws = w->stride[0];
-    const int m2 = gd4_m(c, w->dtype, n, in) == 2;
+    int m = 1;
+    (void)gd4_plan(c, w->dtype, n, in, &m); /* fits by cuda_gemv_d4_fits */
+    const int m2 = m == 2;
     int rc = VC_OK;
     switch (w->dtype) {
 #define X(T)                                                                                            \

@@ -313,8 +313,9 @@ bool cuda_gemv_q_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x
 int cuda_gemv_q(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act);
 /* cuda_gemv_d4.cu: the same on dp4a with x quantized to 8 bits per 32
- * values (1..8 rows whose x fits shared memory, and cuda_gemv_q_fits); default on. */
-bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, int64_t n);
+ * values; default on. Asked only of calls cuda_gemv_q_fits accepted:
+ * whether their x fits shared memory. */
+bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, int64_t n);
 int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act);
 /* Whether the skinny kernel is on at all (VLLM_CUDA_SKINNY != 0). */

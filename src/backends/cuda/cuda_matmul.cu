@@ -406,10 +406,9 @@ extern "C" int cuda_op_matmul(rt_backend *be, const rt_op_args *a) {
      * them (VLLM_CUDA_SKINNY_F32X; cuda_skinny_fits) */
     if (cuda_skinny_fits(c, w, xd, RT_F32, x_ld, in, n, RT_F32, false))
         return cuda_skinny_matmul(c, w, xd, RT_F32, x_ld, yd, RT_F32, y_ld, bd, out, in, (int)n);
-    if (cuda_gemv_d4_fits(c, w, xd, x_ld, n)) /* GGUF blocks, 1..4 rows: cuda_gemv_d4.cu */
-        return cuda_gemv_d4(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n, false, 0);
-    if (cuda_gemv_q_fits(c, w, xd, x_ld, n)) /* GGUF blocks: cuda_gemv_q.cu */
-        return cuda_gemv_q(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n, false, 0);
+    if (cuda_gemv_q_fits(c, w, xd, x_ld, n)) /* GGUF blocks, 1..8 rows: cuda_gemv_d4.cu, else cuda_gemv_q.cu */
+        return cuda_gemv_d4_fits(c, w, n) ? cuda_gemv_d4(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n, false, 0)
+                                          : cuda_gemv_q(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n, false, 0);
     if (n <= CUDA_GEMV_MAX_N) return gemv(c, w, xd, x_ld, yd, y_ld, bd, out, in, (int)n);
     return cuda_gemm(c, w, xd, RT_F32, x_ld, yd, y_ld, bd, out, in, n);
 }
@@ -438,7 +437,7 @@ extern "C" int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a) {
         in % rt_dtype_info(w->dtype)->block_elems == 0 && cuda_enter(c) == 0) { /* GGUF blocks */
         const float *xd = (const float *)x->data;
         float *yd = (float *)dst->data;
-        if (cuda_gemv_d4_fits(c, w, xd, (int64_t)xs / 4, n)) /* 1..4 rows: cuda_gemv_d4.cu */
+        if (cuda_gemv_d4_fits(c, w, n)) /* x fits shared memory: cuda_gemv_d4.cu */
             return cuda_gemv_d4(c, w, xd, (int64_t)xs / 4, yd, (int64_t)ys / 4, NULL, out, in, (int)n, true, a->p.glu.act);
         return cuda_gemv_q(c, w, xd, (int64_t)xs / 4, yd, (int64_t)ys / 4, NULL, out, in, (int)n, true, a->p.glu.act);
     }

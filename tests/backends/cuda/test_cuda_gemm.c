@@ -230,6 +230,16 @@ static void test_skinny_f32x(void **st) {
  * decoder, against a double reference over the dequantized weights rounded
  * to bf16 (what the kernel feeds the tensor cores): f32 y within 5e-5
  * normalised, bf16 y (gate / up and the result rounded) within 1e-2. */
+/* max |got - ref| / max |ref| */
+static double max_norm_err(const float *got, const double *ref, int64_t count) {
+    double e = 0.0, m = 1e-30;
+    for (int64_t i = 0; i < count; i++) {
+        e = fmax(e, fabs(got[i] - ref[i]));
+        m = fmax(m, fabs(ref[i]));
+    }
+    return e / m;
+}
+
 static double skq_dot(const float *w, const float *x, int64_t in) {
     double s = 0.0;
     for (int64_t k = 0; k < in; k++) s += (double)w[k] * x[k];
@@ -283,12 +293,7 @@ static void test_skinny_quant(void **st) {
             } else {
                 down(got, &dy);
             }
-            double e = 0.0, m = 1e-30;
-            for (int64_t i = 0; i < n * yo; i++) {
-                e = fmax(e, fabs(got[i] - ref[i]));
-                m = fmax(m, fabs(ref[i]));
-            }
-            e /= m;
+            const double e = max_norm_err(got, ref, n * yo);
             const double bound = cs[k].glu ? 1e-2 : 5e-5;
             print_message("skinny %s, %s, n=%lld in=%lld out=%lld: %.2e (bound %.0e)\n", rt_dtype_name(t),
                           cs[k].glu ? "glu" : cs[k].bias ? "matmul+bias" : "matmul", (long long)n, (long long)in,
@@ -356,12 +361,7 @@ static void gemv_quant_cases(int d4) {
             if (cs[k].glu) assert_int_equal(rt_matmul_glu(g_gpu, &dy, &dx, &dw, RT_ACT_SILU, &ds), VC_OK);
             else assert_int_equal(rt_matmul(g_gpu, &dy, &dx, &dw, cs[k].bias ? &db : NULL), VC_OK);
             down(got, &dy);
-            double e = 0.0, m = 1e-30;
-            for (int64_t i = 0; i < n * yo; i++) {
-                e = fmax(e, fabs(got[i] - ref[i]));
-                m = fmax(m, fabs(ref[i]));
-            }
-            e /= m;
+            const double e = max_norm_err(got, ref, n * yo);
             const double bound = d4 ? 2e-2 : 5e-5;
             print_message("gemv%s %s, %s, n=%lld in=%lld out=%lld: %.2e (bound %.0e)\n", d4 ? "" : " (d4 off)",
                           rt_dtype_name(t), cs[k].glu ? "glu" : cs[k].bias ? "matmul+bias" : "matmul", (long long)n,
