@@ -90,6 +90,29 @@ void cuda_tmp_free(cuda_ctx *c, void *p) {
     if (e != cudaSuccess) VC_WARN("cuda: cudaFreeAsync failed: %s", cudaGetErrorString(e));
 }
 
+void *cuda_ws_get(cuda_ctx *c, cuda_ws *w, size_t bytes, const char *what) {
+    if (bytes <= w->bytes) return w->p;
+    size_t want = bytes < ((size_t)16 << 20) ? ((size_t)16 << 20) : bytes;
+    if (want < 2 * w->bytes) want = 2 * w->bytes;
+    if (w->p && w->n_old == CUDA_WS_OLD) {
+        vc_err_set(VC_ERR_OOM, "cuda: %s workspace grown too often", what);
+        return NULL;
+    }
+    void *p = cuda_tmp_alloc(c, want);
+    if (!p) return NULL;
+    if (w->p) w->old[w->n_old++] = w->p;
+    w->p = p;
+    w->bytes = want;
+    return p;
+}
+
+void cuda_ws_release(cuda_ctx *c, cuda_ws *w) {
+    if (!c->stream) return;
+    if (w->p) cudaFreeAsync(w->p, c->stream);
+    for (int i = 0; i < w->n_old; i++) cudaFreeAsync(w->old[i], c->stream);
+    memset(w, 0, sizeof *w);
+}
+
 /* ---- vtable ------------------------------------------------------------- */
 
 static void *cuda_alloc(rt_backend *be, size_t bytes) {
@@ -306,8 +329,8 @@ static void cuda_destroy(rt_backend *be) {
     if (c) {
         cudaSetDevice(c->device);
         cuda_profile_report();
-        if (c->xh_ws && c->stream) cudaFreeAsync(c->xh_ws, c->stream);
-        for (int i = 0; i < c->n_xh_old && c->stream; i++) cudaFreeAsync(c->xh_old[i], c->stream);
+        cuda_ws_release(c, &c->xh);
+        cuda_ws_release(c, &c->mq);
         if (c->stream) cudaStreamSynchronize(c->stream);
         if (c->blas) cublasDestroy(c->blas);
         if (c->blas_ws) cudaFree(c->blas_ws);

@@ -5,12 +5,13 @@
  *  - f16 / bf16 W: cublasGemmEx with fp32 accumulation. x is f32 or bf16
  *    (rt_backend_act_dtype: this backend asks for bf16 activations above
  *    CUDA_GEMV_MAX_N tokens); a bf16 x meets bf16 W as it is, anything else
- *    is converted to W's type into a persistent workspace (cuda_ctx.xh_ws).
+ *    is converted to W's type into a persistent workspace (cuda_ctx.xh).
  *    The result is f32, or bf16 (a bf16 MATMUL dst: prefill's QKV output,
  *    tensor-parallel partial sums; MATMUL_GLU's scratch, below) for bf16 or
  *    quantized W.
- *  - quantized W: dequantized into a bf16 scratch copy [out,in] first, then
- *    as bf16. The scratch comes from the stream-ordered pool and is released
+ *  - quantized W: cuda_mmq.cu (int8 tensor cores over the blocks) for the
+ *    rows it takes (VLLM_CUDA_MMQ_MAX_N); else dequantized into a bf16
+ *    scratch copy [out,in] first, then as bf16. The scratch comes from the stream-ordered pool and is released
  *    right after the GEMM is queued.
  *  - MATMUL_GLU: the GEMM of the stacked [gate; up] matrix into the op's
  *    scratch [n, 2f], then GLU of its two halves into dst [n, f] (k_glu,
@@ -96,35 +97,11 @@ __global__ void k_add_bias(Y *y, int64_t y_ld, const float *bias, int64_t out, i
     }
 }
 
-/* The persistent workspace for x in f16/bf16 (cuda_ctx.xh_ws), grown
- * stream-ordered when needed; while a graph is recorded it cannot grow
- * (the eager run of the same shape before the recording has grown it).
- * An outgrown block stays allocated until the backend goes (xh_old): decode
- * graphs recorded with it still read it when replayed after a larger
- * eager step grew the workspace. Growth at least doubles, so the retired
- * blocks add up to less than the live one. */
-static void *xh_workspace(cuda_ctx *c, size_t bytes) {
-    if (bytes <= c->xh_bytes) return c->xh_ws;
-    size_t want = bytes < ((size_t)16 << 20) ? ((size_t)16 << 20) : bytes;
-    if (want < 2 * c->xh_bytes) want = 2 * c->xh_bytes;
-    if (c->xh_ws && c->n_xh_old == CUDA_XH_OLD) {
-        vc_err_set(VC_ERR_OOM, "cuda matmul: activation workspace grown too often");
-        return NULL;
-    }
-    void *p = cuda_tmp_alloc(c, want);
-    if (!p) return NULL;
-    if (c->xh_ws) c->xh_old[c->n_xh_old++] = c->xh_ws;
-    c->xh_ws = p;
-    c->xh_bytes = want;
-    return p;
-}
-
-
 /* x (S rows, x_ld elements apart) -> contiguous [n, in] of H in the
  * workspace; NULL on failure (message in vc_err). */
 template <typename S, typename H>
 static H *to_half(cuda_ctx *c, const S *x, int64_t x_ld, int64_t in, int64_t n) {
-    H *xh = (H *)xh_workspace(c, (size_t)(n * in) * sizeof(H));
+    H *xh = (H *)cuda_ws_get(c, &c->xh, (size_t)(n * in) * sizeof(H), "matmul activation");
     if (!xh) return NULL;
     if (sizeof(S) == 4 && sizeof(H) == 2 && in % 4 == 0 && x_ld % 4 == 0 && (uintptr_t)x % 16 == 0 &&
         n <= 65535) {
@@ -187,6 +164,8 @@ static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt,
         cudaDataType wt = w->dtype == RT_F16 ? CUDA_R_16F : CUDA_R_16BF;
         if (w->dtype == RT_F16 || w->dtype == RT_BF16) {
             if (ws % 2) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: misaligned weight rows");
+        } else if (cuda_mmq_fits(c, w, x, xt, x_ld, in, n)) { /* int8 tensor cores over the blocks, bias included */
+            return cuda_mmq(c, w, x, xt, x_ld, y, yt, y_ld, bias, out, in, n);
         } else {
             wb = cuda_tmp_alloc(c, (size_t)(out * in) * 2);
             if (!wb) return VC_ERR_OOM;

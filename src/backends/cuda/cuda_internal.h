@@ -118,7 +118,19 @@ __device__ __forceinline__ int cuda_row_seq(const int32_t *qsl, int S, int64_t i
 #define CUDA_STAGE_CHUNKS 4
 #define CUDA_STAGE_CHUNK_BYTES ((size_t)4 << 20)
 
-#define CUDA_XH_OLD 24
+/* A persistent device workspace, grown stream-ordered when an op needs
+ * more (never while a graph is recorded: the eager run of the same shape
+ * before the recording has grown it). An outgrown block stays allocated
+ * until the backend goes (old): decode graphs recorded with it still read
+ * it when replayed after a larger eager step grew the workspace. Growth at
+ * least doubles, so the retired blocks add up to less than the live one. */
+#define CUDA_WS_OLD 24
+typedef struct {
+    void *p;
+    size_t bytes;
+    void *old[CUDA_WS_OLD];
+    int n_old;
+} cuda_ws;
 
 typedef struct {
     int device;
@@ -152,13 +164,11 @@ typedef struct {
     int gemv_d4; /* cuda_gemv_d4.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_D4=0), 2 on */
     int gemv_d4_seg, gemv_d4_cps, gemv_d4_n1; /* cuda_gemv_d4.cu: segment multiplier, blocks per SM, n = 1 instance */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
-    void *xh_ws;  /* GEMM activations converted to f16/bf16, grown when not capturing */
-    size_t xh_bytes;
-    /* Outgrown xh_ws blocks, freed only with the backend: a recorded decode
-     * graph keeps the address it was recorded with (growth doubles, so a
-     * few at most). */
-    void *xh_old[CUDA_XH_OLD];
-    int n_xh_old;
+    cuda_ws xh; /* GEMM activations converted to f16/bf16 (cuda_gemm.cu) */
+    cuda_ws mq; /* cuda_mmq.cu: x in int8 with its scales, split-K partials */
+    int mmq;        /* cuda_mmq.cu: 0 not read, 1 off (VLLM_CUDA_MMQ=0), 2 on */
+    int mmq_max_n;  /* cuda_mmq.cu: most rows it takes (VLLM_CUDA_MMQ_MAX_N) */
+    int mmq_split;  /* cuda_mmq.cu: forced K splits (VLLM_CUDA_MMQ_SPLIT); 0 by the rule */
 } cuda_ctx;
 
 /* Partials of the split-KV attention never exceed 64 * n_sm (row, head,
@@ -193,6 +203,12 @@ int cuda_enter(const cuda_ctx *c);
  * ran). NULL + vc_err on failure, and always while recording a graph. */
 void *cuda_tmp_alloc(cuda_ctx *c, size_t bytes);
 void cuda_tmp_free(cuda_ctx *c, void *p);
+
+/* At least `bytes` of workspace w (16 MiB at least; NULL + vc_err when it
+ * cannot grow: out of memory, while recording, or grown too often); all
+ * its blocks are freed by cuda_ws_release. */
+void *cuda_ws_get(cuda_ctx *c, cuda_ws *w, size_t bytes, const char *what);
+void cuda_ws_release(cuda_ctx *c, cuda_ws *w);
 
 /* A tensor viewed as rows of its last dimension: row r starts at
  * data + sum over the outer dims of idx_i * stride[i] (r decomposed
@@ -318,6 +334,14 @@ int cuda_gemv_q(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, f
 bool cuda_gemv_d4_fits(cuda_ctx *c, const rt_tensor *w, int64_t n);
 int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act);
+/* cuda_mmq.cu: MATMUL over GGUF block W on int8 tensor cores (x f32 or
+ * bf16 rows quantized to 8 bits per 32 values; y f32 or bf16, rows y_ld
+ * apart; bias f32 or NULL). fits: on (VLLM_CUDA_MMQ), 1..VLLM_CUDA_MMQ_MAX_N
+ * rows, a format it decodes, aligned x rows; the caller falls back to
+ * cuBLAS over a dequantized copy otherwise. */
+bool cuda_mmq_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in, int64_t n);
+int cuda_mmq(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y, rt_dtype yt,
+             int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n);
 /* Whether the skinny kernel is on at all (VLLM_CUDA_SKINNY != 0). */
 bool cuda_skinny_on(cuda_ctx *c);
 int cuda_skinny_q_run(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, int64_t y_ld,
