@@ -166,9 +166,10 @@ typedef struct {
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     cuda_ws xh; /* GEMM activations converted to f16/bf16 (cuda_gemm.cu) */
     cuda_ws mq; /* cuda_mmq.cu: x in int8 with its scales, split-K partials */
-    int mmq;        /* cuda_mmq.cu: 0 not read, 1 off (VLLM_CUDA_MMQ=0), 2 on */
+    int mmq;        /* cuda_mmq.cu: 0 not read, 1 off (VLLM_CUDA_MMQ=0), 2 int8 always (=int8), 3 bf16 x to cuda_mmq_bf.cu */
     int mmq_max_n;  /* cuda_mmq.cu: most rows it takes (VLLM_CUDA_MMQ_MAX_N) */
     int mmq_split;  /* cuda_mmq.cu: forced K splits (VLLM_CUDA_MMQ_SPLIT); 0 by the rule */
+    int mmq_tn;     /* cuda_mmq_bf.cu: largest token tile (VLLM_CUDA_MMQ_TN: 64, or 32) */
 } cuda_ctx;
 
 /* Partials of the split-KV attention never exceed 64 * n_sm (row, head,
@@ -342,6 +343,11 @@ int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
 bool cuda_mmq_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in, int64_t n);
 int cuda_mmq(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y, rt_dtype yt,
              int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n);
+/* cuda_mmq_bf.cu: the same for bf16 x rows (x_ld % 8 == 0, 16-byte aligned),
+ * W decoded to bf16 in registers; cuda_mmq calls it where it fits. */
+bool cuda_mmq_bf_fits(const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld);
+int cuda_mmq_bf(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, rt_dtype yt, int64_t y_ld,
+                const float *bias, int64_t out, int64_t in, int64_t n);
 /* Whether the skinny kernel is on at all (VLLM_CUDA_SKINNY != 0). */
 bool cuda_skinny_on(cuda_ctx *c);
 int cuda_skinny_q_run(cuda_ctx *c, const rt_tensor *w, const void *x, int64_t x_ld, void *y, int64_t y_ld,

@@ -33,54 +33,62 @@
  * values, as cuda_gemv_d4.cu, the CPU backend and llama.cpp do for
  * quantized weights (~0.4% a value).
  *
- * VLLM_CUDA_MMQ=0: cuBLAS over the dequantized copy (A/B);
+ * Calls with bf16 x rows go to cuda_mmq_bf.cu (W decoded to bf16, no
+ * per-unit float work; the default), the rest (f32 x) here.
+ * VLLM_CUDA_MMQ=0: cuBLAS over the dequantized copy (A/B); =int8: this
+ * kernel for every call;
  * VLLM_CUDA_MMQ_MAX_N: the most rows it takes (default MQ_MAX_N);
  * VLLM_CUDA_MMQ_SPLIT: K splits forced (tuning).
  */
-#include "backends/cuda/cuda_dequant.cuh"
-#include "backends/cuda/cuda_gemv_q.cuh"
+#include "backends/cuda/cuda_mmq.cuh"
 
 #include <cuda_bf16.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MQ_WR 4              /* warps along W rows */
+#define MQ_WR 4              /* warps along W rows (32 rows each: MQ_TR) */
 #define MQ_WN 2              /* warps along tokens */
 #define MQ_WARPS (MQ_WR * MQ_WN)
-#define MQ_TR (32 * MQ_WR)   /* W rows per CTA */
-#define MQ_STAGES 3
 #define MQ_XS 272            /* shared bytes per token row of a chunk: 256 + 16 (bank spread) */
 #define MQ_MAX_N 64          /* default VLLM_CUDA_MMQ_MAX_N (session 12: ahead of the copy to 64 rows on every 8B shape, behind at 128) */
 
 /* ---- formats ------------------------------------------------------------ */
 
-/* An unaligned (2-byte aligned) 32-bit word of shared memory. */
-__device__ __forceinline__ int mq_w2(const uint8_t *p) {
-    const uint16_t *h = (const uint16_t *)p;
-    return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
+/* Nibbles (w & 0x0F0F0F0F) minus 8 as signed bytes, without __vsub4's
+ * emulation: t = q ^ 8 is q - 8 in 4-bit two's complement; its bit 3 times
+ * 0x1E sets bits 4..7 (8 * 30 = 0xF0, no carry into the next byte). */
+__device__ __forceinline__ int mq_nib_m8(int w) {
+    const int t = (w & 0x0F0F0F0F) ^ 0x08080808;
+    return t + (t & 0x08080808) * 0x1E;
 }
 
-/* Per format: CB bytes of a full chunk (256 values) of a row; HALVES 2
- * where each 16 values have their own scale; unit(): for lane group t
+/* 6-bit values (bytes 0..63) minus 32 as signed bytes: t = v ^ 32 is
+ * v - 32 in 6-bit two's complement; bit 5 times 6 sets bits 6..7. */
+__device__ __forceinline__ int mq_sub32(int v) {
+    const int t = v ^ 0x20202020;
+    return t + (t & 0x20202020) * 6;
+}
+
+/* Per format: HALVES 2 where each 16 values have their own scale; unit(): for lane group t
  * (0..3) of unit u of the chunk at p, the int8 words a[0] (values 4t..4t+3)
  * and a[1] (16+4t..16+4t+3), the scale of each half and the min term. */
 template <rt_dtype T> struct mq_f;
 
 template <> struct mq_f<RT_Q4_0> {
-    enum { CB = 144, UB = 18, HALVES = 1, HAS_M = 0 };
+    enum { HALVES = 1, HAS_M = 0 };
     static __device__ __forceinline__ void unit(const uint8_t *p, int u, int t, int *a, float *d, float &m) {
         const uint8_t *b = p + u * 18;
         const int w = mq_w2(b + 2 + 4 * t);
-        a[0] = (int)__vsub4((unsigned)(w & 0x0F0F0F0F), 0x08080808u);
-        a[1] = (int)__vsub4((unsigned)((w >> 4) & 0x0F0F0F0F), 0x08080808u);
+        a[0] = mq_nib_m8(w);
+        a[1] = mq_nib_m8(w >> 4);
         d[0] = d[1] = cuda_h2f(b);
         m = 0.0f;
     }
 };
 
 template <> struct mq_f<RT_Q4_1> {
-    enum { CB = 160, UB = 20, HALVES = 1, HAS_M = 1 };
+    enum { HALVES = 1, HAS_M = 1 };
     static __device__ __forceinline__ void unit(const uint8_t *p, int u, int t, int *a, float *d, float &m) {
         const uint8_t *b = p + u * 20;
         const int w = mq_w2(b + 4 + 4 * t);
@@ -92,7 +100,7 @@ template <> struct mq_f<RT_Q4_1> {
 };
 
 template <> struct mq_f<RT_Q8_0> {
-    enum { CB = 272, UB = 34, HALVES = 1, HAS_M = 0 };
+    enum { HALVES = 1, HAS_M = 0 };
     static __device__ __forceinline__ void unit(const uint8_t *p, int u, int t, int *a, float *d, float &m) {
         const uint8_t *b = p + u * 34;
         a[0] = mq_w2(b + 2 + 4 * t);
@@ -103,7 +111,7 @@ template <> struct mq_f<RT_Q8_0> {
 };
 
 template <> struct mq_f<RT_Q4_K> {
-    enum { CB = 144, UB = 0, HALVES = 1, HAS_M = 1 };
+    enum { HALVES = 1, HAS_M = 1 };
     static __device__ __forceinline__ void unit(const uint8_t *p, int u, int t, int *a, float *d, float &m) {
         int sc, mn;
         cuda_q4k_sm(u, p + 4, sc, mn);
@@ -117,7 +125,7 @@ template <> struct mq_f<RT_Q4_K> {
 };
 
 template <> struct mq_f<RT_Q5_K> {
-    enum { CB = 176, UB = 0, HALVES = 1, HAS_M = 1 };
+    enum { HALVES = 1, HAS_M = 1 };
     static __device__ __forceinline__ void unit(const uint8_t *p, int u, int t, int *a, float *d, float &m) {
         int sc, mn;
         cuda_q4k_sm(u, p + 4, sc, mn);
@@ -131,14 +139,14 @@ template <> struct mq_f<RT_Q5_K> {
 };
 
 template <> struct mq_f<RT_Q6_K> {
-    enum { CB = 210, UB = 0, HALVES = 2, HAS_M = 0 };
+    enum { HALVES = 2, HAS_M = 0 };
     static __device__ __forceinline__ void unit(const uint8_t *p, int u, int t, int *a, float *d, float &m) {
         const int h = u >> 2, k = u & 3, shl = k < 2 ? 0 : 4, shh = 2 * k;
         const uint8_t *ql = p + 64 * h + 32 * (k & 1), *qh = p + 128 + 32 * h;
         const int v0 = ((mq_w2(ql + 4 * t) >> shl) & 0x0F0F0F0F) | (((mq_w2(qh + 4 * t) >> shh) & 0x03030303) << 4);
         const int v1 = ((mq_w2(ql + 16 + 4 * t) >> shl) & 0x0F0F0F0F) | (((mq_w2(qh + 16 + 4 * t) >> shh) & 0x03030303) << 4);
-        a[0] = (int)__vsub4((unsigned)v0, 0x20202020u);
-        a[1] = (int)__vsub4((unsigned)v1, 0x20202020u);
+        a[0] = mq_sub32(v0);
+        a[1] = mq_sub32(v1);
         const int8_t *sc = (const int8_t *)(p + 192) + 8 * h + 2 * k;
         const float dd = cuda_h2f(p + 208);
         d[0] = dd * (float)sc[0];
@@ -147,25 +155,11 @@ template <> struct mq_f<RT_Q6_K> {
     }
 };
 
-/* Bytes of a chunk of nu units (K formats: always a whole super-block). */
-template <rt_dtype T> __host__ __device__ constexpr int mq_cb(int nu) { return mq_f<T>::UB ? nu * mq_f<T>::UB : mq_f<T>::CB; }
-/* 16-byte vectors a row's chunk spans (up to 15 bytes of lead), and the
- * shared row stride: an odd number of vectors, so the 8 rows a fragment
- * load touches fall on different banks. */
-template <rt_dtype T> __host__ __device__ constexpr int mq_nv() { return (mq_f<T>::CB + 15 + 15) / 16; }
-template <rt_dtype T> __host__ __device__ constexpr int mq_rs() { return (mq_nv<T>() | 1) * 16; }
 template <rt_dtype T, int NB> __host__ __device__ constexpr int mq_stage() {
     return MQ_TR * mq_rs<T>() + 16 * NB * MQ_XS + 8 * 16 * NB * 8;
 }
 
 /* ---- PTX ---------------------------------------------------------------- */
-
-__device__ __forceinline__ void mq_cp16(void *dst, const void *src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void mq_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void mq_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 /* c = A (16 x 32, rows g / g + 8) . B (32 x 8) */
 __device__ __forceinline__ void mq_mma32(int *c, const int *a, int b0, int b1) {
@@ -223,11 +217,6 @@ __global__ void k_mq_quant(const X *x, int64_t x_ld, int n, int n_pad, int in, i
     }
 }
 
-template <bool YB> __device__ __forceinline__ void mq_store(void *y, int64_t i, float v) {
-    if (YB) ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
-    else ((float *)y)[i] = v;
-}
-
 /* The tile GEMM (see the top). Grid: (token tiles, row tiles, K splits of
  * cps chunks). part: NULL (one split: y + bias stored here) or the f32
  * partials [gridDim.z, n, out]. */
@@ -236,38 +225,38 @@ __global__ void __launch_bounds__(MQ_WARPS * 32, 2) k_mmq(const char *w, int64_t
                                                        int n, int n_pad, void *y, int64_t y_ld, const float *bias,
                                                        float *part, int out, int in, int cps) {
     using F = mq_f<T>;
-    constexpr int TN = 16 * NB, NV = mq_nv<T>(), RS = mq_rs<T>(), STAGE = mq_stage<T, NB>();
+    constexpr int TN = 16 * NB, RS = mq_rs<T>(), STAGE = mq_stage<T, NB>();
+    static_assert(MQ_WARPS * 32 == 2 * MQ_TR && 16 % (MQ_WARPS * 32 / TN) == 0, "mq_load_w / load_x thread maps");
     extern __shared__ __align__(16) uint8_t mq_sm[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wr = warp % MQ_WR, wn = warp / MQ_WR;
     const int T0 = blockIdx.x * TN, R0 = blockIdx.y * MQ_TR, U = in / 32;
     const int nch_all = (U + 7) / 8, c0 = blockIdx.z * cps, c1 = c0 + cps < nch_all ? c0 + cps : nch_all, nch = c1 - c0;
     auto nu_of = [&](int c) { return U - c * 8 < 8 ? U - c * 8 : 8; };
-    auto row_at = [&](int r, int c) { /* row R0 + r (clamped: rows past out load the last and store nothing) */
-        const int row = R0 + r < out ? R0 + r : out - 1;
-        return w + (int64_t)row * ws + (int64_t)c * F::CB;
-    };
-    auto load_w = [&](int st, int c) {
-        uint8_t *sw = mq_sm + st * STAGE;
-        const int cb = mq_cb<T>(nu_of(c));
-        for (int i = tid; i < MQ_TR * NV; i += MQ_WARPS * 32) {
-            const int r = i / NV, v = i % NV;
-            const uintptr_t a = (uintptr_t)row_at(r, c), a0 = a & ~(uintptr_t)15;
-            if (v < (int)((a - a0 + cb + 15) >> 4)) mq_cp16(sw + r * RS + v * 16, (const void *)(a0 + 16 * v));
-        }
-    };
+    /* this thread's W row to copy (mq_load_w), and its xq token and vectors:
+     * 256 / TN threads a token, 16 vectors (256 int8) among them */
+    const char *wrow = w + (int64_t)(R0 + (tid >> 1) < out ? R0 + (tid >> 1) : out - 1) * ws;
+    constexpr int TPT = MQ_WARPS * 32 / TN;
+    const int xt = tid / TPT, xv = tid % TPT;
+    const int8_t *xrow = xq + (int64_t)(T0 + xt) * in; /* n_pad rows: always in range */
+    auto load_w = [&](int st, int c) { mq_load_w<T>(mq_sm + st * STAGE, wrow, c, nu_of(c), tid); };
     auto load_x = [&](int st, int c) {
         uint8_t *sx = mq_sm + st * STAGE + MQ_TR * RS;
         const int nu = nu_of(c);
-        for (int i = tid; i < TN * 16; i += MQ_WARPS * 32) {
-            const int tok = i >> 4, v = i & 15;
-            if (v < 2 * nu) mq_cp16(sx + tok * MQ_XS + v * 16, xq + (int64_t)(T0 + tok) * in + c * 256 + v * 16);
+#pragma unroll
+        for (int k = 0; k < 16 / TPT; k++) {
+            const int v = xv + TPT * k;
+            if (v < 2 * nu) mq_cp16(sx + xt * MQ_XS + v * 16, xrow + c * 256 + v * 16);
         }
         uint8_t *ss = sx + TN * MQ_XS;
         for (int i = tid; i < nu * TN / 2; i += MQ_WARPS * 32) {
             const int u = i / (TN / 2), v = i % (TN / 2);
             mq_cp16(ss + u * TN * 8 + v * 16, (const uint8_t *)(xs + (int64_t)(c * 8 + u) * n_pad + T0) + v * 16);
         }
+    };
+    auto row_off = [&](int r, int c) { /* a compute row's chunk start within its first shared vector */
+        const int row = R0 + r < out ? R0 + r : out - 1;
+        return (int)((uintptr_t)(w + (int64_t)row * ws + (int64_t)c * mq_cb_full<T>()) & 15);
     };
 
     float acc[2][NB][4];
@@ -309,8 +298,9 @@ __global__ void __launch_bounds__(MQ_WARPS * 32, 2) k_mmq(const char *w, int64_t
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int r = wr * 32 + s * 16 + g + 8 * h;
-                pr[s][h] = sw + r * RS + ((uintptr_t)row_at(r, c) & 15);
+                pr[s][h] = sw + r * RS + row_off(r, c);
             }
+#pragma unroll 2
         for (int u = 0; u < nu; u++) {
             int A[2][4];
             float d[2][2][2], m[2][2];
@@ -372,19 +362,6 @@ __global__ void __launch_bounds__(MQ_WARPS * 32, 2) k_mmq(const char *w, int64_t
             }
 }
 
-/* y[tok, row] = sum over the S splits in order of part + bias. */
-template <bool YB>
-__global__ void k_mq_reduce(const float *part, int S, int n, int out, void *y, int64_t y_ld, const float *bias) {
-    CUDA_PDL_ENTER();
-    const int64_t total = (int64_t)n * out;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t tok = i / out, row = i % out;
-        float v = 0.0f;
-        for (int z = 0; z < S; z++) v += part[(int64_t)z * total + i];
-        mq_store<YB>(y, tok * y_ld + row, v + (bias ? bias[row] : 0.0f));
-    }
-}
-
 /* ---- host --------------------------------------------------------------- */
 
 static uint64_t g_mq_launches; /* calls that ran k_mmq (tests) */
@@ -394,10 +371,12 @@ extern "C" uint64_t cuda_mmq_launches(void) { return __atomic_load_n(&g_mq_launc
 static void mq_read_env(cuda_ctx *c) {
     if (c->mmq) return;
     const char *e = getenv("VLLM_CUDA_MMQ");
-    c->mmq = e && !strcmp(e, "0") ? 1 : 2;
+    c->mmq = e && !strcmp(e, "0") ? 1 : e && !strcmp(e, "int8") ? 2 : 3;
     e = getenv("VLLM_CUDA_MMQ_MAX_N");
     const long v = e && *e ? strtol(e, NULL, 10) : MQ_MAX_N;
     c->mmq_max_n = v >= 1 && v <= (1 << 20) ? (int)v : MQ_MAX_N;
+    e = getenv("VLLM_CUDA_MMQ_TN");
+    c->mmq_tn = e && !strcmp(e, "32") ? 32 : 64;
     e = getenv("VLLM_CUDA_MMQ_SPLIT");
     const long s = e && *e ? strtol(e, NULL, 10) : 0;
     c->mmq_split = s >= 1 && s <= 64 ? (int)s : 0;
@@ -414,23 +393,13 @@ static bool mq_format(rt_dtype t) {
 
 bool cuda_mmq_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in, int64_t n) {
     mq_read_env(c);
-    if (c->mmq != 2 || n < 1 || n > c->mmq_max_n || !mq_format(w->dtype) || in % 32 || in > INT_MAX / 2 ||
+    if (c->mmq == 1 || n < 1 || n > c->mmq_max_n || !mq_format(w->dtype) || in % 32 || in > INT_MAX / 2 ||
         w->shape[0] > INT_MAX || w->stride[0] % 2 || (uintptr_t)w->data % 16)
         return false;
     const int64_t n_pad = (n + 63) / 64 * 64;
     if (n_pad * in > (int64_t)INT_MAX) return false;
     if (xt == RT_F32) return x_ld % 4 == 0 && (uintptr_t)x % 16 == 0;
     return xt == RT_BF16 && x_ld % 4 == 0 && (uintptr_t)x % 8 == 0;
-}
-
-/* K splits: enough CTAs for one wave at the kernel's occupancy, at most one
- * chunk a split; then as few as give the same chunks per split. */
-static int mq_splits(const cuda_ctx *c, int64_t tiles, int nch, int per_sm, int *cps) {
-    int64_t s = c->mmq_split ? c->mmq_split : ((int64_t)c->n_sm * per_sm + tiles - 1) / tiles;
-    if (s > nch) s = nch;
-    if (s < 1) s = 1;
-    *cps = (int)((nch + s - 1) / s);
-    return (nch + *cps - 1) / *cps;
 }
 
 template <rt_dtype T, int NB, bool YB> static int mq_per_sm(size_t smem) {
@@ -452,7 +421,7 @@ static int mq_launch(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt
     const int n_pad = (n + TN - 1) / TN * TN, U = in / 32, ntt = n_pad / TN, nrt = (out + MQ_TR - 1) / MQ_TR,
               nch = (U + 7) / 8;
     int cps;
-    const int S = mq_splits(c, (int64_t)ntt * nrt, nch, mq_per_sm<T, NB, YB>(smem), &cps);
+    const int S = mq_splits(c->n_sm, c->mmq_split, (int64_t)ntt * nrt, nch, mq_per_sm<T, NB, YB>(smem), &cps);
     const size_t xq_b = ((size_t)n_pad * (size_t)in + 255) / 256 * 256, xs_b = ((size_t)U * n_pad * 8 + 255) / 256 * 256;
     const size_t part_b = S > 1 ? (size_t)S * (size_t)n * (size_t)out * 4 : 0;
     char *ws = (char *)cuda_ws_get(c, &c->mq, xq_b + xs_b + part_b, "mmq");
@@ -486,6 +455,11 @@ static int mq_go(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, in
 
 int cuda_mmq(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y, rt_dtype yt,
              int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n) {
+    /* bf16 x: W decoded to bf16 (cuda_mmq_bf.cu), but Q8_0, whose bytes meet
+     * int8 x as they are (its bf16 decode goes through f32: slower, table in
+     * BENCHMARKS) */
+    if (c->mmq == 3 && w->dtype != RT_Q8_0 && cuda_mmq_bf_fits(w, x, xt, x_ld))
+        return cuda_mmq_bf(c, w, x, x_ld, y, yt, y_ld, bias, out, in, n);
     const bool yb = yt == RT_BF16;
     switch (w->dtype) {
 #define X(T)                                                                                             \

@@ -9,10 +9,15 @@
  *   CTA walks every chunk) and =3. A launch counter proves the kernel ran.
  *   Bound 2e-2 normalised (x rounded to 8 bits per 32 values, as the d4
  *   GEMV: ~0.4% a value).
+ *   Both kernels: bf16 x rows go to cuda_mmq_bf.cu by default (W decoded to
+ *   bf16) except over Q8_0; f32 x rows and every call under
+ *   VLLM_CUDA_MMQ=int8 to the int8 kernel; a counter per kernel proves which
+ *   ran.
  *   test_mmq_speed (VLLM_CUDA_SPEED=0 skips it): the 8B's matmuls at 16..512
- *   rows in Q4_0 / Q4_K / Q6_K / Q8_0, graph-timed, against cuBLAS over the
+ *   rows in Q4_0 / Q4_K / Q6_K / Q8_0, graph-timed: the default, the int8
+ *   kernel, 32-token tiles (VLLM_CUDA_MMQ_TN=32), cuBLAS over the
  *   dequantized copy (VLLM_CUDA_MMQ=0, eager: it allocates per call) and
- *   against cuBLAS over bf16 W of the same shape.
+ *   cuBLAS over bf16 W of the same shape.
  * Skips without a device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +37,10 @@
 #include <string.h>
 
 uint64_t cuda_mmq_launches(void);
+uint64_t cuda_mmq_bf_launches(void);
+
+/* calls that ran either kernel */
+static uint64_t mq_launches(void) { return cuda_mmq_launches() + cuda_mmq_bf_launches(); }
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static float rnd(void) { return cuda_test_rnd(&g_rng); } /* [-1, 1) */
@@ -68,7 +77,7 @@ static const mq_case CASES[] = {
     {12, 4100, 1, 1, 0, 0, 0}, {24, 144, 1, 1, 1, 0, 1}, {70, 200, 2, 1, 0, 0, 1},  {40, 96, 0, 0, 0, 0, 1},
 };
 
-static void mmq_cases(const char *label) {
+static void mmq_cases(const char *label, int int8) {
     static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_1, RT_Q8_0, RT_Q4_K, RT_Q5_K, RT_Q6_K};
     static const int64_t in32[3] = {160, 576, 2336}, in256[3] = {256, 1024, 2816};
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
@@ -110,15 +119,18 @@ static void mmq_cases(const char *label) {
             rt_tensor ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
             assert_non_null(dy.data);
             assert_non_null(ds.data);
-            const uint64_t l0 = cuda_mmq_launches();
+            const uint64_t l0 = mq_launches(), b0 = cuda_mmq_bf_launches();
             if (c->glu) assert_int_equal(rt_matmul_glu(g_gpu, &dy, &dx, &dw, RT_ACT_SILU, &ds), VC_OK);
             else assert_int_equal(rt_matmul(g_gpu, &dy, &dx, &dw, c->bias ? &db : NULL), VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
             /* f32 x at <= 8 rows takes the decode GEMV, not this kernel */
             const int want = !(n <= 8 && !c->xb);
-            if (want && cuda_mmq_launches() != l0 + 1)
+            if (want && mq_launches() != l0 + 1)
                 fail_msg("mmq did not run: %s n=%lld in=%lld out=%lld", rt_dtype_name(t), (long long)n, (long long)in,
                          (long long)out);
+            const int bf = cuda_mmq_bf_launches() != b0;
+            if (bf != (want && c->xb && !int8 && t != RT_Q8_0)) /* Q8_0: the int8 kernel */
+                fail_msg("wrong kernel (bf16 %d): %s n=%lld", bf, rt_dtype_name(t), (long long)n);
             if (ybf) {
                 down(yh, &dy);
                 for (int64_t i = 0; i < n * yo; i++) got[i] = rt_bf16_to_f32(yh[i]);
@@ -126,7 +138,7 @@ static void mmq_cases(const char *label) {
                 down(got, &dy);
             }
             const double e = max_norm_err(got, ref, n * yo);
-            print_message("mmq%s %s, %s%s, n=%lld in=%lld out=%lld x %s y %s: %.2e\n", label, rt_dtype_name(t),
+            print_message("mmq%s%s %s, %s%s, n=%lld in=%lld out=%lld x %s y %s: %.2e\n", bf ? " bf16" : " int8", label, rt_dtype_name(t),
                           c->glu ? "glu" : "matmul", c->bias ? "+bias" : "", (long long)n, (long long)in,
                           (long long)out, c->xb ? "bf16" : "f32", ybf ? "bf16" : "f32", e);
             assert_true(e <= 2e-2);
@@ -136,33 +148,34 @@ static void mmq_cases(const char *label) {
     }
 }
 
-/* A backend of its own with one variable set (read at first use), until
- * swap_back. */
-static rt_backend *swap_with(const char *name, const char *value) {
-    setenv(name, value, 1);
+/* The cases on a backend of their own (variables are read at first use):
+ * VLLM_CUDA_MMQ = mmq ("" the default choice, "int8" that kernel for every
+ * call), VLLM_CUDA_MMQ_SPLIT = split ("" the rule), rows to 256. */
+static void mmq_run(const char *label, const char *mmq, const char *split) {
+    setenv("VLLM_CUDA_MMQ", mmq, 1);
+    setenv("VLLM_CUDA_MMQ_SPLIT", split, 1);
+    setenv("VLLM_CUDA_MMQ_MAX_N", "256", 1); /* the cases go to 250 rows */
     rt_backend_params p = rt_backend_params_default();
     rt_backend *old = g_gpu;
     g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
     assert_non_null(g_gpu);
-    return old;
-}
-
-static void swap_back(rt_backend *old, const char *name) {
+    mmq_cases(label, !strcmp(mmq, "int8"));
     rt_backend_free(g_gpu);
     g_gpu = old;
-    unsetenv(name);
+    unsetenv("VLLM_CUDA_MMQ");
+    unsetenv("VLLM_CUDA_MMQ_SPLIT");
+    unsetenv("VLLM_CUDA_MMQ_MAX_N");
 }
 
 static void test_mmq(void **st) {
     (void)st;
     NEED_GPU();
-    mmq_cases("");
-    rt_backend *old = swap_with("VLLM_CUDA_MMQ_SPLIT", "1");
-    mmq_cases(" (split 1)");
-    swap_back(old, "VLLM_CUDA_MMQ_SPLIT");
-    old = swap_with("VLLM_CUDA_MMQ_SPLIT", "3");
-    mmq_cases(" (split 3)");
-    swap_back(old, "VLLM_CUDA_MMQ_SPLIT");
+    mmq_run("", "", "");
+    mmq_run("", "int8", "");
+    mmq_run(" (split 1)", "", "1");
+    mmq_run(" (split 1)", "int8", "1");
+    mmq_run(" (split 3)", "", "3");
+    mmq_run(" (split 3)", "int8", "3");
 }
 
 /* Recorded graphs replay the kernel with the workspace they saw: a call
@@ -239,18 +252,27 @@ static void test_mmq_speed(void **st) {
         {"qkv", 6144, 4096, 0}, {"wo", 4096, 4096, 0}, {"gate_up", 28672, 4096, 1}, {"down", 4096, 14336, 0}};
     static const int ns[] = {16, 32, 64, 128, 256, 512};
     enum { NT = sizeof ts / sizeof ts[0], NN = sizeof ns / sizeof ns[0] };
-    static double us[NT][4][NN][2];
+    static double us[NT][4][NN][4];
     const int nmax = 512;
     rt_backend_params p = rt_backend_params_default();
-    for (int cf = 0; cf < 2; cf++) { /* 0: default (mmq), 1: VLLM_CUDA_MMQ=0 */
-        setenv("VLLM_CUDA_MMQ", cf ? "0" : "", 1);
+    /* VLLM_TEST_MMQ_ONE=<type index>,<shape index>: that pair only, mmq only (profiling) */
+    const char *one = getenv("VLLM_TEST_MMQ_ONE");
+    int one_t = -1, one_s = -1;
+    if (one && sscanf(one, "%d,%d", &one_t, &one_s) != 2) one_t = one_s = -1;
+    /* VLLM_CUDA_MMQ, _TN: the default (bf16 x: cuda_mmq_bf.cu but Q8_0), the
+     * copy, int8, bf16 in 32-token tiles */
+    static const char *cfv[4][2] = {{"", ""}, {"0", ""}, {"int8", ""}, {"", "32"}};
+    for (int cf = 0; cf < (one_t >= 0 ? 1 : 4); cf++) {
+        setenv("VLLM_CUDA_MMQ", cfv[cf][0], 1);
+        setenv("VLLM_CUDA_MMQ_TN", cfv[cf][1], 1);
         setenv("VLLM_CUDA_MMQ_MAX_N", "512", 1); /* the whole table, past the default */
         rt_backend_free(g_gpu);
         g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
         assert_non_null(g_gpu);
         for (int ti = 0; ti < NT; ti++) {
-            if (cf && ts[ti] == RT_BF16) continue; /* cuBLAS either way */
+            if ((cf && ts[ti] == RT_BF16) || (one_t >= 0 && ti != one_t)) continue; /* bf16 W: cuBLAS in every config */
             for (int i = 0; i < 4; i++) {
+                if (one_s >= 0 && i != one_s) continue;
                 const int64_t out = shp[i].out, in = shp[i].in, yo = shp[i].glu ? out / 2 : out;
                 const size_t rb = rt_dtype_row_bytes(ts[ti], in);
                 char *wh = xmalloc(rb * (size_t)out);
@@ -281,17 +303,21 @@ static void test_mmq_speed(void **st) {
     }
     unsetenv("VLLM_CUDA_MMQ");
     unsetenv("VLLM_CUDA_MMQ_MAX_N");
+    unsetenv("VLLM_CUDA_MMQ_TN");
     rt_backend_free(g_gpu);
     g_gpu = rt_backend_create(RT_DEV_CUDA, &p);
     assert_non_null(g_gpu);
+    if (one_t >= 0) return;
     for (int i = 0; i < 4; i++)
         for (int k = 0; k < NN; k++) {
-            char line[768];
+            char line[1024];
             int o = 0;
             for (int ti = 0; ti < NT - 1; ti++) {
                 const double gb = (double)rt_dtype_row_bytes(ts[ti], shp[i].in) * (double)shp[i].out * 1e-9;
-                o += snprintf(line + o, sizeof line - (size_t)o, " %s mmq %7.1f us (%5.0f GB/s) copy %7.1f;",
-                              rt_dtype_name(ts[ti]), us[ti][i][k][0], gb / (us[ti][i][k][0] * 1e-6), us[ti][i][k][1]);
+                o += snprintf(line + o, sizeof line - (size_t)o,
+                              " %s dflt %6.1f us (%5.0f GB/s) int8 %6.1f tn32 %6.1f copy %6.1f;",
+                              rt_dtype_name(ts[ti]), us[ti][i][k][0], gb / (us[ti][i][k][0] * 1e-6), us[ti][i][k][2],
+                              us[ti][i][k][3], us[ti][i][k][1]);
             }
             print_message("speed: mmq llama-8b %-7s n=%3d:%s bf16 W %7.1f us\n", shp[i].name, ns[k], line,
                           us[NT - 1][i][k][0]);
@@ -309,6 +335,8 @@ static int teardown(void **st) {
 }
 
 int main(void) {
+    const char *only = getenv("VLLM_TEST_ONLY"); /* one test by name */
+    if (only && *only) cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_mmq), cmocka_unit_test(test_mmq_graph),
                                        cmocka_unit_test(test_mmq_speed)};
     return cmocka_run_group_tests(tests, setup, teardown);
