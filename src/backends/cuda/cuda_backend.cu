@@ -375,9 +375,10 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
 /* bf16 activations where the matmuls run on cuBLAS, unless
  * VLLM_CUDA_BF16_ACT=0 or the norms cannot write bf16 (read once per
  * backend); the GEMV reads f32 rows, so the answer picks the kernel:
- *  - quantized W: the GEMV up to CUDA_GEMV_MAX_N tokens (it decodes the
- *    blocks on the fly; cuBLAS needs a dequantized copy), unless the skinny
- *    kernel takes GGUF blocks (VLLM_CUDA_SKINNY_QUANT=1): then as below;
+ *  - quantized W: the dp4a GEMV up to 2 tokens, bf16 rows from 3
+ *    (cuda_mmq_bf.cu / cuda_mmq.cu on tensor cores; cuda_mmq_min_n, whose
+ *    table is in cuda_mmq.cu), unless the skinny kernel takes GGUF blocks
+ *    (VLLM_CUDA_SKINNY_QUANT=1): then as below;
  *  - bf16 W with the skinny kernel on (cuda_skinny.cu, the default): the
  *    GEMV at 1 token only. Its table (test_cuda_gemm, session 11) has the
  *    skinny kernel on bf16 rows ahead of the f32-row GEMV at every n >= 2
@@ -400,7 +401,10 @@ int64_t cuda_gemv_rows(cuda_ctx *c, rt_dtype w, int64_t in) {
         int v = e && *e ? atoi(e) : 0;
         c->gemv_max_n = v >= 1 && v <= CUDA_GEMV_MAX_N ? v : -1; /* -1: by x bytes */
     }
-    if (rt_dtype_info(w)->quantized && !cuda_skinny_quant_on(c)) return CUDA_GEMV_MAX_N;
+    if (rt_dtype_info(w)->quantized && !cuda_skinny_quant_on(c)) {
+        const int m = cuda_mmq_min_n(c) - 1;
+        return m < 1 ? 1 : m > CUDA_GEMV_MAX_N ? CUDA_GEMV_MAX_N : m;
+    }
     if (c->gemv_max_n > 0) return c->gemv_max_n;
     if (w == RT_BF16 && cuda_skinny_on(c)) return 1;
     int64_t lim = CUDA_GEMV_X_BYTES / 4 / (in > 0 ? in : 1);

@@ -170,6 +170,7 @@ typedef struct {
     int mmq_max_n;  /* cuda_mmq.cu: most rows it takes (VLLM_CUDA_MMQ_MAX_N) */
     int mmq_split;  /* cuda_mmq.cu: forced K splits (VLLM_CUDA_MMQ_SPLIT); 0 by the rule */
     int mmq_tn;     /* cuda_mmq_bf.cu: largest token tile (VLLM_CUDA_MMQ_TN: 64, or 32) */
+    int mmq_min_n;  /* cuda_mmq.cu: decode rows from which GGUF matmuls leave the GEMV (VLLM_CUDA_MMQ_MIN_N) */
 } cuda_ctx;
 
 /* Partials of the split-KV attention never exceed 64 * n_sm (row, head,
@@ -343,6 +344,10 @@ int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
 bool cuda_mmq_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in, int64_t n);
 int cuda_mmq(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y, rt_dtype yt,
              int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n);
+/* The fewest rows a decode step hands to cuda_mmq over GGUF weights
+ * (VLLM_CUDA_MMQ_MIN_N, default 3; CUDA_GEMV_MAX_N + 1 when it is off):
+ * fewer stay on the decode GEMVs (cuda_gemv_rows). */
+int cuda_mmq_min_n(cuda_ctx *c);
 /* cuda_mmq_bf.cu: the same for bf16 x rows (x_ld % 8 == 0, 16-byte aligned),
  * W decoded to bf16 in registers; cuda_mmq calls it where it fits. */
 bool cuda_mmq_bf_fits(const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld);

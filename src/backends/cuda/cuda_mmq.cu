@@ -51,6 +51,13 @@
 #define MQ_WN 2              /* warps along tokens */
 #define MQ_WARPS (MQ_WR * MQ_WN)
 #define MQ_XS 272            /* shared bytes per token row of a chunk: 256 + 16 (bank spread) */
+/* default VLLM_CUDA_MMQ_MIN_N: decode steps of 3+ rows over GGUF weights
+ * ask for bf16 rows and come here (cuda_gemv_rows) rather than to the dp4a
+ * GEMV, whose cost grows with the rows. Session 12's table (8B Q4_K, us,
+ * bf16 kernel / GEMV): 1 row gate|up 59.7 / 39.9, down 28.0 / 23.8; 2 rows
+ * 60.2 / 53.0, 28.1 / 35.4 (even over the four matmuls); 4 rows 59.8 /
+ * 81.3, 28.0 / 62.8; 8 rows 60.2 / 138.8, 28.2 / 174.7. */
+#define MQ_MIN_N 3
 #define MQ_MAX_N 64          /* default VLLM_CUDA_MMQ_MAX_N (session 12: ahead of the copy to 64 rows on every 8B shape, behind at 128) */
 
 /* ---- formats ------------------------------------------------------------ */
@@ -377,6 +384,9 @@ static void mq_read_env(cuda_ctx *c) {
     c->mmq_max_n = v >= 1 && v <= (1 << 20) ? (int)v : MQ_MAX_N;
     e = getenv("VLLM_CUDA_MMQ_TN");
     c->mmq_tn = e && !strcmp(e, "32") ? 32 : 64;
+    e = getenv("VLLM_CUDA_MMQ_MIN_N");
+    const long mn = e && *e ? strtol(e, NULL, 10) : MQ_MIN_N;
+    c->mmq_min_n = mn >= 1 && mn <= CUDA_GEMV_MAX_N + 1 ? (int)mn : MQ_MIN_N;
     e = getenv("VLLM_CUDA_MMQ_SPLIT");
     const long s = e && *e ? strtol(e, NULL, 10) : 0;
     c->mmq_split = s >= 1 && s <= 64 ? (int)s : 0;
@@ -389,6 +399,11 @@ static bool mq_format(rt_dtype t) {
 #undef X
     default: return false;
     }
+}
+
+int cuda_mmq_min_n(cuda_ctx *c) {
+    mq_read_env(c);
+    return c->mmq == 1 || c->mmq_max_n < c->mmq_min_n ? CUDA_GEMV_MAX_N + 1 : c->mmq_min_n;
 }
 
 bool cuda_mmq_fits(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, int64_t in, int64_t n) {

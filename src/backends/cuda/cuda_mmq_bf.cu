@@ -286,7 +286,7 @@ static int mb_launch(cuda_ctx *c, const rt_tensor *w, const __nv_bfloat16 *x, in
     return VC_OK;
 }
 
-/* Token tile by rows: 16 (3 stages, two CTAs an SM), 32 (2 stages: two
+/* Token tile by rows: 8 and 16 (3 stages, two CTAs an SM), 32 (2 stages: two
  * CTAs an SM), then 64 (3 stages, one CTA an SM; 172 KB for Q4_0) in tiles
  * of 64. Session 12's table (8B shapes, Q4_K, us): at 64 rows gate|up
  * 125.5 in one tile of 64 vs 144.7 in two of 32 (2 stages) vs 182.3 (3
@@ -295,6 +295,7 @@ static int mb_launch(cuda_ctx *c, const rt_tensor *w, const __nv_bfloat16 *x, in
 template <rt_dtype T, bool YB>
 static int mb_go(cuda_ctx *c, const rt_tensor *w, const __nv_bfloat16 *x, int64_t x_ld, void *y, int64_t y_ld,
                  const float *bias, int out, int in, int n) {
+    if (n <= 8) return mb_launch<T, 1, 3, YB>(c, w, x, x_ld, y, y_ld, bias, out, in, n);
     if (n <= 16) return mb_launch<T, 2, 3, YB>(c, w, x, x_ld, y, y_ld, bias, out, in, n);
     if (n <= 32 || c->mmq_tn == 32) return mb_launch<T, 4, 2, YB>(c, w, x, x_ld, y, y_ld, bias, out, in, n);
     return mb_launch<T, 8, 3, YB>(c, w, x, x_ld, y, y_ld, bias, out, in, n);

@@ -11,8 +11,9 @@
  * a few bf16 roundings of gate, up and the output (2e-2 normalised).
  * rt_backend_act_dtype over bf16 W (VLLM_CUDA_GEMV_MAX_N unset): f32 (the
  * GEMV) while n x in f32 values fit 8 KB (hidden 4096: 1 token; 1024: 2),
- * bf16 above; over quantized W f32 up to CUDA_GEMV_MAX_N (8) tokens, bf16
- * above; when the backend can write normed rows in bf16. Skips without a device.
+ * bf16 above; over quantized W f32 up to 2 tokens (the dp4a GEMV), bf16
+ * from 3 (cuda_mmq; up to 8 with VLLM_CUDA_MMQ=0); when the backend can
+ * write normed rows in bf16. Skips without a device.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -379,9 +380,14 @@ static void test_act_dtype(void **st) {
     assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_BF16, 4096), RT_F32);
     assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_BF16, 1 << 20), RT_F32); /* at least one row */
     assert_int_equal(rt_backend_act_dtype(g_gpu, 1, RT_Q4_0, 4096), RT_F32);
-    assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_Q4_0, 4096), RT_F32);
+    assert_int_equal(rt_backend_act_dtype(g_gpu, 2, RT_Q4_0, 4096), RT_F32);
     rt_dtype big = rt_backend_act_dtype(g_gpu, 2048, RT_BF16, 4096);
     assert_true(big == RT_F32 || big == RT_BF16);
+    const char *mq = getenv("VLLM_CUDA_MMQ"), *mqn = getenv("VLLM_CUDA_MMQ_MIN_N");
+    if ((!mq || strcmp(mq, "0")) && (!mqn || !*mqn)) /* GGUF: the tensor-core kernels from 3 rows */
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 3, RT_Q4_K, 4096), big);
+    else
+        assert_int_equal(rt_backend_act_dtype(g_gpu, 8, RT_Q4_0, 4096), RT_F32);
     const char *e = getenv("VLLM_CUDA_GEMV_MAX_N");
     if (!e || !*e) { /* the default: by the bytes of the x rows */
         assert_int_equal(rt_backend_act_dtype(g_gpu, 2, RT_BF16, 4096), big);

@@ -13,11 +13,11 @@
  *   bf16) except over Q8_0; f32 x rows and every call under
  *   VLLM_CUDA_MMQ=int8 to the int8 kernel; a counter per kernel proves which
  *   ran.
- *   test_mmq_speed (VLLM_CUDA_SPEED=0 skips it): the 8B's matmuls at 16..512
- *   rows in Q4_0 / Q4_K / Q6_K / Q8_0, graph-timed: the default, the int8
- *   kernel, 32-token tiles (VLLM_CUDA_MMQ_TN=32), cuBLAS over the
- *   dequantized copy (VLLM_CUDA_MMQ=0, eager: it allocates per call) and
- *   cuBLAS over bf16 W of the same shape.
+ *   test_mmq_speed (VLLM_CUDA_SPEED=0 skips it): the 8B's matmuls at 1..128
+ *   bf16 rows in Q4_0 / Q4_K / Q6_K / Q8_0, graph-timed: the default, the
+ *   int8 kernel, 32-token tiles (VLLM_CUDA_MMQ_TN=32), cuBLAS over the
+ *   dequantized copy (VLLM_CUDA_MMQ=0, eager: it allocates per call),
+ *   f32 rows to 8 (the decode GEMVs) and cuBLAS over bf16 W of the shape.
  * Skips without a device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -250,19 +250,20 @@ static void test_mmq_speed(void **st) {
     static const rt_dtype ts[] = {RT_Q4_0, RT_Q4_K, RT_Q6_K, RT_Q8_0, RT_BF16};
     static const struct { const char *name; int64_t out, in; int glu; } shp[4] = {
         {"qkv", 6144, 4096, 0}, {"wo", 4096, 4096, 0}, {"gate_up", 28672, 4096, 1}, {"down", 4096, 14336, 0}};
-    static const int ns[] = {16, 32, 64, 128, 256, 512};
+    static const int ns[] = {1, 2, 4, 8, 16, 32, 64, 128};
     enum { NT = sizeof ts / sizeof ts[0], NN = sizeof ns / sizeof ns[0] };
-    static double us[NT][4][NN][4];
-    const int nmax = 512;
+    static double us[NT][4][NN][5];
+    const int nmax = 128;
     rt_backend_params p = rt_backend_params_default();
     /* VLLM_TEST_MMQ_ONE=<type index>,<shape index>: that pair only, mmq only (profiling) */
     const char *one = getenv("VLLM_TEST_MMQ_ONE");
     int one_t = -1, one_s = -1;
     if (one && sscanf(one, "%d,%d", &one_t, &one_s) != 2) one_t = one_s = -1;
     /* VLLM_CUDA_MMQ, _TN: the default (bf16 x: cuda_mmq_bf.cu but Q8_0), the
-     * copy, int8, bf16 in 32-token tiles */
-    static const char *cfv[4][2] = {{"", ""}, {"0", ""}, {"int8", ""}, {"", "32"}};
-    for (int cf = 0; cf < (one_t >= 0 ? 1 : 4); cf++) {
+     * copy, int8, bf16 in 32-token tiles; then the default with f32 x rows
+     * to 8 (the decode GEMVs: cuda_gemv_d4.cu over GGUF blocks) */
+    static const char *cfv[5][2] = {{"", ""}, {"0", ""}, {"int8", ""}, {"", "32"}, {"", ""}};
+    for (int cf = 0; cf < (one_t >= 0 ? 1 : 5); cf++) {
         setenv("VLLM_CUDA_MMQ", cfv[cf][0], 1);
         setenv("VLLM_CUDA_MMQ_TN", cfv[cf][1], 1);
         setenv("VLLM_CUDA_MMQ_MAX_N", "512", 1); /* the whole table, past the default */
@@ -284,20 +285,26 @@ static void test_mmq_speed(void **st) {
                     free(row);
                 }
                 uint16_t *xh = xmalloc((size_t)(nmax * in) * 2);
-                for (int64_t k = 0; k < nmax * in; k++) xh[k] = rt_f32_to_bf16(0.1f * (float)(k % 5 - 2));
+                float *xf = xmalloc((size_t)(nmax * in) * 4);
+                for (int64_t k = 0; k < nmax * in; k++) {
+                    xf[k] = 0.1f * (float)(k % 5 - 2);
+                    xh[k] = rt_f32_to_bf16(xf[k]);
+                }
+                const int f32x = cf == 4; /* f32 x and y rows (what decode steps of <= 8 rows pass) */
                 int64_t sw[2] = {out, in}, sx[2] = {nmax, in}, sy[2] = {nmax, yo}, ss[2] = {nmax, out};
-                rt_tensor w = up(wh, ts[ti], 2, sw), x = up(xh, RT_BF16, 2, sx);
-                rt_tensor y = rt_tensor_alloc(g_gpu, shp[i].glu ? RT_BF16 : RT_F32, 2, sy); /* decode: GLU -> bf16 rows */
+                rt_tensor w = up(wh, ts[ti], 2, sw), x = f32x ? up(xf, RT_F32, 2, sx) : up(xh, RT_BF16, 2, sx);
+                rt_tensor y = rt_tensor_alloc(g_gpu, shp[i].glu && !f32x ? RT_BF16 : RT_F32, 2, sy); /* GLU -> bf16 rows */
                 rt_tensor sc = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
                 assert_non_null(y.data);
                 assert_non_null(sc.data);
                 for (int k = 0; k < NN; k++) {
+                    if (f32x && ns[k] > 8) continue;
                     rt_tensor xv = rt_tensor_slice0(&x, 0, ns[k]), yv = rt_tensor_slice0(&y, 0, ns[k]);
                     rt_tensor sv = rt_tensor_slice0(&sc, 0, ns[k]);
                     us[ti][i][k][cf] = mq_time(shp[i].glu, &yv, &xv, &w, &sv, cf == 1);
                 }
                 drop(&w), drop(&x), drop(&y), drop(&sc);
-                free(wh), free(xh);
+                free(wh), free(xh), free(xf);
             }
         }
     }
@@ -315,9 +322,9 @@ static void test_mmq_speed(void **st) {
             for (int ti = 0; ti < NT - 1; ti++) {
                 const double gb = (double)rt_dtype_row_bytes(ts[ti], shp[i].in) * (double)shp[i].out * 1e-9;
                 o += snprintf(line + o, sizeof line - (size_t)o,
-                              " %s dflt %6.1f us (%5.0f GB/s) int8 %6.1f tn32 %6.1f copy %6.1f;",
+                              " %s dflt %6.1f us (%5.0f GB/s) int8 %6.1f tn32 %6.1f copy %6.1f gemv %6.1f;",
                               rt_dtype_name(ts[ti]), us[ti][i][k][0], gb / (us[ti][i][k][0] * 1e-6), us[ti][i][k][2],
-                              us[ti][i][k][3], us[ti][i][k][1]);
+                              us[ti][i][k][3], us[ti][i][k][1], ns[k] <= 8 ? us[ti][i][k][4] : 0.0);
             }
             print_message("speed: mmq llama-8b %-7s n=%3d:%s bf16 W %7.1f us\n", shp[i].name, ns[k], line,
                           us[NT - 1][i][k][0]);
