@@ -2,14 +2,16 @@
  * GEMM-tile kernels (cpu_kernels.gv/gm; see cpu_internal.h):
  *
  * 1. Activations are quantized per row (Q8a / Q8_K), in parallel.
- * 2. Each full group of 8 tokens is interleaved (cpu_block_q8a_x8 /
- *    cpu_block_q8k_x8) for the tiles; a partial last group (and any n < 8,
- *    i.e. decode) goes through the 8-row GEMV.
+ * 2. Each group of 8 tokens is interleaved (cpu_block_q8a_x8 /
+ *    cpu_block_q8k_x8) for the tiles; a partial last group of at least
+ *    GM_TAIL_MIN tokens is padded with zero activations and takes a tile
+ *    too (batched decode of 3..7 rows), a smaller one (and decode of 1-2
+ *    rows) goes through the 8-row GEMV.
  * 3. Tasks are rectangles: a chunk of weight rows x a range of token
  *    groups, so both threads have work even when a layer has few rows; a
  *    task walks its token groups, and per group its rows in tiles of 4
  *    (weights of the chunk stay in L2).
- * Decode (n < 8) instead gives each thread one contiguous range of 8-row
+ * Decode of 1-2 rows instead gives each thread one contiguous range of 8-row
  * tiles that it walks front to back (one sequential stream that the GEMV
  * prefetches ahead of itself); a thread that finishes its range takes
  * tiles from the back of another's, so a late or preempted thread does not
@@ -25,6 +27,10 @@
 #include <string.h>
 
 #define PANEL_BUDGET (256 * 1024) /* unpacked weight panels of one prefill task (L2) */
+/* Smallest partial group worth a padded tile: per 32 elements and row a
+ * tile does the same work for 1 or 8 tokens, ~2.5-3x a GEMV token's
+ * (kernel lab: Q4_1 [1536,576], 2 threads, see docs/BENCHMARKS.md). */
+#define GM_TAIL_MIN 3
 
 typedef struct {
     const cpu_kernels *k;
@@ -36,7 +42,7 @@ typedef struct {
     size_t as;
     const char *act8; /* interleaved groups */
     size_t a8s;       /* bytes per group */
-    int64_t ng;       /* full groups of 8 tokens */
+    int64_t ng;       /* groups of 8 tokens through the tiles (the last may be partial) */
     float *y;
     size_t ys;
     const float *bias;
@@ -55,20 +61,36 @@ static void gemm_task(void *ctxp, int64_t task, int thread) {
     cpu_gm_fn gm = j->k->gm[j->wt];
     cpu_mm_fn mm = j->k->mm[j->wt];
     char *panels = j->panels + (size_t)thread * (size_t)(j->rc / 4) * j->tile_bytes;
-    if (u0 < j->ng)
+    int64_t g1 = u1 < j->ng ? u1 : j->ng; /* groups u0..g1-1 take the tiles */
+    if (g1 - u0 > 0 && g1 - u0 <= 2) {
+        /* batched decode (one or two groups): each panel is used as soon as
+         * it is unpacked, so the tiles' arithmetic overlaps the memory
+         * stream of the panels after it (pk prefetches ahead) */
+        for (int64_t r = r0; r < r1; r += 4) {
+            int nr = (int)(r1 - r < 4 ? r1 - r : 4);
+            j->k->pk[j->wt](j->in, j->w + r * j->ws, j->ws, nr, panels);
+            for (int64_t u = u0; u < g1; u++) {
+                int64_t t0 = 8 * u, cnt = j->n - t0 < 8 ? j->n - t0 : 8;
+                gm(j->in, panels, nr, j->act8 + u * j->a8s, (int)cnt, j->y + t0 * j->ys + r, j->ys);
+            }
+        }
+    } else if (g1 > u0) {
+        /* prefill: the chunk's panels are unpacked once and stay in L2
+         * while every token group passes over them */
         for (int64_t r = r0; r < r1; r += 4)
             j->k->pk[j->wt](j->in, j->w + r * j->ws, j->ws, (int)(r1 - r < 4 ? r1 - r : 4),
                             panels + (size_t)((r - r0) / 4) * j->tile_bytes);
-    for (int64_t u = u0; u < u1; u++) {
-        int64_t t0 = 8 * u, cnt = j->n - t0 < 8 ? j->n - t0 : 8;
-        if (u < j->ng) {
+        for (int64_t u = u0; u < g1; u++) {
+            int64_t t0 = 8 * u, cnt = j->n - t0 < 8 ? j->n - t0 : 8;
             for (int64_t r = r0; r < r1; r += 4) {
                 int nr = (int)(r1 - r < 4 ? r1 - r : 4);
                 gm(j->in, panels + (size_t)((r - r0) / 4) * j->tile_bytes, nr, j->act8 + u * j->a8s,
-                   j->y + t0 * j->ys + r, j->ys);
+                   (int)cnt, j->y + t0 * j->ys + r, j->ys);
             }
-            continue;
         }
+    }
+    for (int64_t u = g1 > u0 ? g1 : u0; u < u1; u++) { /* the rest: GEMV */
+        int64_t t0 = 8 * u, cnt = j->n - t0 < 8 ? j->n - t0 : 8;
         for (int64_t t = t0; t < t0 + cnt; t += CPU_MM_M) {
             int m = (int)(t0 + cnt - t < CPU_MM_M ? t0 + cnt - t : CPU_MM_M);
             const char *a = j->act + t * j->as;
@@ -129,22 +151,25 @@ typedef struct {
     size_t as;
     char *act8;
     size_t a8s;
-    int64_t nb;
+    int64_t nb, n;
 } ilv_job;
 
 static inline int32_t pair16(int v0, int v1) {
     return (int32_t)((uint32_t)(uint16_t)v0 | (uint32_t)(uint16_t)v1 << 16);
 }
 
-/* interleave token group g (8 rows of quantized activations) */
+/* interleave token group g (8 rows of quantized activations; tokens past
+ * n are zeros: d = 0 and sums 0, so their lanes compute 0) */
 static void ilv_task(void *ctxp, int64_t g, int thread) {
     (void)thread;
     const ilv_job *j = ctxp;
     const char *rows = j->act + 8 * g * j->as;
+    int cnt = j->n - 8 * g < 8 ? (int)(j->n - 8 * g) : 8;
+    if (cnt < 8) memset(j->act8 + g * j->a8s, 0, j->a8s);
     if (!j->kquant) {
         cpu_block_q8a_x8 *o = (cpu_block_q8a_x8 *)(j->act8 + g * j->a8s);
         for (int64_t b = 0; b < j->nb; b++, o++)
-            for (int t = 0; t < 8; t++) {
+            for (int t = 0; t < cnt; t++) {
                 const cpu_block_q8a *a = (const cpu_block_q8a *)(rows + t * j->as) + b;
                 o->d[t] = a->d;
                 o->sum[t] = a->sum;
@@ -154,7 +179,7 @@ static void ilv_task(void *ctxp, int64_t g, int thread) {
     }
     cpu_block_q8k_x8 *o = (cpu_block_q8k_x8 *)(j->act8 + g * j->a8s);
     for (int64_t b = 0; b < j->nb; b++, o++)
-        for (int t = 0; t < 8; t++) {
+        for (int t = 0; t < cnt; t++) {
             const rt_block_q8_K *a = (const rt_block_q8_K *)(rows + t * j->as) + b;
             const int16_t *bs = a->bsums;
             o->d[t] = a->d;
@@ -172,7 +197,8 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
     int64_t nb = kquant ? in / RT_QK_K : in / RT_QK;
     size_t arow = (size_t)nb * (kquant ? sizeof(rt_block_q8_K) : sizeof(cpu_block_q8a));
     size_t a8s = (size_t)nb * (kquant ? sizeof(cpu_block_q8k_x8) : sizeof(cpu_block_q8a_x8));
-    int64_t ng = c->k->gm[w->dtype] ? n / 8 : 0;
+    int64_t ng = 0;
+    if (c->k->gm[w->dtype]) ng = n / 8 + (n % 8 >= GM_TAIL_MIN ? 1 : 0);
     size_t abytes = (arow * (size_t)n + 63) & ~(size_t)63;
     size_t a8bytes = (a8s * (size_t)ng + 63) & ~(size_t)63;
     /* prefill rows per task: as many 4-row panels as fit PANEL_BUDGET, 8..32 */
@@ -189,7 +215,7 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
     cpu_quant_rows(c, kquant, x->data, xs, act, arow, n, in);
     if (ng) {
         ilv_job il = {.kquant = kquant, .act = act, .as = arow, .act8 = act + abytes, .a8s = a8s,
-                      .nb = nb};
+                      .nb = nb, .n = n};
         cpu_parallel(c, ng, ilv_task, &il, ng * 8 * in);
     }
     if (!ng) { /* decode */

@@ -5,10 +5,12 @@
  *   cpu_threadpool.c     persistent workers (cpu_pool_run)
  *   cpu_features.c       ISA detection, VLLM_CPU_ISA override, kernel tables
  *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
- *   cpu_gemm.c           MATMUL driver of the chain types (Q4_0, Q4_K, Q6_K
- *                        with SIMD): GEMV for decode, 8-token GEMM tiles on
- *                        weight panels unpacked once per task for prefill
+ *   cpu_gemm.c           MATMUL driver of the chain types (Q4_0, Q4_1, Q8_0,
+ *                        Q4_K, Q6_K with SIMD): GEMV for 1-2 rows, 8-token
+ *                        GEMM tiles on weight panels unpacked once per task
+ *                        from 3 rows (batched decode, prefill)
  *   cpu_gemm_avx2.c      their AVX2 kernels
+ *   cpu_gemm_avx512vnni.c  VNNI GEMM tiles of Q4_0/Q4_1/Q8_0 (when the CPU has it)
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
  *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
  *   cpu_simd_avx2.h      exp/sigmoid/horizontal helpers for the AVX2 files
@@ -149,9 +151,10 @@ typedef void (*cpu_gv_fn)(int64_t k, const void *w, size_t w_stride, const void 
  * the kernel file, cpu_kernels.pk_bytes[dt] bytes per 256 elements of k),
  * once per task; then nr (1..4) panel rows meet one group of 8
  * interleaved tokens (cpu_block_q8a_x8 / cpu_block_q8k_x8 blocks):
- * y[t*y_stride + r]. Full k. */
+ * y[t*y_stride + r] for the group's first nt (1..8) tokens (a partial last
+ * group is padded with zero activations). Full k. */
 typedef void (*cpu_pk_fn)(int64_t k, const void *w, size_t w_stride, int nr, void *panel);
-typedef void (*cpu_gm_fn)(int64_t k, const void *panel, int nr, const void *act8, float *y,
+typedef void (*cpu_gm_fn)(int64_t k, const void *panel, int nr, const void *act8, int nt, float *y,
                           size_t y_stride);
 
 typedef struct {
@@ -270,6 +273,7 @@ void cpu_fill_elementwise_avx2(cpu_kernels *k);
 void cpu_fill_attention_avx2(cpu_kernels *k);
 void cpu_fill_matmul_avx512(cpu_kernels *k);
 void cpu_fill_gemm_avx2(cpu_kernels *k);
+void cpu_fill_gemm_avx512vnni(cpu_kernels *k); /* AVX512-VNNI (+VL) GEMM tiles */
 
 
 #endif
