@@ -66,15 +66,14 @@ AI const char *prefetch_step(const char *p, size_t bytes) {
     return p + bytes;
 }
 
-/* Panel unpacking of the 32-element types prefetches the nr rows
- * PK_AHEAD panels further on (one contiguous stretch), a slice per block
- * (pf = prefetch_step(pf, pstep)): batched decode unpacks each panel for
- * one token group only, and short row runs read side by side are not
- * followed by the hardware prefetcher. */
-#define PK_AHEAD 4
+/* Panel unpacking of the 32-element types prefetches the next nr rows
+ * (the next panel, one contiguous stretch), a slice per block (pf =
+ * prefetch_step(pf, pstep)): batched decode unpacks each panel for one
+ * token group only, and short row runs read side by side are not
+ * followed by the hardware prefetcher (see cpu_gemm_avx512vnni.c). */
 #define PK_PREFETCH_INIT(w, ws, nr, nb)                                                        \
     const size_t pstep = ((size_t)(nr) * (ws) + (size_t)(nb) - 1) / (size_t)(nb);            \
-    const char *pf = (const char *)(w) + (size_t)PK_AHEAD * (size_t)(nr) * (ws)
+    const char *pf = (const char *)(w) + (size_t)(nr) * (ws)
 
 /* K-quant GEMV: the 8 rows are read one after the other in runs of GV_K
  * elements (576 bytes of Q4_K), block partials parked in L1. */

@@ -208,11 +208,12 @@ void *cpu_scratch(cpu_ctx *c, size_t bytes);
 void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work);
 
 /* Units 0..n_units-1 split into one contiguous range per thread, each
- * walked front to back in claims of `claim` units (fn(ctx, u0, u1), a
- * sequential stream per thread); a thread done with its range takes
- * claims from the back of the others', so a late or preempted thread does
- * not hold the op up. Used by decode matmuls. */
-typedef void (*cpu_range_fn)(void *ctx, int64_t u0, int64_t u1);
+ * walked front to back in claims of `claim` units (fn(ctx, u0, u1,
+ * thread), a sequential stream per thread; `thread` indexes per-thread
+ * scratch); a thread done with its range takes claims from the back of
+ * the others', so a late or preempted thread does not hold the op up.
+ * Used by decode matmuls. */
+typedef void (*cpu_range_fn)(void *ctx, int64_t u0, int64_t u1, int thread);
 void cpu_parallel_ranges(cpu_ctx *c, int64_t n_units, int64_t claim, cpu_range_fn fn, void *ctx,
                          int64_t work);
 
