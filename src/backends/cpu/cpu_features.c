@@ -79,6 +79,7 @@ static void fill_scalar(cpu_kernels *k) {
     k->attn = cpu_attn_ref;
     k->f16_to_f32 = cpu_f16_to_f32_ref;
     k->bf16_to_f32 = cpu_bf16_to_f32_ref;
+    k->f32_to_f16 = cpu_f32_to_f16_ref;
 }
 
 static void init_tables(void) {

@@ -177,9 +177,11 @@ typedef struct {
     void (*add)(const float *a, const float *b, float *y, int64_t n);
     void (*scale)(const float *a, float s, float *y, int64_t n);
     void (*attn)(const cpu_attn_job *job);
-    /* row conversions to f32 (EMBED of f16/bf16 tables, COPY) */
+    /* row conversions to f32 (EMBED of f16/bf16 tables, COPY) and f32 ->
+     * f16 (COPY, f16 KV-cache stores; bit-identical to rt_f32_to_f16) */
     void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
     void (*bf16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
 } cpu_kernels;
 
 typedef struct {
@@ -265,6 +267,7 @@ void cpu_scale_ref(const float *a, float s, float *y, int64_t n);
 void cpu_attn_ref(const cpu_attn_job *job);
 void cpu_f16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
 void cpu_bf16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
+void cpu_f32_to_f16_ref(const float *x, uint16_t *y, int64_t n);
 
 /* AVX2 (cpu_*_avx2.c) and AVX-512 (cpu_*_avx512.c) kernels: each file
  * overrides the table entries it implements; the tables are only used when
