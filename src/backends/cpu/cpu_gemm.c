@@ -4,15 +4,15 @@
  * 1. Activations are quantized per row (Q8a / Q8_K), in parallel.
  * 2. Each group of 8 tokens is interleaved (cpu_block_q8a_x8 /
  *    cpu_block_q8k_x8) for the tiles; a partial last group of at least
- *    GM_TAIL_MIN tokens is padded with zero activations and takes a tile
- *    too, a smaller one (so decode of 1-2 rows) goes through the 8-row
- *    GEMV.
+ *    cpu_kernels.gm_min tokens is padded with zero activations and takes
+ *    a tile too (the break-even of that kernel and the GEMV), a smaller
+ *    one (so decode of 1-2 rows) goes through the 8-row GEMV.
  * 3. Decode (n <= 8 * DEC_GROUPS tokens) gives each thread one contiguous
  *    range of 8-row units that it walks front to back, one sequential
- *    weight stream: per unit the two 4-row panels are unpacked (pk
- *    prefetches further panels as it goes) and met at once by every tile
- *    group, then the GEMV takes the tokens left over on the same rows (it
- *    prefetches the next 8 rows itself). A thread that finishes its range
+ *    weight stream: per unit the two 4-row panels are unpacked (the
+ *    32-element types' pk prefetches the next panel as it goes) and met
+ *    at once by every tile group, then the GEMV takes the tokens left
+ *    over on the same rows (it prefetches the next 8 rows itself). A thread that finishes its range
  *    takes units from the back of another's, so a late or preempted
  *    thread does not hold up the step. The weights are read from memory
  *    once per step.
@@ -31,10 +31,6 @@
 #include <string.h>
 
 #define PANEL_BUDGET (256 * 1024) /* unpacked weight panels of one prefill task (L2) */
-/* Smallest partial group worth a padded tile: per 32 elements and row a
- * tile costs the same for 1 or 8 tokens, ~2.5-3x a GEMV token (kernel
- * lab: Q4_1 [1536,576], 2 threads, docs/BENCHMARKS.md). */
-#define GM_TAIL_MIN 3
 /* Token groups up to which a step is decode-shaped (ranges of 8-row units,
  * each panel used by every group as soon as it is unpacked). */
 #define DEC_GROUPS 2
@@ -187,8 +183,8 @@ int cpu_matmul_chain(cpu_ctx *c, const rt_tensor *x, size_t xs, const rt_tensor 
     int64_t nb = kquant ? in / RT_QK_K : in / RT_QK;
     size_t arow = (size_t)nb * (kquant ? sizeof(rt_block_q8_K) : sizeof(cpu_block_q8a));
     size_t a8s = (size_t)nb * (kquant ? sizeof(cpu_block_q8k_x8) : sizeof(cpu_block_q8a_x8));
-    int64_t ng = 0;
-    if (c->k->gm[w->dtype]) ng = n / 8 + (n % 8 >= GM_TAIL_MIN ? 1 : 0);
+    int64_t ng = 0, tail_min = c->k->gm_min[w->dtype] ? c->k->gm_min[w->dtype] : 8;
+    if (c->k->gm[w->dtype]) ng = n / 8 + (n % 8 >= tail_min ? 1 : 0);
     int decode = n <= 8 * DEC_GROUPS;
     size_t abytes = (arow * (size_t)n + 63) & ~(size_t)63;
     size_t a8bytes = (a8s * (size_t)ng + 63) & ~(size_t)63;

@@ -736,6 +736,14 @@ void cpu_fill_gemm_avx2(cpu_kernels *k) {
     k->pk[RT_Q8_0] = pk_q8_0;
     k->pk[RT_Q4_K] = pk_q4_K;
     k->pk[RT_Q6_K] = pk_q6_K;
+    /* padded-tile break-even vs the GEMV (kernel lab, 2 threads: Q4_0
+     * [2048,2048], Q4_1 [1536,576], Q8_0 [49152,576], K-quants [2048,2048];
+     * the Q8_0 tile pays the sign trick every step) */
+    k->gm_min[RT_Q4_0] = 4;
+    k->gm_min[RT_Q4_1] = 4;
+    k->gm_min[RT_Q8_0] = 7;
+    k->gm_min[RT_Q4_K] = 7;
+    k->gm_min[RT_Q6_K] = 7;
     k->pk_bytes[RT_Q4_0] = sizeof(panel_q4_0) * (RT_QK_K / RT_QK);
     k->pk_bytes[RT_Q4_1] = sizeof(panel_q4_1) * (RT_QK_K / RT_QK);
     k->pk_bytes[RT_Q8_0] = sizeof(panel_q8_0) * (RT_QK_K / RT_QK);

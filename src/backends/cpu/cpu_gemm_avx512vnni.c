@@ -165,9 +165,13 @@ void cpu_fill_gemm_avx512vnni(cpu_kernels *k) {
     const rt_dtype types[] = {RT_Q4_0, RT_Q4_1, RT_Q8_0};
     const cpu_gm_fn gm[] = {gm_q4_0, gm_q4_1, gm_q8_0};
     const cpu_pk_fn pk[] = {pk_q4_0, pk_q4_1, pk_q8_0};
+    /* padded-tile break-even vs the GEMV (kernel lab, 2 threads, shapes as
+     * in cpu_gemm_avx2.c) */
+    const unsigned char gm_min[] = {4, 3, 4};
     for (int i = 0; i < 3; i++) {
         k->gm[types[i]] = gm[i];
         k->pk[types[i]] = pk[i];
         k->pk_bytes[types[i]] = sizeof(panel_q8) * (RT_QK_K / RT_QK);
+        k->gm_min[types[i]] = gm_min[i];
     }
 }

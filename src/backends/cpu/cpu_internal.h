@@ -6,9 +6,9 @@
  *   cpu_features.c       ISA detection, VLLM_CPU_ISA override, kernel tables
  *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
  *   cpu_gemm.c           MATMUL driver of the chain types (Q4_0, Q4_1, Q8_0,
- *                        Q4_K, Q6_K with SIMD): GEMV for 1-2 rows, 8-token
- *                        GEMM tiles on weight panels unpacked once per task
- *                        from 3 rows (batched decode, prefill)
+ *                        Q4_K, Q6_K with SIMD): 8-row GEMV for a few rows,
+ *                        8-token GEMM tiles on unpacked weight panels past
+ *                        each kernel's break-even (batched decode, prefill)
  *   cpu_gemm_avx2.c      their AVX2 kernels
  *   cpu_gemm_avx512vnni.c  VNNI GEMM tiles of Q4_0/Q4_1/Q8_0 (when the CPU has it)
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
@@ -168,6 +168,10 @@ typedef struct {
     cpu_gm_fn gm[RT_DTYPE_COUNT];   /* chain dtypes: 8-token GEMM tile; needs gv, pk */
     cpu_pk_fn pk[RT_DTYPE_COUNT];
     size_t pk_bytes[RT_DTYPE_COUNT];
+    /* smallest partial last group (tokens, 1..8) that takes a zero-padded
+     * tile rather than the GEMV: where a tile costs about as much as this
+     * many GEMV tokens (measured per kernel; 0 or 8: full groups only) */
+    unsigned char gm_min[RT_DTYPE_COUNT];
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
