@@ -137,13 +137,12 @@ static int range_claim(range_slot *g, int front, int64_t claim, int64_t *u0, int
 }
 
 static void ranges_task(void *ctxp, int64_t task, int thread) {
-    (void)thread;
     const ranges_job *j = ctxp;
     int64_t u0, u1;
-    while (range_claim(&j->r[task], 1, j->claim, &u0, &u1)) j->fn(j->ctx, u0, u1);
+    while (range_claim(&j->r[task], 1, j->claim, &u0, &u1)) j->fn(j->ctx, u0, u1, thread);
     for (int i = 1; i < j->n; i++) {
         range_slot *g = &j->r[(task + i) % j->n];
-        while (range_claim(g, 0, j->claim, &u0, &u1)) j->fn(j->ctx, u0, u1);
+        while (range_claim(g, 0, j->claim, &u0, &u1)) j->fn(j->ctx, u0, u1, thread);
     }
 }
 

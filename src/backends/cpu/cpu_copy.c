@@ -20,6 +20,10 @@ void cpu_bf16_to_f32_ref(const uint16_t *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = rt_bf16_to_f32(x[i]);
 }
 
+void cpu_f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = rt_f32_to_f16(x[i]);
+}
+
 typedef struct {
     const cpu_kernels *k;
     rt_tensor *dst;
@@ -59,6 +63,10 @@ static void copy_task(void *ctxp, int64_t r, int thread) {
             rt_dequant_row(s->dtype, sp, (float *)dp, j->len);
         else
             rt_quant_row(d->dtype, (const float *)sp, dp, j->len);
+        return;
+    }
+    if (d->dtype == RT_F16 && ds == 2 && s->dtype == RT_F32 && ss == 4) {
+        j->k->f32_to_f16((const float *)sp, (uint16_t *)dp, j->len);
         return;
     }
     if (d->dtype == RT_F32 && ds == 4 && ss == 2 && (s->dtype == RT_F16 || s->dtype == RT_BF16)) {

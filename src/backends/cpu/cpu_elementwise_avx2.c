@@ -1,5 +1,5 @@
 /* cpu_elementwise_avx2 — AVX2 row kernels: RMSNORM, SOFTMAX, GLU, ADD,
- * SCALE, and f16/bf16 -> f32 row conversion (F16C). GLU uses the identities silu(g) = g*sigmoid(g) and
+ * SCALE, and f16/bf16 <-> f32 row conversion (F16C). GLU uses the identities silu(g) = g*sigmoid(g) and
  * gelu_tanh(g) = g*sigmoid(2*sqrt(2/pi)*(g + 0.044715 g^3)), which avoid the
  * cancellation of 1 + tanh(u) for negative g. */
 #include "backends/cpu/cpu_internal.h"
@@ -92,6 +92,21 @@ static void f16_to_f32(const uint16_t *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
 }
 
+/* RNE like rt_f32_to_f16; NaN lanes are rewritten to its quiet NaN
+ * (sign | 0x7e00) so the bits match for every input. */
+static void f32_to_f16(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
+        __m128i qnan = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(0x7e00));
+        _mm_storeu_si128((__m128i *)(y + i), _mm_blendv_epi8(h, qnan, nan16));
+    }
+    for (; i < n; i++) y[i] = rt_f32_to_f16(x[i]);
+}
+
 static void bf16_to_f32(const uint16_t *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -109,4 +124,5 @@ void cpu_fill_elementwise_avx2(cpu_kernels *k) {
     k->scale = scale;
     k->f16_to_f32 = f16_to_f32;
     k->bf16_to_f32 = bf16_to_f32;
+    k->f32_to_f16 = f32_to_f16;
 }

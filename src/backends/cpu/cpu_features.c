@@ -67,7 +67,8 @@ static void fill_scalar(cpu_kernels *k) {
     k->mm[RT_Q4_K] = cpu_mm_q4_K_ref;
     k->mm[RT_Q5_K] = cpu_mm_q5_K_ref;
     k->mm[RT_Q6_K] = cpu_mm_q6_K_ref;
-    k->chain[RT_Q4_0] = k->chain[RT_Q4_K] = k->chain[RT_Q6_K] = 1;
+    k->chain[RT_Q4_0] = k->chain[RT_Q4_1] = k->chain[RT_Q8_0] = 1;
+    k->chain[RT_Q4_K] = k->chain[RT_Q6_K] = 1;
     k->quant_q8a = cpu_quant_q8a_ref;
     k->quant_q8k = cpu_quant_q8k_ref;
     k->rmsnorm = cpu_rmsnorm_ref;
@@ -78,6 +79,7 @@ static void fill_scalar(cpu_kernels *k) {
     k->attn = cpu_attn_ref;
     k->f16_to_f32 = cpu_f16_to_f32_ref;
     k->bf16_to_f32 = cpu_bf16_to_f32_ref;
+    k->f32_to_f16 = cpu_f32_to_f16_ref;
 }
 
 static void init_tables(void) {
@@ -92,6 +94,10 @@ static void init_tables(void) {
     g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_AVX2];
     g_tables[CPU_ISA_AVX512].name = "avx512";
     cpu_fill_matmul_avx512(&g_tables[CPU_ISA_AVX512]);
+    /* VNNI is not part of the avx512 level: its tiles go in where the CPU
+     * has them (bit-identical results either way) */
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512vnni")) cpu_fill_gemm_avx512vnni(&g_tables[CPU_ISA_AVX512]);
 #else
     g_tables[CPU_ISA_AVX2] = g_tables[CPU_ISA_AVX512] = g_tables[CPU_ISA_SCALAR];
 #endif

@@ -78,11 +78,11 @@ static void rotate(float *v, const float *cs, const float *sn, int half, int neo
 }
 
 /* cpu_paged.c's KV_STORE of one head row at (slot, head). */
-static void store_row(rt_tensor *cache, int64_t slot, int64_t head, int64_t kvh, const float *x, int64_t hd) {
+static void store_row(const cpu_kernels *k, rt_tensor *cache, int64_t slot, int64_t head, int64_t kvh,
+                      const float *x, int64_t hd) {
     int64_t off = (slot * kvh + head) * hd;
     if (cache->dtype == RT_F16) {
-        uint16_t *d = (uint16_t *)cache->data + off;
-        for (int64_t i = 0; i < hd; i++) d[i] = rt_f32_to_f16(x[i]);
+        k->f32_to_f16(x, (uint16_t *)cache->data + off, hd);
     } else if (cache->dtype == RT_BF16) {
         uint16_t *d = (uint16_t *)cache->data + off;
         for (int64_t i = 0; i < hd; i++) d[i] = rt_f32_to_bf16(x[i]);
@@ -121,9 +121,9 @@ static void rs_task(void *ctxp, int64_t t, int thread) {
         if (kn) j->k->rmsnorm(src, kn->data, tmp, j->hd, eps, w_off);
         else memcpy(tmp, src, (size_t)j->hd * sizeof(float));
         rotate(tmp, cs, sn, j->half, neox);
-        store_row(a->p.rope_store.k_cache, slot, h, kvh, tmp, j->hd);
+        store_row(j->k, a->p.rope_store.k_cache, slot, h, kvh, tmp, j->hd);
         const float *vr = (const float *)((const char *)v->data + t * v->stride[0] + h * v->stride[1]);
-        store_row(a->p.rope_store.v_cache, slot, h, kvh, vr, j->hd);
+        store_row(j->k, a->p.rope_store.v_cache, slot, h, kvh, vr, j->hd);
     }
 }
 

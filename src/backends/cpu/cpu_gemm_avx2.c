@@ -1,4 +1,5 @@
-/* cpu_gemm_avx2 — chain-arithmetic matmul kernels for Q4_0, Q4_K and Q6_K
+/* cpu_gemm_avx2 — chain-arithmetic matmul kernels for Q4_0, Q4_1, Q8_0,
+ * Q4_K and Q6_K
  * (compiled with -mavx2 -mfma -mf16c; see "Chain" in cpu_internal.h).
  *
  * Two shapes, the same per-element arithmetic (so decode and prefill give
@@ -14,7 +15,10 @@
  *    16 products, one madd per 32 elements): a 4 x 8 tile does 1024
  *    multiply-adds per 32 elements of k with no horizontal adds.
  * Weights are unsigned in the products (Q4: 0..15, Q6_K: 0..63) and the
- * offsets (-8, -32) are applied through exact activation sums.
+ * offsets (-8, -32) are applied through exact activation sums; Q4_1's
+ * offset m adds (m*da)*sum(a) per block; Q8_0 (signed) multiplies |w| by
+ * sign(a, w) and widens each step to int32 (two steps would overflow
+ * int16). Q4_0/Q4_1/Q8_0 tiles have VNNI versions (cpu_gemm_avx512vnni.c).
  */
 #include "backends/cpu/cpu_internal.h"
 
@@ -56,17 +60,31 @@ AI __m256i bcast_u32(const uint8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* prefetch `bytes` from p (one line per 48 bytes: no line skipped) */
+AI const char *prefetch_step(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 48) _mm_prefetch(p + o, _MM_HINT_T0);
+    return p + bytes;
+}
+
+/* Panel unpacking of the 32-element types prefetches the next nr rows
+ * (the next panel, one contiguous stretch), a slice per block (pf =
+ * prefetch_step(pf, pstep)): batched decode unpacks each panel for one
+ * token group only, and short row runs read side by side are not
+ * followed by the hardware prefetcher (see cpu_gemm_avx512vnni.c). */
+#define PK_PREFETCH_INIT(w, ws, nr, nb)                                                        \
+    const size_t pstep = ((size_t)(nr) * (ws) + (size_t)(nb) - 1) / (size_t)(nb);            \
+    const char *pf = (const char *)(w) + (size_t)(nr) * (ws)
+
 /* K-quant GEMV: the 8 rows are read one after the other in runs of GV_K
  * elements (576 bytes of Q4_K), block partials parked in L1. */
 #define GV_K 1024
 
-/* tile result acc[r] (lanes = tokens) -> y[t*ys + r] */
-AI void store_tile(const __m256 *acc, int R, float *y, size_t ys) {
+/* tile result acc[r] (lanes = tokens) -> y[t*ys + r], tokens t < nt */
+AI void store_tile(const __m256 *acc, int R, int nt, float *y, size_t ys) {
     float tmp[4][8];
     UNROLL
     for (int r = 0; r < R; r++) _mm256_storeu_ps(tmp[r], acc[r]);
-    UNROLL
-    for (int t = 0; t < 8; t++)
+    for (int t = 0; t < nt; t++)
         UNROLL
         for (int r = 0; r < R; r++) y[t * ys + r] = tmp[r][t];
 }
@@ -136,16 +154,19 @@ typedef struct { /* 4 rows x 32 elements, unpacked */
 static void pk_q4_0(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
     const char *w = wp;
     panel_q4_0 *o = panel;
-    for (int64_t b = 0; b < k / RT_QK; b++, o++)
+    PK_PREFETCH_INIT(w, ws, nr, k / RT_QK);
+    for (int64_t b = 0; b < k / RT_QK; b++, o++) {
+        pf = prefetch_step(pf, pstep);
         for (int r = 0; r < nr; r++) {
             const rt_block_q4_0 *wb = (const rt_block_q4_0 *)(w + r * ws) + b;
             _mm256_storeu_si256((__m256i *)o->q[r], q4_unpack(wb->qs));
             o->d[r] = _cvtsh_ss(wb->d);
         }
+    }
 }
 
-AI void gm_q4_0_r(int64_t k, const panel_q4_0 *pw, const cpu_block_q8a_x8 *a, float *y, size_t ys,
-                  const int R) {
+AI void gm_q4_0_r(int64_t k, const panel_q4_0 *pw, const cpu_block_q8a_x8 *a, int nt, float *y,
+                  size_t ys, const int R) {
     __m256 acc[4];
     UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -173,19 +194,204 @@ AI void gm_q4_0_r(int64_t k, const panel_q4_0 *pw, const cpu_block_q8a_x8 *a, fl
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[r]);
         }
     }
-    store_tile(acc, R, y, ys);
+    store_tile(acc, R, nt, y, ys);
 }
 
 #define DISPATCH_R(NAME)                                                                       \
-    static void NAME(int64_t k, const void *pw, int nr, const void *a, float *y, size_t ys) {  \
+    static void NAME(int64_t k, const void *pw, int nr, const void *a, int nt, float *y,       \
+                     size_t ys) {                                                              \
         switch (nr) {                                                                          \
-        case 1: NAME##_r(k, pw, a, y, ys, 1); break;                                           \
-        case 2: NAME##_r(k, pw, a, y, ys, 2); break;                                           \
-        case 3: NAME##_r(k, pw, a, y, ys, 3); break;                                           \
-        default: NAME##_r(k, pw, a, y, ys, 4); break;                                          \
+        case 1: NAME##_r(k, pw, a, nt, y, ys, 1); break;                                       \
+        case 2: NAME##_r(k, pw, a, nt, y, ys, 2); break;                                       \
+        case 3: NAME##_r(k, pw, a, nt, y, ys, 3); break;                                       \
+        default: NAME##_r(k, pw, a, nt, y, ys, 4); break;                                      \
         }                                                                                      \
     }
 DISPATCH_R(gm_q4_0)
+
+/* ---- Q4_1 --------------------------------------------------------------- */
+
+/* As Q4_0 (rows side by side, next tile prefetched), without the -8 and
+ * with the offset m: acc += (d*da)*isum, then acc += (m*da)*sum(a). */
+static void gv_q4_1(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
+                    float *y, size_t ys) {
+    const char *w = wp, *act = actp;
+    const int64_t nb = k / RT_QK;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), sh = _mm256_setr_epi64x(0, 0, 4, 4);
+    const size_t pstep = (8 * ws + (size_t)nb - 1) / (size_t)nb;
+    for (int j = 0; j < m; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as);
+        const char *pf = w + 8 * ws;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            if (j == 0) {
+                for (size_t o = 0; o < pstep; o += 48) _mm_prefetch(pf + o, _MM_HINT_T0);
+                pf += pstep;
+            }
+            __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs), p[8];
+            UNROLL
+            for (int r = 0; r < 8; r++) {
+                const rt_block_q4_1 *wb = (const rt_block_q4_1 *)(w + r * ws) + b;
+                __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)wb->qs));
+                q = _mm256_and_si256(_mm256_srlv_epi64(q, sh), m4);
+                p[r] = _mm256_maddubs_epi16(q, av);
+            }
+            size_t off = (size_t)b * sizeof(rt_block_q4_1);
+            __m256 da = _mm256_set1_ps(a[b].d);
+            __m256 d = _mm256_mul_ps(gather_f16(w, ws, off), da);
+            __m256 dm = _mm256_mul_ps(gather_f16(w, ws, off + 2), da);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(reduce8_16(p)), acc);
+            acc = _mm256_fmadd_ps(dm, _mm256_set1_ps((float)a[b].sum), acc);
+        }
+        _mm256_storeu_ps(y + j * ys, acc);
+    }
+}
+
+typedef struct { /* 4 rows x 32 elements, unpacked */
+    uint8_t q[4][RT_QK];
+    float d[4], m[4];
+} panel_q4_1;
+
+static void pk_q4_1(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
+    const char *w = wp;
+    panel_q4_1 *o = panel;
+    PK_PREFETCH_INIT(w, ws, nr, k / RT_QK);
+    for (int64_t b = 0; b < k / RT_QK; b++, o++) {
+        pf = prefetch_step(pf, pstep);
+        for (int r = 0; r < nr; r++) {
+            const rt_block_q4_1 *wb = (const rt_block_q4_1 *)(w + r * ws) + b;
+            _mm256_storeu_si256((__m256i *)o->q[r], q4_unpack(wb->qs));
+            o->d[r] = _cvtsh_ss(wb->d);
+            o->m[r] = _cvtsh_ss(wb->m);
+        }
+    }
+}
+
+AI void gm_q4_1_r(int64_t k, const panel_q4_1 *pw, const cpu_block_q8a_x8 *a, int nt, float *y,
+                  size_t ys, const int R) {
+    __m256 acc[4];
+    UNROLL
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nb = k / RT_QK;
+    for (int64_t b = 0; b < nb; b++) {
+        const cpu_block_q8a_x8 *ab = a + b;
+        const panel_q4_1 *wb = pw + b;
+        __m256i s16[4];
+        UNROLL
+        for (int r = 0; r < R; r++) s16[r] = _mm256_setzero_si256();
+        SUNROLL
+        for (int s = 0; s < 8; s++) {
+            __m256i av = _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * s));
+            UNROLL
+            for (int r = 0; r < R; r++)
+                s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(bcast_u32(wb->q[r] + 4 * s), av));
+        }
+        __m256 da = _mm256_loadu_ps(ab->d);
+        __m256 sa = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)ab->sum));
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            __m256i isum = _mm256_madd_epi16(s16[r], ones);
+            __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&wb->d[r]), da);
+            __m256 dm = _mm256_mul_ps(_mm256_broadcast_ss(&wb->m[r]), da);
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[r]);
+            acc[r] = _mm256_fmadd_ps(dm, sa, acc[r]);
+        }
+    }
+    store_tile(acc, R, nt, y, ys);
+}
+DISPATCH_R(gm_q4_1)
+
+/* ---- Q8_0 --------------------------------------------------------------- */
+
+/* Signed x signed: maddubs(|w|, sign(a, w)) pairs (|pair| <= 2*128*127 fits
+ * int16, two do not), widened to int32 at once; then the int32 tree. */
+static void gv_q8_0(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
+                    float *y, size_t ys) {
+    const char *w = wp, *act = actp;
+    const int64_t nb = k / RT_QK;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t pstep = (8 * ws + (size_t)nb - 1) / (size_t)nb;
+    for (int j = 0; j < m; j++) {
+        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as);
+        const char *pf = w + 8 * ws;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            if (j == 0) {
+                for (size_t o = 0; o < pstep; o += 48) _mm_prefetch(pf + o, _MM_HINT_T0);
+                pf += pstep;
+            }
+            __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs), p[8];
+            UNROLL
+            for (int r = 0; r < 8; r++) {
+                const rt_block_q8_0 *wb = (const rt_block_q8_0 *)(w + r * ws) + b;
+                __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs);
+                p[r] = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q)), ones);
+            }
+            __m256 d = _mm256_mul_ps(gather_f16(w, ws, (size_t)b * sizeof(rt_block_q8_0)),
+                                     _mm256_set1_ps(a[b].d));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(reduce8(p)), acc);
+        }
+        _mm256_storeu_ps(y + j * ys, acc);
+    }
+}
+
+typedef struct { /* 4 rows x 32 elements: |w| and w (for the sign) */
+    uint8_t u[4][RT_QK];
+    int8_t q[4][RT_QK];
+    float d[4];
+} panel_q8_0;
+
+static void pk_q8_0(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
+    const char *w = wp;
+    panel_q8_0 *o = panel;
+    PK_PREFETCH_INIT(w, ws, nr, k / RT_QK);
+    for (int64_t b = 0; b < k / RT_QK; b++, o++) {
+        pf = prefetch_step(pf, pstep);
+        for (int r = 0; r < nr; r++) {
+            const rt_block_q8_0 *wb = (const rt_block_q8_0 *)(w + r * ws) + b;
+            __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs);
+            _mm256_storeu_si256((__m256i *)o->u[r], _mm256_sign_epi8(q, q));
+            _mm256_storeu_si256((__m256i *)o->q[r], q);
+            o->d[r] = _cvtsh_ss(wb->d);
+        }
+    }
+}
+
+AI void gm_q8_0_r(int64_t k, const panel_q8_0 *pw, const cpu_block_q8a_x8 *a, int nt, float *y,
+                  size_t ys, const int R) {
+    __m256 acc[4];
+    UNROLL
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nb = k / RT_QK;
+    for (int64_t b = 0; b < nb; b++) {
+        const cpu_block_q8a_x8 *ab = a + b;
+        const panel_q8_0 *wb = pw + b;
+        __m256i s32[4];
+        UNROLL
+        for (int r = 0; r < R; r++) s32[r] = _mm256_setzero_si256();
+        SUNROLL
+        for (int s = 0; s < 8; s++) {
+            __m256i av = _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * s));
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                __m256i p = _mm256_maddubs_epi16(bcast_u32(wb->u[r] + 4 * s),
+                                                 _mm256_sign_epi8(av, bcast_u32((const uint8_t *)wb->q[r] + 4 * s)));
+                s32[r] = _mm256_add_epi32(s32[r], _mm256_madd_epi16(p, ones));
+            }
+        }
+        __m256 da = _mm256_loadu_ps(ab->d);
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&wb->d[r]), da);
+            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s32[r]), acc[r]);
+        }
+    }
+    store_tile(acc, R, nt, y, ys);
+}
+DISPATCH_R(gm_q8_0)
 
 /* ---- Q4_K --------------------------------------------------------------- */
 
@@ -210,12 +416,6 @@ AI __m256i word_bcast_mask(int lo, int hi) {
                             (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
                             (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
                             (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1));
-}
-
-/* prefetch `bytes` from p (one line per 48 bytes: no line skipped) */
-AI const char *prefetch_step(const char *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 48) _mm_prefetch(p + o, _MM_HINT_T0);
-    return p + bytes;
 }
 
 /* The K-quant GEMVs read each of the 8 rows in runs of GV_K elements and,
@@ -328,8 +528,8 @@ static void pk_q4_K(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
         }
 }
 
-AI void gm_q4_K_r(int64_t k, const panel_q4_K *pw, const cpu_block_q8k_x8 *a, float *y, size_t ys,
-                  const int R) {
+AI void gm_q4_K_r(int64_t k, const panel_q4_K *pw, const cpu_block_q8k_x8 *a, int nt, float *y,
+                  size_t ys, const int R) {
     __m256 acc[4];
     UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -371,7 +571,7 @@ AI void gm_q4_K_r(int64_t k, const panel_q4_K *pw, const cpu_block_q8k_x8 *a, fl
             acc[r] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(ms), acc[r]);
         }
     }
-    store_tile(acc, R, y, ys);
+    store_tile(acc, R, nt, y, ys);
 }
 DISPATCH_R(gm_q4_K)
 
@@ -473,8 +673,8 @@ static void pk_q6_K(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
         }
 }
 
-AI void gm_q6_K_r(int64_t k, const panel_q6_K *pw, const cpu_block_q8k_x8 *a, float *y, size_t ys,
-                  const int R) {
+AI void gm_q6_K_r(int64_t k, const panel_q6_K *pw, const cpu_block_q8k_x8 *a, int nt, float *y,
+                  size_t ys, const int R) {
     __m256 acc[4];
     UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
@@ -510,25 +710,43 @@ AI void gm_q6_K_r(int64_t k, const panel_q6_K *pw, const cpu_block_q8k_x8 *a, fl
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(is), acc[r]);
         }
     }
-    store_tile(acc, R, y, ys);
+    store_tile(acc, R, nt, y, ys);
 }
 DISPATCH_R(gm_q6_K)
 
 void cpu_fill_gemm_avx2(cpu_kernels *k) {
     /* per-row kernels of the chain types: the scalar reference (tail rows) */
     k->mm[RT_Q4_0] = cpu_mm_q4_0_ref;
+    k->mm[RT_Q4_1] = cpu_mm_q4_1_ref;
+    k->mm[RT_Q8_0] = cpu_mm_q8_0_ref;
     k->mm[RT_Q4_K] = cpu_mm_q4_K_ref;
     k->mm[RT_Q6_K] = cpu_mm_q6_K_ref;
     k->gv[RT_Q4_0] = gv_q4_0;
+    k->gv[RT_Q4_1] = gv_q4_1;
+    k->gv[RT_Q8_0] = gv_q8_0;
     k->gv[RT_Q4_K] = gv_q4_K;
     k->gv[RT_Q6_K] = gv_q6_K;
     k->gm[RT_Q4_0] = gm_q4_0;
+    k->gm[RT_Q4_1] = gm_q4_1;
+    k->gm[RT_Q8_0] = gm_q8_0;
     k->gm[RT_Q4_K] = gm_q4_K;
     k->gm[RT_Q6_K] = gm_q6_K;
     k->pk[RT_Q4_0] = pk_q4_0;
+    k->pk[RT_Q4_1] = pk_q4_1;
+    k->pk[RT_Q8_0] = pk_q8_0;
     k->pk[RT_Q4_K] = pk_q4_K;
     k->pk[RT_Q6_K] = pk_q6_K;
+    /* padded-tile break-even vs the GEMV (kernel lab, 2 threads: Q4_0
+     * [2048,2048], Q4_1 [1536,576], Q8_0 [49152,576], K-quants [2048,2048];
+     * the Q8_0 tile pays the sign trick every step) */
+    k->gm_min[RT_Q4_0] = 4;
+    k->gm_min[RT_Q4_1] = 4;
+    k->gm_min[RT_Q8_0] = 7;
+    k->gm_min[RT_Q4_K] = 7;
+    k->gm_min[RT_Q6_K] = 7;
     k->pk_bytes[RT_Q4_0] = sizeof(panel_q4_0) * (RT_QK_K / RT_QK);
+    k->pk_bytes[RT_Q4_1] = sizeof(panel_q4_1) * (RT_QK_K / RT_QK);
+    k->pk_bytes[RT_Q8_0] = sizeof(panel_q8_0) * (RT_QK_K / RT_QK);
     k->pk_bytes[RT_Q4_K] = sizeof(panel_q4_K);
     k->pk_bytes[RT_Q6_K] = sizeof(panel_q6_K);
 }

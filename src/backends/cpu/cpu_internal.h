@@ -5,10 +5,12 @@
  *   cpu_threadpool.c     persistent workers (cpu_pool_run)
  *   cpu_features.c       ISA detection, VLLM_CPU_ISA override, kernel tables
  *   cpu_matmul.c         MATMUL driver: activation prep, tiling, threading
- *   cpu_gemm.c           MATMUL driver of the chain types (Q4_0, Q4_K, Q6_K
- *                        with SIMD): GEMV for decode, 8-token GEMM tiles on
- *                        weight panels unpacked once per task for prefill
+ *   cpu_gemm.c           MATMUL driver of the chain types (Q4_0, Q4_1, Q8_0,
+ *                        Q4_K, Q6_K with SIMD): 8-row GEMV for a few rows,
+ *                        8-token GEMM tiles on unpacked weight panels past
+ *                        each kernel's break-even (batched decode, prefill)
  *   cpu_gemm_avx2.c      their AVX2 kernels
+ *   cpu_gemm_avx512vnni.c  VNNI GEMM tiles of Q4_0/Q4_1/Q8_0 (when the CPU has it)
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
  *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
  *   cpu_simd_avx2.h      exp/sigmoid/horizontal helpers for the AVX2 files
@@ -149,9 +151,10 @@ typedef void (*cpu_gv_fn)(int64_t k, const void *w, size_t w_stride, const void 
  * the kernel file, cpu_kernels.pk_bytes[dt] bytes per 256 elements of k),
  * once per task; then nr (1..4) panel rows meet one group of 8
  * interleaved tokens (cpu_block_q8a_x8 / cpu_block_q8k_x8 blocks):
- * y[t*y_stride + r]. Full k. */
+ * y[t*y_stride + r] for the group's first nt (1..8) tokens (a partial last
+ * group is padded with zero activations). Full k. */
 typedef void (*cpu_pk_fn)(int64_t k, const void *w, size_t w_stride, int nr, void *panel);
-typedef void (*cpu_gm_fn)(int64_t k, const void *panel, int nr, const void *act8, float *y,
+typedef void (*cpu_gm_fn)(int64_t k, const void *panel, int nr, const void *act8, int nt, float *y,
                           size_t y_stride);
 
 typedef struct {
@@ -165,6 +168,10 @@ typedef struct {
     cpu_gm_fn gm[RT_DTYPE_COUNT];   /* chain dtypes: 8-token GEMM tile; needs gv, pk */
     cpu_pk_fn pk[RT_DTYPE_COUNT];
     size_t pk_bytes[RT_DTYPE_COUNT];
+    /* smallest partial last group (tokens, 1..8) that takes a zero-padded
+     * tile rather than the GEMV: where a tile costs about as much as this
+     * many GEMV tokens (measured per kernel; 0 or 8: full groups only) */
+    unsigned char gm_min[RT_DTYPE_COUNT];
     void (*quant_q8a)(const float *x, cpu_block_q8a *y, int64_t k);
     void (*quant_q8k)(const float *x, rt_block_q8_K *y, int64_t k);
     /* row kernels */
@@ -174,9 +181,11 @@ typedef struct {
     void (*add)(const float *a, const float *b, float *y, int64_t n);
     void (*scale)(const float *a, float s, float *y, int64_t n);
     void (*attn)(const cpu_attn_job *job);
-    /* row conversions to f32 (EMBED of f16/bf16 tables, COPY) */
+    /* row conversions to f32 (EMBED of f16/bf16 tables, COPY) and f32 ->
+     * f16 (COPY, f16 KV-cache stores; bit-identical to rt_f32_to_f16) */
     void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
     void (*bf16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
 } cpu_kernels;
 
 typedef struct {
@@ -205,11 +214,12 @@ void *cpu_scratch(cpu_ctx *c, size_t bytes);
 void cpu_parallel(cpu_ctx *c, int64_t n_tasks, cpu_task_fn fn, void *ctx, int64_t work);
 
 /* Units 0..n_units-1 split into one contiguous range per thread, each
- * walked front to back in claims of `claim` units (fn(ctx, u0, u1), a
- * sequential stream per thread); a thread done with its range takes
- * claims from the back of the others', so a late or preempted thread does
- * not hold the op up. Used by decode matmuls. */
-typedef void (*cpu_range_fn)(void *ctx, int64_t u0, int64_t u1);
+ * walked front to back in claims of `claim` units (fn(ctx, u0, u1,
+ * thread), a sequential stream per thread; `thread` indexes per-thread
+ * scratch); a thread done with its range takes claims from the back of
+ * the others', so a late or preempted thread does not hold the op up.
+ * Used by decode matmuls. */
+typedef void (*cpu_range_fn)(void *ctx, int64_t u0, int64_t u1, int thread);
 void cpu_parallel_ranges(cpu_ctx *c, int64_t n_units, int64_t claim, cpu_range_fn fn, void *ctx,
                          int64_t work);
 
@@ -261,6 +271,7 @@ void cpu_scale_ref(const float *a, float s, float *y, int64_t n);
 void cpu_attn_ref(const cpu_attn_job *job);
 void cpu_f16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
 void cpu_bf16_to_f32_ref(const uint16_t *x, float *y, int64_t n);
+void cpu_f32_to_f16_ref(const float *x, uint16_t *y, int64_t n);
 
 /* AVX2 (cpu_*_avx2.c) and AVX-512 (cpu_*_avx512.c) kernels: each file
  * overrides the table entries it implements; the tables are only used when
@@ -270,6 +281,7 @@ void cpu_fill_elementwise_avx2(cpu_kernels *k);
 void cpu_fill_attention_avx2(cpu_kernels *k);
 void cpu_fill_matmul_avx512(cpu_kernels *k);
 void cpu_fill_gemm_avx2(cpu_kernels *k);
+void cpu_fill_gemm_avx512vnni(cpu_kernels *k); /* AVX512-VNNI (+VL) GEMM tiles */
 
 
 #endif

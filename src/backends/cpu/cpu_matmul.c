@@ -104,7 +104,8 @@ static void mm_task(void *ctxp, int64_t task, int thread) {
 
 /* decode: units of MM_UNIT rows, one contiguous range per thread */
 #define MM_UNIT 8
-static void mm_units(void *ctxp, int64_t u0, int64_t u1) {
+static void mm_units(void *ctxp, int64_t u0, int64_t u1, int thread) {
+    (void)thread;
     const mm_job *j = ctxp;
     mm_rows(j, u0 * MM_UNIT, u1 * MM_UNIT < j->out ? u1 * MM_UNIT : j->out);
 }

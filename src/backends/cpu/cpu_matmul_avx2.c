@@ -126,7 +126,7 @@ FLOAT_PREFILL_KERNEL(mmp_f32, float, _mm256_loadu_ps, ID)
 FLOAT_PREFILL_KERNEL(mmp_f16, uint16_t, load_f16x8, rt_f16_to_f32)
 FLOAT_PREFILL_KERNEL(mmp_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
 
-/* ---- Q4_0 / Q4_1 / Q8_0 with Q8a activations ---------------------------- */
+/* (Q4_0, Q4_1, Q8_0 with Q8a activations: cpu_gemm_avx2.c) */
 
 #define DISPATCH_M(NAME)                                                                        \
     static void NAME(int64_t k, const void *w, const void *act, size_t as, int m, float *y,    \
@@ -138,80 +138,6 @@ FLOAT_PREFILL_KERNEL(mmp_bf16, uint16_t, load_bf16x8, rt_bf16_to_f32)
         default: NAME##_m(k, w, act, as, y, ys, 4); break;                                      \
         }                                                                                       \
     }
-
-/* 16 packed bytes -> 32 nibbles: low nibbles in bytes 0-15, high in 16-31 */
-AI __m256i unpack_nibbles(const uint8_t *p) {
-    __m128i t = _mm_loadu_si128((const __m128i *)p);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-AI void q4_1_block(const rt_block_q4_1 *w, const char *act, size_t as, int64_t b, __m256 *acc,
-                   float *accm, const int M) {
-    __m256i q = unpack_nibbles(w->qs); /* unsigned 0..15 */
-    float dw = _cvtsh_ss(w->d), mw = _cvtsh_ss(w->m);
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) {
-        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-        __m256i s16 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)a->qs));
-        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
-        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), p, acc[j]);
-        accm[j] += mw * a->s;
-    }
-}
-
-AI void mm_q4_1_m(int64_t k, const rt_block_q4_1 *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
-    float accm0[CPU_MM_M], accm1[CPU_MM_M];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) {
-        acc0[j] = acc1[j] = _mm256_setzero_ps();
-        accm0[j] = accm1[j] = 0.0f;
-    }
-    const int64_t nb = k / RT_QK;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        q4_1_block(w + b, act, as, b, acc0, accm0, M);
-        q4_1_block(w + b + 1, act, as, b + 1, acc1, accm1, M);
-    }
-    if (b < nb) q4_1_block(w + b, act, as, b, acc0, accm0, M);
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++)
-        y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j])) + (accm0[j] + accm1[j]);
-}
-DISPATCH_M(mm_q4_1)
-
-AI void q8_0_block(const rt_block_q8_0 *w, const char *act, size_t as, int64_t b, __m256 *acc,
-                   const int M) {
-    __m256i q = _mm256_loadu_si256((const __m256i *)w->qs);
-    __m256i aq = _mm256_sign_epi8(q, q);
-    float dw = _cvtsh_ss(w->d);
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) {
-        const cpu_block_q8a *a = (const cpu_block_q8a *)(act + j * as) + b;
-        __m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-        __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, sa), _mm256_set1_epi16(1));
-        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d), _mm256_cvtepi32_ps(s32), acc[j]);
-    }
-}
-
-AI void mm_q8_0_m(int64_t k, const rt_block_q8_0 *w, const char *act, size_t as, float *y,
-                  size_t ys, const int M) {
-    __m256 acc0[CPU_MM_M], acc1[CPU_MM_M];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
-    const int64_t nb = k / RT_QK;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        q8_0_block(w + b, act, as, b, acc0, M);
-        q8_0_block(w + b + 1, act, as, b + 1, acc1, M);
-    }
-    if (b < nb) q8_0_block(w + b, act, as, b, acc0, M);
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < M; j++) y[j * ys] = hsum8(_mm256_add_ps(acc0[j], acc1[j]));
-}
-DISPATCH_M(mm_q8_0)
 
 /* ---- K-quants with Q8_K activations ------------------------------------ */
 
@@ -231,7 +157,7 @@ AI void kq_unpack(const uint8_t *scales, uint8_t *sc, uint8_t *mn) {
 /* Q5_K walks the super-block chunk by chunk and feeds each unpacked chunk
  * to all M tokens before the next one (few live registers, no spills at
  * M = 4); per token the integer sums accumulate in chunk order, as in the
- * M = 1 case. (Q4_0, Q4_K, Q6_K: cpu_gemm_avx2.c.) */
+ * M = 1 case. (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K: cpu_gemm_avx2.c.) */
 AI void mm_q5_K_m(int64_t k, const rt_block_q5_K *w, const char *act, size_t as, float *y,
                   size_t ys, const int M) {
     __m256 acc[CPU_MM_M];
@@ -369,8 +295,6 @@ void cpu_fill_matmul_avx2(cpu_kernels *k) {
     k->mmp[RT_F16] = mmp_f16;
     k->mmp[RT_BF16] = mmp_bf16;
     k->mmp_rows = 2;
-    k->mm[RT_Q4_1] = mm_q4_1;
-    k->mm[RT_Q8_0] = mm_q8_0;
     k->mm[RT_Q5_K] = mm_q5_K;
     k->quant_q8a = quant_q8a;
     k->quant_q8k = quant_q8k;

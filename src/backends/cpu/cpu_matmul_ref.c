@@ -97,7 +97,10 @@ void cpu_mm_q4_1_ref(int64_t k, const void *w, const void *act, size_t as, int m
                 isum += (wb[b].qs[l] & 0xF) * a[b].qs[l];
                 isum += (wb[b].qs[l] >> 4) * a[b].qs[l + 16];
             }
-            s += rt_f16_to_f32(wb[b].d) * a[b].d * (float)isum + rt_f16_to_f32(wb[b].m) * a[b].s;
+            /* chain arithmetic with Q4_1's offset: value = d*q + m, so the
+             * block adds d*da*isum + m*da*sum(a) (two fused steps) */
+            s = fmaf(rt_f16_to_f32(wb[b].d) * a[b].d, (float)isum, s);
+            s = fmaf(rt_f16_to_f32(wb[b].m) * a[b].d, (float)a[b].sum, s);
         }
         y[j * ys] = s;
     }
@@ -112,7 +115,7 @@ void cpu_mm_q8_0_ref(int64_t k, const void *w, const void *act, size_t as, int m
         for (int64_t b = 0; b < k / RT_QK; b++) {
             int isum = 0;
             for (int l = 0; l < RT_QK; l++) isum += wb[b].qs[l] * a[b].qs[l];
-            s += rt_f16_to_f32(wb[b].d) * a[b].d * (float)isum;
+            s = fmaf(rt_f16_to_f32(wb[b].d) * a[b].d, (float)isum, s); /* chain */
         }
         y[j * ys] = s;
     }

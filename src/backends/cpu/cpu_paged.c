@@ -18,6 +18,7 @@
 #include <string.h>
 
 typedef struct {
+    const cpu_kernels *k;
     rt_tensor *cache;
     const rt_tensor *src;
     const int32_t *slots;
@@ -31,8 +32,7 @@ static void store_task(void *ctxp, int64_t t, int thread) {
     if (s < 0) return; /* padding row */
     const float *x = (const float *)rt_tensor_row(j->src, t * j->src->shape[1]);
     if (j->cache->dtype == RT_F16) {
-        uint16_t *d = (uint16_t *)j->cache->data + (int64_t)s * j->row;
-        for (int64_t i = 0; i < j->row; i++) d[i] = rt_f32_to_f16(x[i]);
+        j->k->f32_to_f16(x, (uint16_t *)j->cache->data + (int64_t)s * j->row, j->row);
     } else if (j->cache->dtype == RT_BF16) {
         uint16_t *d = (uint16_t *)j->cache->data + (int64_t)s * j->row;
         for (int64_t i = 0; i < j->row; i++) d[i] = rt_f32_to_bf16(x[i]);
@@ -43,7 +43,7 @@ static void store_task(void *ctxp, int64_t t, int thread) {
 
 int cpu_op_kv_store(rt_backend *be, const rt_op_args *a) {
     cpu_ctx *c = be->ctx;
-    store_job j = {.cache = a->dst, .src = a->src[0], .slots = a->src[1]->data,
+    store_job j = {.k = c->k, .cache = a->dst, .src = a->src[0], .slots = a->src[1]->data,
                    .row = a->src[0]->shape[1] * a->src[0]->shape[2]};
     int64_t T = j.src->shape[0], n_slots = rt_tensor_nelem(j.cache) / j.row;
     if (j.src->stride[2] != 4 || j.src->stride[1] != j.src->shape[2] * 4)

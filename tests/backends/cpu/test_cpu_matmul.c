@@ -177,13 +177,13 @@ static void test_simd_vs_scalar(void **state) {
     rt_backend_free(ref);
 }
 
-/* Q4_0, Q4_K, Q6_K follow the chain arithmetic (cpu_internal.h): the
+/* Q4_0, Q4_1, Q8_0, Q4_K, Q6_K follow the chain arithmetic (cpu_internal.h): the
  * SIMD GEMV, the 8-token GEMM tiles and the per-row tail kernel must all
  * equal the scalar reference bit for bit, for every n (full token groups,
  * partial groups, decode), row tails and bias. */
 static void test_chain_types_exact(void **state) {
     (void)state;
-    const rt_dtype types[] = {RT_Q4_0, RT_Q4_K, RT_Q6_K};
+    const rt_dtype types[] = {RT_Q4_0, RT_Q4_1, RT_Q8_0, RT_Q4_K, RT_Q6_K};
     rt_backend *ref = make_backend("scalar", 1);
     for (int isa = 1; isa < N_ISAS; isa++) {
         rt_backend *be = make_backend(g_isas[isa], 2);
@@ -201,6 +201,42 @@ static void test_chain_types_exact(void **state) {
                         fail_msg("%s %s n=%lld out=%lld: y[%lld,%lld] %.9g != scalar %.9g", g_isas[isa],
                                  rt_dtype_name(types[k]), (long long)c.n, (long long)c.out,
                                  (long long)(i / c.out), (long long)(i % c.out), y1[i], y0[i]);
+                free(y0);
+                free(y1);
+                case_free(&c);
+            }
+        }
+        rt_backend_free(be);
+    }
+    rt_backend_free(ref);
+}
+
+/* Batched decode: every n = 1..64 (GEMV for 1-2 rows, 8-token tiles,
+ * a partial last group padded into a tile or left to the GEMV) and row
+ * counts that leave 1-3 row tails of the 4-row panels and 8-row GEMV
+ * tiles: bit-identical to the scalar reference (chain arithmetic) and
+ * within the f64 bound of the Q8 activation quantization. */
+static void test_chain_types_every_n(void **state) {
+    (void)state;
+    const rt_dtype types[] = {RT_Q4_0, RT_Q4_1, RT_Q8_0, RT_Q4_K, RT_Q6_K};
+    const int64_t outs[] = {37, 72, 30};
+    rt_backend *ref = make_backend("scalar", 1);
+    for (int isa = 1; isa < N_ISAS; isa++) {
+        rt_backend *be = make_backend(g_isas[isa], 2);
+        for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+            int64_t in = rt_dtype_info(types[k])->block_elems == RT_QK_K ? 512 : 352;
+            for (int64_t n = 1; n <= 64; n++) {
+                mm_case c;
+                case_init(&c, types[k], n, in, outs[n % 3], n % 5 == 0);
+                float *y0 = xmalloc((size_t)(c.n * c.out) * 4), *y1 = xmalloc((size_t)(c.n * c.out) * 4);
+                assert_int_equal(run_mm(ref, &c, y0), VC_OK);
+                assert_int_equal(run_mm(be, &c, y1), VC_OK);
+                for (int64_t i = 0; i < c.n * c.out; i++)
+                    if (memcmp(&y0[i], &y1[i], 4))
+                        fail_msg("%s %s n=%lld out=%lld: y[%lld,%lld] %.9g != scalar %.9g", g_isas[isa],
+                                 rt_dtype_name(types[k]), (long long)c.n, (long long)c.out,
+                                 (long long)(i / c.out), (long long)(i % c.out), y1[i], y0[i]);
+                if (n % 7 == 1 || n >= 62) check_vs_f64(&c, y1, g_isas[isa]);
                 free(y0);
                 free(y1);
                 case_free(&c);
@@ -281,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_every_dtype_vs_f64),
         cmocka_unit_test(test_simd_vs_scalar),
         cmocka_unit_test(test_chain_types_exact),
+        cmocka_unit_test(test_chain_types_every_n),
         cmocka_unit_test(test_thread_counts_identical),
         cmocka_unit_test(test_strided_rows_and_errors),
     };
