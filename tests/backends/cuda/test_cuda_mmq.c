@@ -255,15 +255,18 @@ static void test_mmq_speed(void **st) {
     static double us[NT][4][NN][5];
     const int nmax = 128;
     rt_backend_params p = rt_backend_params_default();
-    /* VLLM_TEST_MMQ_ONE=<type index>,<shape index>: that pair only, mmq only (profiling) */
+    /* VLLM_TEST_MMQ_ONE=<type index>,<shape index>[,<config index>]: that
+     * pair only, in one config (default 0; 4 = the decode GEMVs on f32 rows),
+     * no table (Nsight Compute runs: its first launch is the 1-row call) */
     const char *one = getenv("VLLM_TEST_MMQ_ONE");
-    int one_t = -1, one_s = -1;
-    if (one && sscanf(one, "%d,%d", &one_t, &one_s) != 2) one_t = one_s = -1;
+    int one_t = -1, one_s = -1, one_c = 0;
+    if (one && sscanf(one, "%d,%d,%d", &one_t, &one_s, &one_c) < 2) one_t = one_s = -1;
+    if (one_c < 0 || one_c > 4) one_c = 0;
     /* VLLM_CUDA_MMQ, _TN: the default (bf16 x: cuda_mmq_bf.cu but Q8_0), the
      * copy, int8, bf16 in 32-token tiles; then the default with f32 x rows
      * to 8 (the decode GEMVs: cuda_gemv_d4.cu over GGUF blocks) */
     static const char *cfv[5][2] = {{"", ""}, {"0", ""}, {"int8", ""}, {"", "32"}, {"", ""}};
-    for (int cf = 0; cf < (one_t >= 0 ? 1 : 5); cf++) {
+    for (int cf = one_t >= 0 ? one_c : 0; cf < (one_t >= 0 ? one_c + 1 : 5); cf++) {
         setenv("VLLM_CUDA_MMQ", cfv[cf][0], 1);
         setenv("VLLM_CUDA_MMQ_TN", cfv[cf][1], 1);
         setenv("VLLM_CUDA_MMQ_MAX_N", "512", 1); /* the whole table, past the default */
