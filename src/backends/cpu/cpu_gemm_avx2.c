@@ -18,7 +18,7 @@
  * offsets (-8, -32) are applied through exact activation sums; Q4_1's
  * offset m adds (m*da)*sum(a) per block; Q8_0 (signed) multiplies |w| by
  * sign(a, w) and widens each step to int32 (two steps would overflow
- * int16). Q4_0/Q4_1/Q8_0 tiles have VNNI versions (cpu_gemm_avx512vnni.c).
+ * int16). All five tiles have VNNI versions (cpu_gemm_avx512vnni.c).
  */
 #include "backends/cpu/cpu_internal.h"
 

@@ -10,7 +10,7 @@
  *                        8-token GEMM tiles on unpacked weight panels past
  *                        each kernel's break-even (batched decode, prefill)
  *   cpu_gemm_avx2.c      their AVX2 kernels
- *   cpu_gemm_avx512vnni.c  VNNI GEMM tiles of Q4_0/Q4_1/Q8_0 (when the CPU has it)
+ *   cpu_gemm_avx512vnni.c  VNNI GEMM tiles of Q4_0/Q4_1/Q8_0/Q4_K/Q6_K (when the CPU has it)
  *   cpu_matmul_ref.c     scalar dot kernels + activation quantizers (reference)
  *   cpu_*_avx2.c/avx512.c  SIMD versions of the hot row kernels
  *   cpu_simd_avx2.h      exp/sigmoid/horizontal helpers for the AVX2 files
