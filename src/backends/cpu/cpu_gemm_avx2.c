@@ -20,15 +20,13 @@
  * sign(a, w) and widens each step to int32 (two steps would overflow
  * int16). All five tiles have VNNI versions (cpu_gemm_avx512vnni.c).
  */
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_gemm_tile.h"
 
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#define AI static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 32")
 #ifndef SUNROLL
 #define SUNROLL _Pragma("GCC unroll 2")
 #endif
@@ -54,48 +52,16 @@ AI __m256 gather_f16(const char *w, size_t ws, size_t off) {
     return _mm256_cvtph_ps(v);
 }
 
-AI __m256i bcast_u32(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
-/* prefetch `bytes` from p (one line per 48 bytes: no line skipped) */
-AI const char *prefetch_step(const char *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 48) _mm_prefetch(p + o, _MM_HINT_T0);
-    return p + bytes;
-}
 
-/* Panel unpacking of the 32-element types prefetches the next nr rows
- * (the next panel, one contiguous stretch), a slice per block (pf =
- * prefetch_step(pf, pstep)): batched decode unpacks each panel for one
- * token group only, and short row runs read side by side are not
- * followed by the hardware prefetcher (see cpu_gemm_avx512vnni.c). */
-#define PK_PREFETCH_INIT(w, ws, nr, nb)                                                        \
-    const size_t pstep = ((size_t)(nr) * (ws) + (size_t)(nb) - 1) / (size_t)(nb);            \
-    const char *pf = (const char *)(w) + (size_t)(nr) * (ws)
 
 /* K-quant GEMV: the 8 rows are read one after the other in runs of GV_K
  * elements (576 bytes of Q4_K), block partials parked in L1. */
 #define GV_K 1024
 
-/* tile result acc[r] (lanes = tokens) -> y[t*ys + r], tokens t < nt */
-AI void store_tile(const __m256 *acc, int R, int nt, float *y, size_t ys) {
-    float tmp[4][8];
-    UNROLL
-    for (int r = 0; r < R; r++) _mm256_storeu_ps(tmp[r], acc[r]);
-    for (int t = 0; t < nt; t++)
-        UNROLL
-        for (int r = 0; r < R; r++) y[t * ys + r] = tmp[r][t];
-}
 
 /* ---- Q4_0 --------------------------------------------------------------- */
 
-AI __m256i q4_unpack(const uint8_t *qs) { /* elements 0..31 as bytes 0..15 */
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
 
 /* lanes r of the low / high 128 bits = sum of int16 elements 0..7 / 8..15
  * of v[r]: a 3-level hadd tree, exact while every sum fits int16 (Q4 x Q8:
@@ -577,25 +543,6 @@ DISPATCH_R(gm_q4_K)
 
 /* ---- Q6_K --------------------------------------------------------------- */
 
-/* the 256 values (0..63) of a Q6_K block in element order */
-AI void q6k_unpack(const rt_block_q6_K *wb, uint8_t *u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    UNROLL
-    for (int h = 0; h < 2; h++) {
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
-        __m256i hb = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            __m256i lq = c & 1 ? l1 : l0;
-            if (c >= 2) lq = _mm256_srli_epi16(lq, 4);
-            __m256i q = _mm256_or_si256(
-                _mm256_and_si256(lq, m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), m2), 4));
-            _mm256_store_si256((__m256i *)(u + 128 * h + 32 * c), q);
-        }
-    }
-}
 
 static void gv_q6_K(int64_t k, const void *wp, size_t ws, const void *actp, size_t as, int m,
                     float *y, size_t ys) {

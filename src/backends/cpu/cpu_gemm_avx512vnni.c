@@ -14,30 +14,14 @@
  * scalar reference bit for bit. Two accumulators per row (even / odd
  * steps) keep 8 independent dpbusd chains in flight.
  */
-#include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_gemm_tile.h"
 
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 
-#define AI static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 32")
 
-AI __m256i bcast_u32(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
-/* tile result acc[r] (lanes = tokens) -> y[t*ys + r], tokens t < nt */
-AI void store_tile(const __m256 *acc, int R, int nt, float *y, size_t ys) {
-    float tmp[4][8];
-    UNROLL
-    for (int r = 0; r < R; r++) _mm256_storeu_ps(tmp[r], acc[r]);
-    for (int t = 0; t < nt; t++)
-        UNROLL
-        for (int r = 0; r < R; r++) y[t * ys + r] = tmp[r][t];
-}
 
 /* One panel block: 4 rows x 32 unsigned bytes and per-row scales. Q4_0
  * and Q4_1 keep the nibbles (0..15), Q8_0 keeps w + 128; m is Q4_1's
@@ -49,25 +33,13 @@ typedef struct {
 
 enum { KIND_Q4_0, KIND_Q4_1, KIND_Q8_0 };
 
-AI __m256i q4_unpack(const uint8_t *qs) { /* elements 0..31 as bytes 0..15 */
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-/* Unpacks nr rows; meanwhile the next nr rows (one contiguous stretch:
- * the next panel) are prefetched linearly, as the GEMVs do: short row runs
- * read side by side are not followed by the hardware prefetcher, and
- * batched decode unpacks each panel for one token group just before its
- * tiles (kernel lab, Q8_0 [49152,576] x 8 tokens streamed from DRAM, one
- * thread: 2.7 ms with this prefetch, 3.1 without, 3.3 four panels ahead). */
+/* Unpacks nr rows, prefetching the next panel (PK_PREFETCH_INIT,
+ * cpu_gemm_tile.h). */
 AI void pk_kind(int64_t k, const char *w, size_t ws, int nr, panel_q8 *o, const int kind) {
     const int64_t nb = k / RT_QK;
-    const size_t pstep = ((size_t)nr * ws + (size_t)nb - 1) / (size_t)nb;
-    const char *pf = w + (size_t)nr * ws;
+    PK_PREFETCH_INIT(w, ws, nr, nb);
     for (int64_t b = 0; b < nb; b++, o++) {
-        for (size_t off = 0; off < pstep; off += 48) _mm_prefetch(pf + off, _MM_HINT_T0);
-        pf += pstep;
+        pf = prefetch_step(pf, pstep);
         for (int r = 0; r < nr; r++) {
             const char *row = w + r * ws;
             if (kind == KIND_Q4_0) {
@@ -263,25 +235,6 @@ AI void gm_q4_K_r(int64_t k, const panel_q4_K *pw, const cpu_block_q8k_x8 *a, in
     store_tile(acc, R, nt, y, ys);
 }
 
-/* the 256 values (0..63) of a Q6_K block in element order */
-AI void q6k_unpack(const rt_block_q6_K *wb, uint8_t *u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    UNROLL
-    for (int h = 0; h < 2; h++) {
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
-        __m256i hb = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            __m256i lq = c & 1 ? l1 : l0;
-            if (c >= 2) lq = _mm256_srli_epi16(lq, 4);
-            __m256i q = _mm256_or_si256(
-                _mm256_and_si256(lq, m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), m2), 4));
-            _mm256_storeu_si256((__m256i *)(u + 128 * h + 32 * c), q);
-        }
-    }
-}
 
 typedef struct { /* 4 rows x 256 elements, unpacked */
     uint8_t q[4][RT_QK_K]; /* values 0..63 in element order */
@@ -296,11 +249,9 @@ static void pk_q6_K(int64_t k, const void *wp, size_t ws, int nr, void *panel) {
     const char *w = wp;
     panel_q6_K *o = panel;
     const int64_t nb = k / RT_QK_K;
-    const size_t pstep = ((size_t)nr * ws + (size_t)nb - 1) / (size_t)nb;
-    const char *pf = w + (size_t)nr * ws;
+    PK_PREFETCH_INIT(w, ws, nr, nb);
     for (int64_t b = 0; b < nb; b++, o++) {
-        for (size_t off = 0; off < pstep; off += 48) _mm_prefetch(pf + off, _MM_HINT_T0);
-        pf += pstep;
+        pf = prefetch_step(pf, pstep);
         for (int r = 0; r < nr; r++) {
             const rt_block_q6_K *wb = (const rt_block_q6_K *)(w + r * ws) + b;
             q6k_unpack(wb, o->q[r]);
