@@ -14,8 +14,10 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "runtime/backend.h"
+#include "runtime/ops.h"
 #include "runtime/quant.h"
 
 static rt_backend *g_cpu, *g_gpu;
@@ -80,6 +82,38 @@ static inline void *rand_rows(rt_dtype t, int64_t rows, int64_t n, float amp, fl
     }
     free(tmp);
     return buf;
+}
+
+/* One MATMUL (glu 0: y = x W^T) or MATMUL_GLU (SiLU; s the scratch) on g_gpu. */
+static inline int cuda_test_mm(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s) {
+    return glu ? rt_matmul_glu(g_gpu, y, x, w, RT_ACT_SILU, s) : rt_matmul(g_gpu, y, x, w, NULL);
+}
+
+/* us per call of cuda_test_mm: a graph of reps calls replayed 3 times (one
+ * eager call first), or reps eager calls 3 times where there are no graphs
+ * or `eager` (a path that allocates per call cannot be recorded). */
+static inline double cuda_test_time_mm(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s, int eager,
+                                       int reps) {
+    assert_int_equal(cuda_test_mm(glu, y, x, w, s), VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    void *g = NULL;
+    if (!eager && rt_backend_has_graphs(g_gpu)) {
+        assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+        for (int r = 0; r < reps; r++) assert_int_equal(cuda_test_mm(glu, y, x, w, s), VC_OK);
+        assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+        assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    }
+    double t0 = vc_now_s();
+    for (int k = 0; k < 3; k++) {
+        if (g) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        else
+            for (int r = 0; r < reps; r++) assert_int_equal(cuda_test_mm(glu, y, x, w, s), VC_OK);
+    }
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    double us = (vc_now_s() - t0) / (3 * reps) * 1e6;
+    if (g) rt_backend_graph_free(g_gpu, g);
+    return us;
 }
 
 /* Group setup: a CPU backend of cpu_threads threads and the CUDA device. */

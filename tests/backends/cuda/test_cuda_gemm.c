@@ -437,34 +437,9 @@ static const sk_shape SK_SHAPES[] = {
 #define SK_NS 5 /* n = 1 (the GEMV), 2, 4, 8, 16 */
 #define SK_CFGS 8
 
-static int sk_call(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s) {
-    return glu ? rt_matmul_glu(g_gpu, y, x, w, RT_ACT_SILU, s) : rt_matmul(g_gpu, y, x, w, NULL);
-}
-
-/* us per call: a graph of R calls replayed 3 times (eager without graphs,
- * or when `eager`: a path that allocates per call cannot be recorded). */
+/* us per call (cuda_test_time_mm, 20 calls a graph) */
 static double sk_time_x(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s, int eager) {
-    const int R = 20;
-    assert_int_equal(sk_call(glu, y, x, w, s), VC_OK);
-    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-    void *g = NULL;
-    if (!eager && rt_backend_has_graphs(g_gpu)) {
-        assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
-        for (int r = 0; r < R; r++) assert_int_equal(sk_call(glu, y, x, w, s), VC_OK);
-        assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
-        assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
-        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-    }
-    double t0 = vc_now_s();
-    for (int k = 0; k < 3; k++) {
-        if (g) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
-        else
-            for (int r = 0; r < R; r++) assert_int_equal(sk_call(glu, y, x, w, s), VC_OK);
-    }
-    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-    double us = (vc_now_s() - t0) / (3 * R) * 1e6;
-    if (g) rt_backend_graph_free(g_gpu, g);
-    return us;
+    return cuda_test_time_mm(glu, y, x, w, s, eager, 20);
 }
 
 static double sk_time(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s) {
