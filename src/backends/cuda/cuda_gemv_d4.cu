@@ -24,9 +24,13 @@
  * VLLM_CUDA_GEMV_D4_SEG=1 / 2 forces the segment length (gd4_plan),
  * VLLM_CUDA_GEMV_D4_CPS blocks per SM (default 2; 3 and 4 measured
  * mixed-to-slower in session 11).
+ * One-row calls the x-in-registers GEMV takes (cuda_gemv_xr.cu: K-quants,
+ * Q4_0, Q4_1; session 13, 1.2-1.9x on the 8B's large shapes) go there
+ * from the entry below.
  */
 #include "backends/cuda/cuda_dequant.cuh"
 #include "backends/cuda/cuda_gemv_q.cuh"
+#include "backends/cuda/cuda_gemv_xr.cuh"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -316,6 +320,8 @@ static int gd4_go(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_
 
 int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
+    if (cuda_gemv_xr_fits(c, w, n)) /* one row of K-quants: x in registers */
+        return cuda_gemv_xr(c, w, x, y, glu ? NULL : bias, out, in, glu, act);
     const char *wd = (const char *)w->data;
     const int64_t ws = w->stride[0];
     int m = 1;

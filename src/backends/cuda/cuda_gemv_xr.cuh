@@ -1,0 +1,16 @@
+/* cuda_gemv_xr.cuh — the batch-1 GGUF decode GEMV with x in registers
+ * (cuda_gemv_xr.cu), called from cuda_gemv_d4.cu's entry for one row. */
+#ifndef CUDA_GEMV_XR_CUH
+#define CUDA_GEMV_XR_CUH
+
+#include "backends/cuda/cuda_internal.h"
+
+/* Whether the kernel takes n rows over w: one row of Q4_K / Q5_K / Q6_K
+ * (in % 256 == 0) or Q4_0 / Q4_1 (in % 128 == 0; Q8_0 with
+ * VLLM_CUDA_GEMV_XR=a), in <= 32768, the tensor aligned for its format. */
+bool cuda_gemv_xr_fits(cuda_ctx *c, const rt_tensor *w, int64_t n);
+/* y[out (MATMUL_GLU: out / 2)] = W x (+ bias), f32 x and y of one row. */
+int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, float *y, const float *bias, int64_t out, int64_t in,
+                 bool glu, int act);
+
+#endif
