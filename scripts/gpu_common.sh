@@ -5,7 +5,9 @@
 # headers), PY, the gguf wheel of .wheels/ on PYTHONPATH, our Debian
 # libraries (gpu_deps.sh), and two readers: rate KEY (tok/s of a `vllm run`
 # "KEY: N tokens, X tok/s" line on stdin) and tp LOG (output tok/s and mean
-# TPOT of a `vllm bench` log).
+# TPOT of a `vllm bench` log), gpu_bin (unpack a prebuilt bin.txz into bin/,
+# with cmocka for the test binaries) and gpu_d2d (the device-to-device copy
+# rate in GB/s, bytes read + written, torch: the rooflines' denominator).
 GPU_RUN=$1
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 L=/tmp/$GPU_RUN; mkdir -p "$L"
@@ -18,3 +20,17 @@ GPU_WHL=$(ls .wheels/gguf-*.whl 2>/dev/null | head -1)
 [ -n "$GPU_WHL" ] && export PYTHONPATH=$PWD/$GPU_WHL${PYTHONPATH:+:$PYTHONPATH} # a pure-Python wheel imports as a zip
 rate() { sed -n "s/.*$1: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p" | head -1; }
 tp() { echo "$(sed -n 's/Output token throughput (tok\/s): *\([0-9.]*\)/\1/p' "$1") tok/s $(sed -n 's/Mean TPOT *(ms): *\([0-9.]*\)/\1/p' "$1") ms"; }
+gpu_bin() {
+    mkdir -p bin && tar xJf bin.txz -C bin
+    # the test binaries link cmocka (.deps/libcmocka0*.deb; a warm machine may have unpacked .deps without it)
+    [ -f /opt/deps/usr/lib/x86_64-linux-gnu/libcmocka.so.0 ] || for f in .deps/libcmocka0*.deb; do dpkg -x "$f" /opt/deps; done
+}
+gpu_d2d() {
+    $PY -c "
+import time, torch
+n = 1 << 28
+x = torch.empty(n, dtype=torch.int32, device='cuda'); y = torch.empty_like(x); y.copy_(x); torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(10): y.copy_(x)
+torch.cuda.synchronize(); print(round(2 * 4 * n / ((time.perf_counter() - t0) / 10) / 1e9, 1))"
+}

@@ -16,8 +16,7 @@
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s13a
-mkdir -p bin && tar xJf bin.txz -C bin
-[ -f /opt/deps/usr/lib/x86_64-linux-gnu/libcmocka.so.0 ] || for f in .deps/libcmocka0*.deb; do dpkg -x "$f" /opt/deps; done
+gpu_bin
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 prof() { # name kernel-regex one skip
     (cd bin && VLLM_TEST_ONLY=test_mmq_speed VLLM_TEST_MMQ_ONE=$3 timeout 200 $NCU -k regex:$2 --launch-skip $4 \

@@ -11,8 +11,7 @@
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s13d
-mkdir -p bin && tar xJf bin.txz -C bin
-[ -f /opt/deps/usr/lib/x86_64-linux-gnu/libcmocka.so.0 ] || for f in .deps/libcmocka0*.deb; do dpkg -x "$f" /opt/deps; done
+gpu_bin
 say tests
 (cd bin && timeout 300 ./test_cuda_gemv_xr) >$L/test_cuda_gemv_xr.log 2>&1
 echo "test_cuda_gemv_xr exit $? $(grep -E 'PASSED|FAILED' $L/test_cuda_gemv_xr.log | head -2 | tr '\n' ' ')"

@@ -16,8 +16,7 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s13g
 G=$L/rand-llama-8b
 ( $PY tools/make_random_gguf.py --shape llama-8b --qtype f16 --out $G-f16.gguf >$L/make.log 2>&1; echo "exit $?" >>$L/make.log ) &
-mkdir -p bin && tar xJf bin.txz -C bin
-[ -f /opt/deps/usr/lib/x86_64-linux-gnu/libcmocka.so.0 ] || for f in .deps/libcmocka0*.deb; do dpkg -x "$f" /opt/deps; done
+gpu_bin
 say tests
 (cd bin && timeout 300 ./test_cuda_gemv_xr) >$L/test_cuda_gemv_xr.log 2>&1
 echo "test_cuda_gemv_xr exit $? $(grep -E 'PASSED|FAILED' $L/test_cuda_gemv_xr.log | head -2 | tr '\n' ' ')"
@@ -32,13 +31,7 @@ SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 (cd bin && VLLM_TEST_ONLY=test_xr VLLM_TEST_XR_QUICK=1 timeout 300 $SAN --tool memcheck ./test_cuda_gemv_xr) >$L/memcheck.log 2>&1
 echo "memcheck test_cuda_gemv_xr exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck.log | tail -1)"
 say d2d
-d2d=$($PY -c "
-import time, torch
-n = 1 << 28
-x = torch.empty(n, dtype=torch.int32, device='cuda'); y = torch.empty_like(x); y.copy_(x); torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(10): y.copy_(x)
-torch.cuda.synchronize(); print(round(2 * 4 * n / ((time.perf_counter() - t0) / 10) / 1e9, 1))")
+d2d=$(gpu_d2d)
 echo "d2d $d2d GB/s"
 say "8B Q4_K_M"
 while ! grep -q exit $L/make.log 2>/dev/null; do sleep 1; done; tail -1 $L/make.log
