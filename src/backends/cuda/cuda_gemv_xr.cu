@@ -316,40 +316,50 @@ __device__ __forceinline__ void xr_quant_group(const float *x, int g, int *sq, f
     ss[2 * g + 1] = s1;
 }
 
-/* Every thread of the block takes part (a barrier); lanes past nu get zeros. */
-__device__ __forceinline__ void xr_quant_x(const float *x, int nu, int li, xr_x &X) {
+/* Every thread of the block takes part (a barrier); lanes past nu get
+ * zeros. NB x rows (x_ld floats apart), row t's groups after row t - 1's. */
+template <int NB>
+__device__ __forceinline__ void xr_quant_x(const float *x, int64_t x_ld, int nu, int li, xr_x *X) {
     extern __shared__ int4 xr_sm[];
     int *sq = (int *)xr_sm;
-    float *sd = (float *)(sq + 32 * nu);
-    int *ss = (int *)(sd + 4 * nu);
+    float *sd = (float *)(sq + 32 * nu * NB);
+    int *ss = (int *)(sd + 4 * nu * NB);
     const int G = 4 * nu, B = (int)blockDim.x;
-    for (int g = threadIdx.x; g < G; g += 2 * B) {
-        xr_quant_group(x, g, sq, sd, ss);
-        if (g + B < G) xr_quant_group(x, g + B, sq, sd, ss);
-    }
+#pragma unroll
+    for (int t = 0; t < NB; t++)
+        for (int g = threadIdx.x; g < G; g += 2 * B) {
+            xr_quant_group(x + t * x_ld, g, sq + 32 * nu * t, sd + 4 * nu * t, ss + 8 * nu * t);
+            if (g + B < G) xr_quant_group(x + t * x_ld, g + B, sq + 32 * nu * t, sd + 4 * nu * t, ss + 8 * nu * t);
+        }
     __syncthreads();
     const bool on = li < nu;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int4 q = on ? ((const int4 *)sq)[8 * li + i] : make_int4(0, 0, 0, 0);
-        X.q[4 * i] = q.x, X.q[4 * i + 1] = q.y, X.q[4 * i + 2] = q.z, X.q[4 * i + 3] = q.w;
+    for (int t = 0; t < NB; t++) {
+        const int u = nu * t + li; /* row t's unit li */
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int4 q = on ? ((const int4 *)sq)[8 * u + i] : make_int4(0, 0, 0, 0);
+            X[t].q[4 * i] = q.x, X[t].q[4 * i + 1] = q.y, X[t].q[4 * i + 2] = q.z, X[t].q[4 * i + 3] = q.w;
+        }
+#pragma unroll
+        for (int g = 0; g < 4; g++) X[t].d[g] = on ? sd[4 * u + g] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) X[t].s[i] = on ? ss[8 * u + i] : 0;
     }
-#pragma unroll
-    for (int g = 0; g < 4; g++) X.d[g] = on ? sd[4 * li + g] : 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) X.s[i] = on ? ss[8 * li + i] : 0;
 }
 
-static size_t xr_smem(int nu) { return (size_t)nu * 4 * (32 + 4 + 8); }
+static size_t xr_smem(int nu, int nb) { return (size_t)nu * nb * 4 * (32 + 4 + 8); }
 
 /* R rows a step (MATMUL_GLU: R / 2 outputs, gate and up rows); BIG: one
- * team of blockDim.x threads a block (rows of more than 32 units). */
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC>
+ * team of blockDim.x threads a block (rows of more than 32 units). NB x
+ * rows (1 or 2, x_ld / y_ld apart): each W row loaded once meets both;
+ * x_ld and y_ld come last so that NB = 1 compiles as before them. */
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB>
 __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, const float *x, float *y, const float *bias,
-                                                    int64_t out, int nu, int tt, int act) {
+                                                    int64_t out, int nu, int tt, int act, int64_t x_ld, int64_t y_ld) {
     using F = xr_fmt<T>;
     constexpr int H = GLU ? 2 : 1, NT = R / H;
-    __shared__ float red[2][R][XR_MAXT / 32];
+    __shared__ float red[2][R * NB][XR_MAXT / 32];
     const int tid = threadIdx.x;
     const int tpc = BIG ? 1 : XR_CTA / tt, li = BIG ? tid : tid % tt;
     const int64_t gt = BIG ? (int64_t)blockIdx.x : (int64_t)blockIdx.x * tpc + tid / tt, nteams = (int64_t)gridDim.x * tpc;
@@ -374,45 +384,51 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
     };
     if (nsteps > 0) load(0);
     CUDA_PDL_ENTER();
-    xr_x X;
-    xr_quant_x(x, nu, li, X);
+    xr_x X[NB];
+    xr_quant_x<NB>(x, x_ld, nu, li, X);
     int par = 0;
     for (int64_t s = 0; s < nsteps; s++) {
-        float part[R];
+        float part[R * NB]; /* row k, x row j: part[k * NB + j] */
 #pragma unroll
         for (int k = 0; k < R; k++) {
             bool ok;
             const char *b = row_of(s, k, ok);
-            part[k] = ok ? F::dot(v[k], b, h, X) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < NB; j++) part[k * NB + j] = ok ? F::dot(v[k], b, h, X[j]) : 0.0f;
         }
         if (s + 1 < nsteps) load(s + 1);
         if (!BIG) {
 #pragma unroll
-            for (int k = 0; k < R; k++)
+            for (int k = 0; k < R * NB; k++)
                 for (int o = tt >> 1; o > 0; o >>= 1) part[k] += __shfl_xor_sync(0xffffffffu, part[k], o);
             if (li == 0) {
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     const int64_t p = (s * nteams + gt) * NT + t;
-                    if (p < P) y[p] = GLU ? cuda_glu_act(act, part[2 * t]) * part[2 * t + 1] : part[t] + (bias ? bias[p] : 0.0f);
+#pragma unroll
+                    for (int j = 0; j < NB; j++)
+                        if (p < P)
+                            y[j * y_ld + p] = GLU ? cuda_glu_act(act, part[2 * t * NB + j]) * part[(2 * t + 1) * NB + j]
+                                                  : part[t * NB + j] + (bias ? bias[p] : 0.0f);
                 }
             }
         } else {
 #pragma unroll
-            for (int k = 0; k < R; k++) {
+            for (int k = 0; k < R * NB; k++) {
                 const float r = warp_sum(part[k]);
                 if ((tid & 31) == 0) red[par][k][tid >> 5] = r;
             }
             __syncthreads();
-            if (tid < NT) {
-                const int64_t p = (s * nteams + gt) * NT + tid;
+            if (tid < NT * NB) { /* thread: output tid / NB of the step, x row tid % NB */
+                const int t = tid / NB, j = tid % NB;
+                const int64_t p = (s * nteams + gt) * NT + t;
                 if (p < P) {
                     const int nw = (int)(blockDim.x >> 5);
                     float a = 0.0f, b = 0.0f;
-                    for (int i = 0; i < nw; i++) a += red[par][H * tid][i];
+                    for (int i = 0; i < nw; i++) a += red[par][H * t * NB + j][i];
                     if (GLU)
-                        for (int i = 0; i < nw; i++) b += red[par][H * tid + 1][i];
-                    y[p] = GLU ? cuda_glu_act(act, a) * b : a + (bias ? bias[p] : 0.0f);
+                        for (int i = 0; i < nw; i++) b += red[par][(H * t + 1) * NB + j][i];
+                    y[j * y_ld + p] = GLU ? cuda_glu_act(act, a) * b : a + (bias ? bias[p] : 0.0f);
                 }
             }
             par ^= 1;
@@ -423,9 +439,10 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
 /* VLLM_CUDA_GEMV_XR: "0" off; "2" / "4" force the rows a step (default
  * by format below); an "s" anywhere streams W past L1 (cuda_ld_stream16)
  * instead of through it (session 13's table: through L1 1.2-1.8x faster);
- * an "a" also takes Q8_0 (off by default: d4 streams it as fast). Read at
- * first use; stored as 1 (off) or 64 | R (0: the default) | 16 (streamed)
- * | 32 (Q8_0). */
+ * an "a" also takes Q8_0 (off by default: d4 streams it as fast); a "b"
+ * also takes calls of two rows (R 2, through L1; prepared in session 13,
+ * not yet measured). Read at first use; stored as 1 (off) or 64 | R (0:
+ * the default) | 16 (streamed) | 32 (Q8_0) | 128 (two rows). */
 static int xr_mode(cuda_ctx *c) {
     if (!c->gemv_xr) {
         const char *e = getenv("VLLM_CUDA_GEMV_XR");
@@ -435,6 +452,7 @@ static int xr_mode(cuda_ctx *c) {
             c->gemv_xr = 64 | (e && e[0] == '4' ? 4 : e && e[0] == '2' ? 2 : 0);
             if (e && strchr(e, 's')) c->gemv_xr |= 16;
             if (e && strchr(e, 'a')) c->gemv_xr |= 32;
+            if (e && strchr(e, 'b')) c->gemv_xr |= 128;
         }
     }
     return c->gemv_xr == 1 ? 0 : c->gemv_xr;
@@ -450,9 +468,11 @@ bool cuda_gemv_xr_fits(cuda_ctx *c, const rt_tensor *w, int64_t n) {
     const rt_dtype t = w->dtype;
     const bool kq = t == RT_Q4_K || t == RT_Q5_K || t == RT_Q6_K;
     const int m = xr_mode(c);
-    if (!m || n != 1 || !(kq || t == RT_Q4_0 || t == RT_Q4_1 || (t == RT_Q8_0 && (m & 32)))) return false;
+    if (!m || !(n == 1 || (n == 2 && (m & 128))) || !(kq || t == RT_Q4_0 || t == RT_Q4_1 || (t == RT_Q8_0 && (m & 32))))
+        return false;
     const int64_t in = w->shape[1];
-    if (in % (kq ? 256 : XR_UV) || in / XR_UV > XR_MAXU) return false;
+    /* two rows: x of both in 48 KB of shared memory (176 bytes a unit a row) */
+    if (in % (kq ? 256 : XR_UV) || in / XR_UV > (n == 2 ? XR_MAXU / 2 : XR_MAXU)) return false;
     /* Q4_K / Q5_K super-blocks are read as aligned vectors; Q4_1 units at 4
      * bytes, the others at any even byte */
     const uintptr_t a = (uintptr_t)w->data | (uintptr_t)w->stride[0];
@@ -464,50 +484,61 @@ static int xr_tt(int nu) {
     return nu > 32 ? 32 * ((nu + 31) / 32) : nu <= 1 ? 1 : 1 << (32 - __builtin_clz((unsigned)(nu - 1)));
 }
 
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC>
-static void xr_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, float *y, const float *bias, int64_t out,
-                      int nu, int act) {
-    const int tt = xr_tt(nu);
+/* One call's operands. */
+struct xr_call {
+    const char *w;
+    int64_t ws;
+    const float *x;
+    int64_t x_ld;
+    float *y;
+    int64_t y_ld;
+    const float *bias; /* NULL for MATMUL_GLU */
+    int64_t out;
+    int nu, act;
+};
+
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB>
+static void xr_launch(cuda_ctx *c, const xr_call &a) {
+    const int tt = xr_tt(a.nu);
     const int threads = BIG ? tt : XR_CTA, tpc = BIG ? 1 : XR_CTA / tt;
-    const size_t smem = xr_smem(nu);
+    const size_t smem = xr_smem(a.nu, NB);
     int o = 0; /* blocks an SM (registers and this call's shared memory) */
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC>, threads, smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB>, threads, smem) != cudaSuccess) {
         (void)cudaGetLastError();
         o = 1;
     }
     if (o < 1) o = 1;
     constexpr int NT = GLU ? R / 2 : R;
-    const int64_t P = GLU ? out / 2 : out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
+    const int64_t P = GLU ? a.out / 2 : a.out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
     const int64_t most = (int64_t)c->n_sm * o;
-    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC>, (unsigned)(blocks < most ? blocks : most), threads, smem, c->stream, w, ws,
-                x, y, bias, out, nu, tt, act);
+    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC, NB>, (unsigned)(blocks < most ? blocks : most), threads, smem, c->stream,
+                a.w, a.ws, a.x, a.y, a.bias, a.out, a.nu, tt, a.act, a.x_ld, a.y_ld);
 }
 
-template <rt_dtype T, int R, int LC>
-static void xr_go(cuda_ctx *c, const char *w, int64_t ws, const float *x, float *y, const float *bias, int64_t out,
-                  int nu, bool glu, int act) {
-    if (nu > 32) {
-        if (glu) xr_launch<T, R, true, true, LC>(c, w, ws, x, y, NULL, out, nu, act);
-        else xr_launch<T, R, false, true, LC>(c, w, ws, x, y, bias, out, nu, act);
+template <rt_dtype T, int R, int LC, int NB> static void xr_go(cuda_ctx *c, const xr_call &a, bool glu) {
+    if (a.nu > 32) {
+        if (glu) xr_launch<T, R, true, true, LC, NB>(c, a);
+        else xr_launch<T, R, false, true, LC, NB>(c, a);
     } else {
-        if (glu) xr_launch<T, R, true, false, LC>(c, w, ws, x, y, NULL, out, nu, act);
-        else xr_launch<T, R, false, false, LC>(c, w, ws, x, y, bias, out, nu, act);
+        if (glu) xr_launch<T, R, true, false, LC, NB>(c, a);
+        else xr_launch<T, R, false, false, LC, NB>(c, a);
     }
 }
 
-int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, float *y, const float *bias, int64_t out, int64_t in,
-                 bool glu, int act) {
-    const char *wd = (const char *)w->data;
-    const int64_t ws = w->stride[0];
-    const int nu = (int)(in / XR_UV), m = xr_mode(c), l1 = !(m & 16);
+int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
+    const xr_call a = {(const char *)w->data, w->stride[0], x, x_ld, y, y_ld, glu ? NULL : bias, out, (int)(in / XR_UV),
+                       act};
+    const int m = xr_mode(c), l1 = !(m & 16);
     const int r4 = (m & 7) ? (m & 7) == 4 : xr_r4(w->dtype, glu);
     switch (w->dtype) {
 #define X(T)                                                                                          \
     case T:                                                                                           \
-        if (r4 && l1) xr_go<T, 4, 1>(c, wd, ws, x, y, bias, out, nu, glu, act);                       \
-        else if (r4) xr_go<T, 4, 0>(c, wd, ws, x, y, bias, out, nu, glu, act);                        \
-        else if (l1) xr_go<T, 2, 1>(c, wd, ws, x, y, bias, out, nu, glu, act);                        \
-        else xr_go<T, 2, 0>(c, wd, ws, x, y, bias, out, nu, glu, act);                                \
+        if (n == 2) xr_go<T, 2, 1, 2>(c, a, glu);                                                     \
+        else if (r4 && l1) xr_go<T, 4, 1, 1>(c, a, glu);                                              \
+        else if (r4) xr_go<T, 4, 0, 1>(c, a, glu);                                                    \
+        else if (l1) xr_go<T, 2, 1, 1>(c, a, glu);                                                    \
+        else xr_go<T, 2, 0, 1>(c, a, glu);                                                            \
         break;
         X(RT_Q4_0) X(RT_Q4_1) X(RT_Q8_0) X(RT_Q4_K) X(RT_Q5_K) X(RT_Q6_K)
 #undef X

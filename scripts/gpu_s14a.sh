@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# gpu_s14a.sh — prepared in session 13 on branch s13-xr2 (nvidia-h200,
+# ~6 min; prebuilt vllm, quantize, test_cuda_gemv_xr, test_cuda_ops,
+# test_cuda_mmq of the branch in bin.txz as gpu_s12b.sh; .wheels for gguf):
+# cuda_gemv_xr.cu for calls of two x rows (VLLM_CUDA_GEMV_XR=b; batched
+# decode at 2 requests, which d4 took at ~2x the one-row step: 8B Q4_K_M
+# `vllm bench` c = 2 365 tok/s, TPOT 5.25 ms vs c = 1's 2.69).
+#   1. test_cuda_gemv_xr (the one-row cases as merged, the two-row cases
+#      "ab" vs exact and vs d4; the speed table with n = 2 columns),
+#      test_cuda_ops and test_cuda_mmq (VLLM_CUDA_SPEED=0), memcheck of
+#      test_xr (VLLM_TEST_XR_QUICK: default and two rows);
+#   2. 8B Q4_K_M: batch-1 decode (the NB template changed the one-row SASS:
+#      compare with session 13's 372 tok/s and d4's 284 in the same run),
+#      then `vllm bench` 512-in / 128-out at c = 2 with and without "b",
+#      two rounds, and greedy text of two identical prompts at c = 2.
+# Make "b" the default (xr_mode) only if the cases pass and c = 2 is faster
+# in both rounds; merge the branch only if the one-row decode did not get
+# slower.
+#   OUT=$OUT bash scripts/gpu_s14a.sh
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu_common.sh s14a
+G=$L/rand-llama-8b
+( $PY tools/make_random_gguf.py --shape llama-8b --qtype f16 --out $G-f16.gguf >$L/make.log 2>&1; echo "exit $?" >>$L/make.log ) &
+mkdir -p bin && tar xJf bin.txz -C bin
+[ -f /opt/deps/usr/lib/x86_64-linux-gnu/libcmocka.so.0 ] || for f in .deps/libcmocka0*.deb; do dpkg -x "$f" /opt/deps; done
+say tests
+(cd bin && timeout 300 ./test_cuda_gemv_xr) >$L/test_cuda_gemv_xr.log 2>&1
+echo "test_cuda_gemv_xr exit $? $(grep -E 'PASSED|FAILED' $L/test_cuda_gemv_xr.log | head -2 | tr '\n' ' ')"
+grep -E "^xr|ERROR|LINE|did not run|Failure|speed: xr" $L/test_cuda_gemv_xr.log | cut -c1-240 | head -70
+for t in test_cuda_ops test_cuda_mmq; do
+    (cd bin && VLLM_CUDA_SPEED=0 timeout 240 ./$t) >$L/$t.log 2>&1
+    echo "$t exit $? $(grep -E 'PASSED|FAILED' $L/$t.log | head -2 | tr '\n' ' ')"
+done
+say memcheck
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+(cd bin && VLLM_TEST_ONLY=test_xr VLLM_TEST_XR_QUICK=1 timeout 300 $SAN --tool memcheck ./test_cuda_gemv_xr) >$L/memcheck.log 2>&1
+echo "memcheck test_cuda_gemv_xr exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck.log | tail -1)"
+say "8B Q4_K_M"
+while ! grep -q exit $L/make.log 2>/dev/null; do sleep 1; done; tail -1 $L/make.log
+./bin/quantize $G-f16.gguf $G-q4_K_M.gguf q4_K_M --threads "$(nproc)" >$L/quant.log 2>&1 || { tail -3 $L/quant.log; exit 1; }
+rm -f $G-f16.gguf
+M=$G-q4_K_M.gguf
+V=$($PY -c "import gguf; r = gguf.GGUFReader('$M'); print(len(r.fields['tokenizer.ggml.tokens'].data))")
+ids=$($PY -c "import random; random.seed(0); print(','.join(str(random.randrange($V // 100, $V)) for _ in range(512)))")
+for k in xr d4; do
+    env $([ $k = d4 ] && echo VLLM_CUDA_GEMV_XR=0 || echo X=1) ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" \
+        --max-tokens 256 --ignore-eos --temperature 0 >$L/run_$k.out 2>$L/run_$k.err
+    echo "8B Q4_K_M batch-1 decode $k: $(rate decode <$L/run_$k.err) tok/s"
+done
+for r in 1 2; do
+    for k in b dflt; do
+        env $([ $k = b ] && echo VLLM_CUDA_GEMV_XR=b || echo X=1) ./bin/vllm bench --device cuda --model $M --num-prompts 8 \
+            --input-len 512 --output-len 128 --concurrency 2 --max-num-seqs 2 >$L/b_c2_${k}_$r.log 2>&1
+    done
+    echo "8B Q4_K_M bench c=2 round $r: xr two rows $(tp $L/b_c2_b_$r.log); d4 $(tp $L/b_c2_dflt_$r.log)"
+done
+say done
