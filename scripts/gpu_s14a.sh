@@ -10,12 +10,14 @@
 #      test_cuda_ops and test_cuda_mmq (VLLM_CUDA_SPEED=0), memcheck of
 #      test_xr (VLLM_TEST_XR_QUICK: default and two rows);
 #   2. 8B Q4_K_M: batch-1 decode (the NB template changed the one-row SASS:
-#      compare with session 13's 372 tok/s and d4's 284 in the same run),
+#      compare with session 13's 372 tok/s and d4's 284 in the same run;
+#      also "d": R 2 with two register sets, the next step's W in flight),
 #      then `vllm bench` 512-in / 128-out at c = 2 with and without "b",
 #      two rounds, and greedy text of two identical prompts at c = 2.
 # Make "b" the default (xr_mode) only if the cases pass and c = 2 is faster
-# in both rounds; merge the branch only if the one-row decode did not get
-# slower.
+# in both rounds, "d" (per format, from the table's double-buffered column)
+# only where it wins the table and the decode; merge the branch only if
+# the one-row decode did not get slower.
 #   OUT=$OUT bash scripts/gpu_s14a.sh
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -42,8 +44,8 @@ rm -f $G-f16.gguf
 M=$G-q4_K_M.gguf
 V=$($PY -c "import gguf; r = gguf.GGUFReader('$M'); print(len(r.fields['tokenizer.ggml.tokens'].data))")
 ids=$($PY -c "import random; random.seed(0); print(','.join(str(random.randrange($V // 100, $V)) for _ in range(512)))")
-for k in xr d4; do
-    env $([ $k = d4 ] && echo VLLM_CUDA_GEMV_XR=0 || echo X=1) ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" \
+for k in xr d4 d xr d4 d; do
+    env $(case $k in d4) echo VLLM_CUDA_GEMV_XR=0;; d) echo VLLM_CUDA_GEMV_XR=d;; *) echo X=1;; esac) ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" \
         --max-tokens 256 --ignore-eos --temperature 0 >$L/run_$k.out 2>$L/run_$k.err
     echo "8B Q4_K_M batch-1 decode $k: $(rate decode <$L/run_$k.err) tok/s"
 done

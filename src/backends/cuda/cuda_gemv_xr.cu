@@ -353,8 +353,10 @@ static size_t xr_smem(int nu, int nb) { return (size_t)nu * nb * 4 * (32 + 4 + 8
 /* R rows a step (MATMUL_GLU: R / 2 outputs, gate and up rows); BIG: one
  * team of blockDim.x threads a block (rows of more than 32 units). NB x
  * rows (1 or 2, x_ld / y_ld apart): each W row loaded once meets both;
- * x_ld and y_ld come last so that NB = 1 compiles as before them. */
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB>
+ * x_ld and y_ld come last so that NB = 1 compiles as before them. DB: two
+ * register sets of W rows, the next step's loads issued before this
+ * step's dots (VLLM_CUDA_GEMV_XR=d; prepared, not yet measured). */
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, bool DB>
 __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, const float *x, float *y, const float *bias,
                                                     int64_t out, int nu, int tt, int act, int64_t x_ld, int64_t y_ld) {
     using F = xr_fmt<T>;
@@ -374,29 +376,31 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
         return w + (GLU && (k % H) ? p + f : p) * ws + boff;
     };
     uint4 v[R][F::NV];
-    auto load = [&](int64_t s) {
+    auto load = [&](int64_t s, uint4 (&buf)[R][F::NV]) {
 #pragma unroll
         for (int k = 0; k < R; k++) {
             bool ok;
             const char *b = row_of(s, k, ok);
-            if (ok) F::template load<LC>(v[k], b, h);
+            if (ok) F::template load<LC>(buf[k], b, h);
         }
     };
-    if (nsteps > 0) load(0);
+    if (nsteps > 0) load(0, v);
     CUDA_PDL_ENTER();
     xr_x X[NB];
     xr_quant_x<NB>(x, x_ld, nu, li, X);
     int par = 0;
-    for (int64_t s = 0; s < nsteps; s++) {
-        float part[R * NB]; /* row k, x row j: part[k * NB + j] */
+    /* step s's sums from the W rows in buf: part[k * NB + j] = row k . x row j */
+    auto dots = [&](int64_t s, const uint4 (&buf)[R][F::NV], float *part) {
 #pragma unroll
         for (int k = 0; k < R; k++) {
             bool ok;
             const char *b = row_of(s, k, ok);
 #pragma unroll
-            for (int j = 0; j < NB; j++) part[k * NB + j] = ok ? F::dot(v[k], b, h, X[j]) : 0.0f;
+            for (int j = 0; j < NB; j++) part[k * NB + j] = ok ? F::dot(buf[k], b, h, X[j]) : 0.0f;
         }
-        if (s + 1 < nsteps) load(s + 1);
+    };
+    /* reduce step s's sums over the team and store its outputs */
+    auto finish = [&](int64_t s, float *part) {
         if (!BIG) {
 #pragma unroll
             for (int k = 0; k < R * NB; k++)
@@ -433,6 +437,27 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
             }
             par ^= 1;
         }
+    };
+    if (!DB) {
+        for (int64_t s = 0; s < nsteps; s++) {
+            float part[R * NB];
+            dots(s, v, part);
+            if (s + 1 < nsteps) load(s + 1, v); /* in flight during the reduce and the next step's wait */
+            finish(s, part);
+        }
+    } else { /* two register sets: step s + 1's rows in flight while step s computes */
+        uint4 v2[R][F::NV];
+        for (int64_t s = 0; s < nsteps; s += 2) {
+            float part[R * NB];
+            if (s + 1 < nsteps) load(s + 1, v2);
+            dots(s, v, part);
+            if (s + 2 < nsteps) load(s + 2, v);
+            finish(s, part);
+            if (s + 1 < nsteps) {
+                dots(s + 1, v2, part);
+                finish(s + 1, part);
+            }
+        }
     }
 }
 
@@ -440,9 +465,11 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
  * by format below); an "s" anywhere streams W past L1 (cuda_ld_stream16)
  * instead of through it (session 13's table: through L1 1.2-1.8x faster);
  * an "a" also takes Q8_0 (off by default: d4 streams it as fast); a "b"
- * also takes calls of two rows (R 2, through L1; prepared in session 13,
- * not yet measured). Read at first use; stored as 1 (off) or 64 | R (0:
- * the default) | 16 (streamed) | 32 (Q8_0) | 128 (two rows). */
+ * also takes calls of two rows (R 2, through L1); a "d" runs one-row calls
+ * at R 2 through L1 with two register sets (the next step in flight); "b"
+ * and "d" prepared in session 13, not yet measured. Read at first use;
+ * stored as 1 (off) or 64 | R (0: the default) | 16 (streamed) | 32 (Q8_0)
+ * | 128 (two rows) | 256 (double-buffered). */
 static int xr_mode(cuda_ctx *c) {
     if (!c->gemv_xr) {
         const char *e = getenv("VLLM_CUDA_GEMV_XR");
@@ -453,6 +480,7 @@ static int xr_mode(cuda_ctx *c) {
             if (e && strchr(e, 's')) c->gemv_xr |= 16;
             if (e && strchr(e, 'a')) c->gemv_xr |= 32;
             if (e && strchr(e, 'b')) c->gemv_xr |= 128;
+            if (e && strchr(e, 'd')) c->gemv_xr |= 256;
         }
     }
     return c->gemv_xr == 1 ? 0 : c->gemv_xr;
@@ -497,13 +525,13 @@ struct xr_call {
     int nu, act;
 };
 
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB>
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, bool DB>
 static void xr_launch(cuda_ctx *c, const xr_call &a) {
     const int tt = xr_tt(a.nu);
     const int threads = BIG ? tt : XR_CTA, tpc = BIG ? 1 : XR_CTA / tt;
     const size_t smem = xr_smem(a.nu, NB);
     int o = 0; /* blocks an SM (registers and this call's shared memory) */
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB>, threads, smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB, DB>, threads, smem) != cudaSuccess) {
         (void)cudaGetLastError();
         o = 1;
     }
@@ -511,17 +539,17 @@ static void xr_launch(cuda_ctx *c, const xr_call &a) {
     constexpr int NT = GLU ? R / 2 : R;
     const int64_t P = GLU ? a.out / 2 : a.out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
     const int64_t most = (int64_t)c->n_sm * o;
-    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC, NB>, (unsigned)(blocks < most ? blocks : most), threads, smem, c->stream,
+    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC, NB, DB>, (unsigned)(blocks < most ? blocks : most), threads, smem, c->stream,
                 a.w, a.ws, a.x, a.y, a.bias, a.out, a.nu, tt, a.act, a.x_ld, a.y_ld);
 }
 
-template <rt_dtype T, int R, int LC, int NB> static void xr_go(cuda_ctx *c, const xr_call &a, bool glu) {
+template <rt_dtype T, int R, int LC, int NB, bool DB = false> static void xr_go(cuda_ctx *c, const xr_call &a, bool glu) {
     if (a.nu > 32) {
-        if (glu) xr_launch<T, R, true, true, LC, NB>(c, a);
-        else xr_launch<T, R, false, true, LC, NB>(c, a);
+        if (glu) xr_launch<T, R, true, true, LC, NB, DB>(c, a);
+        else xr_launch<T, R, false, true, LC, NB, DB>(c, a);
     } else {
-        if (glu) xr_launch<T, R, true, false, LC, NB>(c, a);
-        else xr_launch<T, R, false, false, LC, NB>(c, a);
+        if (glu) xr_launch<T, R, true, false, LC, NB, DB>(c, a);
+        else xr_launch<T, R, false, false, LC, NB, DB>(c, a);
     }
 }
 
@@ -535,6 +563,7 @@ int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
 #define X(T)                                                                                          \
     case T:                                                                                           \
         if (n == 2) xr_go<T, 2, 1, 2>(c, a, glu);                                                     \
+        else if (m & 256) xr_go<T, 2, 1, 1, true>(c, a, glu);                                         \
         else if (r4 && l1) xr_go<T, 4, 1, 1>(c, a, glu);                                              \
         else if (r4) xr_go<T, 4, 0, 1>(c, a, glu);                                                    \
         else if (l1) xr_go<T, 2, 1, 1>(c, a, glu);                                                    \

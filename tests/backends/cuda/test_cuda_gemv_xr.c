@@ -14,7 +14,8 @@
  *   wrong layout is off by O(1)).
  *   A launch counter proves which kernel ran. The default R, R 2 and 4
  *   rows a step, loads through L1 and past it ("2s"), all with Q8_0 ("a");
- *   calls of two x rows ("b", rows to 16384 values).
+ *   calls of two x rows ("b", rows to 16384 values), two register sets
+ *   of W rows ("d").
  *   Without "a", Q8_0 stays on d4 (checked). Repeat calls are
  *   bit-identical.
  *   test_xr_speed (VLLM_CUDA_SPEED=0 skips it): the Llama-3.1-8B decode
@@ -188,9 +189,11 @@ static void test_xr(void **st) {
     const char *q = getenv("VLLM_TEST_XR_QUICK"); /* the default and two rows only (memcheck runs) */
     if (q && !strcmp(q, "1")) {
         xr_cases("ab");
+        xr_cases("da");
         return;
     }
     xr_cases("ab"); /* two rows */
+    xr_cases("da"); /* double-buffered */
     xr_cases("2a");
     xr_cases("4a");
     xr_cases("2sa");
@@ -231,8 +234,8 @@ static void test_xr_speed(void **st) {
     static const struct { const char *name; int64_t out, in; int glu; } shp[] = {
         {"qkv", 6144, 4096, 0}, {"wo", 4096, 4096, 0}, {"gate_up", 28672, 4096, 1}, {"down", 4096, 14336, 0},
         {"head", 128256, 4096, 0}, {"0.6b gate_up", 6144, 1024, 1}, {"0.6b down", 1024, 3072, 0}, {"k / v", 1024, 4096, 0}};
-    static const char *cfg[] = {"2sa", "4sa", "2a", "4a", "0", "ab", "0"};
-    static const int cfg_n[] = {1, 1, 1, 1, 1, 2, 2}; /* x rows: the last two, two rows (xr "b" vs d4) */
+    static const char *cfg[] = {"2sa", "4sa", "2a", "4a", "0", "ab", "0", "da"};
+    static const int cfg_n[] = {1, 1, 1, 1, 1, 2, 2, 1}; /* x rows: two for xr "b" vs d4 */
     enum { NC = sizeof cfg / sizeof cfg[0] };
     /* VLLM_TEST_XR_ONE=<type index>,<shape index>,<config index>: that one
      * only, no table (Nsight Compute runs) */
@@ -273,10 +276,10 @@ static void test_xr_speed(void **st) {
             const double gb = (double)bytes * 1e-9;
             if (o_t < 0)
                 print_message("speed: xr %s %-12s n=1: R2s %6.1f us (%5.0f GB/s) R4s %6.1f (%5.0f) R2 %6.1f (%5.0f) R4 %6.1f "
-                              "(%5.0f) d4 %6.1f (%5.0f); n=2: xr %6.1f d4 %6.1f\n",
+                              "(%5.0f) d4 %6.1f (%5.0f) R2 double-buffered %6.1f (%5.0f); n=2: xr %6.1f d4 %6.1f\n",
                               rt_dtype_name(ts[ti]), shp[i].name, us[0], gb / (us[0] * 1e-6), us[1], gb / (us[1] * 1e-6),
-                              us[2], gb / (us[2] * 1e-6), us[3], gb / (us[3] * 1e-6), us[4], gb / (us[4] * 1e-6), us[5],
-                              us[6]);
+                              us[2], gb / (us[2] * 1e-6), us[3], gb / (us[3] * 1e-6), us[4], gb / (us[4] * 1e-6), us[7],
+                              gb / (us[7] * 1e-6), us[5], us[6]);
             free(wh), free(xh);
         }
     unsetenv("VLLM_CUDA_GEMV_XR");
