@@ -555,6 +555,7 @@ template <rt_dtype T, int R, int LC, int NB, bool DB = false> static void xr_go(
 
 int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
+    if (out <= 0) return VC_OK; /* no rows: no grid of zero blocks */
     const xr_call a = {(const char *)w->data, w->stride[0], x, x_ld, y, y_ld, glu ? NULL : bias, out, (int)(in / XR_UV),
                        act};
     const int m = xr_mode(c), l1 = !(m & 16);
