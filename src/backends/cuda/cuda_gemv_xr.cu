@@ -499,6 +499,7 @@ int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, float *y, cons
                  bool glu, int act) {
     const char *wd = (const char *)w->data;
     const int64_t ws = w->stride[0];
+    if (out <= 0) return VC_OK; /* no rows: no grid of zero blocks */
     const int nu = (int)(in / XR_UV), m = xr_mode(c), l1 = !(m & 16);
     const int r4 = (m & 7) ? (m & 7) == 4 : xr_r4(w->dtype, glu);
     switch (w->dtype) {
