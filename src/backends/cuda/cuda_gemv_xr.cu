@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
 
 /* VLLM_CUDA_GEMV_XR: "0" off; "2" / "4" force the rows a step (default
  * by format below); an "s" anywhere streams W past L1 (cuda_ld_stream16)
- * instead of through it (session 13's table: through L1 1.2-1.8x faster);
+ * instead of through it (session 13's table: through L1 1.1-1.9x faster);
  * an "a" also takes Q8_0 (off by default: d4 streams it as fast). Read at
  * first use; stored as 1 (off) or 64 | R (0: the default) | 16 (streamed)
  * | 32 (Q8_0). */
