@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
 
 /* VLLM_CUDA_GEMV_XR: "0" off; "2" / "4" force the rows a step (default
  * by format below); an "s" anywhere streams W past L1 (cuda_ld_stream16)
- * instead of through it (session 13's table: through L1 1.2-1.8x faster);
+ * instead of through it (session 13's table: through L1 1.1-1.9x faster);
  * an "a" also takes Q8_0 (off by default: d4 streams it as fast); a "b"
  * also takes calls of two rows (R 2, through L1); a "d" runs one-row calls
  * at R 2 through L1 with two register sets (the next step in flight); "b"
