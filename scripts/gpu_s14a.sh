@@ -13,7 +13,9 @@
 #      compare with session 13's 372 tok/s and d4's 284 in the same run;
 #      also "d": R 2 with two register sets, the next step's W in flight),
 #      then `vllm bench` 512-in / 128-out at c = 2 with and without "b",
-#      two rounds, and greedy text of two identical prompts at c = 2.
+#      two rounds;
+#   3. Nsight Compute of the merged kernel (Q4_K gate|up, R 4, through L1):
+#      stall reasons by SASS line, for the next step past 3.16 TB/s.
 # Make "b" the default (xr_mode) only if the cases pass and c = 2 is faster
 # in both rounds, "d" (per format, from the table's double-buffered column)
 # only where it wins the table and the decode; merge the branch only if
@@ -37,6 +39,14 @@ say memcheck
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 (cd bin && VLLM_TEST_ONLY=test_xr VLLM_TEST_XR_QUICK=1 timeout 300 $SAN --tool memcheck ./test_cuda_gemv_xr) >$L/memcheck.log 2>&1
 echo "memcheck test_cuda_gemv_xr exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck.log | tail -1)"
+say "ncu: xr through L1 (Q4_K gate|up R4, the merged default), what limits it now"
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+(cd bin && VLLM_TEST_ONLY=test_xr_speed VLLM_TEST_XR_ONE=0,2,3 timeout 200 $NCU -k regex:k_gemv_xr --launch-skip 20 \
+    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section SchedulerStats \
+    --section WarpStateStats --section SourceCounters ./test_cuda_gemv_xr) >$L/ncu_xr.log 2>&1
+echo "ncu exit $?"
+grep -E "void k_|Duration|DRAM Throughput|L1/TEX Cache|L2 Cache Throughput|Registers Per|Achieved Active Warps|Issued Warp|Eligible Warps|Stall|stall" \
+    $L/ncu_xr.log | cut -c1-160 | head -24
 say "8B Q4_K_M"
 while ! grep -q exit $L/make.log 2>/dev/null; do sleep 1; done; tail -1 $L/make.log
 ./bin/quantize $G-f16.gguf $G-q4_K_M.gguf q4_K_M --threads "$(nproc)" >$L/quant.log 2>&1 || { tail -3 $L/quant.log; exit 1; }
