@@ -11,15 +11,19 @@
 #      test_xr (VLLM_TEST_XR_QUICK: default and two rows);
 #   2. 8B Q4_K_M: batch-1 decode (the NB template changed the one-row SASS:
 #      compare with session 13's 372 tok/s and d4's 284 in the same run;
-#      also "d": R 2 with two register sets, the next step's W in flight),
+#      also "d": R 2 with two register sets, the next step's W in flight,
+#      and "q": MATMUL3, q and k (Q4_K) in one launch with v (Q6_K) in
+#      another where the GGUF types differ, 16 of the 32 layers),
 #      then `vllm bench` 512-in / 128-out at c = 2 with and without "b",
 #      two rounds;
 #   3. Nsight Compute of the merged kernel (Q4_K gate|up, R 4, through L1):
 #      stall reasons by SASS line, for the next step past 3.16 TB/s.
 # Make "b" the default (xr_mode) only if the cases pass and c = 2 is faster
 # in both rounds, "d" (per format, from the table's double-buffered column)
-# only where it wins the table and the decode; merge the branch only if
-# the one-row decode did not get slower.
+# only where it wins the table and the decode, "q" if it wins the decode
+# in both rounds; merge the branch only if the one-row decode did not get
+# slower. The branch also adds the MATMUL3 op (runtime, model: CPU tests
+# pass through its three-MATMUL fallback).
 #   OUT=$OUT bash scripts/gpu_s14a.sh
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -54,11 +58,12 @@ rm -f $G-f16.gguf
 M=$G-q4_K_M.gguf
 V=$($PY -c "import gguf; r = gguf.GGUFReader('$M'); print(len(r.fields['tokenizer.ggml.tokens'].data))")
 ids=$($PY -c "import random; random.seed(0); print(','.join(str(random.randrange($V // 100, $V)) for _ in range(512)))")
-for k in xr d4 d xr d4 d; do
-    env $(case $k in d4) echo VLLM_CUDA_GEMV_XR=0;; d) echo VLLM_CUDA_GEMV_XR=d;; *) echo X=1;; esac) ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" \
+for k in xr d4 d q xr d4 d q; do
+    env $(case $k in d4) echo VLLM_CUDA_GEMV_XR=0;; d) echo VLLM_CUDA_GEMV_XR=d;; q) echo VLLM_CUDA_GEMV_XR=q;; *) echo X=1;; esac) ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" \
         --max-tokens 256 --ignore-eos --temperature 0 >$L/run_$k.out 2>$L/run_$k.err
     echo "8B Q4_K_M batch-1 decode $k: $(rate decode <$L/run_$k.err) tok/s"
 done
+for k in d4 d q; do cmp -s $L/run_xr.out $L/run_$k.out && echo "greedy text xr == $k" || echo "greedy text xr != $k"; done
 for r in 1 2; do
     for k in b dflt; do
         env $([ $k = b ] && echo VLLM_CUDA_GEMV_XR=b || echo X=1) ./bin/vllm bench --device cuda --model $M --num-prompts 8 \

@@ -39,6 +39,7 @@
 #include "backends/cuda/cuda_gemv.cuh"
 #include "backends/cuda/cuda_gemv_xr.cuh"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -350,6 +351,18 @@ __device__ __forceinline__ void xr_quant_x(const float *x, int64_t x_ld, int nu,
 
 static size_t xr_smem(int nu, int nb) { return (size_t)nu * nb * 4 * (32 + 4 + 8); }
 
+/* The W rows of a launch: up to 3 segments of one format and row length
+ * (MATMUL3: q, k and v weights of one GGUF type), rows end[s - 1] ..
+ * end[s] - 1 from w[s] (ws bytes apart) into y[s]. One segment for MATMUL,
+ * MATMUL_GLU (the stacked gate|up) and two x rows. */
+struct xr_segs {
+    const char *w[3];
+    int64_t ws[3];
+    float *y[3];
+    int64_t end[3];
+    int n;
+};
+
 /* R rows a step (MATMUL_GLU: R / 2 outputs, gate and up rows); BIG: one
  * team of blockDim.x threads a block (rows of more than 32 units). NB x
  * rows (1 or 2, x_ld / y_ld apart): each W row loaded once meets both;
@@ -357,23 +370,35 @@ static size_t xr_smem(int nu, int nb) { return (size_t)nu * nb * 4 * (32 + 4 + 8
  * register sets of W rows, the next step's loads issued before this
  * step's dots (VLLM_CUDA_GEMV_XR=d; prepared, not yet measured). */
 template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, bool DB>
-__global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, const float *x, float *y, const float *bias,
-                                                    int64_t out, int nu, int tt, int act, int64_t x_ld, int64_t y_ld) {
+__global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(xr_segs sg, const float *x, const float *bias, int nu, int tt,
+                                                    int act, int64_t x_ld, int64_t y_ld) {
     using F = xr_fmt<T>;
     constexpr int H = GLU ? 2 : 1, NT = R / H;
     __shared__ float red[2][R * NB][XR_MAXT / 32];
     const int tid = threadIdx.x;
     const int tpc = BIG ? 1 : XR_CTA / tt, li = BIG ? tid : tid % tt;
     const int64_t gt = BIG ? (int64_t)blockIdx.x : (int64_t)blockIdx.x * tpc + tid / tt, nteams = (int64_t)gridDim.x * tpc;
-    const int64_t f = out / 2, P = GLU ? f : out;
+    const int64_t out = sg.end[sg.n - 1], f = out / 2, P = GLU ? f : out;
     const int64_t nsteps = (P + nteams * NT - 1) / (nteams * NT); /* the same for every team: shuffles stay uniform */
     const bool act_u = li < nu;
     const int h = F::HALF ? li & 1 : 0;
     const int64_t boff = F::HALF ? (int64_t)(li >> 1) * F::SB : (int64_t)li * F::SB;
+    /* segment of row r (selects, not a dynamic index into the parameters) */
+    auto seg_of = [&](int64_t r) { return r < sg.end[0] ? 0 : sg.n > 2 && r >= sg.end[1] ? 2 : 1; };
     auto row_of = [&](int64_t s, int k, bool &ok) {
-        const int64_t p = (s * nteams + gt) * NT + k / H;
+        const int64_t p = (s * nteams + gt) * NT + k / H, r = GLU && (k % H) ? p + f : p;
         ok = act_u && p < P;
-        return w + (GLU && (k % H) ? p + f : p) * ws + boff;
+        const int g = seg_of(r);
+        const int64_t lr = g == 0 ? r : r - (g == 1 ? sg.end[0] : sg.end[1]);
+        const char *wb = g == 0 ? sg.w[0] : g == 1 ? sg.w[1] : sg.w[2];
+        const int64_t ws = g == 0 ? sg.ws[0] : g == 1 ? sg.ws[1] : sg.ws[2];
+        return wb + lr * ws + boff;
+    };
+    /* where output p of x row j goes */
+    auto y_of = [&](int64_t p, int j) {
+        const int g = GLU ? 0 : seg_of(p);
+        float *yb = g == 0 ? sg.y[0] : g == 1 ? sg.y[1] : sg.y[2];
+        return yb + j * y_ld + (g == 0 ? p : p - (g == 1 ? sg.end[0] : sg.end[1]));
     };
     uint4 v[R][F::NV];
     auto load = [&](int64_t s, uint4 (&buf)[R][F::NV]) {
@@ -412,8 +437,8 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
 #pragma unroll
                     for (int j = 0; j < NB; j++)
                         if (p < P)
-                            y[j * y_ld + p] = GLU ? cuda_glu_act(act, part[2 * t * NB + j]) * part[(2 * t + 1) * NB + j]
-                                                  : part[t * NB + j] + (bias ? bias[p] : 0.0f);
+                            *y_of(p, j) = GLU ? cuda_glu_act(act, part[2 * t * NB + j]) * part[(2 * t + 1) * NB + j]
+                                              : part[t * NB + j] + (bias ? bias[p] : 0.0f);
                 }
             }
         } else {
@@ -432,7 +457,7 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
                     for (int i = 0; i < nw; i++) a += red[par][H * t * NB + j][i];
                     if (GLU)
                         for (int i = 0; i < nw; i++) b += red[par][(H * t + 1) * NB + j][i];
-                    y[j * y_ld + p] = GLU ? cuda_glu_act(act, a) * b : a + (bias ? bias[p] : 0.0f);
+                    *y_of(p, j) = GLU ? cuda_glu_act(act, a) * b : a + (bias ? bias[p] : 0.0f);
                 }
             }
             par ^= 1;
@@ -466,10 +491,11 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
  * instead of through it (session 13's table: through L1 1.1-1.9x faster);
  * an "a" also takes Q8_0 (off by default: d4 streams it as fast); a "b"
  * also takes calls of two rows (R 2, through L1); a "d" runs one-row calls
- * at R 2 through L1 with two register sets (the next step in flight); "b"
- * and "d" prepared in session 13, not yet measured. Read at first use;
- * stored as 1 (off) or 64 | R (0: the default) | 16 (streamed) | 32 (Q8_0)
- * | 128 (two rows) | 256 (double-buffered). */
+ * at R 2 through L1 with two register sets (the next step in flight); a
+ * "q" turns on MATMUL3 (q, k, v of one type in one launch); "b", "d" and
+ * "q" prepared in session 13, not yet measured. Read at first use; stored
+ * as 1 (off) or 64 | R (0: the default) | 16 (streamed) | 32 (Q8_0) | 128
+ * (two rows) | 256 (double-buffered) | 512 (MATMUL3). */
 static int xr_mode(cuda_ctx *c) {
     if (!c->gemv_xr) {
         const char *e = getenv("VLLM_CUDA_GEMV_XR");
@@ -481,6 +507,7 @@ static int xr_mode(cuda_ctx *c) {
             if (e && strchr(e, 'a')) c->gemv_xr |= 32;
             if (e && strchr(e, 'b')) c->gemv_xr |= 128;
             if (e && strchr(e, 'd')) c->gemv_xr |= 256;
+            if (e && strchr(e, 'q')) c->gemv_xr |= 512;
         }
     }
     return c->gemv_xr == 1 ? 0 : c->gemv_xr;
@@ -512,16 +539,12 @@ static int xr_tt(int nu) {
     return nu > 32 ? 32 * ((nu + 31) / 32) : nu <= 1 ? 1 : 1 << (32 - __builtin_clz((unsigned)(nu - 1)));
 }
 
-/* One call's operands. */
+/* One call's operands (sg.end[sg.n - 1]: all W rows). */
 struct xr_call {
-    const char *w;
-    int64_t ws;
+    xr_segs sg;
     const float *x;
-    int64_t x_ld;
-    float *y;
-    int64_t y_ld;
-    const float *bias; /* NULL for MATMUL_GLU */
-    int64_t out;
+    int64_t x_ld, y_ld;
+    const float *bias; /* NULL for MATMUL_GLU and MATMUL3 */
     int nu, act;
 };
 
@@ -537,10 +560,11 @@ static void xr_launch(cuda_ctx *c, const xr_call &a) {
     }
     if (o < 1) o = 1;
     constexpr int NT = GLU ? R / 2 : R;
-    const int64_t P = GLU ? a.out / 2 : a.out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
+    const int64_t out = a.sg.end[a.sg.n - 1];
+    const int64_t P = GLU ? out / 2 : out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
     const int64_t most = (int64_t)c->n_sm * o;
     cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC, NB, DB>, (unsigned)(blocks < most ? blocks : most), threads, smem, c->stream,
-                a.w, a.ws, a.x, a.y, a.bias, a.out, a.nu, tt, a.act, a.x_ld, a.y_ld);
+                a.sg, a.x, a.bias, a.nu, tt, a.act, a.x_ld, a.y_ld);
 }
 
 template <rt_dtype T, int R, int LC, int NB, bool DB = false> static void xr_go(cuda_ctx *c, const xr_call &a, bool glu) {
@@ -553,14 +577,12 @@ template <rt_dtype T, int R, int LC, int NB, bool DB = false> static void xr_go(
     }
 }
 
-int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
-                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
-    if (out <= 0) return VC_OK; /* no rows: no grid of zero blocks */
-    const xr_call a = {(const char *)w->data, w->stride[0], x, x_ld, y, y_ld, glu ? NULL : bias, out, (int)(in / XR_UV),
-                       act};
+/* One launch of a call (format t, its segments in a.sg). */
+static int xr_run(cuda_ctx *c, rt_dtype t, const xr_call &a, int n, bool glu) {
+    if (a.sg.end[a.sg.n - 1] <= 0) return VC_OK; /* no rows: no grid of zero blocks */
     const int m = xr_mode(c), l1 = !(m & 16);
-    const int r4 = (m & 7) ? (m & 7) == 4 : xr_r4(w->dtype, glu);
-    switch (w->dtype) {
+    const int r4 = (m & 7) ? (m & 7) == 4 : xr_r4(t, glu);
+    switch (t) {
 #define X(T)                                                                                          \
     case T:                                                                                           \
         if (n == 2) xr_go<T, 2, 1, 2>(c, a, glu);                                                     \
@@ -572,9 +594,74 @@ int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, 
         break;
         X(RT_Q4_0) X(RT_Q4_1) X(RT_Q8_0) X(RT_Q4_K) X(RT_Q5_K) X(RT_Q6_K)
 #undef X
-    default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda gemv xr: weight dtype %s", rt_dtype_name(w->dtype));
+    default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda gemv xr: weight dtype %s", rt_dtype_name(t));
     }
     __atomic_fetch_add(&g_xr_launches, 1, __ATOMIC_RELAXED);
     CU_LAUNCHED();
+    return VC_OK;
+}
+
+int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
+    xr_call a = {};
+    a.sg.w[0] = (const char *)w->data;
+    a.sg.ws[0] = w->stride[0];
+    a.sg.y[0] = y;
+    a.sg.end[0] = out;
+    a.sg.n = 1;
+    a.x = x, a.x_ld = x_ld, a.y_ld = y_ld, a.bias = glu ? NULL : bias, a.nu = (int)(in / XR_UV), a.act = act;
+    return xr_run(c, w->dtype, a, n, glu);
+}
+
+/* MATMUL3 (VLLM_CUDA_GEMV_XR=q; prepared in session 13, not yet measured):
+ * one x row, f32 x (16-byte aligned) and y, three GGUF weights this kernel
+ * takes; the weights of one type share a launch as segments (Q4_K_M's
+ * q, k (Q4_K) and v (Q6_K): two launches instead of three). */
+bool cuda_matmul3_fits(cuda_ctx *c, const rt_op_args *a) {
+    if (!(xr_mode(c) & 512)) return false;
+    const rt_tensor *x = a->src[0];
+    const rt_tensor *y[3] = {a->dst, a->p.mm3.y1, a->p.mm3.y2};
+    if (x->dtype != RT_F32 || rt_tensor_nrows(x) != 1 || x->stride[x->ndim - 1] != 4 || ((uintptr_t)x->data & 15))
+        return false;
+    for (int i = 0; i < 3; i++) {
+        const rt_tensor *w = a->src[1 + i];
+        if (!y[i] || y[i]->dtype != RT_F32 || y[i]->stride[y[i]->ndim - 1] != 4 || !w || w->ndim != 2 ||
+            w->shape[0] > INT_MAX || !cuda_gemv_xr_fits(c, w, 1))
+            return false;
+    }
+    return true;
+}
+
+int cuda_op_matmul3(rt_backend *be, const rt_op_args *a) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    const rt_tensor *x = a->src[0];
+    rt_tensor *y[3] = {a->dst, a->p.mm3.y1, a->p.mm3.y2};
+    for (int i = 0; i < 3; i++)
+        if (cuda_check_dev(y[i], "matmul3") || cuda_check_dev(a->src[1 + i], "matmul3")) return VC_ERR_INVALID;
+    if (cuda_check_dev(x, "matmul3")) return VC_ERR_INVALID;
+    if (!cuda_matmul3_fits(c, a)) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul3: not a one-row GGUF call");
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    bool done[3] = {false, false, false};
+    for (int i = 0; i < 3; i++) {
+        if (done[i]) continue;
+        const rt_dtype t = a->src[1 + i]->dtype;
+        xr_call k = {};
+        int64_t rows = 0;
+        for (int j = i; j < 3; j++) { /* this type's weights, in order */
+            const rt_tensor *w = a->src[1 + j];
+            if (done[j] || w->dtype != t) continue;
+            done[j] = true;
+            rows += w->shape[0];
+            k.sg.w[k.sg.n] = (const char *)w->data;
+            k.sg.ws[k.sg.n] = w->stride[0];
+            k.sg.y[k.sg.n] = (float *)y[j]->data;
+            k.sg.end[k.sg.n] = rows;
+            k.sg.n++;
+        }
+        k.x = (const float *)x->data, k.x_ld = 0, k.y_ld = 0, k.bias = NULL;
+        k.nu = (int)(x->shape[x->ndim - 1] / XR_UV), k.act = 0;
+        const int rc = xr_run(c, t, k, 1, false);
+        if (rc < 0) return rc;
+    }
     return VC_OK;
 }

@@ -15,4 +15,8 @@ bool cuda_gemv_xr_fits(cuda_ctx *c, const rt_tensor *w, int64_t n);
 int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act);
 
+/* MATMUL3 over one x row in launches of one GGUF type each (VLLM_CUDA_GEMV_XR=q). */
+bool cuda_matmul3_fits(cuda_ctx *c, const rt_op_args *a);
+int cuda_op_matmul3(rt_backend *be, const rt_op_args *a);
+
 #endif

@@ -17,7 +17,8 @@
  *   calls of two x rows ("b", rows to 16384 values), two register sets
  *   of W rows ("d").
  *   Without "a", Q8_0 stays on d4 (checked). Repeat calls are
- *   bit-identical.
+ *   bit-identical. MATMUL3 ("q": q, k, v weights of one or several types,
+ *   one launch a type) bit-identical to three MATMULs.
  *   test_xr_speed (VLLM_CUDA_SPEED=0 skips it): the Llama-3.1-8B decode
  *   shapes at one row (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0), xr (R 2 / 4, loads
  *   past L1 "s" or through it) vs d4, and at two rows xr "b" vs d4, a graph of calls over distinct weight
@@ -181,10 +182,91 @@ static void xr_default_formats(void) {
     unsetenv("VLLM_CUDA_GEMV_XR");
 }
 
+/* MATMUL3 ("q"): q, k, v weights of mixed types (Q4_K_M's q, k Q4_K and v
+ * Q6_K; all one type; three types) in launches of one type each, the
+ * rows bit-identical to three MATMULs (the same per-row sums: the team
+ * and its shuffle tree depend on the row length only); without "q" the
+ * wrapper runs three MATMULs. */
+static void xr_matmul3(void) {
+    static const rt_dtype sets[3][3] = {
+        {RT_Q4_K, RT_Q4_K, RT_Q6_K}, {RT_Q4_K, RT_Q4_K, RT_Q4_K}, {RT_Q6_K, RT_Q4_K, RT_Q5_K}};
+    static const int64_t rows[3] = {512, 128, 128}, ins[2] = {1024, 4096};
+    rt_backend *be = backend();
+    for (int si = 0; si < 3; si++)
+        for (int ii = 0; ii < 2; ii++) {
+            const int64_t in = ins[ii];
+            float *x = xmalloc((size_t)in * 4);
+            for (int64_t k = 0; k < in; k++) x[k] = rnd();
+            void *wh[3];
+            rt_tensor dw[3], dy[3], dz[3];
+            rt_backend *old = g_gpu;
+            g_gpu = be;
+            xr_env("q");
+            int64_t sx[2] = {1, in};
+            rt_tensor dx = up(x, RT_F32, 2, sx);
+            for (int i = 0; i < 3; i++) {
+                int64_t sw[2] = {rows[i], in}, sy[2] = {1, rows[i]};
+                wh[i] = rand_rows(sets[si][i], rows[i], in, 1.0f, rnd);
+                dw[i] = up(wh[i], sets[si][i], 2, sw);
+                dy[i] = rt_tensor_alloc(g_gpu, RT_F32, 2, sy);
+                dz[i] = rt_tensor_alloc(g_gpu, RT_F32, 2, sy);
+                assert_non_null(dy[i].data);
+                assert_non_null(dz[i].data);
+            }
+            int types = 1 + (sets[si][1] != sets[si][0]) + (sets[si][2] != sets[si][0] && sets[si][2] != sets[si][1]);
+            const uint64_t l0 = cuda_gemv_xr_launches();
+            assert_int_equal(rt_matmul3(g_gpu, &dy[0], &dy[1], &dy[2], &dx, &dw[0], &dw[1], &dw[2]), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            if (cuda_gemv_xr_launches() != l0 + (uint64_t)types)
+                fail_msg("matmul3: %llu launches for %d types", (unsigned long long)(cuda_gemv_xr_launches() - l0), types);
+            for (int i = 0; i < 3; i++) assert_int_equal(rt_matmul(g_gpu, &dz[i], &dx, &dw[i], NULL), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            for (int i = 0; i < 3; i++) {
+                float *a = xmalloc((size_t)rows[i] * 4), *b = xmalloc((size_t)rows[i] * 4);
+                down(a, &dy[i]);
+                down(b, &dz[i]);
+                assert_memory_equal(a, b, (size_t)rows[i] * 4);
+                free(a), free(b);
+                drop(&dw[i]), drop(&dy[i]), drop(&dz[i]);
+                free(wh[i]);
+            }
+            drop(&dx);
+            g_gpu = old;
+            free(x);
+        }
+    rt_backend_free(be);
+    /* without "q": three MATMULs through the wrapper's fallback */
+    rt_backend *b2 = backend();
+    {
+        const int64_t in = 1024;
+        float *x = xmalloc((size_t)in * 4);
+        for (int64_t k = 0; k < in; k++) x[k] = rnd();
+        rt_backend *old = g_gpu;
+        g_gpu = b2;
+        xr_env("");
+        int64_t sx[2] = {1, in}, sw[2] = {64, in}, sy[2] = {1, 64};
+        void *wh = rand_rows(RT_Q4_K, 64, in, 1.0f, rnd);
+        rt_tensor dx = up(x, RT_F32, 2, sx), dw = up(wh, RT_Q4_K, 2, sw);
+        rt_tensor y[3] = {rt_tensor_alloc(g_gpu, RT_F32, 2, sy), rt_tensor_alloc(g_gpu, RT_F32, 2, sy),
+                          rt_tensor_alloc(g_gpu, RT_F32, 2, sy)};
+        const uint64_t l0 = cuda_gemv_xr_launches();
+        assert_int_equal(rt_matmul3(g_gpu, &y[0], &y[1], &y[2], &dx, &dw, &dw, &dw), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        assert_true(cuda_gemv_xr_launches() == l0 + 3);
+        for (int i = 0; i < 3; i++) drop(&y[i]);
+        drop(&dx), drop(&dw);
+        free(wh), free(x);
+        g_gpu = old;
+    }
+    rt_backend_free(b2);
+    unsetenv("VLLM_CUDA_GEMV_XR");
+}
+
 static void test_xr(void **st) {
     (void)st;
     NEED_GPU();
     xr_default_formats();
+    xr_matmul3();
     xr_cases("a"); /* the default R by format, loads through L1; Q8_0 too */
     const char *q = getenv("VLLM_TEST_XR_QUICK"); /* the default and two rows only (memcheck runs) */
     if (q && !strcmp(q, "1")) {
