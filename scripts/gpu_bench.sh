@@ -24,7 +24,10 @@
 #     --async-scheduling` at concurrency 64 with the device mirror on / off.
 # Logs and JSON into $OUT; a summary table at the end. Environment:
 # VLLM_BENCH_SHAPES, VLLM_BENCH_CONC (default "1 16 64 256"), VLLM_BENCH_HF=0
-# skips the HF side, VLLM_BENCH_BUILD (default build-gpu).
+# skips the HF side, VLLM_BENCH_BUILD (default build-gpu; a folder holding
+# prebuilt vllm and test_engine_async_64 with VLLM_BENCH_PREBUILT=1, e.g.
+# the bin/ that gpu_bin unpacks from a gpu_snap.sh snapshot: no build on
+# the device).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -37,13 +40,19 @@ BUILD=${VLLM_BENCH_BUILD:-build-gpu}
 DEV=${VLLM_BENCH_DEVICE:-cuda} # cpu: a local smoke test of this script (tiny shapes)
 PY=${PYTHON:-python3}
 
-say "build (CUDA)"
 source scripts/gpu_deps.sh || exit 1
-cuda=ON; [ "$DEV" = cuda ] || cuda=OFF
-cmake -S . -B "$BUILD" -DVLLM_CUDA=$cuda -DCMAKE_BUILD_TYPE=Release >"$OUT/bench_configure.log" 2>&1 ||
-    { tail -30 "$OUT/bench_configure.log"; exit 1; }
-cmake --build "$BUILD" -j"$(nproc)" --target vllm test_engine_async_64 >"$OUT/bench_build.log" 2>&1 ||
-    { grep -E "error" "$OUT/bench_build.log" | head -30; exit 1; }
+if [ "${VLLM_BENCH_PREBUILT:-0}" = 1 ]; then
+    say "prebuilt binaries in $BUILD"
+    "./$BUILD/vllm" --help >/dev/null 2>&1 && [ -x "$BUILD/test_engine_async_64" ] ||
+        { echo "gpu_bench: $BUILD/vllm or test_engine_async_64 missing or not runnable"; exit 1; }
+else
+    say "build (CUDA)"
+    cuda=ON; [ "$DEV" = cuda ] || cuda=OFF
+    cmake -S . -B "$BUILD" -DVLLM_CUDA=$cuda -DCMAKE_BUILD_TYPE=Release >"$OUT/bench_configure.log" 2>&1 ||
+        { tail -30 "$OUT/bench_configure.log"; exit 1; }
+    cmake --build "$BUILD" -j"$(nproc)" --target vllm test_engine_async_64 >"$OUT/bench_build.log" 2>&1 ||
+        { grep -E "error" "$OUT/bench_build.log" | head -30; exit 1; }
+fi
 V=./$BUILD/vllm
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv,noheader
 # power draw and SM clock once a second for the whole run (the power cap sets

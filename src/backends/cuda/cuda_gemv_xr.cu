@@ -46,7 +46,7 @@
 #define XR_UV 128  /* values a lane unit */
 #define XR_CTA 128 /* threads a block in small mode */
 #define XR_MAXT 256 /* the most threads a block (big mode) */
-#define XR_MAXU 256
+#define XR_MAXU 256 /* units a row at most (in <= 32768): one lane each in a big-mode block */
 
 static uint64_t g_xr_launches; /* calls that ran k_gemv_xr (tests) */
 
@@ -89,8 +89,10 @@ template <int LC> __device__ __forceinline__ uint4 xr_ld(const uint4 *p) { retur
 
 __device__ __forceinline__ float xr_h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xFFFF))); }
 
-/* Per format: bytes a super-block (SB), 16-byte vectors a unit (NV),
- * load(v, super-block address, half) and dot(v, address, half, x). */
+/* Per format: SB bytes a super-block (K-quants, HALF: a unit is half of
+ * one) or a unit (4 blocks of 32), NV 16-byte vectors a unit,
+ * load<LC>(v, super-block or unit address, half) and dot(v, address,
+ * half, x) = the unit's 128 products with the lane's x slice. */
 template <rt_dtype T> struct xr_fmt;
 
 template <> struct xr_fmt<RT_Q4_K> {

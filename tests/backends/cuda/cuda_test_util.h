@@ -133,4 +133,22 @@ static inline int cuda_test_teardown(void) {
     return 0;
 }
 
+/* The cmocka group fixtures most CUDA tests use: a 2-thread CPU oracle and
+ * the device. */
+static inline int cuda_test_group_setup(void **st) {
+    (void)st;
+    return cuda_test_setup(2);
+}
+
+static inline int cuda_test_group_teardown(void **st) {
+    (void)st;
+    return cuda_test_teardown();
+}
+
+/* VLLM_TEST_ONLY=<test name>: run that test of the group only. */
+static inline void cuda_test_filter(void) {
+    const char *only = getenv("VLLM_TEST_ONLY");
+    if (only && *only) cmocka_set_test_filter(only);
+}
+
 #endif

@@ -353,19 +353,9 @@ static void test_report(void **st) {
     print_message("cuda vs cpu: add_rmsnorm bf16 max normalised error %.3e\n", g_worst[3]);
 }
 
-static int setup(void **st) {
-    (void)st;
-    return cuda_test_setup(2);
-}
-
-static int teardown(void **st) {
-    (void)st;
-    return cuda_test_teardown();
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_add_rmsnorm), cmocka_unit_test(test_qk_rope_store),
                                        cmocka_unit_test(test_glu_views), cmocka_unit_test(test_matmul_glu),
                                        cmocka_unit_test(test_report)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }

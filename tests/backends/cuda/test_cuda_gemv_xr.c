@@ -367,19 +367,8 @@ static void test_xr_speed(void **st) {
     unsetenv("VLLM_CUDA_GEMV_XR");
 }
 
-static int setup(void **st) {
-    (void)st;
-    return cuda_test_setup(2);
-}
-
-static int teardown(void **st) {
-    (void)st;
-    return cuda_test_teardown();
-}
-
 int main(void) {
-    const char *only = getenv("VLLM_TEST_ONLY"); /* one test by name */
-    if (only && *only) cmocka_set_test_filter(only);
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_xr), cmocka_unit_test(test_xr_speed)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }

@@ -309,20 +309,9 @@ static void test_mmq_speed(void **st) {
         }
 }
 
-static int setup(void **st) {
-    (void)st;
-    return cuda_test_setup(2);
-}
-
-static int teardown(void **st) {
-    (void)st;
-    return cuda_test_teardown();
-}
-
 int main(void) {
-    const char *only = getenv("VLLM_TEST_ONLY"); /* one test by name */
-    if (only && *only) cmocka_set_test_filter(only);
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_mmq), cmocka_unit_test(test_mmq_graph),
                                        cmocka_unit_test(test_mmq_speed)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }

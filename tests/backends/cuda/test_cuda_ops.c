@@ -807,16 +807,6 @@ static void test_report(void **st) {
     print_message("cuda vs cpu: rmsnorm to bf16 max normalised error %.3e\n", g_worst_bf16);
 }
 
-static int setup(void **st) {
-    (void)st;
-    return cuda_test_setup(2);
-}
-
-static int teardown(void **st) {
-    (void)st;
-    return cuda_test_teardown();
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_matmul_variants), cmocka_unit_test(test_rmsnorm),
@@ -825,5 +815,5 @@ int main(void) {
         cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_speed_report), cmocka_unit_test(test_report),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }

@@ -238,17 +238,7 @@ static void test_rope_pf_speed(void **st) {
     }
 }
 
-static int setup(void **st) {
-    (void)st;
-    return cuda_test_setup(2);
-}
-
-static int teardown(void **st) {
-    (void)st;
-    return cuda_test_teardown();
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_rope_pf_cases), cmocka_unit_test(test_rope_pf_speed)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }

@@ -674,16 +674,6 @@ static void test_speed(void **st) {
     use_cfg(CFG_AUTO);
 }
 
-static int setup(void **st) {
-    (void)st;
-    return cuda_test_setup(2);
-}
-
-static int teardown(void **st) {
-    (void)st;
-    return cuda_test_teardown();
-}
-
 int main(void) {
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_small_vocab),
@@ -707,5 +697,5 @@ int main(void) {
         }
         tests[n++] = all[i];
     }
-    return _cmocka_run_group_tests("test_cuda_sample", tests, n, setup, teardown);
+    return _cmocka_run_group_tests("test_cuda_sample", tests, n, cuda_test_group_setup, cuda_test_group_teardown);
 }
