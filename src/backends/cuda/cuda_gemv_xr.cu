@@ -472,12 +472,27 @@ static void xr_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, fl
     const int tt = xr_tt(nu);
     const int threads = BIG ? tt : XR_CTA, tpc = BIG ? 1 : XR_CTA / tt;
     const size_t smem = xr_smem(nu);
-    int o = 0; /* blocks an SM (registers and this call's shared memory) */
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC>, threads, smem) != cudaSuccess) {
-        (void)cudaGetLastError();
-        o = 1;
+    /* blocks an SM (registers and this call's shared memory): asked once per
+     * row length (threads and smem follow from nu) and instance, not per
+     * launch; a full table asks again (benign race: same values) */
+    static int memo_nu[8], memo_o[8];
+    int o = 0;
+    for (int i = 0; i < 8 && !o; i++)
+        if (memo_nu[i] == nu) o = memo_o[i];
+    if (!o) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC>, threads, smem) !=
+            cudaSuccess) {
+            (void)cudaGetLastError();
+            o = 1;
+        }
+        if (o < 1) o = 1;
+        for (int i = 0; i < 8; i++)
+            if (!memo_nu[i]) {
+                memo_o[i] = o;
+                memo_nu[i] = nu;
+                break;
+            }
     }
-    if (o < 1) o = 1;
     constexpr int NT = GLU ? R / 2 : R;
     const int64_t P = GLU ? out / 2 : out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
     const int64_t most = (int64_t)c->n_sm * o;
