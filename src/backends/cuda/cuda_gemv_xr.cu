@@ -555,12 +555,27 @@ static void xr_launch(cuda_ctx *c, const xr_call &a) {
     const int tt = xr_tt(a.nu);
     const int threads = BIG ? tt : XR_CTA, tpc = BIG ? 1 : XR_CTA / tt;
     const size_t smem = xr_smem(a.nu, NB);
-    int o = 0; /* blocks an SM (registers and this call's shared memory) */
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB, DB>, threads, smem) != cudaSuccess) {
-        (void)cudaGetLastError();
-        o = 1;
+    /* blocks an SM (registers and this call's shared memory): asked once per
+     * row length (threads and smem follow from nu) and instance, not per
+     * launch; a full table asks again (benign race: same values) */
+    static int memo_nu[8], memo_o[8];
+    int o = 0;
+    for (int i = 0; i < 8 && !o; i++)
+        if (memo_nu[i] == a.nu) o = memo_o[i];
+    if (!o) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB, DB>, threads, smem) !=
+            cudaSuccess) {
+            (void)cudaGetLastError();
+            o = 1;
+        }
+        if (o < 1) o = 1;
+        for (int i = 0; i < 8; i++)
+            if (!memo_nu[i]) {
+                memo_o[i] = o;
+                memo_nu[i] = a.nu;
+                break;
+            }
     }
-    if (o < 1) o = 1;
     constexpr int NT = GLU ? R / 2 : R;
     const int64_t out = a.sg.end[a.sg.n - 1];
     const int64_t P = GLU ? out / 2 : out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
