@@ -1,6 +1,6 @@
 /* cuda_gemv_xr — the batch-1 decode GEMV over GGUF blocks (Q4_K, Q5_K,
  * Q6_K, Q4_0, Q4_1, Q8_0) with x in registers: MATMUL and MATMUL_GLU of one
- * f32 x row.
+ * or two f32 x rows, and MATMUL3 of one.
  *
  * Why: the dp4a GEMV (cuda_gemv_d4.cu) keeps x (int8) in shared memory and
  * stages every W segment through it; at one row its L1/shared pipe was the
@@ -32,6 +32,11 @@
  * with a funnel shift (2-byte phase) and two levels of selects (word
  * phase). Q4_K (144) and Q5_K (176) rows are 16-byte aligned when the
  * tensor is (checked per call).
+ *
+ * Two x rows (batched decode at two requests): each W row loaded once
+ * meets both rows' x slices (two register sets of x, R 2). MATMUL3 (q, k,
+ * v weights over one x): the weights of one GGUF type are row segments of
+ * one launch (Q4_K_M's q, k Q4_K and v Q6_K: two launches, not three).
  *
  * VLLM_CUDA_GEMV_XR=0 leaves every call to d4 (A/B); see xr_mode for the
  * other settings. */
@@ -353,54 +358,57 @@ __device__ __forceinline__ void xr_quant_x(const float *x, int64_t x_ld, int nu,
 
 static size_t xr_smem(int nu, int nb) { return (size_t)nu * nb * 4 * (32 + 4 + 8); }
 
-/* The W rows of a launch: up to 3 segments of one format and row length
- * (MATMUL3: q, k and v weights of one GGUF type), rows end[s - 1] ..
- * end[s] - 1 from w[s] (ws bytes apart) into y[s]. One segment for MATMUL,
- * MATMUL_GLU (the stacked gate|up) and two x rows. */
-struct xr_segs {
-    const char *w[3];
-    int64_t ws[3];
-    float *y[3];
-    int64_t end[3];
-    int n;
+/* MATMUL3's further W segments (q, k and v weights of one GGUF type in
+ * one launch): segment 0 is the kernel's w / ws / y, rows 0 .. end[0] - 1;
+ * segment 1 rows end[0] .. end[1] - 1 from w[0] (ws[0] bytes a row) into
+ * y[0]; segment 2 rows end[1] .. out - 1 from w[1] into y[1] (two
+ * segments: end[1] = out). Unused by one-segment launches (NS = 1). */
+struct xr_more {
+    const char *w[2];
+    int64_t ws[2];
+    float *y[2];
+    int64_t end[2];
 };
 
 /* R rows a step (MATMUL_GLU: R / 2 outputs, gate and up rows); BIG: one
  * team of blockDim.x threads a block (rows of more than 32 units). NB x
- * rows (1 or 2, x_ld / y_ld apart): each W row loaded once meets both;
- * x_ld and y_ld come last so that NB = 1 compiles as before them. DB: two
- * register sets of W rows, the next step's loads issued before this
- * step's dots (VLLM_CUDA_GEMV_XR=d; prepared, not yet measured). */
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, bool DB>
-__global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(xr_segs sg, const float *x, const float *bias, int nu, int tt,
-                                                    int act, int64_t x_ld, int64_t y_ld) {
+ * rows (1 or 2, x_ld / y_ld apart): each W row loaded once meets both.
+ * NS: W segments (1, or 3 for MATMUL3; rows picked by selects, not a
+ * dynamic index into the parameters). The parameters after act are
+ * unused at NB = NS = 1, which therefore compiles to the code of the
+ * one-row kernel before them (cubin_cmp). */
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, int NS>
+__global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, const float *x, float *y, const float *bias,
+                                                    int64_t out, int nu, int tt, int act, int64_t x_ld, int64_t y_ld,
+                                                    xr_more mo) {
     using F = xr_fmt<T>;
     constexpr int H = GLU ? 2 : 1, NT = R / H;
     __shared__ float red[2][R * NB][XR_MAXT / 32];
     const int tid = threadIdx.x;
     const int tpc = BIG ? 1 : XR_CTA / tt, li = BIG ? tid : tid % tt;
     const int64_t gt = BIG ? (int64_t)blockIdx.x : (int64_t)blockIdx.x * tpc + tid / tt, nteams = (int64_t)gridDim.x * tpc;
-    const int64_t out = sg.end[sg.n - 1], f = out / 2, P = GLU ? f : out;
+    const int64_t f = out / 2, P = GLU ? f : out;
     const int64_t nsteps = (P + nteams * NT - 1) / (nteams * NT); /* the same for every team: shuffles stay uniform */
     const bool act_u = li < nu;
     const int h = F::HALF ? li & 1 : 0;
     const int64_t boff = F::HALF ? (int64_t)(li >> 1) * F::SB : (int64_t)li * F::SB;
-    /* segment of row r (selects, not a dynamic index into the parameters) */
-    auto seg_of = [&](int64_t r) { return r < sg.end[0] ? 0 : sg.n > 2 && r >= sg.end[1] ? 2 : 1; };
+    auto seg_of = [&](int64_t r) { return NS == 1 || r < mo.end[0] ? 0 : r < mo.end[1] ? 1 : 2; };
     auto row_of = [&](int64_t s, int k, bool &ok) {
         const int64_t p = (s * nteams + gt) * NT + k / H, r = GLU && (k % H) ? p + f : p;
         ok = act_u && p < P;
+        if (NS == 1) return w + r * ws + boff;
         const int g = seg_of(r);
-        const int64_t lr = g == 0 ? r : r - (g == 1 ? sg.end[0] : sg.end[1]);
-        const char *wb = g == 0 ? sg.w[0] : g == 1 ? sg.w[1] : sg.w[2];
-        const int64_t ws = g == 0 ? sg.ws[0] : g == 1 ? sg.ws[1] : sg.ws[2];
-        return wb + lr * ws + boff;
+        const int64_t lr = g == 0 ? r : r - (g == 1 ? mo.end[0] : mo.end[1]);
+        const char *wb = g == 0 ? w : g == 1 ? mo.w[0] : mo.w[1];
+        const int64_t wsg = g == 0 ? ws : g == 1 ? mo.ws[0] : mo.ws[1];
+        return wb + lr * wsg + boff;
     };
     /* where output p of x row j goes */
     auto y_of = [&](int64_t p, int j) {
-        const int g = GLU ? 0 : seg_of(p);
-        float *yb = g == 0 ? sg.y[0] : g == 1 ? sg.y[1] : sg.y[2];
-        return yb + j * y_ld + (g == 0 ? p : p - (g == 1 ? sg.end[0] : sg.end[1]));
+        if (NS == 1) return y + j * y_ld + p;
+        const int g = seg_of(p);
+        float *yb = g == 0 ? y : g == 1 ? mo.y[0] : mo.y[1];
+        return yb + j * y_ld + (g == 0 ? p : p - (g == 1 ? mo.end[0] : mo.end[1]));
     };
     uint4 v[R][F::NV];
     auto load = [&](int64_t s, uint4 (&buf)[R][F::NV]) {
@@ -465,39 +473,23 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(xr_segs sg, const float *x,
             par ^= 1;
         }
     };
-    if (!DB) {
-        for (int64_t s = 0; s < nsteps; s++) {
-            float part[R * NB];
-            dots(s, v, part);
-            if (s + 1 < nsteps) load(s + 1, v); /* in flight during the reduce and the next step's wait */
-            finish(s, part);
-        }
-    } else { /* two register sets: step s + 1's rows in flight while step s computes */
-        uint4 v2[R][F::NV];
-        for (int64_t s = 0; s < nsteps; s += 2) {
-            float part[R * NB];
-            if (s + 1 < nsteps) load(s + 1, v2);
-            dots(s, v, part);
-            if (s + 2 < nsteps) load(s + 2, v);
-            finish(s, part);
-            if (s + 1 < nsteps) {
-                dots(s + 1, v2, part);
-                finish(s + 1, part);
-            }
-        }
+    for (int64_t s = 0; s < nsteps; s++) {
+        float part[R * NB];
+        dots(s, v, part);
+        if (s + 1 < nsteps) load(s + 1, v); /* in flight during the reduce and the next step's wait */
+        finish(s, part);
     }
 }
 
 /* VLLM_CUDA_GEMV_XR: "0" off; "2" / "4" force the rows a step (default
  * by format below); an "s" anywhere streams W past L1 (cuda_ld_stream16)
  * instead of through it (session 13's table: through L1 1.1-1.9x faster);
- * an "a" also takes Q8_0 (off by default: d4 streams it as fast); a "b"
- * also takes calls of two rows (R 2, through L1); a "d" runs one-row calls
- * at R 2 through L1 with two register sets (the next step in flight); a
- * "q" turns on MATMUL3 (q, k, v of one type in one launch); "b", "d" and
- * "q" prepared in session 13, not yet measured. Read at first use; stored
- * as 1 (off) or 64 | R (0: the default) | 16 (streamed) | 32 (Q8_0) | 128
- * (two rows) | 256 (double-buffered) | 512 (MATMUL3). */
+ * an "a" also takes Q8_0 (off by default: d4 streams it as fast); an "o"
+ * leaves calls of two rows to d4 (session 14: two rows in xr, 8B Q4_K_M
+ * `vllm bench` c = 2 470 vs 367 tok/s); a "t" turns MATMUL3 off (q, k, v
+ * as three launches). Read at first use; stored as 1 (off) or 64 | R (0:
+ * the default) | 16 (streamed) | 32 (Q8_0) | 128 (two rows) | 512
+ * (MATMUL3). */
 static int xr_mode(cuda_ctx *c) {
     if (!c->gemv_xr) {
         const char *e = getenv("VLLM_CUDA_GEMV_XR");
@@ -507,9 +499,8 @@ static int xr_mode(cuda_ctx *c) {
             c->gemv_xr = 64 | (e && e[0] == '4' ? 4 : e && e[0] == '2' ? 2 : 0);
             if (e && strchr(e, 's')) c->gemv_xr |= 16;
             if (e && strchr(e, 'a')) c->gemv_xr |= 32;
-            if (e && strchr(e, 'b')) c->gemv_xr |= 128;
-            if (e && strchr(e, 'd')) c->gemv_xr |= 256;
-            if (e && strchr(e, 'q')) c->gemv_xr |= 512;
+            if (!(e && strchr(e, 'o'))) c->gemv_xr |= 128;
+            if (!(e && strchr(e, 't'))) c->gemv_xr |= 512;
         }
     }
     return c->gemv_xr == 1 ? 0 : c->gemv_xr;
@@ -541,16 +532,19 @@ static int xr_tt(int nu) {
     return nu > 32 ? 32 * ((nu + 31) / 32) : nu <= 1 ? 1 : 1 << (32 - __builtin_clz((unsigned)(nu - 1)));
 }
 
-/* One call's operands (sg.end[sg.n - 1]: all W rows). */
+/* One call's operands (out: all W rows, mo's segments included). */
 struct xr_call {
-    xr_segs sg;
+    const char *w;
+    int64_t ws;
     const float *x;
-    int64_t x_ld, y_ld;
+    float *y;
     const float *bias; /* NULL for MATMUL_GLU and MATMUL3 */
+    int64_t out, x_ld, y_ld;
     int nu, act;
+    xr_more mo;
 };
 
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, bool DB>
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, int NS>
 static void xr_launch(cuda_ctx *c, const xr_call &a) {
     const int tt = xr_tt(a.nu);
     const int threads = BIG ? tt : XR_CTA, tpc = BIG ? 1 : XR_CTA / tt;
@@ -563,7 +557,7 @@ static void xr_launch(cuda_ctx *c, const xr_call &a) {
     for (int i = 0; i < 8 && !o; i++)
         if (memo_nu[i] == a.nu) o = memo_o[i];
     if (!o) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB, DB>, threads, smem) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB, NS>, threads, smem) !=
             cudaSuccess) {
             (void)cudaGetLastError();
             o = 1;
@@ -577,37 +571,38 @@ static void xr_launch(cuda_ctx *c, const xr_call &a) {
             }
     }
     constexpr int NT = GLU ? R / 2 : R;
-    const int64_t out = a.sg.end[a.sg.n - 1];
-    const int64_t P = GLU ? out / 2 : out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
+    const int64_t P = GLU ? a.out / 2 : a.out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
     const int64_t most = (int64_t)c->n_sm * o;
-    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC, NB, DB>, (unsigned)(blocks < most ? blocks : most), threads, smem, c->stream,
-                a.sg, a.x, a.bias, a.nu, tt, a.act, a.x_ld, a.y_ld);
+    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC, NB, NS>, (unsigned)(blocks < most ? blocks : most), threads, smem,
+                c->stream, a.w, a.ws, a.x, a.y, a.bias, a.out, a.nu, tt, a.act, a.x_ld, a.y_ld, a.mo);
 }
 
-template <rt_dtype T, int R, int LC, int NB, bool DB = false> static void xr_go(cuda_ctx *c, const xr_call &a, bool glu) {
+/* MATMUL3 launches (NS = 3) are never GLU and take one x row. */
+template <rt_dtype T, int R, int LC, int NB, int NS> static void xr_go(cuda_ctx *c, const xr_call &a, bool glu) {
     if (a.nu > 32) {
-        if (glu) xr_launch<T, R, true, true, LC, NB, DB>(c, a);
-        else xr_launch<T, R, false, true, LC, NB, DB>(c, a);
+        if (NS == 1 && glu) xr_launch<T, R, true, true, LC, NB, 1>(c, a);
+        else xr_launch<T, R, false, true, LC, NB, NS>(c, a);
     } else {
-        if (glu) xr_launch<T, R, true, false, LC, NB, DB>(c, a);
-        else xr_launch<T, R, false, false, LC, NB, DB>(c, a);
+        if (NS == 1 && glu) xr_launch<T, R, true, false, LC, NB, 1>(c, a);
+        else xr_launch<T, R, false, false, LC, NB, NS>(c, a);
     }
 }
 
-/* One launch of a call (format t, its segments in a.sg). */
-static int xr_run(cuda_ctx *c, rt_dtype t, const xr_call &a, int n, bool glu) {
-    if (a.sg.end[a.sg.n - 1] <= 0) return VC_OK; /* no rows: no grid of zero blocks */
+/* One launch of a call (format t; n x rows; ns W segments). */
+static int xr_run(cuda_ctx *c, rt_dtype t, const xr_call &a, int n, int ns, bool glu) {
+    if (a.out <= 0) return VC_OK; /* no rows: no grid of zero blocks */
     const int m = xr_mode(c), l1 = !(m & 16);
     const int r4 = (m & 7) ? (m & 7) == 4 : xr_r4(t, glu);
     switch (t) {
 #define X(T)                                                                                          \
     case T:                                                                                           \
-        if (n == 2) xr_go<T, 2, 1, 2>(c, a, glu);                                                     \
-        else if (m & 256) xr_go<T, 2, 1, 1, true>(c, a, glu);                                         \
-        else if (r4 && l1) xr_go<T, 4, 1, 1>(c, a, glu);                                              \
-        else if (r4) xr_go<T, 4, 0, 1>(c, a, glu);                                                    \
-        else if (l1) xr_go<T, 2, 1, 1>(c, a, glu);                                                    \
-        else xr_go<T, 2, 0, 1>(c, a, glu);                                                            \
+        if (n == 2) xr_go<T, 2, 1, 2, 1>(c, a, glu);                                                  \
+        else if (ns > 1 && r4) xr_go<T, 4, 1, 1, 3>(c, a, false);                                     \
+        else if (ns > 1) xr_go<T, 2, 1, 1, 3>(c, a, false);                                           \
+        else if (r4 && l1) xr_go<T, 4, 1, 1, 1>(c, a, glu);                                           \
+        else if (r4) xr_go<T, 4, 0, 1, 1>(c, a, glu);                                                 \
+        else if (l1) xr_go<T, 2, 1, 1, 1>(c, a, glu);                                                 \
+        else xr_go<T, 2, 0, 1, 1>(c, a, glu);                                                         \
         break;
         X(RT_Q4_0) X(RT_Q4_1) X(RT_Q8_0) X(RT_Q4_K) X(RT_Q5_K) X(RT_Q6_K)
 #undef X
@@ -621,16 +616,12 @@ static int xr_run(cuda_ctx *c, rt_dtype t, const xr_call &a, int n, bool glu) {
 int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
     xr_call a = {};
-    a.sg.w[0] = (const char *)w->data;
-    a.sg.ws[0] = w->stride[0];
-    a.sg.y[0] = y;
-    a.sg.end[0] = out;
-    a.sg.n = 1;
-    a.x = x, a.x_ld = x_ld, a.y_ld = y_ld, a.bias = glu ? NULL : bias, a.nu = (int)(in / XR_UV), a.act = act;
-    return xr_run(c, w->dtype, a, n, glu);
+    a.w = (const char *)w->data, a.ws = w->stride[0], a.x = x, a.y = y, a.bias = glu ? NULL : bias;
+    a.out = out, a.x_ld = x_ld, a.y_ld = y_ld, a.nu = (int)(in / XR_UV), a.act = act;
+    return xr_run(c, w->dtype, a, n, 1, glu);
 }
 
-/* MATMUL3 (VLLM_CUDA_GEMV_XR=q; prepared in session 13, not yet measured):
+/* MATMUL3 (off with VLLM_CUDA_GEMV_XR=t):
  * one x row, f32 x (16-byte aligned) and y, three GGUF weights this kernel
  * takes; the weights of one type share a launch as segments (Q4_K_M's
  * q, k (Q4_K) and v (Q6_K): two launches instead of three). */
@@ -663,21 +654,25 @@ int cuda_op_matmul3(rt_backend *be, const rt_op_args *a) {
         if (done[i]) continue;
         const rt_dtype t = a->src[1 + i]->dtype;
         xr_call k = {};
-        int64_t rows = 0;
-        for (int j = i; j < 3; j++) { /* this type's weights, in order */
+        int ns = 0;
+        for (int j = i; j < 3; j++) { /* this type's weights, in order: segment ns */
             const rt_tensor *w = a->src[1 + j];
             if (done[j] || w->dtype != t) continue;
             done[j] = true;
-            rows += w->shape[0];
-            k.sg.w[k.sg.n] = (const char *)w->data;
-            k.sg.ws[k.sg.n] = w->stride[0];
-            k.sg.y[k.sg.n] = (float *)y[j]->data;
-            k.sg.end[k.sg.n] = rows;
-            k.sg.n++;
+            if (ns == 0) {
+                k.w = (const char *)w->data, k.ws = w->stride[0], k.y = (float *)y[j]->data;
+            } else {
+                k.mo.w[ns - 1] = (const char *)w->data, k.mo.ws[ns - 1] = w->stride[0];
+                k.mo.y[ns - 1] = (float *)y[j]->data;
+                k.mo.end[ns - 1] = k.out;
+            }
+            k.out += w->shape[0];
+            ns++;
         }
-        k.x = (const float *)x->data, k.x_ld = 0, k.y_ld = 0, k.bias = NULL;
+        if (ns == 2) k.mo.end[1] = k.out; /* no third segment */
+        k.x = (const float *)x->data, k.bias = NULL;
         k.nu = (int)(x->shape[x->ndim - 1] / XR_UV), k.act = 0;
-        const int rc = xr_run(c, t, k, 1, false);
+        const int rc = xr_run(c, t, k, 1, ns, false);
         if (rc < 0) return rc;
     }
     return VC_OK;
