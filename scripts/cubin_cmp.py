@@ -19,10 +19,14 @@ compares
   - info: the bytes of .nv.info.<kernel>, except for symbol-table indices
     (they change whenever a cubin gains or loses symbols).
 Prints one line per kernel that differs and a summary; exit status 0 when
-every kernel is in both sets and the same in all fields. Objects built in
+every kernel is in both sets and the same in all fields. CUBIN_CMP_RENAME="REGEX=>REPL" renames the after kernels first
+(re.sub), for a change that adds a template parameter or trailing kernel
+parameters (their text must then match; const0 and info differ by the
+parameters). Objects built in
 separate compilations (device functions named $__internal_N_ per cubin)
 are handled: each kernel's .text holds its own copies of such callees.
 """
+import os
 import re
 import struct
 import sys
@@ -115,6 +119,10 @@ def main():
         sys.exit(__doc__)
     rx = sys.argv[3] if len(sys.argv) > 3 else ""
     a, b = kernels(sys.argv[1], rx), kernels(sys.argv[2], rx)
+    ren = os.environ.get("CUBIN_CMP_RENAME", "")  # "REGEX=>REPL": applied to the after names
+    if "=>" in ren:
+        pat, rep = ren.split("=>", 1)
+        b = {re.sub(pat, rep, k): v for k, v in b.items()}
     bad = 0
     for k in sorted(set(a) - set(b)):
         print("only before:", k)

@@ -88,9 +88,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
         int32_t window = mdl_config_layer_window(c, l);
         const rt_tensor *inv_freq = window > 0 && m->inv_freq_swa.data ? &m->inv_freq_swa : &m->inv_freq;
         MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.x, &L->attn_norm, eps, off));
-        MDL_TRY(rt_matmul(be, &sv.q, &sv.xb, &L->wq, NULL));
-        MDL_TRY(rt_matmul(be, &sv.k, &sv.xb, &L->wk, NULL));
-        MDL_TRY(rt_matmul(be, &sv.v, &sv.xb, &L->wv, NULL));
+        MDL_TRY(rt_matmul3(be, &sv.q, &sv.k, &sv.v, &sv.xb, &L->wq, &L->wk, &L->wv));
         MDL_TRY(rt_rmsnorm(be, &sv.q2, &sv.q2, &L->q_norm, eps, off));
         MDL_TRY(rt_rmsnorm(be, &sv.k2, &sv.k2, &L->k_norm, eps, off));
         MDL_TRY(rt_rope(be, &sv.q3, &sv.pos, inv_freq, (int)c->rot_dim, true, 1.0f));

@@ -213,6 +213,17 @@ typedef struct {
 
 typedef int (*sp_rows_fn)(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr);
 
+/* q, k, v of separate (unstacked) weights: one MATMUL3 without biases
+ * (one launch on a GPU where the three GGUF types differ), else three
+ * MATMULs. */
+static int qkv_matmuls(rt_backend *be, const mdl_layer *L, const rt_tensor *xn, rt_tensor *q, rt_tensor *k,
+                       rt_tensor *v) {
+    if (!L->bq.data && !L->bk.data && !L->bv.data) return rt_matmul3(be, q, k, v, xn, &L->wq, &L->wk, &L->wv);
+    MDL_TRY(rt_matmul(be, q, xn, &L->wq, opt(&L->bq)));
+    MDL_TRY(rt_matmul(be, k, xn, &L->wk, opt(&L->bk)));
+    return rt_matmul(be, v, xn, &L->wv, opt(&L->bv));
+}
+
 static int qkv_rows(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr) {
     const mdl_layer *L = x->L;
     rt_tensor xn = rt_tensor_slice0(x->xn, r0, nr);
@@ -222,9 +233,7 @@ static int qkv_rows(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr) 
     }
     rt_tensor q = rt_tensor_slice0(&x->sv->q, r0, nr), k = rt_tensor_slice0(&x->sv->k, r0, nr),
               v = rt_tensor_slice0(&x->sv->v, r0, nr);
-    MDL_TRY(rt_matmul(m->be, &q, &xn, &L->wq, opt(&L->bq)));
-    MDL_TRY(rt_matmul(m->be, &k, &xn, &L->wk, opt(&L->bk)));
-    return rt_matmul(m->be, &v, &xn, &L->wv, opt(&L->bv));
+    return qkv_matmuls(m->be, L, &xn, &q, &k, &v);
 }
 
 static int glu_rows(mdl_model *m, const sp_rows_ctx *x, int64_t r0, int64_t nr) {
@@ -449,9 +458,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                 MDL_TRY(rt_matmul(be, &qkv_p, &xn_p, &L->wqkv, opt(&L->bqkv)));
             } else {
                 rt_tensor q_p = ROWS(sv.q, p), k_p = ROWS(sv.k, p), v_p = ROWS(sv.v, p);
-                MDL_TRY(rt_matmul(be, &q_p, &xn_p, &L->wq, opt(&L->bq)));
-                MDL_TRY(rt_matmul(be, &k_p, &xn_p, &L->wk, opt(&L->bk)));
-                MDL_TRY(rt_matmul(be, &v_p, &xn_p, &L->wv, opt(&L->bv)));
+                MDL_TRY(qkv_matmuls(be, L, &xn_p, &q_p, &k_p, &v_p));
             }
         }
         rt_tensor q3 = sv.q3, k3 = sv.k3, v3 = sv.v3;

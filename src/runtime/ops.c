@@ -12,7 +12,7 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
     "argmax", "kv_store", "paged_attention", "sample", "add_rmsnorm", "qk_rope_store",
-    "matmul_glu", "combine",
+    "matmul_glu", "combine", "matmul3",
 };
 
 const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
@@ -107,8 +107,8 @@ int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const
     return rt_op_exec(be, RT_OP_EMBED, &a);
 }
 
-int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
-              const rt_tensor *bias) {
+/* MATMUL's shape and dtype checks (also MATMUL3's, per pair). */
+static int matmul_check(const rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, const rt_tensor *bias) {
     CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && (dst->dtype == RT_F32 || dst->dtype == RT_BF16),
           "matmul: x and dst must be f32 or bf16 (rt_backend_act_dtype)");
     CHECK(w->ndim == 2 && last(x) == last(w) && last(dst) == w->shape[0] &&
@@ -117,8 +117,34 @@ int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tenso
           (long long)w->shape[0], (long long)last(w), (long long)last(dst));
     CHECK(!bias || (bias->dtype == RT_F32 && rt_tensor_nelem(bias) == w->shape[0]),
           "matmul: bias must be f32[out]");
+    return VC_OK;
+}
+
+int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
+              const rt_tensor *bias) {
+    int rc = matmul_check(dst, x, w, bias);
+    if (rc < 0) return rc;
     rt_op_args a = {.dst = dst, .src = {x, w, bias}};
     return rt_op_exec(be, RT_OP_MATMUL, &a);
+}
+
+int rt_matmul3(rt_backend *be, rt_tensor *y0, rt_tensor *y1, rt_tensor *y2, const rt_tensor *x, const rt_tensor *w0,
+               const rt_tensor *w1, const rt_tensor *w2) {
+    rt_tensor *ys[3] = {y0, y1, y2};
+    const rt_tensor *ws[3] = {w0, w1, w2};
+    for (int i = 0; i < 3; i++) {
+        int rc = matmul_check(ys[i], x, ws[i], NULL);
+        if (rc < 0) return rc;
+    }
+    rt_op_args a = {.dst = y0, .src = {x, w0, w1, w2}};
+    a.p.mm3.y1 = y1;
+    a.p.mm3.y2 = y2;
+    if (rt_op_supported(be, RT_OP_MATMUL3, &a)) return rt_op_exec(be, RT_OP_MATMUL3, &a);
+    for (int i = 0; i < 3; i++) {
+        int rc = rt_matmul(be, ys[i], x, ws[i], NULL);
+        if (rc < 0) return rc;
+    }
+    return VC_OK;
 }
 
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,

@@ -93,6 +93,12 @@
  *              then GLU of its halves, or one kernel where the backend has
  *              one (GPU decode: the GLU in the GEMV's epilogue).
  *              src = {x, w, scratch}; p.glu.act.
+ *   MATMUL3    three MATMULs over one x without bias: dst = x . W0^T,
+ *              y1 = x . W1^T, y2 = x . W2^T (each as MATMUL; the weights
+ *              may differ in dtype and rows). src = {x, w0, w1, w2};
+ *              p.mm3.y1, p.mm3.y2. Where q, k and v weights are not one
+ *              stacked matrix (their GGUF types differ), one launch
+ *              instead of three (GPU decode).
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -118,6 +124,7 @@ typedef enum {
     RT_OP_QK_ROPE_STORE,
     RT_OP_MATMUL_GLU,
     RT_OP_COMBINE,
+    RT_OP_MATMUL3,
     RT_OP_COUNT
 } rt_op;
 
@@ -142,6 +149,7 @@ typedef struct {
         struct { float eps, w_offset; } rmsnorm;
         struct { int rot_dim; int neox; float attn_factor; } rope;
         struct { int act; } glu;
+        struct { rt_tensor *y1, *y2; } mm3;
         struct { float s; } scale;
         /* shard: the table holds vocab rows [base, base + rows) of a
          * vocab-parallel embedding; other ids give zero rows (summed over
@@ -173,6 +181,10 @@ int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_te
 int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids, int64_t base);
 int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
               const rt_tensor *bias);
+/* MATMUL3: y0 = x W0^T, y1 = x W1^T, y2 = x W2^T (no bias), as one op
+ * where the backend has one, else three MATMULs. */
+int rt_matmul3(rt_backend *be, rt_tensor *y0, rt_tensor *y1, rt_tensor *y2, const rt_tensor *x, const rt_tensor *w0,
+               const rt_tensor *w1, const rt_tensor *w2);
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
                float w_offset);
 int rt_rope(rt_backend *be, rt_tensor *x, const rt_tensor *pos, const rt_tensor *inv_freq,

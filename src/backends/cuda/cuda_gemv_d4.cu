@@ -321,7 +321,7 @@ static int gd4_go(cuda_ctx *c, const char *w, int64_t ws, const float *x, int64_
 int cuda_gemv_d4(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                  const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
     if (cuda_gemv_xr_fits(c, w, n)) /* one row of K-quants: x in registers */
-        return cuda_gemv_xr(c, w, x, y, glu ? NULL : bias, out, in, glu, act);
+        return cuda_gemv_xr(c, w, x, x_ld, y, y_ld, glu ? NULL : bias, out, in, n, glu, act);
     const char *wd = (const char *)w->data;
     const int64_t ws = w->stride[0];
     int m = 1;

@@ -1,6 +1,6 @@
 /* cuda_gemv_xr — the batch-1 decode GEMV over GGUF blocks (Q4_K, Q5_K,
  * Q6_K, Q4_0, Q4_1, Q8_0) with x in registers: MATMUL and MATMUL_GLU of one
- * f32 x row.
+ * or two f32 x rows, and MATMUL3 of one.
  *
  * Why: the dp4a GEMV (cuda_gemv_d4.cu) keeps x (int8) in shared memory and
  * stages every W segment through it; at one row its L1/shared pipe was the
@@ -33,12 +33,18 @@
  * phase). Q4_K (144) and Q5_K (176) rows are 16-byte aligned when the
  * tensor is (checked per call).
  *
+ * Two x rows (batched decode at two requests): each W row loaded once
+ * meets both rows' x slices (two register sets of x, R 2). MATMUL3 (q, k,
+ * v weights over one x): the weights of one GGUF type are row segments of
+ * one launch (Q4_K_M's q, k Q4_K and v Q6_K: two launches, not three).
+ *
  * VLLM_CUDA_GEMV_XR=0 leaves every call to d4 (A/B); see xr_mode for the
  * other settings. */
 #include "backends/cuda/cuda_dequant.cuh"
 #include "backends/cuda/cuda_gemv.cuh"
 #include "backends/cuda/cuda_gemv_xr.cuh"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -318,40 +324,66 @@ __device__ __forceinline__ void xr_quant_group(const float *x, int g, int *sq, f
     ss[2 * g + 1] = s1;
 }
 
-/* Every thread of the block takes part (a barrier); lanes past nu get zeros. */
-__device__ __forceinline__ void xr_quant_x(const float *x, int nu, int li, xr_x &X) {
+/* Every thread of the block takes part (a barrier); lanes past nu get
+ * zeros. NB x rows (x_ld floats apart), row t's groups after row t - 1's. */
+template <int NB>
+__device__ __forceinline__ void xr_quant_x(const float *x, int64_t x_ld, int nu, int li, xr_x *X) {
     extern __shared__ int4 xr_sm[];
     int *sq = (int *)xr_sm;
-    float *sd = (float *)(sq + 32 * nu);
-    int *ss = (int *)(sd + 4 * nu);
+    float *sd = (float *)(sq + 32 * nu * NB);
+    int *ss = (int *)(sd + 4 * nu * NB);
     const int G = 4 * nu, B = (int)blockDim.x;
-    for (int g = threadIdx.x; g < G; g += 2 * B) {
-        xr_quant_group(x, g, sq, sd, ss);
-        if (g + B < G) xr_quant_group(x, g + B, sq, sd, ss);
-    }
+#pragma unroll
+    for (int t = 0; t < NB; t++)
+        for (int g = threadIdx.x; g < G; g += 2 * B) {
+            xr_quant_group(x + t * x_ld, g, sq + 32 * nu * t, sd + 4 * nu * t, ss + 8 * nu * t);
+            if (g + B < G) xr_quant_group(x + t * x_ld, g + B, sq + 32 * nu * t, sd + 4 * nu * t, ss + 8 * nu * t);
+        }
     __syncthreads();
     const bool on = li < nu;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int4 q = on ? ((const int4 *)sq)[8 * li + i] : make_int4(0, 0, 0, 0);
-        X.q[4 * i] = q.x, X.q[4 * i + 1] = q.y, X.q[4 * i + 2] = q.z, X.q[4 * i + 3] = q.w;
+    for (int t = 0; t < NB; t++) {
+        const int u = nu * t + li; /* row t's unit li */
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int4 q = on ? ((const int4 *)sq)[8 * u + i] : make_int4(0, 0, 0, 0);
+            X[t].q[4 * i] = q.x, X[t].q[4 * i + 1] = q.y, X[t].q[4 * i + 2] = q.z, X[t].q[4 * i + 3] = q.w;
+        }
+#pragma unroll
+        for (int g = 0; g < 4; g++) X[t].d[g] = on ? sd[4 * u + g] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) X[t].s[i] = on ? ss[8 * u + i] : 0;
     }
-#pragma unroll
-    for (int g = 0; g < 4; g++) X.d[g] = on ? sd[4 * li + g] : 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) X.s[i] = on ? ss[8 * li + i] : 0;
 }
 
-static size_t xr_smem(int nu) { return (size_t)nu * 4 * (32 + 4 + 8); }
+static size_t xr_smem(int nu, int nb) { return (size_t)nu * nb * 4 * (32 + 4 + 8); }
+
+/* MATMUL3's further W segments (q, k and v weights of one GGUF type in
+ * one launch): segment 0 is the kernel's w / ws / y, rows 0 .. end[0] - 1;
+ * segment 1 rows end[0] .. end[1] - 1 from w[0] (ws[0] bytes a row) into
+ * y[0]; segment 2 rows end[1] .. out - 1 from w[1] into y[1] (two
+ * segments: end[1] = out). Unused by one-segment launches (NS = 1). */
+struct xr_more {
+    const char *w[2];
+    int64_t ws[2];
+    float *y[2];
+    int64_t end[2];
+};
 
 /* R rows a step (MATMUL_GLU: R / 2 outputs, gate and up rows); BIG: one
- * team of blockDim.x threads a block (rows of more than 32 units). */
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC>
+ * team of blockDim.x threads a block (rows of more than 32 units). NB x
+ * rows (1 or 2, x_ld / y_ld apart): each W row loaded once meets both.
+ * NS: W segments (1, or 3 for MATMUL3; rows picked by selects, not a
+ * dynamic index into the parameters). The parameters after act are
+ * unused at NB = NS = 1, which therefore compiles to the code of the
+ * one-row kernel before them (cubin_cmp). */
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, int NS>
 __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, const float *x, float *y, const float *bias,
-                                                    int64_t out, int nu, int tt, int act) {
+                                                    int64_t out, int nu, int tt, int act, int64_t x_ld, int64_t y_ld,
+                                                    xr_more mo) {
     using F = xr_fmt<T>;
     constexpr int H = GLU ? 2 : 1, NT = R / H;
-    __shared__ float red[2][R][XR_MAXT / 32];
+    __shared__ float red[2][R * NB][XR_MAXT / 32];
     const int tid = threadIdx.x;
     const int tpc = BIG ? 1 : XR_CTA / tt, li = BIG ? tid : tid % tt;
     const int64_t gt = BIG ? (int64_t)blockIdx.x : (int64_t)blockIdx.x * tpc + tid / tt, nteams = (int64_t)gridDim.x * tpc;
@@ -360,74 +392,104 @@ __global__ void __launch_bounds__(XR_MAXT) k_gemv_xr(const char *w, int64_t ws, 
     const bool act_u = li < nu;
     const int h = F::HALF ? li & 1 : 0;
     const int64_t boff = F::HALF ? (int64_t)(li >> 1) * F::SB : (int64_t)li * F::SB;
+    auto seg_of = [&](int64_t r) { return NS == 1 || r < mo.end[0] ? 0 : r < mo.end[1] ? 1 : 2; };
     auto row_of = [&](int64_t s, int k, bool &ok) {
-        const int64_t p = (s * nteams + gt) * NT + k / H;
+        const int64_t p = (s * nteams + gt) * NT + k / H, r = GLU && (k % H) ? p + f : p;
         ok = act_u && p < P;
-        return w + (GLU && (k % H) ? p + f : p) * ws + boff;
+        if (NS == 1) return w + r * ws + boff;
+        const int g = seg_of(r);
+        const int64_t lr = g == 0 ? r : r - (g == 1 ? mo.end[0] : mo.end[1]);
+        const char *wb = g == 0 ? w : g == 1 ? mo.w[0] : mo.w[1];
+        const int64_t wsg = g == 0 ? ws : g == 1 ? mo.ws[0] : mo.ws[1];
+        return wb + lr * wsg + boff;
+    };
+    /* where output p of x row j goes */
+    auto y_of = [&](int64_t p, int j) {
+        if (NS == 1) return y + j * y_ld + p;
+        const int g = seg_of(p);
+        float *yb = g == 0 ? y : g == 1 ? mo.y[0] : mo.y[1];
+        return yb + j * y_ld + (g == 0 ? p : p - (g == 1 ? mo.end[0] : mo.end[1]));
     };
     uint4 v[R][F::NV];
-    auto load = [&](int64_t s) {
+    auto load = [&](int64_t s, uint4 (&buf)[R][F::NV]) {
 #pragma unroll
         for (int k = 0; k < R; k++) {
             bool ok;
             const char *b = row_of(s, k, ok);
-            if (ok) F::template load<LC>(v[k], b, h);
+            if (ok) F::template load<LC>(buf[k], b, h);
         }
     };
-    if (nsteps > 0) load(0);
+    if (nsteps > 0) load(0, v);
     CUDA_PDL_ENTER();
-    xr_x X;
-    xr_quant_x(x, nu, li, X);
+    xr_x X[NB];
+    xr_quant_x<NB>(x, x_ld, nu, li, X);
     int par = 0;
-    for (int64_t s = 0; s < nsteps; s++) {
-        float part[R];
+    /* step s's sums from the W rows in buf: part[k * NB + j] = row k . x row j */
+    auto dots = [&](int64_t s, const uint4 (&buf)[R][F::NV], float *part) {
 #pragma unroll
         for (int k = 0; k < R; k++) {
             bool ok;
             const char *b = row_of(s, k, ok);
-            part[k] = ok ? F::dot(v[k], b, h, X) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < NB; j++) part[k * NB + j] = ok ? F::dot(buf[k], b, h, X[j]) : 0.0f;
         }
-        if (s + 1 < nsteps) load(s + 1);
+    };
+    /* reduce step s's sums over the team and store its outputs */
+    auto finish = [&](int64_t s, float *part) {
         if (!BIG) {
 #pragma unroll
-            for (int k = 0; k < R; k++)
+            for (int k = 0; k < R * NB; k++)
                 for (int o = tt >> 1; o > 0; o >>= 1) part[k] += __shfl_xor_sync(0xffffffffu, part[k], o);
             if (li == 0) {
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     const int64_t p = (s * nteams + gt) * NT + t;
-                    if (p < P) y[p] = GLU ? cuda_glu_act(act, part[2 * t]) * part[2 * t + 1] : part[t] + (bias ? bias[p] : 0.0f);
+#pragma unroll
+                    for (int j = 0; j < NB; j++)
+                        if (p < P)
+                            *y_of(p, j) = GLU ? cuda_glu_act(act, part[2 * t * NB + j]) * part[(2 * t + 1) * NB + j]
+                                              : part[t * NB + j] + (bias ? bias[p] : 0.0f);
                 }
             }
         } else {
 #pragma unroll
-            for (int k = 0; k < R; k++) {
+            for (int k = 0; k < R * NB; k++) {
                 const float r = warp_sum(part[k]);
                 if ((tid & 31) == 0) red[par][k][tid >> 5] = r;
             }
             __syncthreads();
-            if (tid < NT) {
-                const int64_t p = (s * nteams + gt) * NT + tid;
+            if (tid < NT * NB) { /* thread: output tid / NB of the step, x row tid % NB */
+                const int t = tid / NB, j = tid % NB;
+                const int64_t p = (s * nteams + gt) * NT + t;
                 if (p < P) {
                     const int nw = (int)(blockDim.x >> 5);
                     float a = 0.0f, b = 0.0f;
-                    for (int i = 0; i < nw; i++) a += red[par][H * tid][i];
+                    for (int i = 0; i < nw; i++) a += red[par][H * t * NB + j][i];
                     if (GLU)
-                        for (int i = 0; i < nw; i++) b += red[par][H * tid + 1][i];
-                    y[p] = GLU ? cuda_glu_act(act, a) * b : a + (bias ? bias[p] : 0.0f);
+                        for (int i = 0; i < nw; i++) b += red[par][(H * t + 1) * NB + j][i];
+                    *y_of(p, j) = GLU ? cuda_glu_act(act, a) * b : a + (bias ? bias[p] : 0.0f);
                 }
             }
             par ^= 1;
         }
+    };
+    for (int64_t s = 0; s < nsteps; s++) {
+        float part[R * NB];
+        dots(s, v, part);
+        if (s + 1 < nsteps) load(s + 1, v); /* in flight during the reduce and the next step's wait */
+        finish(s, part);
     }
 }
 
 /* VLLM_CUDA_GEMV_XR: "0" off; "2" / "4" force the rows a step (default
  * by format below); an "s" anywhere streams W past L1 (cuda_ld_stream16)
  * instead of through it (session 13's table: through L1 1.1-1.9x faster);
- * an "a" also takes Q8_0 (off by default: d4 streams it as fast). Read at
- * first use; stored as 1 (off) or 64 | R (0: the default) | 16 (streamed)
- * | 32 (Q8_0). */
+ * an "a" also takes Q8_0 (off by default: d4 streams it as fast); an "o"
+ * leaves calls of two rows to d4 (session 14: two rows in xr, 8B Q4_K_M
+ * `vllm bench` c = 2 470 vs 367 tok/s); a "t" turns MATMUL3 off (q, k, v
+ * as three launches). Read at first use; stored as 1 (off) or 64 | R (0:
+ * the default) | 16 (streamed) | 32 (Q8_0) | 128 (two rows) | 512
+ * (MATMUL3). */
 static int xr_mode(cuda_ctx *c) {
     if (!c->gemv_xr) {
         const char *e = getenv("VLLM_CUDA_GEMV_XR");
@@ -437,6 +499,8 @@ static int xr_mode(cuda_ctx *c) {
             c->gemv_xr = 64 | (e && e[0] == '4' ? 4 : e && e[0] == '2' ? 2 : 0);
             if (e && strchr(e, 's')) c->gemv_xr |= 16;
             if (e && strchr(e, 'a')) c->gemv_xr |= 32;
+            if (!(e && strchr(e, 'o'))) c->gemv_xr |= 128;
+            if (!(e && strchr(e, 't'))) c->gemv_xr |= 512;
         }
     }
     return c->gemv_xr == 1 ? 0 : c->gemv_xr;
@@ -452,9 +516,11 @@ bool cuda_gemv_xr_fits(cuda_ctx *c, const rt_tensor *w, int64_t n) {
     const rt_dtype t = w->dtype;
     const bool kq = t == RT_Q4_K || t == RT_Q5_K || t == RT_Q6_K;
     const int m = xr_mode(c);
-    if (!m || n != 1 || !(kq || t == RT_Q4_0 || t == RT_Q4_1 || (t == RT_Q8_0 && (m & 32)))) return false;
+    if (!m || !(n == 1 || (n == 2 && (m & 128))) || !(kq || t == RT_Q4_0 || t == RT_Q4_1 || (t == RT_Q8_0 && (m & 32))))
+        return false;
     const int64_t in = w->shape[1];
-    if (in % (kq ? 256 : XR_UV) || in / XR_UV > XR_MAXU) return false;
+    /* two rows: x of both in 48 KB of shared memory (176 bytes a unit a row) */
+    if (in % (kq ? 256 : XR_UV) || in / XR_UV > (n == 2 ? XR_MAXU / 2 : XR_MAXU)) return false;
     /* Q4_K / Q5_K super-blocks are read as aligned vectors; Q4_1 units at 4
      * bytes, the others at any even byte */
     const uintptr_t a = (uintptr_t)w->data | (uintptr_t)w->stride[0];
@@ -466,21 +532,32 @@ static int xr_tt(int nu) {
     return nu > 32 ? 32 * ((nu + 31) / 32) : nu <= 1 ? 1 : 1 << (32 - __builtin_clz((unsigned)(nu - 1)));
 }
 
-template <rt_dtype T, int R, bool GLU, bool BIG, int LC>
-static void xr_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, float *y, const float *bias, int64_t out,
-                      int nu, int act) {
-    const int tt = xr_tt(nu);
+/* One call's operands (out: all W rows, mo's segments included). */
+struct xr_call {
+    const char *w;
+    int64_t ws;
+    const float *x;
+    float *y;
+    const float *bias; /* NULL for MATMUL_GLU and MATMUL3 */
+    int64_t out, x_ld, y_ld;
+    int nu, act;
+    xr_more mo;
+};
+
+template <rt_dtype T, int R, bool GLU, bool BIG, int LC, int NB, int NS>
+static void xr_launch(cuda_ctx *c, const xr_call &a) {
+    const int tt = xr_tt(a.nu);
     const int threads = BIG ? tt : XR_CTA, tpc = BIG ? 1 : XR_CTA / tt;
-    const size_t smem = xr_smem(nu);
+    const size_t smem = xr_smem(a.nu, NB);
     /* blocks an SM (registers and this call's shared memory): asked once per
      * row length (threads and smem follow from nu) and instance, not per
      * launch; a full table asks again (benign race: same values) */
     static int memo_nu[8], memo_o[8];
     int o = 0;
     for (int i = 0; i < 8 && !o; i++)
-        if (memo_nu[i] == nu) o = memo_o[i];
+        if (memo_nu[i] == a.nu) o = memo_o[i];
     if (!o) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC>, threads, smem) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, k_gemv_xr<T, R, GLU, BIG, LC, NB, NS>, threads, smem) !=
             cudaSuccess) {
             (void)cudaGetLastError();
             o = 1;
@@ -489,49 +566,114 @@ static void xr_launch(cuda_ctx *c, const char *w, int64_t ws, const float *x, fl
         for (int i = 0; i < 8; i++)
             if (!memo_nu[i]) {
                 memo_o[i] = o;
-                memo_nu[i] = nu;
+                memo_nu[i] = a.nu;
                 break;
             }
     }
     constexpr int NT = GLU ? R / 2 : R;
-    const int64_t P = GLU ? out / 2 : out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
+    const int64_t P = GLU ? a.out / 2 : a.out, teams = (P + NT - 1) / NT, blocks = (teams + tpc - 1) / tpc;
     const int64_t most = (int64_t)c->n_sm * o;
-    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC>, (unsigned)(blocks < most ? blocks : most), threads, smem, c->stream, w, ws,
-                x, y, bias, out, nu, tt, act);
+    cuda_launch(k_gemv_xr<T, R, GLU, BIG, LC, NB, NS>, (unsigned)(blocks < most ? blocks : most), threads, smem,
+                c->stream, a.w, a.ws, a.x, a.y, a.bias, a.out, a.nu, tt, a.act, a.x_ld, a.y_ld, a.mo);
 }
 
-template <rt_dtype T, int R, int LC>
-static void xr_go(cuda_ctx *c, const char *w, int64_t ws, const float *x, float *y, const float *bias, int64_t out,
-                  int nu, bool glu, int act) {
-    if (nu > 32) {
-        if (glu) xr_launch<T, R, true, true, LC>(c, w, ws, x, y, NULL, out, nu, act);
-        else xr_launch<T, R, false, true, LC>(c, w, ws, x, y, bias, out, nu, act);
+/* MATMUL3 launches (NS = 3) are never GLU and take one x row. */
+template <rt_dtype T, int R, int LC, int NB, int NS> static void xr_go(cuda_ctx *c, const xr_call &a, bool glu) {
+    if (a.nu > 32) {
+        if (NS == 1 && glu) xr_launch<T, R, true, true, LC, NB, 1>(c, a);
+        else xr_launch<T, R, false, true, LC, NB, NS>(c, a);
     } else {
-        if (glu) xr_launch<T, R, true, false, LC>(c, w, ws, x, y, NULL, out, nu, act);
-        else xr_launch<T, R, false, false, LC>(c, w, ws, x, y, bias, out, nu, act);
+        if (NS == 1 && glu) xr_launch<T, R, true, false, LC, NB, 1>(c, a);
+        else xr_launch<T, R, false, false, LC, NB, NS>(c, a);
     }
 }
 
-int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, float *y, const float *bias, int64_t out, int64_t in,
-                 bool glu, int act) {
-    const char *wd = (const char *)w->data;
-    const int64_t ws = w->stride[0];
-    if (out <= 0) return VC_OK; /* no rows: no grid of zero blocks */
-    const int nu = (int)(in / XR_UV), m = xr_mode(c), l1 = !(m & 16);
-    const int r4 = (m & 7) ? (m & 7) == 4 : xr_r4(w->dtype, glu);
-    switch (w->dtype) {
+/* One launch of a call (format t; n x rows; ns W segments). */
+static int xr_run(cuda_ctx *c, rt_dtype t, const xr_call &a, int n, int ns, bool glu) {
+    if (a.out <= 0) return VC_OK; /* no rows: no grid of zero blocks */
+    const int m = xr_mode(c), l1 = !(m & 16);
+    const int r4 = (m & 7) ? (m & 7) == 4 : xr_r4(t, glu);
+    switch (t) {
 #define X(T)                                                                                          \
     case T:                                                                                           \
-        if (r4 && l1) xr_go<T, 4, 1>(c, wd, ws, x, y, bias, out, nu, glu, act);                       \
-        else if (r4) xr_go<T, 4, 0>(c, wd, ws, x, y, bias, out, nu, glu, act);                        \
-        else if (l1) xr_go<T, 2, 1>(c, wd, ws, x, y, bias, out, nu, glu, act);                        \
-        else xr_go<T, 2, 0>(c, wd, ws, x, y, bias, out, nu, glu, act);                                \
+        if (n == 2) xr_go<T, 2, 1, 2, 1>(c, a, glu);                                                  \
+        else if (ns > 1 && r4) xr_go<T, 4, 1, 1, 3>(c, a, false);                                     \
+        else if (ns > 1) xr_go<T, 2, 1, 1, 3>(c, a, false);                                           \
+        else if (r4 && l1) xr_go<T, 4, 1, 1, 1>(c, a, glu);                                           \
+        else if (r4) xr_go<T, 4, 0, 1, 1>(c, a, glu);                                                 \
+        else if (l1) xr_go<T, 2, 1, 1, 1>(c, a, glu);                                                 \
+        else xr_go<T, 2, 0, 1, 1>(c, a, glu);                                                         \
         break;
         X(RT_Q4_0) X(RT_Q4_1) X(RT_Q8_0) X(RT_Q4_K) X(RT_Q5_K) X(RT_Q6_K)
 #undef X
-    default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda gemv xr: weight dtype %s", rt_dtype_name(w->dtype));
+    default: return vc_err_set(VC_ERR_UNSUPPORTED, "cuda gemv xr: weight dtype %s", rt_dtype_name(t));
     }
     __atomic_fetch_add(&g_xr_launches, 1, __ATOMIC_RELAXED);
     CU_LAUNCHED();
+    return VC_OK;
+}
+
+int cuda_gemv_xr(cuda_ctx *c, const rt_tensor *w, const float *x, int64_t x_ld, float *y, int64_t y_ld,
+                 const float *bias, int64_t out, int64_t in, int n, bool glu, int act) {
+    xr_call a = {};
+    a.w = (const char *)w->data, a.ws = w->stride[0], a.x = x, a.y = y, a.bias = glu ? NULL : bias;
+    a.out = out, a.x_ld = x_ld, a.y_ld = y_ld, a.nu = (int)(in / XR_UV), a.act = act;
+    return xr_run(c, w->dtype, a, n, 1, glu);
+}
+
+/* MATMUL3 (off with VLLM_CUDA_GEMV_XR=t):
+ * one x row, f32 x (16-byte aligned) and y, three GGUF weights this kernel
+ * takes; the weights of one type share a launch as segments (Q4_K_M's
+ * q, k (Q4_K) and v (Q6_K): two launches instead of three). */
+bool cuda_matmul3_fits(cuda_ctx *c, const rt_op_args *a) {
+    if (!(xr_mode(c) & 512)) return false;
+    const rt_tensor *x = a->src[0];
+    const rt_tensor *y[3] = {a->dst, a->p.mm3.y1, a->p.mm3.y2};
+    if (x->dtype != RT_F32 || rt_tensor_nrows(x) != 1 || x->stride[x->ndim - 1] != 4 || ((uintptr_t)x->data & 15))
+        return false;
+    for (int i = 0; i < 3; i++) {
+        const rt_tensor *w = a->src[1 + i];
+        if (!y[i] || y[i]->dtype != RT_F32 || y[i]->stride[y[i]->ndim - 1] != 4 || !w || w->ndim != 2 ||
+            w->shape[0] > INT_MAX || !cuda_gemv_xr_fits(c, w, 1))
+            return false;
+    }
+    return true;
+}
+
+int cuda_op_matmul3(rt_backend *be, const rt_op_args *a) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    const rt_tensor *x = a->src[0];
+    rt_tensor *y[3] = {a->dst, a->p.mm3.y1, a->p.mm3.y2};
+    for (int i = 0; i < 3; i++)
+        if (cuda_check_dev(y[i], "matmul3") || cuda_check_dev(a->src[1 + i], "matmul3")) return VC_ERR_INVALID;
+    if (cuda_check_dev(x, "matmul3")) return VC_ERR_INVALID;
+    if (!cuda_matmul3_fits(c, a)) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul3: not a one-row GGUF call");
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    bool done[3] = {false, false, false};
+    for (int i = 0; i < 3; i++) {
+        if (done[i]) continue;
+        const rt_dtype t = a->src[1 + i]->dtype;
+        xr_call k = {};
+        int ns = 0;
+        for (int j = i; j < 3; j++) { /* this type's weights, in order: segment ns */
+            const rt_tensor *w = a->src[1 + j];
+            if (done[j] || w->dtype != t) continue;
+            done[j] = true;
+            if (ns == 0) {
+                k.w = (const char *)w->data, k.ws = w->stride[0], k.y = (float *)y[j]->data;
+            } else {
+                k.mo.w[ns - 1] = (const char *)w->data, k.mo.ws[ns - 1] = w->stride[0];
+                k.mo.y[ns - 1] = (float *)y[j]->data;
+                k.mo.end[ns - 1] = k.out;
+            }
+            k.out += w->shape[0];
+            ns++;
+        }
+        if (ns == 2) k.mo.end[1] = k.out; /* no third segment */
+        k.x = (const float *)x->data, k.bias = NULL;
+        k.nu = (int)(x->shape[x->ndim - 1] / XR_UV), k.act = 0;
+        const int rc = xr_run(c, t, k, 1, ns, false);
+        if (rc < 0) return rc;
+    }
     return VC_OK;
 }

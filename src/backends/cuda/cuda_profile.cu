@@ -91,7 +91,7 @@ template <size_t... I> static void install_tramps(const rt_op_fn *real, std::ind
     static const rt_op_fn tr[] = {prof_tramp<(int)I>...}; /* one trampoline per op */
     for (int o = 0; o < RT_OP_COUNT; o++) {
         g_real[o] = real[o];
-        rt_op_register((rt_op)o, RT_DEV_CUDA, tr[o]);
+        if (real[o]) rt_op_register((rt_op)o, RT_DEV_CUDA, tr[o]); /* ops without a kernel stay unregistered */
     }
 }
 
