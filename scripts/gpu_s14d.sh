@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # gpu_s14d.sh — session 14, call 3 (nvidia-h200, ~4 min; prebuilt vllm and
-# (binaries of branch s14-rows: its VLLM_CUDA_RS_PF variants are not on main)
 # test_cuda_rope_pf: `bash scripts/gpu_snap.sh d vllm test_cuda_rope_pf`,
 # run carry [".gpu-snap-d"] "cd .gpu-snap-d && OUT=$OUT bash
 # scripts/gpu_s14d.sh"). The 0.6B prefill gate: session 13's ncu put
@@ -17,6 +16,8 @@
 #   3. the median TTFT of 8 2048-token prefills (gpu_bench.sh's command)
 #      per variant, alternated, two rounds; greedy ids of 2048 + 16 per
 #      variant compared.
+# Record of a call made with the binaries of branch s14-rows (its
+# VLLM_CUDA_RS_PF variants and VLLM_CUDA_NORM_WARP are not on main).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s14d

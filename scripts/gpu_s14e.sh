@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # gpu_s14e.sh — session 14, call 4 (nvidia-h200, ~3 min; prebuilt vllm,
-# (binaries of branch s14-rows: its VLLM_CUDA_RS_PF variants are not on main)
 # test_cuda_rope_pf, test_cuda_fused, test_cuda_ops: `bash
 # scripts/gpu_snap.sh e vllm test_cuda_rope_pf test_cuda_fused
 # test_cuda_ops`, run carry [".gpu-snap-e"] "cd .gpu-snap-e && OUT=$OUT
@@ -20,6 +19,8 @@
 #   3. median TTFT of 8 2048-token prefills: default / RS_PF=1 /
 #      NORM_WARP=0 / both off, alternated, three rounds; greedy ids of
 #      2048 + 32 per configuration compared (the norm's sum order changed).
+# Record of a call made with the binaries of branch s14-rows (its
+# VLLM_CUDA_RS_PF variants and VLLM_CUDA_NORM_WARP are not on main).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s14e

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # gpu_s14f.sh — session 14, call 5 (nvidia-h200, ~1 min; the snapshot of
-# (measures main's kernels via the s14-rows snapshot; the settings it names exist there)
 # call 4, .gpu-snap-e, run carry [".gpu-snap-e"] "cd .gpu-snap-e &&
 # OUT=$OUT bash scripts/gpu_s14f.sh"). Call 4's engine profile put
 # QK_ROPE_STORE at ~36 us a 2048-token call against 17.6 us in
@@ -11,6 +10,8 @@
 # VLLM_CUDA_NORM_WARP=0): median TTFT of 8 2048-token prefills at
 # --gpu-memory-utilization 0.9 / 0.05 / 0.02, three rounds, then the
 # per-op table (PDL and graphs off) at 0.9 and 0.02.
+# Record of a call made with the binaries of branch s14-rows (its
+# VLLM_CUDA_RS_PF variants and VLLM_CUDA_NORM_WARP are not on main).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s14f

@@ -163,7 +163,7 @@ typedef struct {
     int gemv_q; /* cuda_gemv_q.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_Q=0), 2 on */
     int gemv_d4; /* cuda_gemv_d4.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_D4=0), 2 on */
     int gemv_d4_seg, gemv_d4_cps, gemv_d4_n1; /* cuda_gemv_d4.cu: segment multiplier, blocks per SM, n = 1 instance */
-    int gemv_xr; /* cuda_gemv_xr.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_XR=0), else rows a step */
+    int gemv_xr; /* cuda_gemv_xr.cu: 0 not read, 1 off (VLLM_CUDA_GEMV_XR=0), else xr_mode's flags */
     int gemv_max_n; /* act_dtype: f32 (GEMV) up to this many tokens over unquantized W (VLLM_CUDA_GEMV_MAX_N); -1 by x bytes; 0 not read */
     cuda_ws xh; /* GEMM activations converted to f16/bf16 (cuda_gemm.cu) */
     cuda_ws mq; /* cuda_mmq.cu: x in int8 with its scales, split-K partials */
