@@ -1,63 +1,87 @@
 #!/usr/bin/env bash
 # gpu_s15a.sh — prepared in session 14 for session 15's first call
-# (nvidia-h200, ~2 min): on branch s15-rope,
-#   git checkout s15-rope && bash scripts/gpu_snap.sh a vllm test_cuda_rope_pf
+# (nvidia-h200, ~4-5 min) on branch s15 (= s15-rope + s15-fa3ps):
+#   git checkout s15 && bash scripts/gpu_snap.sh a vllm test_cuda_rope_pf test_cuda_flash
 #   run carry [".gpu-snap-a"] "cd .gpu-snap-a && OUT=$OUT bash scripts/gpu_s15a.sh"
-# Two questions of the 0.6B 2048-token prefill (5.64 ms under ncu with a
-# warm L2, session 14's gpu_s14g.sh: GEMMs 2.81 ms, k_flash_fa3 1.43 ms,
-# k_qk_rope_store_pf 0.57, ADD_RMSNORM 0.48, GLU 0.33):
-#   1. k_qk_rope_store_pf with the half-warp's 64 angles computed once and
+# The 0.6B 2048-token prefill (5.64 ms under ncu with a warm L2, session
+# 14's gpu_s14g.sh: GEMMs 2.81 ms, k_flash_fa3 1.43 ms, k_qk_rope_store_pf
+# 0.57, ADD_RMSNORM 0.48, GLU 0.33; engine TTFT 5.9-6.0 ms):
+#   1. k_flash_fa3 with persistent CTAs (VLLM_CUDA_FLASH_WG=4, prepared
+#      blind): a 60 s probe of test_flash_gqa first (a barrier-protocol
+#      hang shows as exit 124 and leaves fa3ps out of every later step),
+#      then test_cuda_flash on every variant (cases + timing), memcheck of
+#      fa3ps on test_flash_gqa / _long / _block_sizes;
+#   2. k_qk_rope_store_pf with the half-warp's 64 angles computed once and
 #      shuffled (the branch's default, VLLM_CUDA_RS_PF=2) vs every lane's
-#      own 8 (=1): session 14's ncu of the kernel in the engine showed 0.48
-#      issued instructions a cycle per scheduler and SM 38% at DRAM 19%,
-#      i.e. it is issue- and latency-bound, not bandwidth-bound.
-#      test_cuda_rope_pf (bit-identity of 1 and 2, speed), memcheck of the
-#      cases, median TTFT of 8 prefills per mode, three rounds, greedy ids;
-#   2. what limits k_flash_fa3 (~360 TFLOP/s of attention, ~40% of the
-#      tensor peak): Nsight Compute of one layer's call in the engine, L2
-#      left warm (--cache-control none), the full set: L2 / L1 / DRAM
-#      throughput (is the K/V stream from L2, 64 KB a 128 x 128 tile, the
-#      limit?), tensor pipe utilisation, stall reasons.
-# Merge s15-rope if the TTFT wins in all three rounds and the ids match.
+#      own 8 (=1; session 14's ncu: 0.48 issued a cycle per scheduler, SM
+#      38%, DRAM 19%: issue- and latency-bound): test_cuda_rope_pf
+#      (bit-identity, speed), memcheck of its cases;
+#   3. median TTFT of 8 2048-token prefills, configurations FLASH_WG 2 / 4
+#      x RS_PF 1 / 2, three rounds alternated; greedy ids of each;
+#   4. ncu --set full of k_flash_fa3 (default) in the engine, L2 warm: L2
+#      / L1 / DRAM throughput, tensor pipe, stall reasons (what limits it
+#      at ~360 TFLOP/s).
+# Merge rules: fa3ps correct, memcheck clean and TTFT lower in all three
+# rounds -> default 4; the rope change likewise -> default 2 (s15-rope's
+# default already); else keep 2 / 1 and record.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s15a
 M=/tmp/rand-qwen3-0.6b
 ( $PY scripts/gpu_hf.py make --shape qwen3-0.6b --out $M >$L/make.log 2>&1; echo "exit $?" >>$L/make.log ) &
 gpu_bin
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+say "probe fa3ps"
+(cd bin && VLLM_TEST_FILTER=test_flash_gqa VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 60 ./test_cuda_flash) \
+    >$L/probe_fa3ps.log 2>&1
+PR=$?
+echo "probe fa3ps (test_flash_gqa) exit $PR $(grep -E 'PASSED|FAILED' $L/probe_fa3ps.log | head -1)"
+[ $PR = 0 ] && PS_OK=1 || { PS_OK=0; tail -3 $L/probe_fa3ps.log; }
+say test_cuda_flash
+ONLY="64,128,wg,fa3,fa3pp$([ $PS_OK = 1 ] && echo ,fa3ps)"
+(cd bin && VLLM_TEST_FLASH_ONLY=$ONLY timeout 240 ./test_cuda_flash) >$L/test_flash.log 2>&1
+echo "test_cuda_flash ($ONLY) exit $? $(grep -E 'PASSED|FAILED' $L/test_flash.log | head -2 | tr '\n' ' ')"
+grep -E "tile fa3ps.*error|LINE|Failure|did not run" $L/test_flash.log | cut -c1-200 | sort | uniq | head -12
+grep -E "^speed|speed: flash" $L/test_flash.log | cut -c1-200 | head -14
+if [ $PS_OK = 1 ]; then
+    for t in test_flash_gqa test_flash_long test_flash_block_sizes; do
+        (cd bin && VLLM_TEST_FILTER=$t VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 120 $SAN --tool memcheck \
+            ./test_cuda_flash) >$L/memcheck_$t.log 2>&1
+        echo "memcheck fa3ps $t exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_$t.log | tail -1)"
+    done
+fi
 say test_cuda_rope_pf
 (cd bin && timeout 200 ./test_cuda_rope_pf) >$L/test_rope_pf.log 2>&1
 echo "test_cuda_rope_pf exit $? $(grep -E 'PASSED|FAILED' $L/test_rope_pf.log | head -2 | tr '\n' ' ')"
 grep -E "qk_rope_store|differs|LINE|Failure" $L/test_rope_pf.log | cut -c1-240 | head -8
-SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-(cd bin && VLLM_TEST_ONLY=test_rope_pf_cases timeout 200 $SAN --tool memcheck ./test_cuda_rope_pf) >$L/memcheck.log 2>&1
-echo "memcheck test_cuda_rope_pf exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck.log | tail -1)"
+(cd bin && VLLM_TEST_ONLY=test_rope_pf_cases timeout 200 $SAN --tool memcheck ./test_cuda_rope_pf) >$L/memcheck_rope.log 2>&1
+echo "memcheck test_cuda_rope_pf exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_rope.log | tail -1)"
 while ! grep -q exit $L/make.log 2>/dev/null; do sleep 1; done; tail -1 $L/make.log
 ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$M/config.json'))['vocab_size'];
 print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(2048)))")
-say "TTFT, VLLM_CUDA_RS_PF 1 / 2"
+CFGS="2:1 2:2$([ $PS_OK = 1 ] && echo ' 4:1 4:2')"
+say "TTFT (FLASH_WG:RS_PF)"
 for r in 1 2 3; do
     line="round $r:"
-    for k in 1 2; do
-        VLLM_CUDA_RS_PF=$k ./bin/vllm bench --device cuda --model $M --num-prompts 8 --input-len 2048 --output-len 1 \
-            --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 >$L/pf_${k}_$r.log 2>&1
-        line="$line RS_PF=$k $(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' $L/pf_${k}_$r.log | head -1)"
+    for c in $CFGS; do
+        VLLM_CUDA_FLASH_WG=${c%:*} VLLM_CUDA_RS_PF=${c#*:} ./bin/vllm bench --device cuda --model $M --num-prompts 8 \
+            --input-len 2048 --output-len 1 --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 \
+            >$L/pf_${c/:/_}_$r.log 2>&1
+        line="$line $c $(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' $L/pf_${c/:/_}_$r.log | head -1)"
     done
     echo "$line ms"
 done
-for k in 1 2; do
-    VLLM_CUDA_RS_PF=$k ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" --max-tokens 32 --ignore-eos \
-        --temperature 0 --print-ids >$L/ids_$k.txt 2>/dev/null
+for c in $CFGS; do
+    VLLM_CUDA_FLASH_WG=${c%:*} VLLM_CUDA_RS_PF=${c#*:} ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" \
+        --max-tokens 32 --ignore-eos --temperature 0 --print-ids >$L/ids_${c/:/_}.txt 2>/dev/null
+    cmp -s $L/ids_2_1.txt $L/ids_${c/:/_}.txt && echo "greedy ids 2:1 == $c" || echo "greedy ids 2:1 != $c"
 done
-cmp -s $L/ids_1.txt $L/ids_2.txt && echo "greedy ids RS_PF 1 == 2" || echo "greedy ids RS_PF 1 != 2"
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-for k in k_qk_rope_store_pf k_flash_fa3; do
-    say "ncu --set full: $k (6th call, engine, warm L2)"
-    timeout 150 $NCU -k regex:$k --launch-skip 5 --launch-count 1 --cache-control none --set full \
-        ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" --max-tokens 1 --ignore-eos --temperature 0 \
-        >$L/ncu_$k.txt 2>&1
-    echo "ncu exit $?"
-    grep -E "Duration|DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Issued Warp|Eligible Warps|Active Warps Per|Registers Per|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Executed Ipc|SM Busy|Tensor|stall|Stall" \
-        $L/ncu_$k.txt | cut -c1-170 | head -40
-done
+say "ncu --set full: k_flash_fa3 (6th call, engine, warm L2)"
+VLLM_CUDA_FLASH_WG=2 timeout 150 $NCU -k regex:k_flash_fa3 --launch-skip 5 --launch-count 1 --cache-control none --set full \
+    ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" --max-tokens 1 --ignore-eos --temperature 0 \
+    >$L/ncu_fa3.txt 2>&1
+echo "ncu exit $?"
+grep -E "Duration|DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Issued Warp|Eligible Warps|Active Warps Per|L2 Hit Rate|Mem Busy|Max Bandwidth|Executed Ipc|SM Busy|Tensor|stall|Stall" \
+    $L/ncu_fa3.txt | cut -c1-170 | head -40
 say done
