@@ -32,11 +32,14 @@ M=/tmp/rand-qwen3-0.6b
 gpu_bin
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 say "probe fa3ps"
-(cd bin && VLLM_TEST_FILTER=test_flash_gqa VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 60 ./test_cuda_flash) \
-    >$L/probe_fa3ps.log 2>&1
-PR=$?
-echo "probe fa3ps (test_flash_gqa) exit $PR $(grep -E 'PASSED|FAILED' $L/probe_fa3ps.log | head -1)"
-[ $PR = 0 ] && PS_OK=1 || { PS_OK=0; tail -3 $L/probe_fa3ps.log; }
+PS_OK=1
+for t in test_flash_gqa test_flash_long; do # long: 256 items on 132 CTAs, so CTAs walk two
+    (cd bin && VLLM_TEST_FILTER=$t VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 60 ./test_cuda_flash) \
+        >$L/probe_fa3ps_$t.log 2>&1
+    PR=$?
+    echo "probe fa3ps ($t) exit $PR $(grep -E 'PASSED|FAILED' $L/probe_fa3ps_$t.log | head -1)"
+    [ $PR = 0 ] || { PS_OK=0; tail -3 $L/probe_fa3ps_$t.log; }
+done
 say test_cuda_flash
 ONLY="64,128,wg,fa3,fa3pp$([ $PS_OK = 1 ] && echo ,fa3ps)"
 (cd bin && VLLM_TEST_FLASH_ONLY=$ONLY timeout 240 ./test_cuda_flash) >$L/test_flash.log 2>&1
