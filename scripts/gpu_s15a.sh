@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_s15a.sh — prepared in session 14 for session 15's first call
 # (nvidia-h200, ~4-5 min) on branch s15 (= s15-rope + s15-fa3ps):
-#   git checkout s15 && bash scripts/gpu_snap.sh a vllm test_cuda_rope_pf test_cuda_flash
+#   git checkout s15 && bash scripts/gpu_snap.sh a vllm test_cuda_rope_pf test_cuda_flash test_cuda_mk
 #   run carry [".gpu-snap-a"] "cd .gpu-snap-a && OUT=$OUT bash scripts/gpu_s15a.sh"
 # The 0.6B 2048-token prefill (5.64 ms under ncu with a warm L2, session
 # 14's gpu_s14g.sh: GEMMs 2.81 ms, k_flash_fa3 1.43 ms, k_qk_rope_store_pf
@@ -20,7 +20,15 @@
 #      x RS_PF 1 / 2, three rounds alternated; greedy ids of each;
 #   4. ncu --set full of k_flash_fa3 (default) in the engine, L2 warm: L2
 #      / L1 / DRAM throughput, tensor pipe, stall reasons (what limits it
-#      at ~360 TFLOP/s).
+#      at ~360 TFLOP/s);
+#   5. the megakernel lab (cuda_mk.cu, test_cuda_mk; prepared blind):
+#      a chain of dependent bf16 GEMVs in one persistent kernel with grid
+#      barriers and a producer warp streaming the weights ahead; each
+#      phase vs a double reference, memcheck, then the chain's GB/s (28
+#      0.6B-shaped / 8 8B-shaped layers) vs one op a phase in a graph. The
+#      number that decides whether a decode megakernel is worth building:
+#      the 0.6B chain's fraction of the d2d rate (the separate ops reach
+#      ~0.45-0.55 on those shapes).
 # Merge rules: fa3ps correct, memcheck clean and TTFT lower in all three
 # rounds -> default 4; the rope change likewise -> default 2 (s15-rope's
 # default already); else keep 2 / 1 and record.
@@ -87,4 +95,10 @@ VLLM_CUDA_FLASH_WG=2 timeout 150 $NCU -k regex:k_flash_fa3 --launch-skip 5 --lau
 echo "ncu exit $?"
 grep -E "Duration|DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Issued Warp|Eligible Warps|Active Warps Per|L2 Hit Rate|Mem Busy|Max Bandwidth|Executed Ipc|SM Busy|Tensor|stall|Stall" \
     $L/ncu_fa3.txt | cut -c1-170 | head -40
+say "megakernel lab"
+(cd bin && timeout 120 ./test_cuda_mk) >$L/test_mk.log 2>&1
+echo "test_cuda_mk exit $? $(grep -E 'PASSED|FAILED' $L/test_mk.log | head -2 | tr '\n' ' ')"
+grep -E "mk phase|speed: mk|LINE|Failure|mk plan" $L/test_mk.log | cut -c1-240 | head -20
+(cd bin && VLLM_TEST_ONLY=test_mk timeout 120 $SAN --tool memcheck ./test_cuda_mk) >$L/memcheck_mk.log 2>&1
+echo "memcheck test_cuda_mk exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_mk.log | tail -1)"
 say done
