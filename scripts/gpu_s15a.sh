@@ -22,7 +22,9 @@
 #      / L1 / DRAM throughput, tensor pipe, stall reasons (what limits it
 #      at ~360 TFLOP/s);
 #   5. the megakernel lab (cuda_mk.cu, test_cuda_mk; prepared blind):
-#      a chain of dependent bf16 GEMVs in one persistent kernel with grid
+#      decode layers without attention (RMSNorm + QKV, Wo + residual,
+#      RMSNorm + gate|up GLU, down + residual: dependent bf16 GEMVs) in
+#      one persistent kernel with grid
 #      barriers and a producer warp streaming the weights ahead; each
 #      phase vs a double reference, memcheck, then the chain's GB/s (28
 #      0.6B-shaped / 8 8B-shaped layers) vs one op a phase in a graph. The

@@ -13,10 +13,15 @@
  * GEMV chain alone (no norms, rope or attention): if the chain streams
  * near the copy rate, the decode megakernel is worth building around it.
  *
- * The chain: phase i computes out_i = W_i v_i over bf16 W_i [R_i, C_i]
- * (row-major, rows 16-byte aligned, C_i % 256 == 0) and f32 v; GLU phases
- * (stacked gate | up rows, as MATMUL_GLU) give silu(gate) * up, R_i / 2
- * outputs. v_0 = x; v_{i+1} = the first C_{i+1} values of out_i. Every
+ * The chain: phase i computes out_i = W_i v_i (+ res_i) over bf16 W_i
+ * [R_i, C_i] (row-major, rows 16-byte aligned, C_i % 256 == 0) and f32 v;
+ * GLU phases (stacked gate | up rows, as MATMUL_GLU) give silu(gate) *
+ * up, R_i / 2 outputs. v_i is x or an earlier phase's output (its first
+ * C_i values), optionally RMS-normalised (each CTA normalises the whole
+ * vector itself: no extra barrier); res_i, x or an earlier output, makes
+ * the phase a residual add. So a decode layer without attention is four
+ * phases: norm + QKV, Wo + residual (the attention output's stand-in:
+ * the first q_dim values of QKV), norm + gate|up, down + residual. Every
  * out_i is kept (f32, one buffer) so a test can check each phase.
  *
  * Kernel (grid: one CTA an SM, cooperative launch so all are resident;
@@ -59,9 +64,12 @@
 struct mk_phase {
     const __nv_bfloat16 *w; /* [rows][cols] */
     const float *in;        /* v: cols floats */
+    const float *nw;        /* RMSNorm weight (cols) applied to v first; NULL: none */
+    const float *res;       /* out = res + W v (rows floats); NULL: none */
     float *out;             /* rows (GLU: rows / 2) floats */
     int64_t rows, cols;     /* W's */
     int glu;
+    float eps;
 };
 
 /* Chunking of a CTA's share of phase p: outputs [o0, o1) (GLU: gate rows
@@ -146,6 +154,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
         return;
     }
     const int ct = tid - 32, cw = warp - 1; /* consumer thread 0 .. 255, warp 0 .. 7 */
+    __shared__ float red[8];                 /* the norm's warp sums */
     int st = 0;
     uint32_t par = 0;
     for (int i = 0; i < n_phase; i++) {
@@ -159,9 +168,28 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             flw_named_sync(1, 256);
         }
         /* v: written by other CTAs in this kernel, so through L2 (coherent), not the read-only path */
-        for (int64_t k = ct; k < p.cols / 4; k += 256) ((float4 *)xs)[k] = __ldcg((const float4 *)p.in + k);
+        float ss = 0.0f;
+        for (int64_t k = ct; k < p.cols / 4; k += 256) {
+            const float4 v = __ldcg((const float4 *)p.in + k);
+            ((float4 *)xs)[k] = v;
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
         const int64_t nout = s.o1 - s.o0, nacc = nout * (p.glu ? 2 : 1);
         for (int64_t k = ct; k < nacc; k += 256) acc[k] = 0.0f;
+        if (p.nw) { /* v = rmsnorm(v) * nw, every CTA over the whole row (a few KB from L2) */
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            if (lane == 0) red[cw] = ss;
+            flw_named_sync(1, 256);
+            float t = 0.0f;
+            for (int k = 0; k < 8; k++) t += red[k];
+            const float sc = 1.0f / sqrtf(t / (float)p.cols + p.eps);
+            for (int64_t k = ct; k < p.cols / 4; k += 256) {
+                float4 v = ((float4 *)xs)[k];
+                const float4 g = ((const float4 *)p.nw)[k];
+                v.x = v.x * sc * g.x, v.y = v.y * sc * g.y, v.z = v.z * sc * g.z, v.w = v.w * sc * g.w;
+                ((float4 *)xs)[k] = v;
+            }
+        }
         flw_named_sync(1, 256);
         for (int64_t r0 = s.o0; r0 < s.o1; r0 += s.cr) {
             const int64_t nr = s.o1 - r0 < s.cr ? s.o1 - r0 : s.cr;
@@ -210,6 +238,8 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             if (p.glu) {
                 const float g = y;
                 y = g / (1.0f + expf(-g)) * acc[nout + k];
+            } else if (p.res) {
+                y += __ldcg(p.res + s.o0 + k);
             }
             p.out[s.o0 + k] = y;
         }
@@ -232,11 +262,15 @@ struct cuda_mk_plan {
 
 extern "C" {
 
-/* w[i]: bf16 [R_i, C_i] on this backend, contiguous; glu[i]: stacked gate |
- * up rows; x: f32 C_0; out: f32, at least sum of the phases' outputs
- * (phase i's at the sum of the earlier ones). NULL (error set) when the
- * chain does not fit the lab's limits. */
-cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const rt_tensor *const *w, const int *glu, const rt_tensor *x,
+/* Phase i: w[i] bf16 [R_i, C_i] on this backend, contiguous; glu[i]:
+ * stacked gate | up rows (SiLU(gate) * up, R_i / 2 outputs); its input v
+ * is output in_from[i] (an earlier phase's; -1: x), its first C_i values,
+ * RMS-normalised by norm_w[i] (f32 C_i; NULL: none; eps); res_from[i]
+ * (an earlier phase's output or -1: x; -2: none; not with GLU) is added
+ * to its R_i outputs. Phase outputs lie one after another in out (f32).
+ * NULL (error set) when the chain does not fit the lab's limits. */
+cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const rt_tensor *const *w, const int *glu, const int *in_from,
+                                  const rt_tensor *const *norm_w, const int *res_from, float eps, const rt_tensor *x,
                                   rt_tensor *out) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (n <= 0 || n > 4096) {
@@ -244,35 +278,43 @@ cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const rt_tensor *const 
         return NULL;
     }
     mk_phase *h = (mk_phase *)calloc((size_t)n, sizeof *h);
-    if (!h) {
+    int64_t *len = (int64_t *)calloc((size_t)n, sizeof *len);
+    if (!h || !len) {
+        free(h), free(len);
         vc_err_set(VC_ERR_OOM, "cuda mk: phase table");
         return NULL;
     }
     int64_t off = 0, max_cols = 0, avail = rt_tensor_nelem(out);
-    const float *in = (const float *)x->data;
-    int64_t in_len = rt_tensor_nelem(x);
+    const int64_t x_len = rt_tensor_nelem(x);
     for (int i = 0; i < n; i++) {
-        const rt_tensor *t = w[i];
+        const rt_tensor *t = w[i], *nw = norm_w ? norm_w[i] : NULL;
         const int64_t R = t->shape[0], C = t->shape[1], nout = glu[i] ? R / 2 : R;
+        const int fi = in_from[i], ri = res_from ? res_from[i] : -2;
+        const int64_t in_len = fi < 0 ? x_len : fi < i ? len[fi] : -1;
+        const int64_t res_len = ri == -2 ? nout : ri == -1 ? x_len : ri >= 0 && ri < i ? len[ri] : -1;
         if (t->dtype != RT_BF16 || t->ndim != 2 || t->stride[1] != 2 || t->stride[0] != C * 2 || C % 256 ||
-            (uintptr_t)t->data % 16 || (glu[i] && R % 2) || C > in_len || off + nout > avail ||
+            (uintptr_t)t->data % 16 || (glu[i] && R % 2) || fi < -1 || C > in_len || res_len < nout ||
+            (glu[i] && ri != -2) || (nw && (nw->dtype != RT_F32 || rt_tensor_nelem(nw) < C)) || off + nout > avail ||
             (nout + c->n_sm - 1) / c->n_sm * (glu[i] ? 2 : 1) > MK_MAX_ACC) {
-            free(h);
+            free(h), free(len);
             vc_err_set(VC_ERR_UNSUPPORTED, "cuda mk: phase %d ([%lld, %lld]) outside the lab's limits", i, (long long)R,
                        (long long)C);
             return NULL;
         }
         h[i].w = (const __nv_bfloat16 *)t->data;
-        h[i].in = in;
+        h[i].in = fi < 0 ? (const float *)x->data : h[fi].out;
+        h[i].nw = nw ? (const float *)nw->data : NULL;
+        h[i].res = ri == -2 ? NULL : ri == -1 ? (const float *)x->data : h[ri].out;
         h[i].out = (float *)out->data + off;
         h[i].rows = R;
         h[i].cols = C;
         h[i].glu = glu[i];
-        in = h[i].out;
-        in_len = nout;
+        h[i].eps = eps;
+        len[i] = nout;
         off += nout;
         if (C > max_cols) max_cols = C;
     }
+    free(len);
     const size_t fixed = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + 1024;
     const int ns = (int)((MK_SMEM_MAX - fixed) / (MK_SB + 16));
     if (ns < 2) {
