@@ -7,10 +7,10 @@
 # 14's gpu_s14g.sh: GEMMs 2.81 ms, k_flash_fa3 1.43 ms, k_qk_rope_store_pf
 # 0.57, ADD_RMSNORM 0.48, GLU 0.33; engine TTFT 5.9-6.0 ms):
 #   1. k_flash_fa3 with persistent CTAs (VLLM_CUDA_FLASH_WG=4, prepared
-#      blind): a 60 s probe of test_flash_gqa first (a barrier-protocol
-#      hang shows as exit 124 and leaves fa3ps out of every later step),
-#      then test_cuda_flash on every variant (cases + timing), memcheck of
-#      fa3ps on test_flash_gqa / _long / _block_sizes;
+#      blind): 45 s probes of test_flash_gqa / _long first (a barrier-
+#      protocol hang shows as exit 124 and leaves fa3ps out of every later
+#      step), then test_cuda_flash on fa3 and fa3ps (cases + timing),
+#      memcheck of fa3ps on test_flash_long (multi-item CTAs);
 #   2. k_qk_rope_store_pf with the half-warp's 64 angles computed once and
 #      shuffled (the branch's default, VLLM_CUDA_RS_PF=2) vs every lane's
 #      own 8 (=1; session 14's ncu: 0.48 issued a cycle per scheduler, SM
@@ -41,34 +41,31 @@ M=/tmp/rand-qwen3-0.6b
 ( $PY scripts/gpu_hf.py make --shape qwen3-0.6b --out $M >$L/make.log 2>&1; echo "exit $?" >>$L/make.log ) &
 gpu_bin
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# (order: the quick decisive results first; the memchecks and ncu last,
+# each with its own limit, so the call stays inside 600 s)
+say "megakernel lab"
+(cd bin && timeout 90 ./test_cuda_mk) >$L/test_mk.log 2>&1
+echo "test_cuda_mk exit $? $(grep -E 'PASSED|FAILED' $L/test_mk.log | head -2 | tr '\n' ' ')"
+grep -E "mk .*phase|speed: mk|LINE|Failure|mk plan" $L/test_mk.log | cut -c1-240 | head -24
 say "probe fa3ps"
 PS_OK=1
 for t in test_flash_gqa test_flash_long; do # long: 256 items on 132 CTAs, so CTAs walk two
-    (cd bin && VLLM_TEST_FILTER=$t VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 60 ./test_cuda_flash) \
+    (cd bin && VLLM_TEST_FILTER=$t VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 45 ./test_cuda_flash) \
         >$L/probe_fa3ps_$t.log 2>&1
     PR=$?
     echo "probe fa3ps ($t) exit $PR $(grep -E 'PASSED|FAILED' $L/probe_fa3ps_$t.log | head -1)"
     [ $PR = 0 ] || { PS_OK=0; tail -3 $L/probe_fa3ps_$t.log; }
 done
-say test_cuda_flash
-ONLY="64,128,wg,fa3,fa3pp$([ $PS_OK = 1 ] && echo ,fa3ps)"
-(cd bin && VLLM_TEST_FLASH_ONLY=$ONLY timeout 240 ./test_cuda_flash) >$L/test_flash.log 2>&1
+say "test_cuda_flash (fa3, fa3ps: cases + timing)"
+ONLY="fa3$([ $PS_OK = 1 ] && echo ,fa3ps)"
+(cd bin && VLLM_TEST_FLASH_ONLY=$ONLY timeout 150 ./test_cuda_flash) >$L/test_flash.log 2>&1
 echo "test_cuda_flash ($ONLY) exit $? $(grep -E 'PASSED|FAILED' $L/test_flash.log | head -2 | tr '\n' ' ')"
 grep -E "tile fa3ps.*error|LINE|Failure|did not run" $L/test_flash.log | cut -c1-200 | sort | uniq | head -12
-grep -E "^speed|speed: flash" $L/test_flash.log | cut -c1-200 | head -14
-if [ $PS_OK = 1 ]; then
-    for t in test_flash_gqa test_flash_long test_flash_block_sizes; do
-        (cd bin && VLLM_TEST_FILTER=$t VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 120 $SAN --tool memcheck \
-            ./test_cuda_flash) >$L/memcheck_$t.log 2>&1
-        echo "memcheck fa3ps $t exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_$t.log | tail -1)"
-    done
-fi
+grep -E "speed: flash" $L/test_flash.log | cut -c1-200 | head -8
 say test_cuda_rope_pf
-(cd bin && timeout 200 ./test_cuda_rope_pf) >$L/test_rope_pf.log 2>&1
+(cd bin && timeout 90 ./test_cuda_rope_pf) >$L/test_rope_pf.log 2>&1
 echo "test_cuda_rope_pf exit $? $(grep -E 'PASSED|FAILED' $L/test_rope_pf.log | head -2 | tr '\n' ' ')"
 grep -E "qk_rope_store|differs|LINE|Failure" $L/test_rope_pf.log | cut -c1-240 | head -8
-(cd bin && VLLM_TEST_ONLY=test_rope_pf_cases timeout 200 $SAN --tool memcheck ./test_cuda_rope_pf) >$L/memcheck_rope.log 2>&1
-echo "memcheck test_cuda_rope_pf exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_rope.log | tail -1)"
 while ! grep -q exit $L/make.log 2>/dev/null; do sleep 1; done; tail -1 $L/make.log
 ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$M/config.json'))['vocab_size'];
 print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(2048)))")
@@ -77,30 +74,34 @@ say "TTFT (FLASH_WG:RS_PF)"
 for r in 1 2 3; do
     line="round $r:"
     for c in $CFGS; do
-        VLLM_CUDA_FLASH_WG=${c%:*} VLLM_CUDA_RS_PF=${c#*:} ./bin/vllm bench --device cuda --model $M --num-prompts 8 \
-            --input-len 2048 --output-len 1 --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 \
-            >$L/pf_${c/:/_}_$r.log 2>&1
+        VLLM_CUDA_FLASH_WG=${c%:*} VLLM_CUDA_RS_PF=${c#*:} timeout 60 ./bin/vllm bench --device cuda --model $M \
+            --num-prompts 8 --input-len 2048 --output-len 1 --concurrency 1 --max-num-seqs 1 \
+            --max-num-batched-tokens 8192 >$L/pf_${c/:/_}_$r.log 2>&1
         line="$line $c $(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' $L/pf_${c/:/_}_$r.log | head -1)"
     done
     echo "$line ms"
 done
 for c in $CFGS; do
-    VLLM_CUDA_FLASH_WG=${c%:*} VLLM_CUDA_RS_PF=${c#*:} ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" \
-        --max-tokens 32 --ignore-eos --temperature 0 --print-ids >$L/ids_${c/:/_}.txt 2>/dev/null
+    VLLM_CUDA_FLASH_WG=${c%:*} VLLM_CUDA_RS_PF=${c#*:} timeout 60 ./bin/vllm run --device cuda --model $M \
+        --prompt-ids "$ids" --max-tokens 32 --ignore-eos --temperature 0 --print-ids >$L/ids_${c/:/_}.txt 2>/dev/null
     cmp -s $L/ids_2_1.txt $L/ids_${c/:/_}.txt && echo "greedy ids 2:1 == $c" || echo "greedy ids 2:1 != $c"
 done
+say memcheck
+(cd bin && VLLM_TEST_ONLY=test_mk timeout 90 $SAN --tool memcheck ./test_cuda_mk) >$L/memcheck_mk.log 2>&1
+echo "memcheck test_cuda_mk exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_mk.log | tail -1)"
+if [ $PS_OK = 1 ]; then
+    (cd bin && VLLM_TEST_FILTER=test_flash_long VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 90 $SAN \
+        --tool memcheck ./test_cuda_flash) >$L/memcheck_fa3ps.log 2>&1
+    echo "memcheck fa3ps test_flash_long exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_fa3ps.log | tail -1)"
+fi
+(cd bin && VLLM_TEST_ONLY=test_rope_pf_cases timeout 60 $SAN --tool memcheck ./test_cuda_rope_pf) >$L/memcheck_rope.log 2>&1
+echo "memcheck test_cuda_rope_pf exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_rope.log | tail -1)"
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 say "ncu --set full: k_flash_fa3 (6th call, engine, warm L2)"
-VLLM_CUDA_FLASH_WG=2 timeout 150 $NCU -k regex:k_flash_fa3 --launch-skip 5 --launch-count 1 --cache-control none --set full \
+VLLM_CUDA_FLASH_WG=2 timeout 90 $NCU -k regex:k_flash_fa3 --launch-skip 5 --launch-count 1 --cache-control none --set full \
     ./bin/vllm run --device cuda --model $M --prompt-ids "$ids" --max-tokens 1 --ignore-eos --temperature 0 \
     >$L/ncu_fa3.txt 2>&1
 echo "ncu exit $?"
 grep -E "Duration|DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Issued Warp|Eligible Warps|Active Warps Per|L2 Hit Rate|Mem Busy|Max Bandwidth|Executed Ipc|SM Busy|Tensor|stall|Stall" \
     $L/ncu_fa3.txt | cut -c1-170 | head -40
-say "megakernel lab"
-(cd bin && timeout 120 ./test_cuda_mk) >$L/test_mk.log 2>&1
-echo "test_cuda_mk exit $? $(grep -E 'PASSED|FAILED' $L/test_mk.log | head -2 | tr '\n' ' ')"
-grep -E "mk phase|speed: mk|LINE|Failure|mk plan" $L/test_mk.log | cut -c1-240 | head -20
-(cd bin && VLLM_TEST_ONLY=test_mk timeout 120 $SAN --tool memcheck ./test_cuda_mk) >$L/memcheck_mk.log 2>&1
-echo "memcheck test_cuda_mk exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_mk.log | tail -1)"
 say done
