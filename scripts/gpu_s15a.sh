@@ -46,7 +46,7 @@ SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 say "megakernel lab"
 (cd bin && timeout 90 ./test_cuda_mk) >$L/test_mk.log 2>&1
 echo "test_cuda_mk exit $? $(grep -E 'PASSED|FAILED' $L/test_mk.log | head -2 | tr '\n' ' ')"
-grep -E "mk .*phase|speed: mk|LINE|Failure|mk plan" $L/test_mk.log | cut -c1-240 | head -24
+grep -E "^mk |speed: mk|LINE|Failure|mk plan" $L/test_mk.log | cut -c1-240 | head -24
 say "probe fa3ps"
 PS_OK=1
 for t in test_flash_gqa test_flash_long; do # long: 256 items on 132 CTAs, so CTAs walk two

@@ -22,10 +22,16 @@
  * the phase a residual add. So a decode layer without attention is four
  * phases: norm + QKV, Wo + residual (the attention output's stand-in:
  * the first q_dim values of QKV), norm + gate|up, down + residual. Every
- * out_i is kept (f32, one buffer) so a test can check each phase.
+ * out_i is kept (f32, one buffer) so a test can check each phase. An
+ * attention phase (CUDA_MK_ATTN, cuda_mk.h) takes a QKV output: one
+ * decode token's q / k RMSNorm, neox rope, the new k, v stored into a
+ * paged bf16 cache, and attention over positions 0 .. pos, `splits` CTAs
+ * a kv head (work items (kv head, split); the other CTAs go straight to
+ * the barrier), the split partials merged by the last CTA of each head
+ * (a counter), so the following Wo phase reads a plain vector.
  *
  * Kernel (grid: one CTA an SM, cooperative launch so all are resident;
- * 288 threads): warp 0 is the producer, warps 1-8 the consumers. CTA b
+ * 288 threads): warp 0 is the producer (GEMV phases only), warps 1-8 the consumers. CTA b
  * owns rows [b R / P, (b + 1) R / P) of a phase (GLU: those outputs, their
  * gate and up rows). Its rows are cut into chunks of one ring stage
  * (MK_SB bytes): whole rows when they fit, else one row's column range
@@ -50,6 +56,7 @@
 #include "backends/cuda/cuda_internal.h"
 
 #include "backends/cuda/cuda_flash_wgmma.cuh" /* mbarrier helpers */
+#include "backends/cuda/cuda_mk.h"
 
 #include <cuda_bf16.h>
 #include <stdlib.h>
@@ -59,17 +66,29 @@
 #define MK_MAX_ACC 2048   /* row accumulators a CTA (rows of a phase, GLU: gate + up) */
 #define MK_THREADS 288    /* producer warp + 8 consumer warps */
 #define MK_SMEM_MAX 232448 /* 227 KB: a block's opt-in limit on sm_90 */
+#define MK_REC 132         /* floats of an attention partial: m, l, 2 unused, o[128] */
+#define MK_MAX_G 8         /* q heads a kv head in the attention phase */
 
 /* One phase, as the device reads it. */
 struct mk_phase {
+    int kind;               /* CUDA_MK_GEMV / CUDA_MK_ATTN */
     const __nv_bfloat16 *w; /* [rows][cols] */
-    const float *in;        /* v: cols floats */
+    const float *in;        /* v: cols floats (ATTN: q | k | v) */
     const float *nw;        /* RMSNorm weight (cols) applied to v first; NULL: none */
     const float *res;       /* out = res + W v (rows floats); NULL: none */
-    float *out;             /* rows (GLU: rows / 2) floats */
-    int64_t rows, cols;     /* W's */
+    float *out;             /* rows (GLU: rows / 2) floats (ATTN: h x 128) */
+    int64_t rows, cols;     /* W's (ATTN: 0, 0: no chunks) */
     int glu;
     float eps;
+    /* ATTN */
+    __nv_bfloat16 *kc, *vc;  /* [blocks][B][kvh][128] */
+    const int32_t *bt;       /* block table */
+    const float *inv_freq;   /* 64 */
+    const float *qn, *kn;    /* 128 or NULL */
+    float *ws;               /* partials: [h][splits][MK_REC] */
+    unsigned *hcnt;          /* per kv head: splits done (zeroed per launch) */
+    int h, kvh, pos, B, splits;
+    float scale;
 };
 
 /* Chunking of a CTA's share of phase p: outputs [o0, o1) (GLU: gate rows
@@ -105,12 +124,175 @@ __device__ __forceinline__ unsigned mk_ld_acquire(const unsigned *p) {
     return v;
 }
 
+/* Head vector (128 values, 4 a lane) RMS-normalised by nw (NULL: not)
+ * and rotated (neox: value i pairs with i +- 64, angle pos inv_freq[i %
+ * 64]); lane l holds values 4l .. 4l+3. */
+__device__ __forceinline__ void mk_norm_rope(float4 &x, const float *nw, const float *inv_freq, int pos, float eps,
+                                             int lane) {
+    if (nw) {
+        float ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float sc = 1.0f / sqrtf(ss / 128.0f + eps);
+        const float4 g = ((const float4 *)nw)[lane];
+        x.x *= sc * g.x, x.y *= sc * g.y, x.z *= sc * g.z, x.w *= sc * g.w;
+    }
+    /* partner values i +- 64 live in lane l ^ 16 */
+    float4 y;
+    y.x = __shfl_xor_sync(0xffffffffu, x.x, 16), y.y = __shfl_xor_sync(0xffffffffu, x.y, 16);
+    y.z = __shfl_xor_sync(0xffffffffu, x.z, 16), y.w = __shfl_xor_sync(0xffffffffu, x.w, 16);
+    const bool lo = lane < 16; /* values 0 .. 63 */
+    float c[4], s[4];
+    for (int u = 0; u < 4; u++) sincosf((float)pos * inv_freq[(4 * lane + u) & 63], &s[u], &c[u]);
+    /* first half: x c - x' s; second half: x c + x' s (x' the partner) */
+    x.x = lo ? x.x * c[0] - y.x * s[0] : x.x * c[0] + y.x * s[0];
+    x.y = lo ? x.y * c[1] - y.y * s[1] : x.y * c[1] + y.y * s[1];
+    x.z = lo ? x.z * c[2] - y.z * s[2] : x.z * c[2] + y.z * s[2];
+    x.w = lo ? x.w * c[3] - y.w * s[3] : x.w * c[3] + y.w * s[3];
+}
+
+__device__ __forceinline__ float4 mk_ld_bf16x4(const __nv_bfloat16 *p) {
+    const uint2 u = __ldcg((const uint2 *)p);
+    const float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+
+/* The attention phase's work of one CTA (consumer warps only): item (kv
+ * head g, split sp) when b < kvh x splits. Warp cw takes keys k0 + cw,
+ * k0 + cw + 8, ... of the split; lane l holds dims 4l .. 4l+3 of the G =
+ * h / kvh q heads (q in registers), an online softmax per head per warp,
+ * then the 8 warps merge in shared memory (sm: 8 x G x MK_REC floats) and the
+ * item's partial goes to ws; the last split of the head to finish merges
+ * the head's partials into out. Records: MK_REC floats (m, l, 2 unused,
+ * o[128]: o 16-byte aligned). */
+__device__ void mk_attn(const mk_phase &p, int b, int cw, int lane, int ct, float *sm) {
+    const int G = p.h / p.kvh, L = p.pos + 1;
+    if (b >= p.kvh * p.splits) return;
+    const int g = b / p.splits, sp = b % p.splits;
+    const int k0 = (int)((int64_t)L * sp / p.splits), k1 = (int)((int64_t)L * (sp + 1) / p.splits);
+    constexpr int MG = MK_MAX_G; /* G <= 8 (checked on the host) */
+    float4 q[MG];
+#pragma unroll
+    for (int j = 0; j < MG; j++) {
+        if (j >= G) break;
+        q[j] = __ldcg((const float4 *)(p.in + (int64_t)(g * G + j) * 128) + lane);
+        mk_norm_rope(q[j], p.qn, p.inv_freq, p.pos, p.eps, lane);
+        q[j].x *= p.scale, q[j].y *= p.scale, q[j].z *= p.scale, q[j].w *= p.scale;
+    }
+    /* the new token's k, v (the split that holds position pos stores them) */
+    const bool mine = k1 == L;
+    float4 kn4 = make_float4(0, 0, 0, 0), vn4 = make_float4(0, 0, 0, 0);
+    if (mine) {
+        const float *kin = p.in + (int64_t)p.h * 128 + (int64_t)g * 128, *vin = kin + (int64_t)p.kvh * 128;
+        kn4 = __ldcg((const float4 *)kin + lane);
+        vn4 = __ldcg((const float4 *)vin + lane);
+        mk_norm_rope(kn4, p.kn, p.inv_freq, p.pos, p.eps, lane);
+        /* round as the cache holds them */
+        __nv_bfloat162 ka = __floats2bfloat162_rn(kn4.x, kn4.y), kb = __floats2bfloat162_rn(kn4.z, kn4.w);
+        __nv_bfloat162 va = __floats2bfloat162_rn(vn4.x, vn4.y), vb = __floats2bfloat162_rn(vn4.z, vn4.w);
+        if (cw == 0) {
+            const int32_t blk = p.bt[p.pos / p.B];
+            const int64_t o = (((int64_t)blk * p.B + p.pos % p.B) * p.kvh + g) * 128 + 4 * lane;
+            uint2 ku, vu;
+            ku.x = *(uint32_t *)&ka, ku.y = *(uint32_t *)&kb, vu.x = *(uint32_t *)&va, vu.y = *(uint32_t *)&vb;
+            *(uint2 *)(p.kc + o) = ku;
+            *(uint2 *)(p.vc + o) = vu;
+        }
+        float2 f;
+        f = __bfloat1622float2(ka), kn4.x = f.x, kn4.y = f.y;
+        f = __bfloat1622float2(kb), kn4.z = f.x, kn4.w = f.y;
+        f = __bfloat1622float2(va), vn4.x = f.x, vn4.y = f.y;
+        f = __bfloat1622float2(vb), vn4.z = f.x, vn4.w = f.y;
+    }
+    float m[MG], l[MG];
+    float4 o[MG];
+#pragma unroll
+    for (int j = 0; j < MG; j++) m[j] = -INFINITY, l[j] = 0.0f, o[j] = make_float4(0, 0, 0, 0);
+    for (int t = k0 + cw; t < k1; t += 8) {
+        float4 kv, vv;
+        if (t == p.pos) {
+            kv = kn4, vv = vn4;
+        } else {
+            const int64_t off = (((int64_t)p.bt[t / p.B] * p.B + t % p.B) * p.kvh + g) * 128 + 4 * lane;
+            kv = mk_ld_bf16x4(p.kc + off);
+            vv = mk_ld_bf16x4(p.vc + off);
+        }
+#pragma unroll
+        for (int j = 0; j < MG; j++) {
+            if (j >= G) break;
+            float sdot = q[j].x * kv.x + q[j].y * kv.y + q[j].z * kv.z + q[j].w * kv.w;
+            for (int x = 16; x > 0; x >>= 1) sdot += __shfl_xor_sync(0xffffffffu, sdot, x);
+            const float mn = fmaxf(m[j], sdot), cr = expf(m[j] - mn), pe = expf(sdot - mn);
+            l[j] = l[j] * cr + pe;
+            o[j].x = o[j].x * cr + pe * vv.x, o[j].y = o[j].y * cr + pe * vv.y;
+            o[j].z = o[j].z * cr + pe * vv.z, o[j].w = o[j].w * cr + pe * vv.w;
+            m[j] = mn;
+        }
+    }
+    /* the 8 warps' states -> shared memory (records of MK_REC floats: m,
+     * l, 2 unused, o[128]), merged by warp 0 */
+#pragma unroll
+    for (int j = 0; j < MG; j++) {
+        if (j >= G) break;
+        float *e = sm + ((int64_t)cw * G + j) * MK_REC;
+        if (lane == 0) e[0] = m[j], e[1] = l[j];
+        ((float4 *)(e + 4))[lane] = o[j];
+    }
+    flw_named_sync(1, 256);
+    if (cw == 0) {
+        for (int j = 0; j < G; j++) {
+            float M = -INFINITY;
+            for (int w = 0; w < 8; w++) M = fmaxf(M, sm[((int64_t)w * G + j) * MK_REC]);
+            float Ls = 0.0f;
+            float4 O = make_float4(0, 0, 0, 0);
+            for (int w = 0; w < 8; w++) {
+                const float *e = sm + ((int64_t)w * G + j) * MK_REC;
+                const float f = e[0] == -INFINITY ? 0.0f : expf(e[0] - M);
+                const float4 v = ((const float4 *)(e + 4))[lane];
+                Ls += f * e[1];
+                O.x += f * v.x, O.y += f * v.y, O.z += f * v.z, O.w += f * v.w;
+            }
+            float *wsp = p.ws + ((int64_t)(g * G + j) * p.splits + sp) * MK_REC;
+            if (lane == 0) wsp[0] = M, wsp[1] = Ls;
+            ((float4 *)(wsp + 4))[lane] = O;
+        }
+        __syncwarp();
+        /* the last split of head g merges all of them */
+        unsigned last = 0;
+        if (lane == 0) {
+            __threadfence();
+            last = atomicAdd(&p.hcnt[g], 1u) == (unsigned)(p.splits - 1);
+            if (last) __threadfence();
+        }
+        last = __shfl_sync(0xffffffffu, last, 0);
+        if (last) {
+            for (int j = 0; j < G; j++) {
+                const float *base = p.ws + (int64_t)(g * G + j) * p.splits * MK_REC;
+                float M = -INFINITY;
+                for (int k = 0; k < p.splits; k++) M = fmaxf(M, __ldcg(base + (int64_t)k * MK_REC));
+                float Ls = 0.0f;
+                float4 O = make_float4(0, 0, 0, 0);
+                for (int k = 0; k < p.splits; k++) {
+                    const float *e = base + (int64_t)k * MK_REC;
+                    const float mk = __ldcg(e), f = mk == -INFINITY ? 0.0f : expf(mk - M);
+                    const float4 v = __ldcg((const float4 *)(e + 4) + lane);
+                    Ls += f * __ldcg(e + 1);
+                    O.x += f * v.x, O.y += f * v.y, O.z += f * v.z, O.w += f * v.w;
+                }
+                const float inv = Ls > 0.0f ? 1.0f / Ls : 0.0f;
+                ((float4 *)(p.out + (int64_t)(g * G + j) * 128))[lane] = make_float4(O.x * inv, O.y * inv, O.z * inv, O.w * inv);
+            }
+        }
+    }
+    (void)ct;
+}
+
 __global__ void __launch_bounds__(MK_THREADS, 1)
-    k_mk_chain(const mk_phase *__restrict__ ph, int n_phase, int max_cols, int ns, unsigned *cnt) {
+    k_mk_chain(const mk_phase *__restrict__ ph, int n_phase, int max_cols, int att_n, int ns, unsigned *cnt) {
     extern __shared__ __align__(16) uint8_t mk_sm[];
-    float *xs = (float *)mk_sm;                   /* v: max_cols floats */
-    float *acc = xs + max_cols;                   /* MK_MAX_ACC floats */
-    uint8_t *ring = (uint8_t *)(acc + MK_MAX_ACC); /* ns stages, 16-byte aligned (max_cols % 256 == 0) */
+    float *xs = (float *)mk_sm;                          /* v: max_cols floats */
+    float *acc = xs + max_cols;                          /* MK_MAX_ACC floats */
+    float *att = acc + MK_MAX_ACC;                       /* att_n floats: the attention merge (8 x G records) */
+    uint8_t *ring = (uint8_t *)(att + att_n); /* ns stages, 16-byte aligned (max_cols % 256, att_n % 4 == 0) */
     const uint32_t ring_a = (uint32_t)__cvta_generic_to_shared(ring);
     const uint32_t bars = ring_a + (uint32_t)ns * MK_SB; /* full[ns], empty[ns] */
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, P = (int)gridDim.x, b = (int)blockIdx.x;
@@ -128,6 +310,7 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             uint32_t par = 0;
             for (int i = 0; i < n_phase; i++) {
                 const mk_phase p = ph[i];
+                if (p.kind != CUDA_MK_GEMV) continue; /* attention reads the cache itself */
                 const mk_share s = mk_share_of(p, b, P);
                 const int64_t f = p.glu ? p.rows / 2 : 0;
                 for (int64_t r0 = s.o0; r0 < s.o1; r0 += s.cr) {
@@ -159,7 +342,6 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
     uint32_t par = 0;
     for (int i = 0; i < n_phase; i++) {
         const mk_phase p = ph[i];
-        const mk_share s = mk_share_of(p, b, P);
         if (i > 0) { /* every CTA done with phase i - 1: its output (this phase's input) is complete */
             if (ct == 0) {
                 while (mk_ld_acquire(cnt) < (unsigned)(i * P)) __nanosleep(64);
@@ -167,6 +349,16 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             }
             flw_named_sync(1, 256);
         }
+        if (p.kind == CUDA_MK_ATTN) {
+            mk_attn(p, b, cw, lane, ct, att);
+            flw_named_sync(1, 256); /* att free; this CTA's outputs written */
+            if (ct == 0) {
+                __threadfence();
+                atomicAdd(cnt, 1u);
+            }
+            continue;
+        }
+        const mk_share s = mk_share_of(p, b, P);
         /* v: written by other CTAs in this kernel, so through L2 (coherent), not the read-only path */
         float ss = 0.0f;
         for (int64_t k = ct; k < p.cols / 4; k += 256) {
@@ -251,26 +443,52 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
     }
 }
 
-/* A prepared chain: the phase table on the device, the grid counter. */
+/* A prepared chain: the phase table on the device, the counters (the
+ * grid's, then each attention phase's per kv head), the attention
+ * workspaces. */
 struct cuda_mk_plan {
     cuda_ctx *c;
     mk_phase *d_ph;
     unsigned *d_cnt;
-    int n, max_cols, ns;
+    float *d_ws;
+    int n, max_cols, att_n, ns, n_cnt;
     size_t smem;
 };
 
+static bool mk_fits_gemv(const cuda_mk_desc *d, int i, const int64_t *len, int64_t x_len, const cuda_ctx *c) {
+    const rt_tensor *t = d->w, *nw = d->norm_w;
+    if (!t || t->dtype != RT_BF16 || t->ndim != 2) return false;
+    const int64_t R = t->shape[0], C = t->shape[1], nout = d->glu ? R / 2 : R;
+    const int fi = d->in_from, ri = d->res_from;
+    const int64_t in_len = fi == -1 ? x_len : fi >= 0 && fi < i ? len[fi] : -1;
+    const int64_t res_len = ri == -2 ? nout : ri == -1 ? x_len : ri >= 0 && ri < i ? len[ri] : -1;
+    return t->stride[1] == 2 && t->stride[0] == C * 2 && C % 256 == 0 && C > 0 && R > 0 && (uintptr_t)t->data % 16 == 0 &&
+           !(d->glu && R % 2) && C <= in_len && res_len >= nout && !(d->glu && ri != -2) &&
+           !(nw && (nw->dtype != RT_F32 || rt_tensor_nelem(nw) < C || (uintptr_t)nw->data % 16)) &&
+           (nout + c->n_sm - 1) / c->n_sm * (d->glu ? 2 : 1) <= MK_MAX_ACC;
+}
+
+static bool mk_fits_attn(const cuda_mk_desc *d, int i, const int64_t *len, const cuda_ctx *c) {
+    const int64_t h = d->n_heads, kvh = d->n_kv_heads, fi = d->in_from;
+    const rt_tensor *kc = d->k_cache, *vc = d->v_cache, *bt = d->block_table;
+    if (h <= 0 || kvh <= 0 || h % kvh || h / kvh > MK_MAX_G || fi < 0 || fi >= i || len[fi] < (h + 2 * kvh) * 128 ||
+        !kc || !vc || !bt || !d->inv_freq || d->splits <= 0 || kvh * d->splits > c->n_sm || d->pos < 0)
+        return false;
+    if (kc->dtype != RT_BF16 || vc->dtype != RT_BF16 || kc->ndim != 4 || vc->ndim != 4 || kc->shape[2] != kvh ||
+        kc->shape[3] != 128 || !rt_tensor_is_contiguous(kc) || !rt_tensor_is_contiguous(vc) ||
+        vc->shape[0] != kc->shape[0] || vc->shape[1] != kc->shape[1] || bt->dtype != RT_I32)
+        return false;
+    const int64_t B = kc->shape[1];
+    if (B <= 0 || (B & (B - 1)) || (d->pos / B) >= rt_tensor_nelem(bt) || d->inv_freq->dtype != RT_F32 ||
+        rt_tensor_nelem(d->inv_freq) < 64 || (d->q_norm && rt_tensor_nelem(d->q_norm) < 128) ||
+        (d->k_norm && rt_tensor_nelem(d->k_norm) < 128) || d->pos >= INT32_MAX)
+        return false;
+    return true;
+}
+
 extern "C" {
 
-/* Phase i: w[i] bf16 [R_i, C_i] on this backend, contiguous; glu[i]:
- * stacked gate | up rows (SiLU(gate) * up, R_i / 2 outputs); its input v
- * is output in_from[i] (an earlier phase's; -1: x), its first C_i values,
- * RMS-normalised by norm_w[i] (f32 C_i; NULL: none; eps); res_from[i]
- * (an earlier phase's output or -1: x; -2: none; not with GLU) is added
- * to its R_i outputs. Phase outputs lie one after another in out (f32).
- * NULL (error set) when the chain does not fit the lab's limits. */
-cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const rt_tensor *const *w, const int *glu, const int *in_from,
-                                  const rt_tensor *const *norm_w, const int *res_from, float eps, const rt_tensor *x,
+cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const cuda_mk_desc *d, float eps, const rt_tensor *x,
                                   rt_tensor *out) {
     cuda_ctx *c = (cuda_ctx *)be->ctx;
     if (n <= 0 || n > 4096) {
@@ -284,39 +502,74 @@ cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const rt_tensor *const 
         vc_err_set(VC_ERR_OOM, "cuda mk: phase table");
         return NULL;
     }
-    int64_t off = 0, max_cols = 0, avail = rt_tensor_nelem(out);
-    const int64_t x_len = rt_tensor_nelem(x);
-    for (int i = 0; i < n; i++) {
-        const rt_tensor *t = w[i], *nw = norm_w ? norm_w[i] : NULL;
-        const int64_t R = t->shape[0], C = t->shape[1], nout = glu[i] ? R / 2 : R;
-        const int fi = in_from[i], ri = res_from ? res_from[i] : -2;
-        const int64_t in_len = fi < 0 ? x_len : fi < i ? len[fi] : -1;
-        const int64_t res_len = ri == -2 ? nout : ri == -1 ? x_len : ri >= 0 && ri < i ? len[ri] : -1;
-        if (t->dtype != RT_BF16 || t->ndim != 2 || t->stride[1] != 2 || t->stride[0] != C * 2 || C % 256 ||
-            (uintptr_t)t->data % 16 || (glu[i] && R % 2) || fi < -1 || C > in_len || res_len < nout ||
-            (glu[i] && ri != -2) || (nw && (nw->dtype != RT_F32 || rt_tensor_nelem(nw) < C)) || off + nout > avail ||
-            (nout + c->n_sm - 1) / c->n_sm * (glu[i] ? 2 : 1) > MK_MAX_ACC) {
+    int64_t off = 0, max_cols = 256, ws_n = 0, maxg = 0;
+    int n_cnt = 1;
+    const int64_t x_len = rt_tensor_nelem(x), avail = rt_tensor_nelem(out);
+    if (x->dtype != RT_F32 || out->dtype != RT_F32 || (uintptr_t)x->data % 16 || (uintptr_t)out->data % 16) {
+        free(h), free(len);
+        vc_err_set(VC_ERR_INVALID, "cuda mk: x and out must be 16-byte aligned f32");
+        return NULL;
+    }
+    bool room = true;
+    for (int i = 0; i < n && room; i++) {
+        const cuda_mk_desc *e = &d[i];
+        const bool attn = e->kind == CUDA_MK_ATTN;
+        if ((e->kind != CUDA_MK_GEMV && !attn) || (attn ? !mk_fits_attn(e, i, len, c) : !mk_fits_gemv(e, i, len, x_len, c))) {
             free(h), free(len);
-            vc_err_set(VC_ERR_UNSUPPORTED, "cuda mk: phase %d ([%lld, %lld]) outside the lab's limits", i, (long long)R,
-                       (long long)C);
+            vc_err_set(VC_ERR_UNSUPPORTED, "cuda mk: phase %d outside the lab's limits", i);
             return NULL;
         }
-        h[i].w = (const __nv_bfloat16 *)t->data;
-        h[i].in = fi < 0 ? (const float *)x->data : h[fi].out;
-        h[i].nw = nw ? (const float *)nw->data : NULL;
-        h[i].res = ri == -2 ? NULL : ri == -1 ? (const float *)x->data : h[ri].out;
-        h[i].out = (float *)out->data + off;
-        h[i].rows = R;
-        h[i].cols = C;
-        h[i].glu = glu[i];
-        h[i].eps = eps;
-        len[i] = nout;
-        off += nout;
-        if (C > max_cols) max_cols = C;
+        mk_phase &q = h[i];
+        q.kind = e->kind;
+        q.in = e->in_from < 0 ? (const float *)x->data : h[e->in_from].out;
+        q.eps = eps;
+        if (attn) {
+            const int64_t nout = e->n_heads * 128;
+            if (off + nout > avail) {
+                room = false;
+                break;
+            }
+            q.out = (float *)out->data + off;
+            q.kc = (__nv_bfloat16 *)e->k_cache->data, q.vc = (__nv_bfloat16 *)e->v_cache->data;
+            q.bt = (const int32_t *)e->block_table->data;
+            q.inv_freq = (const float *)e->inv_freq->data;
+            q.qn = e->q_norm ? (const float *)e->q_norm->data : NULL;
+            q.kn = e->k_norm ? (const float *)e->k_norm->data : NULL;
+            q.h = (int)e->n_heads, q.kvh = (int)e->n_kv_heads, q.pos = (int)e->pos, q.B = (int)e->k_cache->shape[1];
+            q.splits = e->splits, q.scale = e->scale;
+            q.ws = (float *)(intptr_t)ws_n;        /* an offset until the workspace exists */
+            q.hcnt = (unsigned *)(intptr_t)n_cnt; /* likewise */
+            ws_n += e->n_heads * e->splits * MK_REC;
+            n_cnt += (int)e->n_kv_heads;
+            if (e->n_heads / e->n_kv_heads > maxg) maxg = e->n_heads / e->n_kv_heads;
+            len[i] = nout;
+            off += nout;
+        } else {
+            const int64_t R = e->w->shape[0], C = e->w->shape[1], nout = e->glu ? R / 2 : R;
+            if (off + nout > avail || nout % 4) { /* every output 16-byte aligned: inputs are read as float4 */
+                room = false;
+                break;
+            }
+            q.w = (const __nv_bfloat16 *)e->w->data;
+            q.nw = e->norm_w ? (const float *)e->norm_w->data : NULL;
+            q.res = e->res_from == -2 ? NULL : e->res_from == -1 ? (const float *)x->data : h[e->res_from].out;
+            q.out = (float *)out->data + off;
+            q.rows = R, q.cols = C, q.glu = e->glu;
+            len[i] = nout;
+            off += nout;
+            if (C > max_cols) max_cols = C;
+        }
     }
     free(len);
-    const size_t fixed = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + 1024;
-    const int ns = (int)((MK_SMEM_MAX - fixed) / (MK_SB + 16));
+    if (!room) {
+        free(h);
+        vc_err_set(VC_ERR_INVALID, "cuda mk: the out buffer is smaller than the phases' outputs, or an output is not "
+                                   "a multiple of 4 values");
+        return NULL;
+    }
+    const int att_n = (int)(maxg ? 8 * maxg * MK_REC : 0);
+    const size_t fixed = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + (size_t)att_n * 4 + 1024;
+    const int ns = fixed < MK_SMEM_MAX ? (int)((MK_SMEM_MAX - fixed) / (MK_SB + 16)) : 0;
     if (ns < 2) {
         free(h);
         vc_err_set(VC_ERR_UNSUPPORTED, "cuda mk: rows of %lld values leave no ring", (long long)max_cols);
@@ -328,26 +581,35 @@ cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const rt_tensor *const 
         vc_err_set(VC_ERR_RUNTIME, "cuda mk: plan");
         return NULL;
     }
-    p->c = c, p->n = n, p->max_cols = (int)max_cols, p->ns = ns;
-    p->smem = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + (size_t)ns * MK_SB + (size_t)ns * 16;
-    if (cudaMalloc(&p->d_ph, (size_t)n * sizeof *h) != cudaSuccess || cudaMalloc(&p->d_cnt, sizeof(unsigned)) != cudaSuccess ||
-        cudaMemcpy(p->d_ph, h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice) != cudaSuccess ||
-        cudaFuncSetAttribute(k_mk_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)p->smem) != cudaSuccess) {
+    p->c = c, p->n = n, p->max_cols = (int)max_cols, p->att_n = att_n, p->ns = ns, p->n_cnt = n_cnt;
+    p->smem = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + (size_t)att_n * 4 + (size_t)ns * MK_SB + (size_t)ns * 16;
+    bool ok = cudaMalloc(&p->d_ph, (size_t)n * sizeof *h) == cudaSuccess &&
+              cudaMalloc(&p->d_cnt, (size_t)n_cnt * sizeof(unsigned)) == cudaSuccess &&
+              (ws_n == 0 || cudaMalloc(&p->d_ws, (size_t)ws_n * sizeof(float)) == cudaSuccess);
+    if (ok) {
+        for (int i = 0; i < n; i++)
+            if (h[i].kind == CUDA_MK_ATTN) { /* offsets -> device addresses */
+                h[i].ws = p->d_ws + (intptr_t)h[i].ws;
+                h[i].hcnt = p->d_cnt + (intptr_t)h[i].hcnt;
+            }
+        ok = cudaMemcpy(p->d_ph, h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaFuncSetAttribute(k_mk_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)p->smem) == cudaSuccess;
+    }
+    free(h);
+    if (!ok) {
         (void)cudaGetLastError();
-        cudaFree(p->d_ph), cudaFree(p->d_cnt);
-        free(h), free(p);
+        cudaFree(p->d_ph), cudaFree(p->d_cnt), cudaFree(p->d_ws);
+        free(p);
         vc_err_set(VC_ERR_RUNTIME, "cuda mk: device set-up");
         return NULL;
     }
-    free(h);
     return p;
 }
 
-/* Queues one run of the chain on the backend's stream. */
 int cuda_mk_plan_run(cuda_mk_plan *p) {
     cuda_ctx *c = p->c;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    CU_TRY(cudaMemsetAsync(p->d_cnt, 0, sizeof(unsigned), c->stream));
+    CU_TRY(cudaMemsetAsync(p->d_cnt, 0, (size_t)p->n_cnt * sizeof(unsigned), c->stream));
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeCooperative; /* every CTA resident: the grid barrier needs it */
     at[0].val.cooperative = 1;
@@ -359,7 +621,7 @@ int cuda_mk_plan_run(cuda_mk_plan *p) {
     cfg.attrs = at;
     cfg.numAttrs = 1;
     const mk_phase *ph = p->d_ph;
-    CU_TRY(cudaLaunchKernelEx(&cfg, k_mk_chain, ph, p->n, p->max_cols, p->ns, p->d_cnt));
+    CU_TRY(cudaLaunchKernelEx(&cfg, k_mk_chain, ph, p->n, p->max_cols, p->att_n, p->ns, p->d_cnt));
     return VC_OK;
 }
 
@@ -368,6 +630,7 @@ void cuda_mk_plan_free(cuda_mk_plan *p) {
     if (cuda_enter(p->c) >= 0) {
         cudaFree(p->d_ph);
         cudaFree(p->d_cnt);
+        cudaFree(p->d_ws);
     }
     free(p);
 }
