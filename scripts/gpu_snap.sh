@@ -19,7 +19,17 @@ shift
 B=build-cuda
 [ -d $B ] || { echo "gpu_snap: no $B (cmake -S . -B $B -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release)" >&2; exit 1; }
 if [ "${VLLM_SNAP_NOBUILD:-0}" != 1 ]; then
-    (cd $B && cmake . >/dev/null && cmake --build . -j"$(nproc)" --target "$@" 2>&1 | grep -E "error|warning: " || true)
+    # a failed build must stop here: an older binary of the same name would
+    # otherwise pass the checks below and travel
+    log=$(mktemp)
+    if ! (cd $B && cmake . >/dev/null && cmake --build . -j"$(nproc)" --target "$@") >"$log" 2>&1; then
+        grep -E "error|Error" "$log" | head -30 >&2
+        rm -f "$log"
+        echo "gpu_snap: the build failed" >&2
+        exit 1
+    fi
+    grep -E "warning: " "$log" | head -10 || true
+    rm -f "$log"
 fi
 S=.gpu-snap-$name
 rm -rf "$S"

@@ -196,11 +196,13 @@ static void xr_default_formats(void) {
  * and its shuffle tree depend on the row length only); with "t" the
  * wrapper runs three MATMULs. */
 static void xr_matmul3(void) {
-    static const rt_dtype sets[3][3] = {
-        {RT_Q4_K, RT_Q4_K, RT_Q6_K}, {RT_Q4_K, RT_Q4_K, RT_Q4_K}, {RT_Q6_K, RT_Q4_K, RT_Q5_K}};
+    static const rt_dtype sets[4][3] = {{RT_Q4_K, RT_Q4_K, RT_Q6_K},
+                                        {RT_Q4_K, RT_Q4_K, RT_Q4_K},
+                                        {RT_Q6_K, RT_Q4_K, RT_Q5_K},
+                                        {RT_Q4_0, RT_Q4_1, RT_Q4_0}}; /* Q4_0 models (llama 1B): 72-byte units */
     static const int64_t rows[3] = {512, 128, 128}, ins[2] = {1024, 4096};
     rt_backend *be = backend();
-    for (int si = 0; si < 3; si++)
+    for (int si = 0; si < 4; si++)
         for (int ii = 0; ii < 2; ii++) {
             const int64_t in = ins[ii];
             float *x = xmalloc((size_t)in * 4);
