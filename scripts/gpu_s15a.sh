@@ -44,7 +44,7 @@ SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 # (order: the quick decisive results first; the memchecks and ncu last,
 # each with its own limit, so the call stays inside 600 s)
 say "megakernel lab"
-(cd bin && timeout 90 ./test_cuda_mk) >$L/test_mk.log 2>&1
+(cd bin && timeout 150 ./test_cuda_mk) >$L/test_mk.log 2>&1
 echo "test_cuda_mk exit $? $(grep -E 'PASSED|FAILED' $L/test_mk.log | head -2 | tr '\n' ' ')"
 grep -E "^mk |speed: mk|LINE|Failure|mk plan" $L/test_mk.log | cut -c1-240 | head -24
 say "probe fa3ps"
