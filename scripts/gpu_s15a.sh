@@ -87,8 +87,10 @@ for c in $CFGS; do
     cmp -s $L/ids_2_1.txt $L/ids_${c/:/_}.txt && echo "greedy ids 2:1 == $c" || echo "greedy ids 2:1 != $c"
 done
 say memcheck
-(cd bin && VLLM_TEST_ONLY=test_mk timeout 90 $SAN --tool memcheck ./test_cuda_mk) >$L/memcheck_mk.log 2>&1
-echo "memcheck test_cuda_mk exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_mk.log | tail -1)"
+for t in test_mk test_mk_attn; do
+    (cd bin && VLLM_TEST_ONLY=$t timeout 75 $SAN --tool memcheck ./test_cuda_mk) >$L/memcheck_$t.log 2>&1
+    echo "memcheck test_cuda_mk $t exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_$t.log | tail -1)"
+done
 if [ $PS_OK = 1 ]; then
     (cd bin && VLLM_TEST_FILTER=test_flash_long VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 90 $SAN \
         --tool memcheck ./test_cuda_flash) >$L/memcheck_fa3ps.log 2>&1
