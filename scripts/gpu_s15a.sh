@@ -86,7 +86,9 @@ for c in $CFGS; do
         --prompt-ids "$ids" --max-tokens 32 --ignore-eos --temperature 0 --print-ids >$L/ids_${c/:/_}.txt 2>/dev/null
     cmp -s $L/ids_2_1.txt $L/ids_${c/:/_}.txt && echo "greedy ids 2:1 == $c" || echo "greedy ids 2:1 != $c"
 done
+el() { echo $(( $(date +%s) - t0 )); } # seconds since the start (gpu_common's t0)
 say memcheck
+if [ "$(el)" -lt 400 ]; then
 for t in test_mk test_mk_attn; do
     (cd bin && VLLM_TEST_ONLY=$t timeout 75 $SAN --tool memcheck ./test_cuda_mk) >$L/memcheck_$t.log 2>&1
     echo "memcheck test_cuda_mk $t exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_$t.log | tail -1)"
@@ -98,6 +100,10 @@ if [ $PS_OK = 1 ]; then
 fi
 (cd bin && VLLM_TEST_ONLY=test_rope_pf_cases timeout 60 $SAN --tool memcheck ./test_cuda_rope_pf) >$L/memcheck_rope.log 2>&1
 echo "memcheck test_cuda_rope_pf exit $? $(grep -E 'ERROR SUMMARY' $L/memcheck_rope.log | tail -1)"
+else
+    echo "memcheck skipped: $(el) s gone"
+fi
+[ "$(el)" -lt 480 ] || { say "ncu skipped: $(el) s gone"; exit 0; }
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 say "ncu --set full: k_flash_fa3 (6th call, engine, warm L2)"
 VLLM_CUDA_FLASH_WG=2 timeout 90 $NCU -k regex:k_flash_fa3 --launch-skip 5 --launch-count 1 --cache-control none --set full \
