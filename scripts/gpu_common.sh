@@ -7,7 +7,11 @@
 # "KEY: N tokens, X tok/s" line on stdin) and tp LOG (output tok/s and mean
 # TPOT of a `vllm bench` log), gpu_bin (unpack a prebuilt bin.txz into bin/,
 # with cmocka for the test binaries) and gpu_d2d (the device-to-device copy
-# rate in GB/s, bytes read + written, torch: the rooflines' denominator).
+# rate in GB/s, bytes read + written, torch: the rooflines' denominator)
+# and gpu_test LOG SECONDS [VAR=value ...] ./BINARY (a test binary of bin/
+# under a time limit into $L/LOG.log, then one line: its exit status and
+# cmocka's PASSED / FAILED counts; the pattern every device script
+# repeated).
 GPU_RUN=$1
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 L=/tmp/$GPU_RUN; mkdir -p "$L"
@@ -33,4 +37,11 @@ x = torch.empty(n, dtype=torch.int32, device='cuda'); y = torch.empty_like(x); y
 t0 = time.perf_counter()
 for _ in range(10): y.copy_(x)
 torch.cuda.synchronize(); print(round(2 * 4 * n / ((time.perf_counter() - t0) / 10) / 1e9, 1))"
+}
+gpu_test() {
+    local log=$1 secs=$2
+    shift 2
+    (cd bin && timeout "$secs" env "$@") >"$L/$log.log" 2>&1
+    local rc=$?
+    echo "$log exit $rc $(grep -E 'PASSED|FAILED' "$L/$log.log" | head -2 | tr '\n' ' ')"
 }

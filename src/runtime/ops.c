@@ -140,8 +140,9 @@ int rt_matmul3(rt_backend *be, rt_tensor *y0, rt_tensor *y1, rt_tensor *y2, cons
     a.p.mm3.y1 = y1;
     a.p.mm3.y2 = y2;
     if (rt_op_supported(be, RT_OP_MATMUL3, &a)) return rt_op_exec(be, RT_OP_MATMUL3, &a);
-    for (int i = 0; i < 3; i++) {
-        int rc = rt_matmul(be, ys[i], x, ws[i], NULL);
+    for (int i = 0; i < 3; i++) { /* checked above: the MATMULs themselves */
+        rt_op_args m = {.dst = ys[i], .src = {x, ws[i], NULL}};
+        int rc = rt_op_exec(be, RT_OP_MATMUL, &m);
         if (rc < 0) return rc;
     }
     return VC_OK;
