@@ -44,27 +44,22 @@ SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 # (order: the quick decisive results first; the memchecks and ncu last,
 # each with its own limit, so the call stays inside 600 s)
 say "megakernel lab"
-(cd bin && timeout 150 ./test_cuda_mk) >$L/test_mk.log 2>&1
-echo "test_cuda_mk exit $? $(grep -E 'PASSED|FAILED' $L/test_mk.log | head -2 | tr '\n' ' ')"
+gpu_test test_mk 150 ./test_cuda_mk
 grep -E "^mk |speed: mk|LINE|Failure|mk plan" $L/test_mk.log | cut -c1-240 | head -24
 say "probe fa3ps"
 PS_OK=1
 for t in test_flash_gqa test_flash_long; do # long: 256 items on 132 CTAs, so CTAs walk two
-    (cd bin && VLLM_TEST_FILTER=$t VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 timeout 45 ./test_cuda_flash) \
-        >$L/probe_fa3ps_$t.log 2>&1
-    PR=$?
-    echo "probe fa3ps ($t) exit $PR $(grep -E 'PASSED|FAILED' $L/probe_fa3ps_$t.log | head -1)"
-    [ $PR = 0 ] || { PS_OK=0; tail -3 $L/probe_fa3ps_$t.log; }
+    line=$(gpu_test probe_fa3ps_$t 45 VLLM_TEST_FILTER=$t VLLM_TEST_FLASH_ONLY=fa3ps VLLM_CUDA_SPEED=0 ./test_cuda_flash)
+    echo "$line"
+    case "$line" in *" exit 0 "*) ;; *) PS_OK=0; tail -3 $L/probe_fa3ps_$t.log;; esac
 done
 say "test_cuda_flash (fa3, fa3ps: cases + timing)"
 ONLY="fa3$([ $PS_OK = 1 ] && echo ,fa3ps)"
-(cd bin && VLLM_TEST_FLASH_ONLY=$ONLY timeout 150 ./test_cuda_flash) >$L/test_flash.log 2>&1
-echo "test_cuda_flash ($ONLY) exit $? $(grep -E 'PASSED|FAILED' $L/test_flash.log | head -2 | tr '\n' ' ')"
+gpu_test test_flash 150 VLLM_TEST_FLASH_ONLY=$ONLY ./test_cuda_flash
 grep -E "tile fa3ps.*error|LINE|Failure|did not run" $L/test_flash.log | cut -c1-200 | sort | uniq | head -12
 grep -E "speed: flash" $L/test_flash.log | cut -c1-200 | head -8
 say test_cuda_rope_pf
-(cd bin && timeout 90 ./test_cuda_rope_pf) >$L/test_rope_pf.log 2>&1
-echo "test_cuda_rope_pf exit $? $(grep -E 'PASSED|FAILED' $L/test_rope_pf.log | head -2 | tr '\n' ' ')"
+gpu_test test_rope_pf 90 ./test_cuda_rope_pf
 grep -E "qk_rope_store|differs|LINE|Failure" $L/test_rope_pf.log | cut -c1-240 | head -8
 while ! grep -q exit $L/make.log 2>/dev/null; do sleep 1; done; tail -1 $L/make.log
 ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$M/config.json'))['vocab_size'];
