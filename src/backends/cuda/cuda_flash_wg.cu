@@ -520,30 +520,19 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
  * 56 / 224; the producer spills at 24 / 240 (192 bytes) and 40 / 232 (68). */
 #define FA_PRODUCER_REGS 56
 #define FA_CONSUMER_REGS 224
-/* the persistent variant's producer (the item walk) spills 16 bytes at 56;
- * 72 / 216 (= 504 too): 0 spills in either (ptxas, CUDA 13.0) */
-#define FA_PS_PRODUCER_REGS 72
-#define FA_PS_CONSUMER_REGS 216
 
 /* shared memory: k_flash_wg's hd-128 layout (Q, FA_STAGES x (K, V)), then
  * the mbarriers full[FA_STAGES], empty[FA_STAGES], last */
 static size_t fa_smem(void) { return (size_t)128 * 2 * (FW_BM + 2 * FA_STAGES * FW_BN) + 1024 + 8 * (2 * FA_STAGES + 1); }
 
-/* The producer warp's position in the stage ring: the next tile's stage,
- * its use parity, and the uses of the partial-tile barrier so far. Kept
- * across a persistent CTA's work items. */
-struct fa_pstate {
-    uint32_t st, ph, n_last;
-};
-
 /* The producer warp: every key tile of every segment of the CTA's token
  * range, into stage k % FA_STAGES (k counts tiles over the segments). */
 __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtensorMap *tmv, const fl_args &a, int g,
-                                           int64_t t0, int64_t t1, uint32_t skv, uint32_t bars, int lane, fa_pstate &ps) {
+                                           int64_t t0, int64_t t1, uint32_t skv, uint32_t bars, int lane) {
     constexpr uint32_t KVB = 2 * FW_BN * 128; /* one K or V tile, 2 slabs */
     const int R = a.B < FW_BN ? a.B : FW_BN, nbt = FW_BN / R;
     const uint32_t last = bars + 16 * FA_STAGES;
-    uint32_t st = ps.st, ph = ps.ph, n_last = ps.n_last; /* stage and use parity of the next tile */
+    uint32_t st = 0, ph = 0, n_last = 0; /* stage and use parity of the next tile */
     for (int64_t r = t0; r < t1;) {
         const fw_seg z = fw_segment(a, r, t1);
         if (z.bad && lane == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
@@ -585,29 +574,14 @@ __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtenso
         }
         r = z.seg_end > r ? z.seg_end : r + 1;
     }
-    ps.st = st, ps.ph = ph, ps.n_last = n_last;
-}
-
-/* Tail: the warp leaves only once the consumers released every stage,
- * so no copy it issued is still in flight (as FA3's and CUTLASS's
- * producers do). An unused stage passes at once (the parity of the
- * phase before its first). */
-__device__ __forceinline__ void fa_produce_tail(uint32_t bars, fa_pstate &ps) {
+    /* Tail: the warp leaves only once the consumers released every stage,
+     * so no copy it issued is still in flight (as FA3's and CUTLASS's
+     * producers do). An unused stage passes at once (the parity of the
+     * phase before its first). */
     for (int i = 0; i < FA_STAGES; i++) {
-        flw_bar_wait(bars + 8 * (FA_STAGES + ps.st), ps.ph ^ 1);
-        if (++ps.st == FA_STAGES) ps.st = 0, ps.ph ^= 1;
+        flw_bar_wait(bars + 8 * (FA_STAGES + st), ph ^ 1);
+        if (++st == FA_STAGES) st = 0, ph ^= 1;
     }
-}
-
-/* Work item j of a persistent CTA (VLLM_CUDA_FLASH_WG=4): round j takes
- * item j P + b (even rounds) or j P + P - 1 - b (odd: a snake), P CTAs,
- * items ordered longest first (item i: kv head i % nkv, query tile
- * n_tiles - 1 - i / nkv; a causal tile's keys grow with its index), so
- * every CTA's sum of work is about the same (the non-persistent grid
- * leaves that to the block scheduler). -1: no item this round. */
-__device__ __forceinline__ int fa_item(int j, int b, int P, int n_items) {
-    const int i = j * P + ((j & 1) ? P - 1 - b : b);
-    return i < n_items ? i : -1;
 }
 
 /* Ping-pong turns of consumer warpgroup w (named barriers 3 + w). */
@@ -618,19 +592,9 @@ template <bool PP> __device__ __forceinline__ void fa_turn_give(int w) {
     if constexpr (PP) flw_named_arrive(4 - w, 256);
 }
 
-/* PS: persistent (VLLM_CUDA_FLASH_WG=4; prepared in session 14, not yet
- * run): gridDim.x CTAs (one an SM) walk the (kv head, query tile) items
- * of fa_item; the producer runs on into the next item's key tiles while
- * the consumers finish the current one (softmax tail, P V, output store),
- * which the one-item CTAs of the grid (kv heads x tiles) cannot overlap;
- * the stage ring, its phases and the partial-tile barrier carry on across
- * items (producer and consumers count the same tiles in the same order).
- * Each consumer warpgroup restages its own 64 Q rows after its last
- * wgmma of an item (a warpgroup barrier first: all 4 warps past their
- * final wait). nkv: the kv heads (the grid's x without PS). */
-template <typename KV, typename A, bool PP, bool PS>
+template <typename KV, typename A, bool PP>
 __global__ void __launch_bounds__(FA_THREADS, 1)
-    k_flash_fa3(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, fl_args a, int nkv) {
+    k_flash_fa3(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, fl_args a) {
     CUDA_PDL_ENTER();
     constexpr int HD = 128, CPR = HD / 8;
     constexpr uint32_t QB = 2 * FW_BM * 128, KVB = 2 * FW_BN * 128; /* bytes: Q, one K or V tile */
@@ -639,23 +603,9 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     uint8_t *const gsm = fa_sm + (sb - sraw);
     const uint32_t skv = sb + QB, bars = skv + FA_STAGES * 2 * KVB; /* full[st], empty[st], last */
     const int tid = (int)threadIdx.x, wg = tid >> 7, lane = tid & 31;
-    const int n_items = PS ? nkv * a.n_tiles : 1, n_rounds = PS ? (n_items + (int)gridDim.x - 1) / (int)gridDim.x : 1;
-    /* work item j: kv head g, token range t0 .. t1 - 1 of its query tile */
-    auto item = [&](int j, int &g, int64_t &t0, int64_t &t1) {
-        int tile;
-        if (PS) {
-            const int i = fa_item(j, (int)blockIdx.x, (int)gridDim.x, n_items);
-            if (i < 0) return false;
-            g = i % nkv;
-            tile = a.n_tiles - 1 - i / nkv;
-        } else {
-            g = (int)blockIdx.x;
-            tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
-        }
-        t0 = (int64_t)tile * a.QT;
-        t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
-        return true;
-    };
+    const int g = (int)blockIdx.x;
+    const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
+    const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
     if (tid == 0) {
         for (int st = 0; st < FA_STAGES; st++) {
             flw_bar_init(bars + 8 * st, 1);                   /* full: the producer's arrival + bytes */
@@ -666,110 +616,92 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     }
     __syncthreads();
     if (wg == 0) {
-        flw_regs_dec<PS ? FA_PS_PRODUCER_REGS : FA_PRODUCER_REGS>();
-        if (tid < 32) {
-            fa_pstate ps = {0u, 0u, 0u};
-            for (int j = 0; j < n_rounds; j++) {
-                int g;
-                int64_t t0, t1;
-                if (item(j, g, t0, t1)) fa_produce(&tmk, &tmv, a, g, t0, t1, skv, bars, lane, ps);
-            }
-            fa_produce_tail(bars, ps);
-        }
+        flw_regs_dec<FA_PRODUCER_REGS>();
+        if (tid < 32) fa_produce(&tmk, &tmv, a, g, t0, t1, skv, bars, lane);
         return;
     }
-    flw_regs_inc<PS ? FA_PS_CONSUMER_REGS : FA_CONSUMER_REGS>();
+    flw_regs_inc<FA_CONSUMER_REGS>();
     const int w = wg - 1, ctid = tid & 127, warp = ctid >> 5; /* ctid: thread of the warpgroup */
     const int gq = lane >> 2, tq = lane & 3;
     const int prow = 64 * w + 16 * warp + gq; /* this thread's packed rows: prow, prow + 8 */
     const uint32_t q_a = sb + w * 64 * 128;  /* this warpgroup's Q rows (1024-aligned) */
     auto k_at = [&](uint32_t k) { return skv + (k % FA_STAGES) * 2 * KVB; };
     auto full_wait = [&](uint32_t k) { flw_bar_wait(bars + 8 * (k % FA_STAGES), (k / FA_STAGES) & 1); };
-    uint32_t kg = 0; /* tiles of the previous segments and items */
-    bool first = true;
 
-    for (int j = 0; j < n_rounds; j++) {
-        int g;
-        int64_t t0, t1;
-        if (!item(j, g, t0, t1)) continue;
-        if (!first) { /* every warp of the warpgroup past its last wait: its Q rows are free */
-            if (w == 0) flw_named_sync(1, 128);
-            else flw_named_sync(2, 128);
+    /* this warpgroup's 64 Q rows -> shared memory in the cache dtype */
+    fw_stage_q<A, KV, CPR>(a, g, t0, t1, gsm, 64 * w, 64, ctid, 128);
+    flw_fence_proxy();
+    if (w == 0) flw_named_sync(1, 128);
+    else flw_named_sync(2, 128);
+    if (PP && w == 1) fa_turn_give<PP>(w); /* warpgroup 0 starts */
+
+    float o[HD / 2], sc[FW_BN / 2], corr[2];
+    uint32_t pa[FW_BN / 16][4];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < FW_BN / 2; i++) sc[i] = 0.0f;
+    fw_rows st;
+    st.m[0] = st.m[1] = -INFINITY;
+    st.l[0] = st.l[1] = 0.0f;
+    const float scl = a.scale_log2;
+    uint32_t kg = 0; /* tiles of the previous segments */
+
+    for (int64_t r = t0; r < t1;) {
+        const fw_seg z = fw_segment(a, r, t1);
+        int n_kt, n_act;
+        fw_seg_tiles(a, z, w, g, t0, t1, r, prow, st.rhi, &n_kt, &n_act);
+        r = z.seg_end > r ? z.seg_end : r + 1;
+        if (n_kt == 0) continue;
+        full_wait(kg);
+        if (n_act > 0) {
+            fa_turn_take<PP>(w);
+            fw_issue_s<KV, HD>(sc, q_a, k_at(kg));
+            fa_turn_give<PP>(w);
+            flw_wait<0>();
+            flw_pin<FW_BN / 2>(sc);
+            fw_softmax(sc, st, 0, tq, scl, corr);
+            fw_rescale<HD>(o, corr);
+            fw_pack<KV>(sc, pa);
+        } else { /* an idle turn */
+            fa_turn_take<PP>(w);
+            fa_turn_give<PP>(w);
         }
-        /* this warpgroup's 64 Q rows -> shared memory in the cache dtype */
-        fw_stage_q<A, KV, CPR>(a, g, t0, t1, gsm, 64 * w, 64, ctid, 128);
-        flw_fence_proxy();
-        if (w == 0) flw_named_sync(1, 128);
-        else flw_named_sync(2, 128);
-        if (PP && w == 1 && first) fa_turn_give<PP>(w); /* warpgroup 0 starts */
-        first = false;
-
-        float o[HD / 2], sc[FW_BN / 2], corr[2];
-        uint32_t pa[FW_BN / 16][4];
-#pragma unroll
-        for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < FW_BN / 2; i++) sc[i] = 0.0f;
-        fw_rows st;
-        st.m[0] = st.m[1] = -INFINITY;
-        st.l[0] = st.l[1] = 0.0f;
-        const float scl = a.scale_log2;
-
-        for (int64_t r = t0; r < t1;) {
-            const fw_seg z = fw_segment(a, r, t1);
-            int n_kt, n_act;
-            fw_seg_tiles(a, z, w, g, t0, t1, r, prow, st.rhi, &n_kt, &n_act);
-            r = z.seg_end > r ? z.seg_end : r + 1;
-            if (n_kt == 0) continue;
-            full_wait(kg);
-            if (n_act > 0) {
+        for (int it = 0; it < n_kt; it++) {
+            const uint32_t k = kg + (uint32_t)it;
+            if (it + 1 < n_kt) full_wait(k + 1);
+            if (it + 1 < n_act) {
                 fa_turn_take<PP>(w);
-                fw_issue_s<KV, HD>(sc, q_a, k_at(kg));
+                fw_issue_s<KV, HD>(sc, q_a, k_at(k + 1));
+                fw_issue_pv<KV, HD>(o, pa, k_at(k) + KVB);
                 fa_turn_give<PP>(w);
-                flw_wait<0>();
+                flw_wait<1>(); /* S of tile it+1 done, P V may still run */
                 flw_pin<FW_BN / 2>(sc);
-                fw_softmax(sc, st, 0, tq, scl, corr);
+                fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
+                flw_wait<0>();
+                flw_pin<HD / 2>(o);
+                fw_keep(pa);
                 fw_rescale<HD>(o, corr);
                 fw_pack<KV>(sc, pa);
+            } else if (it < n_act) { /* the warpgroup's last tile */
+                fa_turn_take<PP>(w);
+                fw_issue_pv<KV, HD>(o, pa, k_at(k) + KVB);
+                fa_turn_give<PP>(w);
+                flw_wait<0>();
+                flw_pin<HD / 2>(o);
+                fw_keep(pa);
             } else { /* an idle turn */
                 fa_turn_take<PP>(w);
                 fa_turn_give<PP>(w);
             }
-            for (int it = 0; it < n_kt; it++) {
-                const uint32_t k = kg + (uint32_t)it;
-                if (it + 1 < n_kt) full_wait(k + 1);
-                if (it + 1 < n_act) {
-                    fa_turn_take<PP>(w);
-                    fw_issue_s<KV, HD>(sc, q_a, k_at(k + 1));
-                    fw_issue_pv<KV, HD>(o, pa, k_at(k) + KVB);
-                    fa_turn_give<PP>(w);
-                    flw_wait<1>(); /* S of tile it+1 done, P V may still run */
-                    flw_pin<FW_BN / 2>(sc);
-                    fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
-                    flw_wait<0>();
-                    flw_pin<HD / 2>(o);
-                    fw_keep(pa);
-                    fw_rescale<HD>(o, corr);
-                    fw_pack<KV>(sc, pa);
-                } else if (it < n_act) { /* the warpgroup's last tile */
-                    fa_turn_take<PP>(w);
-                    fw_issue_pv<KV, HD>(o, pa, k_at(k) + KVB);
-                    fa_turn_give<PP>(w);
-                    flw_wait<0>();
-                    flw_pin<HD / 2>(o);
-                    fw_keep(pa);
-                } else { /* an idle turn */
-                    fa_turn_take<PP>(w);
-                    fa_turn_give<PP>(w);
-                }
-                __syncwarp();
-                if (lane == 0) flw_bar_arrive(bars + 8 * (FA_STAGES + k % FA_STAGES)); /* stage k free */
-            }
-            kg += (uint32_t)n_kt;
+            __syncwarp();
+            if (lane == 0) flw_bar_arrive(bars + 8 * (FA_STAGES + k % FA_STAGES)); /* stage k free */
         }
-        fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
+        kg += (uint32_t)n_kt;
     }
-    if (PP && w == 0 && !first) fa_turn_take<PP>(w); /* warpgroup 1's last hand-over */
+    if (PP && w == 0) fa_turn_take<PP>(w); /* warpgroup 1's last hand-over */
+
+    fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
 }
 
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (the
@@ -805,38 +737,28 @@ static bool fa_map(CUtensorMap *m, const char *base, int32_t s0, int32_t sb, int
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename KV, typename A, bool PP, bool PS>
+template <typename KV, typename A, bool PP>
 static int fa_go(cuda_ctx *c, fl_args &a, const CUtensorMap &tmk, const CUtensorMap &tmv, int64_t kvh) {
     const size_t smem = fa_smem();
-    cudaError_t e =
-        cudaFuncSetAttribute(k_flash_fa3<KV, A, PP, PS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(k_flash_fa3<KV, A, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return cuda_fail(e, "fa3 flash attention smem opt-in", __FILE__, __LINE__);
-    if constexpr (PS) { /* one CTA an SM (its shared memory), each walking items */
-        const int64_t items = kvh * a.n_tiles;
-        if (items > INT32_MAX) return vc_err_set(VC_ERR_UNSUPPORTED, "fa3 flash attention: %lld work items", (long long)items);
-        a.y0 = 0;
-        const unsigned grid = (unsigned)(items < (int64_t)c->n_sm ? items : (int64_t)c->n_sm);
-        cuda_launch(k_flash_fa3<KV, A, PP, PS>, dim3(grid), FA_THREADS, smem, c->stream, tmk, tmv, a, (int)kvh);
+    for (int64_t y0 = 0; y0 < a.n_tiles; y0 += 65535) {
+        a.y0 = (int)y0;
+        dim3 grid((unsigned)kvh, (unsigned)(a.n_tiles - y0 < 65535 ? a.n_tiles - y0 : 65535));
+        cuda_launch(k_flash_fa3<KV, A, PP>, grid, FA_THREADS, smem, c->stream, tmk, tmv, a);
         CU_LAUNCHED();
-    } else {
-        for (int64_t y0 = 0; y0 < a.n_tiles; y0 += 65535) {
-            a.y0 = (int)y0;
-            dim3 grid((unsigned)kvh, (unsigned)(a.n_tiles - y0 < 65535 ? a.n_tiles - y0 : 65535));
-            cuda_launch(k_flash_fa3<KV, A, PP, PS>, grid, FA_THREADS, smem, c->stream, tmk, tmv, a, (int)kvh);
-            CU_LAUNCHED();
-        }
     }
     return VC_OK;
 }
 
-template <bool PP, bool PS>
+template <bool PP>
 static int fa_go_t(cuda_ctx *c, fl_args &a, const CUtensorMap &tmk, const CUtensorMap &tmv, int64_t kvh, rt_dtype kv,
                    rt_dtype at) {
     if (kv == RT_BF16)
-        return at == RT_BF16 ? fa_go<__nv_bfloat16, __nv_bfloat16, PP, PS>(c, a, tmk, tmv, kvh)
-                             : fa_go<__nv_bfloat16, float, PP, PS>(c, a, tmk, tmv, kvh);
-    return at == RT_BF16 ? fa_go<__half, __nv_bfloat16, PP, PS>(c, a, tmk, tmv, kvh)
-                         : fa_go<__half, float, PP, PS>(c, a, tmk, tmv, kvh);
+        return at == RT_BF16 ? fa_go<__nv_bfloat16, __nv_bfloat16, PP>(c, a, tmk, tmv, kvh)
+                             : fa_go<__nv_bfloat16, float, PP>(c, a, tmk, tmv, kvh);
+    return at == RT_BF16 ? fa_go<__half, __nv_bfloat16, PP>(c, a, tmk, tmv, kvh)
+                         : fa_go<__half, float, PP>(c, a, tmk, tmv, kvh);
 }
 
 static uint64_t g_fa3_launches; /* calls that ran k_flash_fa3 (tests) */
@@ -844,14 +766,13 @@ static uint64_t g_fa3_launches; /* calls that ran k_flash_fa3 (tests) */
 uint64_t cuda_flash_fa3_launches(void) { return __atomic_load_n(&g_fa3_launches, __ATOMIC_RELAXED); }
 
 /* The warp-specialised variant at hd 128 (the default; VLLM_CUDA_FLASH_WG
- * =3: with ping-pong; =4: persistent CTAs; =1: k_flash_wg for
- * everything): 1 when it does not take the call (the caller runs
- * k_flash_wg; warned once when TMA cannot describe the cache), else the
- * launch's status. */
+ * =3: with ping-pong; =1: k_flash_wg for everything): 1 when it does not
+ * take the call (the caller runs k_flash_wg; warned once when TMA cannot
+ * describe the cache), else the launch's status. */
 static int fa_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype kv, rt_dtype at) {
     const char *e = getenv("VLLM_CUDA_FLASH_WG");
-    const bool pp = e && !strcmp(e, "3"), ps = e && !strcmp(e, "4");
-    if ((e && *e && strcmp(e, "2") && !pp && !ps) || hd != 128 || a.B < 8) return 1;
+    const bool pp = e && !strcmp(e, "3");
+    if ((e && *e && strcmp(e, "2") && !pp) || hd != 128 || a.B < 8) return 1;
     CUtensorMap tmk, tmv;
     if (!fa_map(&tmk, a.k, a.k_s0, a.k_sb, a.k_s1, kvh, a, kv) || !fa_map(&tmv, a.v, a.v_s0, a.v_sb, a.v_s1, kvh, a, kv)) {
         static int warned;
@@ -860,8 +781,7 @@ static int fa_launch(cuda_ctx *c, fl_args &a, int64_t hd, int64_t kvh, rt_dtype 
         return 1;
     }
     __atomic_fetch_add(&g_fa3_launches, 1, __ATOMIC_RELAXED);
-    return pp ? fa_go_t<true, false>(c, a, tmk, tmv, kvh, kv, at)
-              : ps ? fa_go_t<false, true>(c, a, tmk, tmv, kvh, kv, at) : fa_go_t<false, false>(c, a, tmk, tmv, kvh, kv, at);
+    return pp ? fa_go_t<true>(c, a, tmk, tmv, kvh, kv, at) : fa_go_t<false>(c, a, tmk, tmv, kvh, kv, at);
 }
 
 template <typename KV, typename A, int HD> static int fw_go(cuda_ctx *c, fl_args &a, int64_t kvh) {

@@ -9,7 +9,7 @@
  * with the Hopper wgmma kernel allowed (VLLM_CUDA_FLASH_WG=1: it takes the
  * causal cases without window or soft-cap) and with its warp-specialised
  * TMA variant (VLLM_CUDA_FLASH_WG=2, the hd-128 ones of those; 3 adds the
- * ping-pong of its consumer warpgroups, 4 makes its CTAs persistent); a block size that is not a power of two and hd 256 take
+ * ping-pong of its consumer warpgroups); a block size that is not a power of two and hd 256 take
  * the SIMT fallback. Cases marked act16 run with bf16 q and output (the
  * bf16-activation prefill: q values rounded to bf16 on both sides, the
  * GPU's output once more, 2^-8 added to the bound). Ends with the time of
@@ -18,8 +18,7 @@
  * kernel, its warp-specialised variants (2, 3), then the mma.sync kernel (tiles 64
  * and 128), in the same run.
  * VLLM_TEST_FILTER=<test name> runs only that test (profiling);
- * VLLM_TEST_FLASH_ONLY=<list> (comma-separated of 64, 128, wg, fa3, fa3pp,
- * fa3ps)
+ * VLLM_TEST_FLASH_ONLY=<list> (comma-separated of 64, 128, wg, fa3, fa3pp)
  * runs the cases and the timing on those variants only (compute-sanitizer
  * of one kernel).
  *
@@ -55,7 +54,7 @@ static double g_worst[2]; /* bf16, f16 */
  * cache, which would otherwise pass unseen). */
 uint64_t cuda_flash_fa3_launches(void);
 
-/* Whether variant `name` (64, 128, wg, fa3, fa3pp, fa3ps) runs:
+/* Whether variant `name` (64, 128, wg, fa3, fa3pp) runs:
  * VLLM_TEST_FLASH_ONLY, when set, is a comma-separated list of them (one
  * kernel under compute-sanitizer; a variant that hangs left out). */
 static bool variant_on(const char *name) {
@@ -214,13 +213,10 @@ static void run_case(const flash_case *c) {
      * rows), then the wgmma kernel (which takes the causal cases without
      * window or soft-cap; the others run the mma.sync kernel again), then
      * its warp-specialised variant (VLLM_CUDA_FLASH_WG=2: the hd-128 ones
-     * of those; hd 64 runs the wgmma kernel again), that variant with the
-     * consumers' ping-pong (VLLM_CUDA_FLASH_WG=3) and with persistent CTAs
-     * (4: more work items than SMs in the long cases, so CTAs walk several,
-     * the stage ring and Q restaging carrying on across them) */
-    static const char *tiles[6] = {"64", "128", "wg", "fa3", "fa3pp", "fa3ps"},
-                      *wgv[6] = {"0", "0", "1", "2", "3", "4"};
-    for (int ti = 0; ti < 6; ti++) {
+     * of those; hd 64 runs the wgmma kernel again) and that variant with
+     * the consumers' ping-pong (VLLM_CUDA_FLASH_WG=3) */
+    static const char *tiles[5] = {"64", "128", "wg", "fa3", "fa3pp"}, *wgv[5] = {"0", "0", "1", "2", "3"};
+    for (int ti = 0; ti < 5; ti++) {
         if (!variant_on(tiles[ti])) continue;
         unsetenv("VLLM_CUDA_FLASH_TILE");
         setenv("VLLM_CUDA_FLASH_WG", "1", 1);
@@ -428,13 +424,11 @@ static void test_flash_speed(void **st) {
         /* the wgmma kernel (VLLM_CUDA_FLASH_WG=1), its warp-specialised
          * variant (2, the default) and that with ping-pong (3), then the mma.sync kernel at 64
          * packed rows (its default) and 128: old vs new in one run */
-        static const char *tiles[6] = {NULL, NULL, NULL, NULL, "64", "128"},
-                          *wgv[6] = {"1", "2", "3", "4", "0", "0"};
-        static const char *names[6] = {"wg (wgmma)", "fa3 (wgmma, warp-specialised; default)",
-                                       "fa3pp (warp-specialised, ping-pong)", "fa3ps (warp-specialised, persistent)",
-                                       "64", "128"};
-        static const char *vname[6] = {"wg", "fa3", "fa3pp", "fa3ps", "64", "128"};
-        for (int ti = 0; ti < 6; ti++) {
+        static const char *tiles[5] = {NULL, NULL, NULL, "64", "128"}, *wgv[5] = {"1", "2", "3", "0", "0"};
+        static const char *names[5] = {"wg (wgmma)", "fa3 (wgmma, warp-specialised; default)",
+                                       "fa3pp (warp-specialised, ping-pong)", "64", "128"};
+        static const char *vname[5] = {"wg", "fa3", "fa3pp", "64", "128"};
+        for (int ti = 0; ti < 5; ti++) {
             if (!variant_on(vname[ti])) continue;
             if (tiles[ti]) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
             else unsetenv("VLLM_CUDA_FLASH_TILE");
