@@ -13,6 +13,14 @@
  * GEMV chain alone (no norms, rope or attention): if the chain streams
  * near the copy rate, the decode megakernel is worth building around it.
  *
+ * Measured (session 15, docs/BENCHMARKS.md "The megakernel lab on the
+ * device"): no variant here beats the engine's separate kernels on the
+ * 0.6B chain (0.24-0.33 of d2d vs 0.44), and on the 8B chain the best
+ * (k_mk_chain, 64 KB stages, MODE 24: 0.85) stays below them (0.88). A
+ * phase costs 2.9-5.3 us of latency even without data (tiny layers; the
+ * engine: 1.7 us a GEMV with its norms), so grid barriers in software are
+ * slower than graphed kernel boundaries with PDL on this device.
+ *
  * The chain: phase i computes out_i = W_i v_i (+ res_i) over bf16 W_i
  * [R_i, C_i] (row-major, rows 16-byte aligned, C_i % 256 == 0) and f32 v;
  * GLU phases (stacked gate | up rows, as MATMUL_GLU) give silu(gate) *
@@ -34,7 +42,7 @@
  * 288 threads): warp 0 is the producer (GEMV phases only), warps 1-8 the consumers. CTA b
  * owns rows [b R / P, (b + 1) R / P) of a phase (GLU: those outputs, their
  * gate and up rows). Its rows are cut into chunks of one ring stage
- * (MK_SB bytes): whole rows when they fit, else one row's column range
+ * (sb bytes, VLLM_MK_SB, default MK_SB): whole rows when they fit, else one row's column range
  * (a multiple of 256 values). The producer walks every phase's chunks in
  * order: waits for the stage to be free, then one 1-D bulk copy (two for
  * GLU: gate rows, up rows) onto the stage's "full" mbarrier with the byte
@@ -62,7 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MK_SB 16384       /* bytes a ring stage */
+#define MK_SB 16384       /* bytes a ring stage (default) */
 #define MK_MAX_ACC 2048   /* row accumulators a CTA (rows of a phase, GLU: gate + up) */
 #define MK_THREADS 288    /* producer warp + 8 consumer warps */
 #define MK_SMEM_MAX 232448 /* 227 KB: a block's opt-in limit on sm_90 */
@@ -96,18 +104,18 @@ struct mk_phase {
 struct mk_share {
     int64_t o0, o1, cr, cc;
 };
-__host__ __device__ inline mk_share mk_share_of(const mk_phase &p, int b, int P) {
+__host__ __device__ inline mk_share mk_share_of(const mk_phase &p, int b, int P, int64_t sb) {
     mk_share s;
     const int64_t outs = p.glu ? p.rows / 2 : p.rows, h = p.glu ? 2 : 1;
     s.o0 = outs * b / P;
     s.o1 = outs * (b + 1) / P;
     const int64_t row_b = p.cols * 2 * h; /* bytes of one output's rows */
-    if (row_b <= MK_SB) {
+    if (row_b <= sb) {
         s.cc = p.cols;
-        s.cr = MK_SB / row_b;
+        s.cr = sb / row_b;
     } else {
         s.cr = 1;
-        s.cc = (MK_SB / (2 * h)) / 256 * 256;
+        s.cc = (sb / (2 * h)) / 256 * 256;
     }
     return s;
 }
@@ -118,10 +126,33 @@ __device__ __forceinline__ void mk_bulk(uint32_t dst, const void *src, uint32_t 
                  : "memory");
 }
 
+__device__ __forceinline__ unsigned mk_ld_relaxed(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 __device__ __forceinline__ unsigned mk_ld_acquire(const unsigned *p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+
+/* This CTA is done with a phase (its outputs written, a block barrier
+ * before): FAST a release reduction, else a fence and an atomic add. */
+template <bool FAST> __device__ __forceinline__ void mk_publish(unsigned *cnt) {
+    if (FAST) {
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(cnt) : "memory");
+    } else {
+        __threadfence();
+        atomicAdd(cnt, 1u);
+    }
+}
+
+/* Where float4 k of v (values 4k .. 4k+3) lives in shared memory: plain,
+ * or (XI) the lo half for even k, the hi half for odd k, at k / 2. */
+template <bool XI> __device__ __forceinline__ float4 &mk_xslot(float *xs, float *xlo, float *xhi, int64_t k) {
+    if (XI) return ((float4 *)((k & 1) ? xhi : xlo))[k >> 1];
+    return ((float4 *)xs)[k];
 }
 
 /* Head vector (128 values, 4 a lane) RMS-normalised by nw (NULL: not)
@@ -164,7 +195,7 @@ __device__ __forceinline__ float4 mk_ld_bf16x4(const __nv_bfloat16 *p) {
  * item's partial goes to ws; the last split of the head to finish merges
  * the head's partials into out. Records: MK_REC floats (m, l, 2 unused,
  * o[128]: o 16-byte aligned). */
-__device__ void mk_attn(const mk_phase &p, int b, int cw, int lane, int ct, float *sm) {
+__device__ __noinline__ void mk_attn(const mk_phase &p, int b, int cw, int lane, int ct, float *sm) {
     const int G = p.h / p.kvh, L = p.pos + 1;
     if (b >= p.kvh * p.splits) return;
     const int g = b / p.splits, sp = b % p.splits;
@@ -286,15 +317,30 @@ __device__ void mk_attn(const mk_phase &p, int b, int cw, int lane, int ct, floa
     (void)ct;
 }
 
+/* Session 15: the consumers, meeting at every stage, are this kernel's
+ * limit (8B chain 0.39 of d2d at 16 KB stages with or without the
+ * copies, 0.92 with no arithmetic; 64 KB stages with MODE 24: 0.85).
+ * MODE bits (VLLM_MK_MODE, the lab's A/B; 1, 2 and 4 give wrong outputs
+ * and exist to time the parts): 1 consumers skip the arithmetic (the
+ * stream alone), 2 the producer skips the copies (arrives on "full"
+ * itself: the consumers alone), 4 no wait at the grid barrier; 8 v in
+ * shared memory split in halves (values 8j..8j+3 of every group of 8 in
+ * one, 8j+4..8j+7 in the other) so a lane's two float4 reads are
+ * consecutive across the warp (no bank conflicts); 16 the barrier
+ * published by red.release.gpu and polled by ld.acquire without sleeps
+ * (no separate fences). */
+template <int MODE>
 __global__ void __launch_bounds__(MK_THREADS, 1)
-    k_mk_chain(const mk_phase *__restrict__ ph, int n_phase, int max_cols, int att_n, int ns, unsigned *cnt) {
+    k_mk_chain(const mk_phase *__restrict__ ph, int n_phase, int max_cols, int att_n, int ns, int sb, unsigned *cnt) {
+    constexpr bool NOCOMP = MODE & 1, NOCOPY = MODE & 2, NOBAR = MODE & 4, XI = MODE & 8, FBAR = MODE & 16;
     extern __shared__ __align__(16) uint8_t mk_sm[];
     float *xs = (float *)mk_sm;                          /* v: max_cols floats */
     float *acc = xs + max_cols;                          /* MK_MAX_ACC floats */
     float *att = acc + MK_MAX_ACC;                       /* att_n floats: the attention merge (8 x G records) */
     uint8_t *ring = (uint8_t *)(att + att_n); /* ns stages, 16-byte aligned (max_cols % 256, att_n % 4 == 0) */
     const uint32_t ring_a = (uint32_t)__cvta_generic_to_shared(ring);
-    const uint32_t bars = ring_a + (uint32_t)ns * MK_SB; /* full[ns], empty[ns] */
+    const uint32_t bars = ring_a + (uint32_t)ns * (uint32_t)sb; /* full[ns], empty[ns] */
+    float *xlo = xs, *xhi = xs + max_cols / 2; /* MODE 8: the two halves */
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, P = (int)gridDim.x, b = (int)blockIdx.x;
     if (tid == 0) {
         for (int s = 0; s < ns; s++) {
@@ -311,19 +357,23 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             for (int i = 0; i < n_phase; i++) {
                 const mk_phase p = ph[i];
                 if (p.kind != CUDA_MK_GEMV) continue; /* attention reads the cache itself */
-                const mk_share s = mk_share_of(p, b, P);
+                const mk_share s = mk_share_of(p, b, P, sb);
                 const int64_t f = p.glu ? p.rows / 2 : 0;
                 for (int64_t r0 = s.o0; r0 < s.o1; r0 += s.cr) {
                     const int64_t nr = s.o1 - r0 < s.cr ? s.o1 - r0 : s.cr;
                     for (int64_t c0 = 0; c0 < p.cols; c0 += s.cc) {
                         const int64_t nc = p.cols - c0 < s.cc ? p.cols - c0 : s.cc;
                         flw_bar_wait(bars + 8 * (ns + st), par ^ 1); /* the consumers freed the stage */
-                        const uint32_t full = bars + 8 * st, dst = ring_a + (uint32_t)st * MK_SB;
+                        const uint32_t full = bars + 8 * st, dst = ring_a + (uint32_t)st * (uint32_t)sb;
                         /* whole rows: one copy of nr rows; a column range: one row's */
                         const uint32_t bytes = (uint32_t)((nc == p.cols ? nr * p.cols : nc) * 2);
-                        flw_bar_expect(full, bytes * (p.glu ? 2u : 1u));
-                        mk_bulk(dst, p.w + r0 * p.cols + c0, bytes, full);
-                        if (p.glu) mk_bulk(dst + bytes, p.w + (f + r0) * p.cols + c0, bytes, full);
+                        if (NOCOPY) {
+                            flw_bar_arrive(full);
+                        } else {
+                            flw_bar_expect(full, bytes * (p.glu ? 2u : 1u));
+                            mk_bulk(dst, p.w + r0 * p.cols + c0, bytes, full);
+                            if (p.glu) mk_bulk(dst + bytes, p.w + (f + r0) * p.cols + c0, bytes, full);
+                        }
                         if (++st == ns) st = 0, par ^= 1;
                     }
                 }
@@ -343,27 +393,29 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
     for (int i = 0; i < n_phase; i++) {
         const mk_phase p = ph[i];
         if (i > 0) { /* every CTA done with phase i - 1: its output (this phase's input) is complete */
-            if (ct == 0) {
-                while (mk_ld_acquire(cnt) < (unsigned)(i * P)) __nanosleep(64);
-                __threadfence();
+            if (ct == 0 && !NOBAR) {
+                if (FBAR) {
+                    while (mk_ld_acquire(cnt) < (unsigned)(i * P)) {
+                    }
+                } else {
+                    while (mk_ld_acquire(cnt) < (unsigned)(i * P)) __nanosleep(64);
+                    __threadfence();
+                }
             }
             flw_named_sync(1, 256);
         }
         if (p.kind == CUDA_MK_ATTN) {
             mk_attn(p, b, cw, lane, ct, att);
             flw_named_sync(1, 256); /* att free; this CTA's outputs written */
-            if (ct == 0) {
-                __threadfence();
-                atomicAdd(cnt, 1u);
-            }
+            if (ct == 0) mk_publish<FBAR>(cnt);
             continue;
         }
-        const mk_share s = mk_share_of(p, b, P);
+        const mk_share s = mk_share_of(p, b, P, sb);
         /* v: written by other CTAs in this kernel, so through L2 (coherent), not the read-only path */
         float ss = 0.0f;
         for (int64_t k = ct; k < p.cols / 4; k += 256) {
             const float4 v = __ldcg((const float4 *)p.in + k);
-            ((float4 *)xs)[k] = v;
+            mk_xslot<XI>(xs, xlo, xhi, k) = v;
             ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         }
         const int64_t nout = s.o1 - s.o0, nacc = nout * (p.glu ? 2 : 1);
@@ -376,10 +428,9 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             for (int k = 0; k < 8; k++) t += red[k];
             const float sc = 1.0f / sqrtf(t / (float)p.cols + p.eps);
             for (int64_t k = ct; k < p.cols / 4; k += 256) {
-                float4 v = ((float4 *)xs)[k];
+                float4 &v = mk_xslot<XI>(xs, xlo, xhi, k);
                 const float4 g = ((const float4 *)p.nw)[k];
                 v.x = v.x * sc * g.x, v.y = v.y * sc * g.y, v.z = v.z * sc * g.z, v.w = v.w * sc * g.w;
-                ((float4 *)xs)[k] = v;
             }
         }
         flw_named_sync(1, 256);
@@ -388,12 +439,12 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             for (int64_t c0 = 0; c0 < p.cols; c0 += s.cc) {
                 const int64_t nc = p.cols - c0 < s.cc ? p.cols - c0 : s.cc;
                 flw_bar_wait(bars + 8 * st, par);
-                const uint4 *wv = (const uint4 *)(ring + (size_t)st * MK_SB);
+                const uint4 *wv = (const uint4 *)(ring + (size_t)st * (size_t)sb);
                 const int64_t vpr = nc / 8, nrow = nr * (p.glu ? 2 : 1);
                 /* warp cw: whole rows cw, cw + 8, ... when the chunk has 8 or
                  * more; else part cw % wpr of row cw / wpr (wpr warps a row) */
                 const int wpr = nrow >= 8 ? 1 : 8 / (int)nrow;
-                for (int64_t row = cw / wpr; row < nrow && cw / wpr < nrow; row += 8 / wpr) {
+                for (int64_t row = cw / wpr; !NOCOMP && row < nrow && cw / wpr < nrow; row += 8 / wpr) {
                     const int part = cw % wpr;
                     const int64_t v0 = vpr * part / wpr, v1 = vpr * (part + 1) / wpr;
                     float d = 0.0f;
@@ -401,7 +452,8 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
                         const uint4 u = wv[row * vpr + v];
                         const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&u;
                         const int64_t col = c0 + v * 8;
-                        const float4 xa = *(const float4 *)(xs + col), xb = *(const float4 *)(xs + col + 4);
+                        const float4 xa = XI ? ((const float4 *)xlo)[col / 8] : *(const float4 *)(xs + col);
+                        const float4 xb = XI ? ((const float4 *)xhi)[col / 8] : *(const float4 *)(xs + col + 4);
                         const float2 f0 = __bfloat1622float2(h2[0]), f1 = __bfloat1622float2(h2[1]);
                         const float2 f2 = __bfloat1622float2(h2[2]), f3 = __bfloat1622float2(h2[3]);
                         d = fmaf(f0.x, xa.x, d);
@@ -436,10 +488,238 @@ __global__ void __launch_bounds__(MK_THREADS, 1)
             p.out[s.o0 + k] = y;
         }
         flw_named_sync(1, 256); /* outputs written; acc and xs free */
-        if (ct == 0) {
-            __threadfence();
-            atomicAdd(cnt, 1u);
+        if (ct == 0) mk_publish<FBAR>(cnt);
+    }
+}
+
+#define MK3_NW 15                   /* consumer warps of k_mk_chain3 */
+#define MK3_THREADS (32 + 32 * MK3_NW) /* + the prefetch warp */
+#define MK3_U 8                     /* 16-byte loads in flight a lane */
+
+/* Row r of a phase's CTA share (GLU: gate rows 0 .. nout-1, then up rows)
+ * as 8-value vectors. */
+__device__ __forceinline__ const uint4 *mk3_row(const mk_phase &p, int o0, int nout, int r) {
+    const int64_t wr = r < nout ? (int64_t)o0 + r : p.rows / 2 + o0 + (r - nout);
+    return (const uint4 *)(p.w + wr * p.cols);
+}
+
+/* Consumer warp w's share of a phase's tv vectors (rows x vectors a row,
+ * flattened): [mk3_split(tv, w), mk3_split(tv, w + 1)), cut at multiples
+ * of 32 (a row holds a multiple of 32 vectors, so 32 vectors lie in one
+ * row). */
+__device__ __forceinline__ int mk3_split(int tv, int w) { return (int)((int64_t)tv * w / MK3_NW) / 32 * 32; }
+
+__device__ __forceinline__ void mk3_prefetch(const void *p, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
+/* The chain with direct loads (VLLM_MK_MODE 64; + 1: no prefetch, + 2:
+ * the barrier polled with relaxed loads, sleeps and one fence, + 4: no
+ * barrier wait): 15 consumer warps split the CTA's share of a phase
+ * (rows x 16-byte vectors, flattened) into equal ranges and read the
+ * weights from global memory themselves, 8 loads in flight a lane, the
+ * first 8 issued before the grid barrier (weights do not depend on the
+ * previous phase); one prefetch warp walks every phase's pieces (pv
+ * vectors of one warp's range, in the consumers' order: piece k of every
+ * warp, then k + 1) issuing bulk L2 prefetches, at most `win` pieces
+ * ahead of those the consumers have finished (a shared counter; pieces
+ * the consumers passed are skipped), so the memory system streams the
+ * next phases' weights while the consumers wait at a grid barrier.
+ * Phase set-up and outputs as k_mk_chain's MODE 8 and 16 (v in halves,
+ * release / acquire barriers), the norm's scale applied at the end (v
+ * times the norm weight at load) and the residual as the accumulators'
+ * start (one round trip with v). Session 15 (docs/BENCHMARKS.md): 8B
+ * chain 0.78-0.80 of d2d with the prefetcher (0.44 without it), 0.6B
+ * 0.27-0.33; a phase's latency 2.9 us without the prefetcher, 5.3 with
+ * it (the engine's kernels: 1.7 us a GEMV). The spin loops trap after
+ * ~2 s with the state printed (a lab bug, not a wait). */
+template <int MODE>
+__global__ void __launch_bounds__(MK3_THREADS, 1)
+    k_mk_chain3(const mk_phase *__restrict__ ph, int n_phase, int max_cols, int pv, int win, unsigned *cnt) {
+    constexpr bool NOPF = MODE & 1, RELAXED = MODE & 2, NOBAR = MODE & 4;
+    extern __shared__ __align__(16) uint8_t mk_sm[];
+    float *xs = (float *)mk_sm;
+    float *acc = xs + max_cols;
+    float *att = acc + MK_MAX_ACC;
+    const float4 *xlo4 = (const float4 *)xs, *xhi4 = (const float4 *)(xs + max_cols / 2);
+    __shared__ unsigned s_done; /* pieces the consumers have finished */
+    __shared__ float red[MK3_NW];
+    const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, P = (int)gridDim.x, b = (int)blockIdx.x;
+    if (tid == 0) s_done = 0;
+    __syncthreads();
+    if (warp == 0) { /* the prefetcher */
+        if (lane == 0 && !NOPF) {
+            unsigned issued = 0;
+            for (int i = 0; i < n_phase; i++) {
+                const mk_phase p = ph[i];
+                if (p.kind != CUDA_MK_GEMV) continue;
+                const int o0 = (int)((p.glu ? p.rows / 2 : p.rows) * b / P);
+                const int nout = (int)((p.glu ? p.rows / 2 : p.rows) * (b + 1) / P) - o0;
+                const int vpr = (int)(p.cols / 8), nrows = nout * (p.glu ? 2 : 1), tv = nrows * vpr;
+                for (int k = 0;; k++) {
+                    bool any = false;
+                    for (int w = 0; w < MK3_NW; w++) {
+                        const int a = mk3_split(tv, w) + k * pv, e = mk3_split(tv, w + 1);
+                        if (a >= e) continue;
+                        any = true;
+                        const int z = a + pv < e ? a + pv : e;
+                        /* signed: the consumers (loading for themselves) may be ahead */
+                        for (long spin = 0; (int)(issued - *(volatile unsigned *)&s_done) >= win; spin++) {
+                            __nanosleep(100);
+                            if (spin == (1l << 24)) { /* ~2 s: a lab bug, not a wait */
+                                printf("mk3 prefetcher stuck: cta %d phase %d issued %u done %u\n", b, i, issued,
+                                       *(volatile unsigned *)&s_done);
+                                __trap();
+                            }
+                        }
+                        if ((int)(issued - *(volatile unsigned *)&s_done) < 0) { /* consumed already: skip */
+                            issued++;
+                            continue;
+                        }
+                        /* [a, z) in at most two runs of rows (GLU: the gate / up boundary) */
+                        const int ra = a / vpr, rz = (z - 1) / vpr;
+                        const int cut = p.glu && ra < nout && rz >= nout ? nout * vpr : z;
+                        mk3_prefetch(mk3_row(p, o0, nout, ra) + (a - ra * vpr), (uint32_t)(cut - a) * 16u);
+                        if (cut < z) mk3_prefetch(mk3_row(p, o0, nout, nout), (uint32_t)(z - cut) * 16u);
+                        issued++;
+                    }
+                    if (!any) break;
+                }
+            }
         }
+        return;
+    }
+    constexpr int NC = 32 * MK3_NW;
+    const int ct = tid - 32, cw = warp - 1;
+    for (int i = 0; i < n_phase; i++) {
+        const mk_phase p = ph[i];
+        /* a GEMV phase's geometry and this warp's first batch of weights
+         * before the barrier: they do not depend on the previous phase, so
+         * their latency overlaps the wait (the whole share of a small phase) */
+        const bool gemv = p.kind == CUDA_MK_GEMV;
+        const int outs = (int)(p.glu ? p.rows / 2 : p.rows);
+        const int o0 = gemv ? (int)((int64_t)outs * b / P) : 0;
+        const int nout = gemv ? (int)((int64_t)outs * (b + 1) / P) - o0 : 0, cols = (int)p.cols;
+        const int vpr = gemv ? cols / 8 : 32, tv = nout * (p.glu ? 2 : 1) * vpr;
+        const int s0 = mk3_split(tv, cw), e0 = mk3_split(tv, cw + 1);
+        int lr = s0 / vpr, lc = s0 - lr * vpr, cr = lr, cc = lc; /* the loads' and the sums' row, vector */
+        const uint4 *lp = gemv ? mk3_row(p, o0, nout, lr) : NULL;
+        uint4 u[MK3_U];
+        {
+            const int z = s0 + pv < e0 ? s0 + pv : e0;
+#pragma unroll
+            for (int j = 0; j < MK3_U; j++) {
+                if (s0 + 32 * j < z) {
+                    u[j] = __ldg(lp + lc + lane);
+                    lc += 32;
+                    if (lc == vpr) lc = 0, lr++, lp = mk3_row(p, o0, nout, lr);
+                }
+            }
+        }
+        if (i > 0) {
+            if (ct == 0 && !NOBAR) {
+                /* RELAXED: poll with relaxed loads and short sleeps, one
+                 * acquire fence after (an acquire load a poll may cost the
+                 * SM's other loads) */
+                for (long spin = 0; (RELAXED ? mk_ld_relaxed(cnt) : mk_ld_acquire(cnt)) < (unsigned)(i * P); spin++) {
+                    if (RELAXED) __nanosleep(32);
+                    if (spin == (1l << 26)) {
+                        printf("mk3 barrier stuck: cta %d phase %d count %u of %u\n", b, i, mk_ld_acquire(cnt),
+                               (unsigned)(i * P));
+                        __trap();
+                    }
+                }
+                if (RELAXED) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+            }
+            flw_named_sync(2, NC);
+        }
+        if (!gemv) {
+            if (cw < 8) mk_attn(ph[i], b, cw, lane, ct, att); /* its 8 warps (named barrier 1) */
+            flw_named_sync(2, NC);
+            if (ct == 0) mk_publish<true>(cnt);
+            continue;
+        }
+        float ss = 0.0f;
+        for (int k = ct; k < cols / 4; k += NC) {
+            float4 v = __ldcg((const float4 *)p.in + k);
+            if (p.nw) {
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+                const float4 w = ((const float4 *)p.nw)[k];
+                v.x *= w.x, v.y *= w.y, v.z *= w.z, v.w *= w.w;
+            }
+            ((float4 *)(xs + ((k & 1) ? max_cols / 2 : 0)))[k >> 1] = v;
+        }
+        const bool res_early = p.res && !p.nw && !p.glu;
+        for (int k = ct; k < nout * (p.glu ? 2 : 1); k += NC) acc[k] = res_early ? __ldcg(p.res + o0 + k) : 0.0f;
+        if (p.nw) {
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            if (lane == 0) red[cw] = ss;
+        }
+        flw_named_sync(2, NC);
+        /* pieces of pv vectors; the loads and the sums walk the range
+         * continuously (lr / lc / lp, cr / cc), a piece's partial row
+         * flushed at its end */
+        for (int a = s0; a < e0; a += pv) {
+            const int z = a + pv < e0 ? a + pv : e0;
+            float da = 0.0f, db = 0.0f;
+            for (int base = a; base < z; base += 32 * MK3_U) {
+                if (base != s0) { /* the first batch came before the barrier */
+#pragma unroll
+                    for (int j = 0; j < MK3_U; j++) {
+                        if (base + 32 * j < z) {
+                            u[j] = __ldg(lp + lc + lane);
+                            lc += 32;
+                            if (lc == vpr) lc = 0, lr++, lp = mk3_row(p, o0, nout, lr);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < MK3_U; j++) {
+                    if (base + 32 * j < z) {
+                        const float4 xa = xlo4[cc + lane], xb = xhi4[cc + lane];
+                        const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&u[j];
+                        const float2 f0 = __bfloat1622float2(h2[0]), f1 = __bfloat1622float2(h2[1]);
+                        const float2 f2 = __bfloat1622float2(h2[2]), f3 = __bfloat1622float2(h2[3]);
+                        da = fmaf(f0.x, xa.x, da);
+                        db = fmaf(f2.x, xb.x, db);
+                        da = fmaf(f0.y, xa.y, da);
+                        db = fmaf(f2.y, xb.y, db);
+                        da = fmaf(f1.x, xa.z, da);
+                        db = fmaf(f3.x, xb.z, db);
+                        da = fmaf(f1.y, xa.w, da);
+                        db = fmaf(f3.y, xb.w, db);
+                        cc += 32;
+                        if (cc == vpr) { /* row cr complete in this warp's range */
+                            float d = da + db;
+                            for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                            if (lane == 0) atomicAdd(&acc[cr], d);
+                            da = db = 0.0f, cc = 0, cr++;
+                        }
+                    }
+                }
+            }
+            if (cc != 0) { /* the piece ends inside row cr (the next piece goes on with it) */
+                float d = da + db;
+                for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                if (lane == 0) atomicAdd(&acc[cr], d);
+            }
+            if (lane == 0) atomicAdd(&s_done, 1u);
+        }
+        flw_named_sync(2, NC); /* every accumulator complete */
+        float sc = 1.0f;
+        if (p.nw) {
+            float t = 0.0f;
+            for (int k = 0; k < MK3_NW; k++) t += red[k];
+            sc = 1.0f / sqrtf(t / (float)cols + p.eps);
+        }
+        for (int k = ct; k < nout; k += NC) {
+            float y = acc[k] * sc;
+            if (p.glu) y = y / (1.0f + expf(-y)) * (acc[nout + k] * sc);
+            else if (p.res && !res_early) y += __ldcg(p.res + o0 + k);
+            p.out[o0 + k] = y;
+        }
+        flw_named_sync(2, NC);
+        if (ct == 0) mk_publish<true>(cnt);
     }
 }
 
@@ -451,9 +731,48 @@ struct cuda_mk_plan {
     mk_phase *d_ph;
     unsigned *d_cnt;
     float *d_ws;
-    int n, max_cols, att_n, ns, n_cnt;
+    int n, max_cols, att_n, ns, n_cnt, sb, mode, win;
     size_t smem;
 };
+
+/* the lab's A/B settings: VLLM_MK_SB stage bytes (4096 .. 65536, a
+ * multiple of 4096), VLLM_MK_MODE the kernel's MODE bits (k_mk_chain) */
+static int mk_env_int(const char *name, int dflt, int lo, int hi, int mult) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    char *end = NULL;
+    const long v = strtol(e, &end, 10);
+    if (*end || v < lo || v > hi || v % mult) return -1;
+    return (int)v;
+}
+
+typedef void (*mk_kernel)(const mk_phase *, int, int, int, int, int, unsigned *);
+static mk_kernel mk_kernel_of(int mode) {
+    switch (mode) {
+    case 0: return k_mk_chain<0>;
+    case 1: return k_mk_chain<1>;
+    case 2: return k_mk_chain<2>;
+    case 4: return k_mk_chain<4>;
+    case 5: return k_mk_chain<5>;
+    case 8: return k_mk_chain<8>;
+    case 16: return k_mk_chain<16>;
+    case 24: return k_mk_chain<24>;
+    case 28: return k_mk_chain<28>;
+    default: return NULL;
+    }
+}
+typedef void (*mk3_kernel)(const mk_phase *, int, int, int, int, unsigned *);
+static mk3_kernel mk3_kernel_of(int mode) {
+    switch (mode) {
+    case 64: return k_mk_chain3<0>;
+    case 65: return k_mk_chain3<1>;
+    case 66: return k_mk_chain3<2>;
+    case 67: return k_mk_chain3<3>;
+    case 68: return k_mk_chain3<4>;
+    case 69: return k_mk_chain3<5>;
+    default: return NULL;
+    }
+}
 
 static bool mk_fits_gemv(const cuda_mk_desc *d, int i, const int64_t *len, int64_t x_len, const cuda_ctx *c) {
     const rt_tensor *t = d->w, *nw = d->norm_w;
@@ -568,9 +887,17 @@ cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const cuda_mk_desc *d, 
         return NULL;
     }
     const int att_n = (int)(maxg ? 8 * maxg * MK_REC : 0);
+    const int sb = mk_env_int("VLLM_MK_SB", MK_SB, 4096, 65536, 4096), mode = mk_env_int("VLLM_MK_MODE", 0, 0, 127, 1);
+    const int win = mk_env_int("VLLM_MK_PF", 16, 1, 4096, 1);
+    if (sb < 0 || mode < 0 || win < 0 || !(mk_kernel_of(mode) || mk3_kernel_of(mode))) {
+        free(h);
+        vc_err_set(VC_ERR_INVALID, "cuda mk: VLLM_MK_SB (4096 .. 65536, a multiple of 4096) or VLLM_MK_MODE (0 1 2 4 5 "
+                                   "8 16 24 28 64 65 66 67 68 69) or VLLM_MK_PF (1 .. 4096) out of range");
+        return NULL;
+    }
     const size_t fixed = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + (size_t)att_n * 4 + 1024;
-    const int ns = fixed < MK_SMEM_MAX ? (int)((MK_SMEM_MAX - fixed) / (MK_SB + 16)) : 0;
-    if (ns < 2) {
+    const int ns = mode >= 64 ? 0 : fixed < MK_SMEM_MAX ? (int)((MK_SMEM_MAX - fixed) / ((size_t)sb + 16)) : 0;
+    if (mode >= 64 ? fixed > MK_SMEM_MAX : ns < 2) {
         free(h);
         vc_err_set(VC_ERR_UNSUPPORTED, "cuda mk: rows of %lld values leave no ring", (long long)max_cols);
         return NULL;
@@ -582,7 +909,8 @@ cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const cuda_mk_desc *d, 
         return NULL;
     }
     p->c = c, p->n = n, p->max_cols = (int)max_cols, p->att_n = att_n, p->ns = ns, p->n_cnt = n_cnt;
-    p->smem = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + (size_t)att_n * 4 + (size_t)ns * MK_SB + (size_t)ns * 16;
+    p->sb = sb, p->mode = mode, p->win = win;
+    p->smem = (size_t)max_cols * 4 + MK_MAX_ACC * 4 + (size_t)att_n * 4 + (size_t)ns * sb + (size_t)ns * 16;
     bool ok = cudaMalloc(&p->d_ph, (size_t)n * sizeof *h) == cudaSuccess &&
               cudaMalloc(&p->d_cnt, (size_t)n_cnt * sizeof(unsigned)) == cudaSuccess &&
               (ws_n == 0 || cudaMalloc(&p->d_ws, (size_t)ws_n * sizeof(float)) == cudaSuccess);
@@ -593,7 +921,10 @@ cuda_mk_plan *cuda_mk_plan_create(rt_backend *be, int n, const cuda_mk_desc *d, 
                 h[i].hcnt = p->d_cnt + (intptr_t)h[i].hcnt;
             }
         ok = cudaMemcpy(p->d_ph, h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice) == cudaSuccess &&
-             cudaFuncSetAttribute(k_mk_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)p->smem) == cudaSuccess;
+             (mode >= 64 ? cudaFuncSetAttribute(mk3_kernel_of(mode), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)p->smem)
+                         : cudaFuncSetAttribute(mk_kernel_of(mode), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)p->smem)) == cudaSuccess;
     }
     free(h);
     if (!ok) {
@@ -615,13 +946,16 @@ int cuda_mk_plan_run(cuda_mk_plan *p) {
     at[0].val.cooperative = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)c->n_sm);
-    cfg.blockDim = dim3(MK_THREADS);
+    cfg.blockDim = dim3(p->mode >= 64 ? MK3_THREADS : MK_THREADS);
     cfg.dynamicSmemBytes = p->smem;
     cfg.stream = c->stream;
     cfg.attrs = at;
     cfg.numAttrs = 1;
     const mk_phase *ph = p->d_ph;
-    CU_TRY(cudaLaunchKernelEx(&cfg, k_mk_chain, ph, p->n, p->max_cols, p->att_n, p->ns, p->d_cnt));
+    if (p->mode >= 64)
+        CU_TRY(cudaLaunchKernelEx(&cfg, mk3_kernel_of(p->mode), ph, p->n, p->max_cols, p->sb / 16, p->win, p->d_cnt));
+    else
+        CU_TRY(cudaLaunchKernelEx(&cfg, mk_kernel_of(p->mode), ph, p->n, p->max_cols, p->att_n, p->ns, p->sb, p->d_cnt));
     return VC_OK;
 }
 

@@ -21,7 +21,11 @@
  *   the device-to-device copy rate measured here; then whole layers with
  *   the attention phase at position 640 (28 0.6B-shaped, 32 8B-shaped:
  *   a decode step's layers), us a step, to set beside the engine's
- *   `vllm run` decode step (report only).
+ *   `vllm run` decode step (report only). VLLM_MK_SPEED=chain: the layers
+ *   without attention only; =latency: 28 tiny layers (~1.4 MB each), whose
+ *   time is the phases' latency, beside the engine's kernels. The kernel
+ *   variant and its settings come from VLLM_MK_MODE / VLLM_MK_SB /
+ *   VLLM_MK_PF (cuda_mk.cu, docs/CONFIG.md).
  * Skips without a device. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,8 +58,18 @@ typedef struct {
 /* a decode layer's GEMVs: QKV, Wo, gate|up (GLU), down */
 static const mk_shape L8B[4] = {{6144, 4096, 0}, {4096, 4096, 0}, {28672, 4096, 1}, {4096, 14336, 0}};
 static const mk_shape L06[4] = {{4096, 1024, 0}, {1024, 2048, 0}, {6144, 1024, 1}, {1024, 3072, 0}};
+/* tiny (~1.4 MB a layer): the chain's time is its phases' latency */
+static const mk_shape LT[4] = {{1024, 256, 0}, {256, 256, 0}, {1024, 256, 1}, {256, 512, 0}};
 
 static int64_t outs_of(const mk_shape *s) { return s->glu ? s->rows / 2 : s->rows; }
+
+/* the lab's A/B settings as set (cuda_mk.cu reads them at plan creation) */
+static const char *mk_setting(void) {
+    static char b[96];
+    const char *m = getenv("VLLM_MK_MODE"), *sb = getenv("VLLM_MK_SB");
+    snprintf(b, sizeof b, "mode %s stage %s", m && *m ? m : "0", sb && *sb ? sb : "16384");
+    return b;
+}
 
 /* bf16 values uniform in +-sqrt(3 / cols) (unit variance of the outputs) */
 static uint16_t *rand_w(const mk_shape *s) {
@@ -349,7 +363,7 @@ static void mk_speed_chain(const char *name, const mk_shape *ls, int layers, dou
     cuda_mk_plan *p = cuda_mk_plan_create(g_gpu, n, d, MK_EPS, &dx, &dout);
     if (!p) fail_msg("mk plan: %s", vc_err_msg());
     enum { REPS = 10 };
-    assert_int_equal(cuda_mk_plan_run(p), VC_OK);
+    if (cuda_mk_plan_run(p) != VC_OK) fail_msg("mk run: %s", vc_err_msg());
     assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
     double t0 = vc_now_s();
     for (int r = 0; r < REPS; r++) assert_int_equal(cuda_mk_plan_run(p), VC_OK);
@@ -384,10 +398,12 @@ static void mk_speed_chain(const char *name, const mk_shape *ls, int layers, dou
         rt_backend_graph_free(g_gpu, g);
     }
     const double gb = (double)bytes * 1e-9;
-    print_message("speed: mk %s, %d layers without attention (%d GEMVs, %.3f GB): one persistent kernel %.1f us "
-                  "(%.0f GB/s, %.2f of d2d %.0f); the engine's kernels, graphed, %.1f us (%.0f GB/s, %.2f)\n",
-                  name, layers, n, gb, us_mk, gb / (us_mk * 1e-6), gb / (us_mk * 1e-6) / d2d, d2d, us_ops,
-                  us_ops > 0 ? gb / (us_ops * 1e-6) : 0.0, us_ops > 0 ? gb / (us_ops * 1e-6) / d2d : 0.0);
+    print_message("speed: mk %s, %d layers without attention (%d GEMVs, %.3f GB), %s: one persistent kernel %.1f us "
+                  "(%.0f GB/s, %.2f of d2d %.0f, %.2f us a phase); the engine's kernels, graphed, %.1f us (%.0f GB/s, "
+                  "%.2f, %.2f us a GEMV)\n",
+                  name, layers, n, gb, mk_setting(), us_mk, gb / (us_mk * 1e-6), gb / (us_mk * 1e-6) / d2d, d2d,
+                  us_mk / n, us_ops, us_ops > 0 ? gb / (us_ops * 1e-6) : 0.0,
+                  us_ops > 0 ? gb / (us_ops * 1e-6) / d2d : 0.0, us_ops / n);
     cuda_mk_plan_free(p);
     for (int i = 0; i < n; i++) drop(&dw[i]);
     drop(&dx), drop(&dout), drop(&dn), drop(&res), drop(&xn), drop(&t), drop(&qkv), drop(&sc), drop(&hh);
@@ -453,9 +469,9 @@ static void mk_speed_full(const char *name, const mk_shape *ls, int layers, int6
     for (int r = 0; r < REPS; r++) assert_int_equal(cuda_mk_plan_run(p), VC_OK);
     assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
     const double us = (vc_now_s() - t0) / REPS * 1e6, gb = (double)bytes * 1e-9;
-    print_message("speed: mk %s, %d whole layers (attention at position %lld, %d splits a kv head): %.1f us a step "
-                  "of layers (%.0f GB/s of weights, %.2f of d2d %.0f)\n",
-                  name, layers, (long long)pos, splits, us, gb / (us * 1e-6), gb / (us * 1e-6) / d2d, d2d);
+    print_message("speed: mk %s, %d whole layers (attention at position %lld, %d splits a kv head), %s: %.1f us a "
+                  "step of layers (%.0f GB/s of weights, %.2f of d2d %.0f)\n",
+                  name, layers, (long long)pos, splits, mk_setting(), us, gb / (us * 1e-6), gb / (us * 1e-6) / d2d, d2d);
     cuda_mk_plan_free(p);
     for (int i = 0; i < 4 * layers; i++) drop(&dw[i]);
     for (int l = 0; l < layers; l++) drop(&kc[l]), drop(&vc[l]);
@@ -469,8 +485,14 @@ static void test_mk_speed(void **st) {
     const char *e = getenv("VLLM_CUDA_SPEED");
     if (e && !strcmp(e, "0")) skip();
     const double d2d = d2d_gbps();
+    const char *only = getenv("VLLM_MK_SPEED"); /* "chain": the layers without attention only; "latency": tiny ones */
+    if (only && !strcmp(only, "latency")) {
+        mk_speed_chain("tiny", LT, 28, d2d);
+        return;
+    }
     mk_speed_chain("Qwen3-0.6B-shaped", L06, 28, d2d);
     mk_speed_chain("Llama-3.1-8B-shaped", L8B, 8, d2d);
+    if (only && !strcmp(only, "chain")) return;
     /* `vllm run` decodes 256 tokens after a 512-token prompt: position 640
      * on average (engine: 0.6B 1,013 tok/s = 987 us a step with the LM
      * head, 8B 224 tok/s = 4.46 ms) */
