@@ -388,9 +388,9 @@ extern "C" int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a) {
     p.pre = cuda_row_pre();
     bool vec = n > RS_SCALAR_MAX_N && hd % 4 == 0 && rs_aligned(q) && rs_aligned(k) && rs_aligned(v) && rs_aligned(a->dst) &&
                (uintptr_t)kc->data % 16 == 0 && (uintptr_t)vc->data % 16 == 0 && rs_aligned(qn) && rs_aligned(kn);
-    if (rs_pf_use(p, n, vec)) { /* cuda_rope_pf.cuh */
-        if (at == RT_BF16) rs_launch_pf<__nv_bfloat16>(c, p, n, kc->dtype);
-        else rs_launch_pf<float>(c, p, n, kc->dtype);
+    if (const int pf = rs_pf_use(p, n, vec)) { /* cuda_rope_pf.cuh */
+        if (at == RT_BF16) rs_launch_pf<__nv_bfloat16>(c, p, n, kc->dtype, pf);
+        else rs_launch_pf<float>(c, p, n, kc->dtype, pf);
     } else if (at == RT_BF16) {
         rs_launch<__nv_bfloat16>(c, p, n, vec, kc->dtype);
     } else {

@@ -99,7 +99,7 @@ __device__ __forceinline__ void rs_pf_row(const rs_args &p, int64_t t, int j, in
 /* 3 blocks of 8 warps per SM: at most 85 registers (ptxas: 72, no spills;
  * at 4 blocks, 64 registers, it spills); 24 warps x 4 rows ahead x 512
  * bytes = 48 KB of loads in flight per SM. */
-template <typename KV, typename A>
+template <typename KV, typename A, bool SH>
 __global__ void __launch_bounds__(256, 3) k_qk_rope_store_pf(rs_args p, int64_t n) {
     CUDA_PDL_ENTER();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -111,13 +111,42 @@ __global__ void __launch_bounds__(256, 3) k_qk_rope_store_pf(rs_args p, int64_t 
     const bool store = slot >= 0 && slot < p.n_slots; /* < 0: padding row, nothing stored */
     const float pf = (float)p.pos[t];
     float cs[8], sn[8];
+    if (SH) {
+        /* a token has 64 distinct angles (k = 0 .. 63): lane m of the
+         * half-warp computes k = 4m .. 4m+3 and takes its 8 from the lanes
+         * that hold them (neox: k = 8 (m % 8) + u, lanes 2 (m % 8) and
+         * 2 (m % 8) + 1; pairwise: k = 4m + u / 2, its own). The same
+         * sincosf of the same product: bit-identical to computing them
+         * here, at an eighth of a token's sincosf (session 14's ncu: the
+         * kernel issues 0.48 instructions a cycle per scheduler, SM 38%:
+         * instruction-bound as much as memory-bound) */
+        float c4[4], s4[4];
 #pragma unroll
-    for (int u = 0; u < 8; u++) {
-        const int i = 8 * m + u, k = p.neox ? (i < 64 ? i : i - 64) : i >> 1;
-        float sv, cv;
-        sincosf(pf * p.inv_freq[k], &sv, &cv);
-        cs[u] = cv * p.af;
-        sn[u] = sv * p.af;
+        for (int q = 0; q < 4; q++) {
+            float sv, cv;
+            sincosf(pf * p.inv_freq[4 * m + q], &sv, &cv);
+            c4[q] = cv * p.af;
+            s4[q] = sv * p.af;
+        }
+        if (p.neox) { /* uniform: every lane of the half-warp shuffles */
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                cs[u] = __shfl_sync(hm, c4[u & 3], 2 * (m & 7) + (u >> 2), 16);
+                sn[u] = __shfl_sync(hm, s4[u & 3], 2 * (m & 7) + (u >> 2), 16);
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < 8; u++) cs[u] = c4[u >> 1], sn[u] = s4[u >> 1];
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int i = 8 * m + u, k = p.neox ? (i < 64 ? i : i - 64) : i >> 1;
+            float sv, cv;
+            sincosf(pf * p.inv_freq[k], &sv, &cv);
+            cs[u] = cv * p.af;
+            sn[u] = sv * p.af;
+        }
     }
     for (int base = j0; base < rows; base += 4 * RS_PF_AHEAD) {
         float x[RS_PF_AHEAD][8];
@@ -136,18 +165,31 @@ __global__ void __launch_bounds__(256, 3) k_qk_rope_store_pf(rs_args p, int64_t 
  * Default on since session 7's device call: warm 2048-token prefill
  * 6.25 -> 6.17 and 6.31 -> 6.20 ms (Qwen3-0.6B shape), 50.48 -> 49.99 ms
  * (8B shape); outputs identical to the vector kernel's with bf16
- * activations (test_cuda_rope_pf), memcheck clean. */
-static inline bool rs_pf_use(const rs_args &p, int64_t n, bool vec) {
-    if (!vec || p.hd != 128 || p.rot_dim != 128 || n < RS_PF_MIN_N) return false;
+ * activations (test_cuda_rope_pf), memcheck clean. Returns 0 (off), 1
+ * (VLLM_CUDA_RS_PF=1: every lane its own angles) or 2 (the default on
+ * branch s15-rope: shared angles). */
+static inline int rs_pf_use(const rs_args &p, int64_t n, bool vec) {
+    if (!vec || p.hd != 128 || p.rot_dim != 128 || n < RS_PF_MIN_N) return 0;
     const char *e = getenv("VLLM_CUDA_RS_PF");
-    return !e || !*e || strcmp(e, "0") != 0;
+    if (e && !strcmp(e, "0")) return 0;
+    return e && !strcmp(e, "1") ? 1 : 2;
 }
 
-template <typename A> static void rs_launch_pf(cuda_ctx *c, const rs_args &p, int64_t n, rt_dtype kvt) {
+/* mode 1: every lane computes its 8 angles (session 7's kernel,
+ * VLLM_CUDA_RS_PF=1); 2: the half-warp's 64 angles once, shared by
+ * shuffles (branch s15-rope; not yet measured) */
+template <typename A> static void rs_launch_pf(cuda_ctx *c, const rs_args &p, int64_t n, rt_dtype kvt, int mode) {
     dim3 grid((unsigned)((n + RS_PF_TOK - 1) / RS_PF_TOK));
-    if (kvt == RT_BF16) cuda_launch(k_qk_rope_store_pf<__nv_bfloat16, A>, grid, 256, 0, c->stream, p, n);
-    else if (kvt == RT_F16) cuda_launch(k_qk_rope_store_pf<__half, A>, grid, 256, 0, c->stream, p, n);
-    else cuda_launch(k_qk_rope_store_pf<float, A>, grid, 256, 0, c->stream, p, n);
+#define RS_PF_GO(SH)                                                                                  \
+    if (kvt == RT_BF16) cuda_launch(k_qk_rope_store_pf<__nv_bfloat16, A, SH>, grid, 256, 0, c->stream, p, n); \
+    else if (kvt == RT_F16) cuda_launch(k_qk_rope_store_pf<__half, A, SH>, grid, 256, 0, c->stream, p, n);   \
+    else cuda_launch(k_qk_rope_store_pf<float, A, SH>, grid, 256, 0, c->stream, p, n);
+    if (mode == 2) {
+        RS_PF_GO(true)
+    } else {
+        RS_PF_GO(false)
+    }
+#undef RS_PF_GO
 }
 
 #endif

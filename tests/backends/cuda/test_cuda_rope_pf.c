@@ -1,5 +1,6 @@
-/* QK_ROPE_STORE's prefill kernel (cuda_rope_pf.cuh, VLLM_CUDA_RS_PF=1)
- * against the vector kernel it replaces (VLLM_CUDA_RS_PF=0) and the CPU op,
+/* QK_ROPE_STORE's prefill kernel (cuda_rope_pf.cuh; VLLM_CUDA_RS_PF=1: every
+ * lane its own angles, 2 / unset: the half-warp's angles shared) against
+ * the vector kernel it replaces (VLLM_CUDA_RS_PF=0) and the CPU op,
  * on random inputs at prefill sizes (>= RS_PF_MIN_N = 512 tokens, head_dim
  * 128, full rotary): q/k/v as strided views of one stacked QKV buffer in
  * bf16 or f32, QK-norm on/off, neox/pairwise, bf16/f16/f32 caches, odd
@@ -54,7 +55,12 @@ typedef struct {
     rt_rope_store_params g;
 } pf_dev;
 
-static void pf_setenv(int on) { setenv("VLLM_CUDA_RS_PF", on ? "1" : "0", 1); }
+/* Kernel k: 0 the vector kernel, 1 the prefill kernel with every lane's
+ * own angles (session 7's), 2 the default (the half-warp's 64 angles once,
+ * shared by shuffles; branch s15-rope). */
+enum { PF_K = 3 };
+static const char *const pf_mode[PF_K] = {"0", "1", "2"};
+static void pf_setenv(int k) { setenv("VLLM_CUDA_RS_PF", pf_mode[k], 1); }
 
 static void run_case(const pf_case *cs) {
     const int64_t n = cs->n, h = cs->h, kvh = cs->kvh, hd = 128, qd = h * hd, kvd = kvh * hd;
@@ -101,10 +107,10 @@ static void run_case(const pf_case *cs) {
 
     /* GPU, both kernels on the same inputs; caches start as zeros */
     void *zero = xmalloc(cbytes);
-    void *qo[2], *ko[2], *vo[2], *bo[2];
+    void *qo[PF_K], *ko[PF_K], *vo[PF_K], *bo[PF_K];
     rt_tensor dqn = up(qn, RT_F32, 1, shd), dkn = up(kn, RT_F32, 1, shd), dpos = up(pos, RT_I32, 1, sn);
     rt_tensor dsl = up(slots, RT_I32, 1, sn), dinv = up(inv, RT_F32, 1, sh);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < PF_K; k++) {
         rt_tensor dbuf = up(qkv_a, cs->act, 2, sb), dkc = up(zero, cs->kv, 4, s4), dvc = up(zero, cs->kv, 4, s4);
         rt_tensor dq = rt_tensor_alloc(g_gpu, cs->act, 3, sq);
         assert_non_null(dq.data);
@@ -166,8 +172,13 @@ static void run_case(const pf_case *cs) {
     to_f32(qo[0], cs->act, fq0, n * qd);
     assert_true(nerr(fq, fq0, n * qd) <= (cs->act == RT_F32 ? 1e-6 : 1e-2));
     free(fq0);
+    /* shared angles: the same sincosf of the same products, so the
+     * outputs equal those of every lane computing its own, bit for bit */
+    if (memcmp(qo[1], qo[2], (size_t)(n * qd) * ae) || memcmp(ko[1], ko[2], cbytes) || memcmp(vo[1], vo[2], cbytes) ||
+        memcmp(bo[1], bo[2], (size_t)(n * W) * ae))
+        fail_msg("rope_pf with shared angles differs from the lanes' own angles");
     drop(&dqn), drop(&dkn), drop(&dpos), drop(&dsl), drop(&dinv);
-    for (int k = 0; k < 2; k++) free(qo[k]), free(ko[k]), free(vo[k]), free(bo[k]);
+    for (int k = 0; k < PF_K; k++) free(qo[k]), free(ko[k]), free(vo[k]), free(bo[k]);
     free(qkv), free(qn), free(kn), free(inv), free(pos), free(slots), free(qkv_a), free(kc), free(vc), free(qc);
     free(zero), free(fq), free(fg), free(fc);
 }
@@ -220,8 +231,8 @@ static void test_rope_pf_speed(void **st) {
         rt_rope_store_params g = {.q_norm = &dw, .k_norm = &dw, .eps = 1e-6f, .pos = &dpos, .inv_freq = &dinv,
                                   .rot_dim = 128, .neox = true, .attn_factor = 1.0f, .k_cache = &dkc,
                                   .v_cache = &dvc, .slots = &dsl};
-        double us[2];
-        for (int k = 0; k < 2; k++) {
+        double us[PF_K];
+        for (int k = 0; k < PF_K; k++) {
             pf_setenv(k);
             for (int r = 0; r < 5; r++) assert_int_equal(rt_qk_rope_store(g_gpu, &dq, &gq, &gk, &gv, &g), VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
@@ -232,7 +243,8 @@ static void test_rope_pf_speed(void **st) {
         }
         unsetenv("VLLM_CUDA_RS_PF");
         print_message("qk_rope_store 2048 tokens, %lld/%lld heads, bf16: vector kernel %.1f us, prefill kernel %.1f us "
-                      "per call\n", (long long)h, (long long)kvh, us[0], us[1]);
+                      "per call, with shared angles (the default) %.1f us\n",
+                      (long long)h, (long long)kvh, us[0], us[1], us[2]);
         drop(&dbuf), drop(&dkc), drop(&dvc), drop(&dq), drop(&dw), drop(&dinv), drop(&dpos), drop(&dsl);
         free(a), free(w), free(inv), free(pos), free(sl);
     }
