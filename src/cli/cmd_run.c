@@ -191,8 +191,29 @@ int cli_run(int argc, char **argv) {
     double t1 = vc_now_s();
     int64_t produced = 0;
     const char *finish = "length";
+    /* Greedy decoding on an accelerator keeps the device a step ahead:
+     * step k + 1 is queued with its input taken on the device from step k's
+     * argmax before the host collects (and prints) step k, so the device
+     * does not idle while the host copies, prints and launches
+     * (mdl_seq_argmax_async; VLLM_RUN_PIPELINE=0 turns it off, =1 on for the
+     * CPU too, where it gains nothing: the CPU's steps run inside the
+     * enqueue). Same ids either way; at a stop token the step queued
+     * after it is left unread. */
+    const char *pe = getenv("VLLM_RUN_PIPELINE");
+    bool pipe = greedy && mdl_can_mirror(m) &&
+                (pe && *pe ? strcmp(pe, "0") != 0 : device != RT_DEV_CPU);
+    mdl_ticket held = 0; /* pipe: the ticket holding token `produced` (0: it is `next`) */
     for (; produced < max_tokens; produced++) {
-        if (!greedy) next = smp_sample(smp, logits);
+        if (pipe) {
+            mdl_ticket nt = 0;
+            if (produced + 1 < max_tokens &&
+                mdl_seq_argmax_async(m, seq, held ? NULL : &next, held, &nt) < 0)
+                goto fail;
+            if (held && mdl_collect(m, held, &next) < 0) goto fail;
+            held = nt;
+        } else if (!greedy) {
+            next = smp_sample(smp, logits);
+        }
         if (!ignore_eos && mdl_config_is_eos(cfg, next)) {
             finish = "stop";
             break;
@@ -206,7 +227,7 @@ int cli_run(int argc, char **argv) {
             free(delta);
         }
         fflush(stdout);
-        if (produced + 1 < max_tokens &&
+        if (!pipe && produced + 1 < max_tokens &&
             (greedy ? mdl_forward_argmax(m, seq, &next, 1, &next) : mdl_forward(m, seq, &next, 1, logits, false)) < 0)
             goto fail;
     }

@@ -726,6 +726,24 @@ int mdl_forward_argmax(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, 
     return seq_forward(m, s, ids, n, NULL, false, next);
 }
 
+int mdl_seq_argmax_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, mdl_ticket *t) {
+    *t = 0;
+    if (prev <= 0 && !id) return vc_err_set(VC_ERR_INVALID, "forward: no input token");
+    if (s->len + 1 > s->max_ctx)
+        return vc_err_set(VC_ERR_INVALID, "context overflow: %lld + 1 tokens > %lld", (long long)s->len,
+                          (long long)s->max_ctx);
+    /* one token at position len (identity block table: slot == position);
+     * with prev its host id is a placeholder the splice overwrites */
+    int32_t ph = 0, pos = (int32_t)s->len, qsl[2] = {0, 1}, seq_len = pos + 1, row = 0, src = 0;
+    mdl_batch b = {.n_tokens = 1, .ids = prev > 0 ? &ph : id, .positions = &pos, .slots = &pos, .n_seqs = 1,
+                   .qsl = qsl, .seq_lens = &seq_len, .block_tables = s->block_table, .max_blocks = s->nb,
+                   .n_logits = 1, .logit_rows = &row};
+    mdl_splice sp = {.prev = prev, .n = 1, .rows = &row, .src = &src};
+    int rc = mdl_forward_batch_argmax_async(m, s->kv, &b, prev > 0 ? &sp : NULL, t);
+    if (rc == 0) s->len++;
+    return rc;
+}
+
 void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks, mdl_step_views *sv) {
     int64_t h = m->h_l, kvh = m->kvh_l, hd = m->cfg.head_dim;
     sv->ids = rt_tensor_slice0(&m->ids, 0, n);

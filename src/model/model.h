@@ -176,5 +176,13 @@ int mdl_forward(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, float *
 /* The same for greedy decoding: *next = the id of the last token's largest
  * logit (lowest id on ties, as the host sampler), found on the device. */
 int mdl_forward_argmax(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, int32_t *next);
+/* One greedy step of s enqueued on the device mirror (mdl_can_mirror):
+ * the token at position seq_len is *id (prev == 0) or, taken on the
+ * device, the first id of ticket prev (the last ticket enqueued); its
+ * argmax becomes ticket *t (mdl_collect). The sequence grows at enqueue,
+ * so the next step can be queued before this one is collected: `vllm run`
+ * keeps the device one step ahead of the host. The mirror's rules apply
+ * (ticket t - 2 collected before t is enqueued). */
+int mdl_seq_argmax_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, mdl_ticket *t);
 
 #endif

@@ -11,6 +11,8 @@
  *    history filled on the host; a logits step with a splice
  *    (mdl_forward_batch_splice) equals mdl_forward_batch with the ids
  *    filled; mdl_mirror_put ids splice like device ones;
+ *  - the single-sequence API (mdl_seq_argmax_async, `vllm run`'s greedy
+ *    loop) a step ahead gives mdl_forward_argmax's ids;
  *  - the rules: a ticket whose slot holds an uncollected ticket is refused
  *    (buffers are reused only after their copy was seen complete); splices
  *    only from the last ticket, with rows / sources / history indices in
@@ -272,6 +274,47 @@ static void test_rules(void **st) {
     mdl_kv_free(kv);
 }
 
+/* The single-sequence API keeps the device a step ahead (`vllm run`'s
+ * greedy loop): mdl_seq_argmax_async steps spliced from the previous
+ * ticket give the ids of plain mdl_forward_argmax steps; no input token,
+ * or a step past the context, is refused and leaves the sequence as it
+ * was. */
+static void test_seq_pipeline(void **st) {
+    (void)st;
+    enum { N = 10 };
+    const int32_t prompt[3] = {1, 5, 9};
+    int32_t want[N], got[N];
+    mdl_seq *a = mdl_seq_create(g_m, 64), *b = mdl_seq_create(g_m, 64);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(mdl_forward_argmax(g_m, a, prompt, 3, &want[0]), VC_OK);
+    for (int k = 1; k < N; k++) assert_int_equal(mdl_forward_argmax(g_m, a, &want[k - 1], 1, &want[k]), VC_OK);
+    assert_int_equal(mdl_forward_argmax(g_m, b, prompt, 3, &got[0]), VC_OK);
+    mdl_ticket held = 0, nt = 0;
+    for (int k = 0; k < N; k++) { /* as cmd_run.c: queue k + 1, then collect k */
+        nt = 0;
+        if (k + 1 < N) assert_int_equal(mdl_seq_argmax_async(g_m, b, held ? NULL : &got[0], held, &nt), VC_OK);
+        if (held) assert_int_equal(mdl_collect(g_m, held, &got[k]), VC_OK);
+        held = nt;
+    }
+    assert_memory_equal(want, got, sizeof want);
+    assert_int_equal(mdl_seq_len(b), 3 + N - 1);
+    mdl_ticket t = 0;
+    assert_int_equal(mdl_seq_argmax_async(g_m, b, NULL, 0, &t), VC_ERR_INVALID);
+    assert_int_equal(t, 0);
+    assert_int_equal(mdl_seq_len(b), 3 + N - 1);
+    mdl_seq *c = mdl_seq_create(g_m, 4);
+    assert_non_null(c);
+    int32_t x = 0;
+    assert_int_equal(mdl_forward_argmax(g_m, c, prompt, 3, &x), VC_OK);
+    assert_int_equal(mdl_seq_argmax_async(g_m, c, &x, 0, &t), VC_OK);
+    assert_int_equal(mdl_collect(g_m, t, &x), VC_OK);
+    mdl_ticket t2 = 0;
+    assert_int_equal(mdl_seq_argmax_async(g_m, c, NULL, t, &t2), VC_ERR_INVALID); /* position 4 of 4 */
+    assert_int_equal(mdl_seq_len(c), 4);
+    mdl_seq_free(a), mdl_seq_free(b), mdl_seq_free(c);
+}
+
 static int setup(void **st) {
     (void)st;
     rt_backend_params p = rt_backend_params_default();
@@ -293,6 +336,7 @@ static int teardown(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipelined_greedy),
+        cmocka_unit_test(test_seq_pipeline),
         cmocka_unit_test(test_sample_and_logits_splice),
         cmocka_unit_test(test_rules),
     };
