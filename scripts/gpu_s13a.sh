@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_s13a.sh — prepared in session 12 for session 13 (nvidia-h200, ~2 min):
-# Nsight Compute of the GGUF kernels where they fall short (docs/STATUS.md
+# Nsight Compute of the GGUF kernels where they fall short (docs/STATUS-HISTORY.md
 # "After session 12", item 1). Prebuilt binaries as gpu_s12b.sh: build
 # test_cuda_mmq here (build-cuda), strip it into a folder, `tar cJf
 # bin.txz .` there, and carry a snapshot with scripts/, .deps (with

@@ -3,7 +3,7 @@
 # command (docs/BENCHMARKS.md): run from a snapshot of branch s7-cand (main
 # + h7-topp + h7-ropefd): the CUDA tests of both branches, memcheck,
 # `vllm run` decode A/B of VLLM_CUDA_ROPE_FD, the 0.6B graphed cuBLAS
-# ceiling (gpu_hf.py roof). Snapshot + carry as in docs/STATUS.md.
+# ceiling (gpu_hf.py roof). Snapshot + carry as in docs/STATUS-HISTORY.md.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
