@@ -57,7 +57,7 @@ typedef struct {
 
 /* Kernel k: 0 the vector kernel, 1 the prefill kernel with every lane's
  * own angles (session 7's), 2 the default (the half-warp's 64 angles once,
- * shared by shuffles; branch s15-rope). */
+ * shared by shuffles; the default since session 15). */
 enum { PF_K = 3 };
 static const char *const pf_mode[PF_K] = {"0", "1", "2"};
 static void pf_setenv(int k) { setenv("VLLM_CUDA_RS_PF", pf_mode[k], 1); }
