@@ -7,7 +7,8 @@
 #include "cli/cli_common.h"
 #include "model/model.h"
 #include "runtime/comm.h"
-#include "sample/sampler.h"
+#include "runtime/ops.h"
+#include "sample/batch.h"
 #include "tokenizer/tokenizer.h"
 
 #include <errno.h>
@@ -128,8 +129,9 @@ int cli_run(int argc, char **argv) {
     mdl_seq *seq = NULL;
     tok_tokenizer *tok = NULL;
     tok_stream *ts = NULL;
-    smp_sampler *smp = NULL;
-    int32_t *ids = NULL;
+    smp_batch *sb = NULL;
+    smp_req *sreq = NULL;
+    int32_t *ids = NULL, *outs = NULL;
     size_t n_ids = 0;
     float *logits = NULL;
 
@@ -176,13 +178,26 @@ int cli_run(int argc, char **argv) {
         ctx = cfg->max_pos;
     }
     seq = mdl_seq_create(m, ctx);
-    smp = smp_create(&sp, cfg->vocab);
     logits = malloc((size_t)cfg->vocab * sizeof *logits);
-    if (!seq || !smp || !logits) goto fail;
+    outs = malloc((size_t)max_tokens * sizeof *outs);
+    if (!seq || !logits || !outs) goto fail;
+    /* The engine's sampler (vLLM's order and ranges; a seeded run draws its
+     * step-k uniform from (seed, k), so `vllm run --seed S` and a request
+     * with seed S sample alike). */
+    smp_batch_params sbp = smp_batch_params_default();
+    sbp.vocab = cfg->vocab;
+    sbp.max_batch = 1;
+    sb = smp_batch_create(&sbp);
+    if (!sb) goto fail;
+    smp_req_params rp = smp_req_params_default();
+    rp.temperature = sp.temperature, rp.top_p = sp.top_p, rp.top_k = sp.top_k, rp.min_p = sp.min_p;
+    rp.seed = sp.seed, rp.has_seed = sp.has_seed;
+    if (smp_req_create(sb, &rp, &sreq) < 0) goto fail;
+    smp_row srow = {.req = sreq, .prompt = ids, .n_prompt = (int32_t)n_ids, .output = outs, .n_output = 0};
 
     /* Greedy: the argmax is taken on the device (4 bytes back per step
      * instead of the vocabulary's logits). */
-    bool greedy = sp.temperature < 1e-5f; /* as smp_sample */
+    bool greedy = sp.temperature < 1e-5f; /* as the sampler's rule */
     int32_t next = 0;
     double t0 = vc_now_s();
     if ((greedy ? mdl_forward_argmax(m, seq, ids, (int64_t)n_ids, &next)
@@ -191,29 +206,50 @@ int cli_run(int argc, char **argv) {
     double t1 = vc_now_s();
     int64_t produced = 0;
     const char *finish = "length";
-    /* Greedy decoding on an accelerator keeps the device a step ahead:
-     * step k + 1 is queued with its input taken on the device from step k's
-     * argmax before the host collects (and prints) step k, so the device
-     * does not idle while the host copies, prints and launches
-     * (mdl_seq_argmax_async; VLLM_RUN_PIPELINE=0 turns it off, =1 on for the
-     * CPU too, where it gains nothing: the CPU's steps run inside the
-     * enqueue). Same ids either way; at a stop token the step queued
+    /* On an accelerator the device runs a step ahead: step k + 1 is queued
+     * with its input taken on the device from step k's token before the
+     * host collects (and prints) step k, so the device does not idle while
+     * the host copies, prints and launches; its token is the argmax or,
+     * sampling, drawn on the device (rt_sample, the host sampler's
+     * arithmetic with the uniform the host would draw) instead of the
+     * vocabulary's logits coming back to a host sampler. The first token
+     * (from the prompt's logits) is sampled on the host. VLLM_RUN_PIPELINE=0
+     * turns it off, =1 on for the CPU too (where it gains nothing: the
+     * CPU's steps run inside the enqueue). At a stop token the step queued
      * after it is left unread. */
     const char *pe = getenv("VLLM_RUN_PIPELINE");
-    bool pipe = greedy && mdl_can_mirror(m) &&
+    bool pipe = mdl_can_mirror(m) && (greedy || mdl_can_sample(m)) &&
                 (pe && *pe ? strcmp(pe, "0") != 0 : device != RT_DEV_CPU);
     mdl_ticket held = 0; /* pipe: the ticket holding token `produced` (0: it is `next`) */
     for (; produced < max_tokens; produced++) {
+        if (!greedy && !held) { /* sampled on the host: token 0 (pipe) or every token */
+            srow.n_output = (int32_t)produced;
+            if (smp_batch_sample(sb, logits, &srow, 1) < 0) goto fail;
+            next = smp_batch_output(sb)->tokens[0];
+        }
         if (pipe) {
             mdl_ticket nt = 0;
-            if (produced + 1 < max_tokens &&
-                mdl_seq_argmax_async(m, seq, held ? NULL : &next, held, &nt) < 0)
-                goto fail;
+            if (produced + 1 < max_tokens) {
+                const int32_t *in = held ? NULL : &next;
+                if (greedy) {
+                    if (mdl_seq_argmax_async(m, seq, in, held, &nt) < 0) goto fail;
+                } else { /* the step that draws token produced + 1 */
+                    float f[RT_SAMPLE_NF];
+                    int32_t q[RT_SAMPLE_NI];
+                    double u;
+                    srow.n_output = (int32_t)(produced + 1);
+                    smp_batch_uniforms(sb, &srow, 1, &u);
+                    smp_plain pl = smp_row_plain(&srow);
+                    rt_sample_row(f, q, pl.temperature, pl.top_p, pl.min_p, pl.top_k, pl.repetition, pl.frequency,
+                                  pl.presence, 0, 0, 0, u);
+                    mdl_sample_args sa = {.fparams = f, .iparams = q};
+                    if (mdl_seq_sample_async(m, seq, in, held, &sa, &nt) < 0) goto fail;
+                }
+            }
             if (held && mdl_collect(m, held, &next) < 0) goto fail;
             held = nt;
-        } else if (!greedy) {
-            next = smp_sample(smp, logits);
         }
+        outs[produced] = next;
         if (!ignore_eos && mdl_config_is_eos(cfg, next)) {
             finish = "stop";
             break;
@@ -249,7 +285,9 @@ fail:
 done:
     free(logits);
     free(ids);
-    smp_free(smp);
+    free(outs);
+    smp_req_free(sreq);
+    smp_batch_free(sb);
     tok_stream_free(ts);
     tok_free(tok);
     mdl_seq_free(seq);

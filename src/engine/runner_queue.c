@@ -45,33 +45,18 @@ static int exec_device_sample(erun_runner *r, erun_slot *sl, const mdl_batch *b,
     for (int32_t i = 0; i < n; i++) {
         const smp_row *row = &sl->srows[i];
         smp_plain p = smp_row_plain(row);
-        float *f = r->dfp + (int64_t)i * RT_SAMPLE_NF;
-        int32_t *q = r->dip + (int64_t)i * RT_SAMPLE_NI;
-        memset(f, 0, RT_SAMPLE_NF * sizeof *f);
-        memset(q, 0, RT_SAMPLE_NI * sizeof *q);
-        f[RT_SAMPLE_TEMP] = p.temperature;
-        f[RT_SAMPLE_TOP_P] = p.top_p;
-        f[RT_SAMPLE_MIN_P] = p.min_p;
-        f[RT_SAMPLE_LOG_MIN_P] = p.min_p > 0.0f ? logf(p.min_p) : -INFINITY;
-        f[RT_SAMPLE_REP] = p.repetition;
-        f[RT_SAMPLE_FREQ] = p.frequency;
-        f[RT_SAMPLE_PRES] = p.presence;
-        q[RT_SAMPLE_TOP_K] = p.top_k;
-        q[RT_SAMPLE_HIST_OFF] = (int32_t)nh;
+        int32_t np = 0, no = 0, off = (int32_t)nh;
         r->drow_last[i] = -1;
         if (p.penalties) {
-            int32_t np = p.repetition != 1.0f ? row->n_prompt : 0;
+            np = p.repetition != 1.0f ? row->n_prompt : 0;
+            no = row->n_output;
             memcpy(r->dhist + nh, row->prompt, (size_t)np * sizeof *r->dhist);
-            memcpy(r->dhist + nh + np, row->output, (size_t)row->n_output * sizeof *r->dhist);
-            q[RT_SAMPLE_N_PROMPT] = np;
-            q[RT_SAMPLE_N_OUTPUT] = row->n_output;
-            if (row->n_output > 0) r->drow_last[i] = (int32_t)(nh + np + row->n_output - 1);
-            nh += np + row->n_output;
+            memcpy(r->dhist + nh + np, row->output, (size_t)no * sizeof *r->dhist);
+            if (no > 0) r->drow_last[i] = (int32_t)(nh + np + no - 1);
+            nh += np + no;
         }
-        uint64_t bits;
-        memcpy(&bits, &r->dus[i], sizeof bits);
-        q[RT_SAMPLE_U_LO] = (int32_t)(uint32_t)bits;
-        q[RT_SAMPLE_U_HI] = (int32_t)(uint32_t)(bits >> 32);
+        rt_sample_row(r->dfp + (int64_t)i * RT_SAMPLE_NF, r->dip + (int64_t)i * RT_SAMPLE_NI, p.temperature, p.top_p,
+                      p.min_p, p.top_k, p.repetition, p.frequency, p.presence, off, np, no, r->dus[i]);
     }
     mdl_sample_args sa = {.fparams = r->dfp, .iparams = r->dip, .hist = nh ? r->dhist : NULL, .n_hist = nh};
     int rc;

@@ -726,7 +726,9 @@ int mdl_forward_argmax(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, 
     return seq_forward(m, s, ids, n, NULL, false, next);
 }
 
-int mdl_seq_argmax_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, mdl_ticket *t) {
+/* mdl_seq_argmax_async / mdl_seq_sample_async: sa NULL for the argmax */
+static int seq_step_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, const mdl_sample_args *sa,
+                          mdl_ticket *t) {
     *t = 0;
     if (prev <= 0 && !id) return vc_err_set(VC_ERR_INVALID, "forward: no input token");
     if (s->len + 1 > s->max_ctx)
@@ -739,9 +741,23 @@ int mdl_seq_argmax_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket
                    .qsl = qsl, .seq_lens = &seq_len, .block_tables = s->block_table, .max_blocks = s->nb,
                    .n_logits = 1, .logit_rows = &row};
     mdl_splice sp = {.prev = prev, .n = 1, .rows = &row, .src = &src};
-    int rc = mdl_forward_batch_argmax_async(m, s->kv, &b, prev > 0 ? &sp : NULL, t);
+    int rc = sa ? mdl_forward_batch_sample_async(m, s->kv, &b, sa, prev > 0 ? &sp : NULL, t)
+                : mdl_forward_batch_argmax_async(m, s->kv, &b, prev > 0 ? &sp : NULL, t);
     if (rc == 0) s->len++;
     return rc;
+}
+
+int mdl_seq_argmax_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, mdl_ticket *t) {
+    return seq_step_async(m, s, id, prev, NULL, t);
+}
+
+int mdl_seq_sample_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, const mdl_sample_args *sa,
+                         mdl_ticket *t) {
+    if (!sa) {
+        *t = 0;
+        return vc_err_set(VC_ERR_INVALID, "forward: no sampling arguments");
+    }
+    return seq_step_async(m, s, id, prev, sa, t);
 }
 
 void mdl_step_views_make(mdl_model *m, int64_t n, int64_t S, int64_t max_blocks, mdl_step_views *sv) {

@@ -184,5 +184,9 @@ int mdl_forward_argmax(mdl_model *m, mdl_seq *s, const int32_t *ids, int64_t n, 
  * keeps the device one step ahead of the host. The mirror's rules apply
  * (ticket t - 2 collected before t is enqueued). */
 int mdl_seq_argmax_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, mdl_ticket *t);
+/* The same step with its token drawn on the device (mdl_can_sample: one
+ * row of rt_sample's parameters in sa, no history spliced). */
+int mdl_seq_sample_async(mdl_model *m, mdl_seq *s, const int32_t *id, mdl_ticket prev, const mdl_sample_args *sa,
+                         mdl_ticket *t);
 
 #endif

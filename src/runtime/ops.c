@@ -3,6 +3,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +236,27 @@ int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
           "argmax: dst i32[rows], src f32[rows, c]");
     rt_op_args a = {.dst = dst, .src = {src}};
     return rt_op_exec(be, RT_OP_ARGMAX, &a);
+}
+
+void rt_sample_row(float *f, int32_t *i, float temperature, float top_p, float min_p, int32_t top_k, float repetition,
+                   float frequency, float presence, int32_t hist_off, int32_t n_prompt, int32_t n_output, double u) {
+    memset(f, 0, RT_SAMPLE_NF * sizeof *f);
+    memset(i, 0, RT_SAMPLE_NI * sizeof *i);
+    f[RT_SAMPLE_TEMP] = temperature;
+    f[RT_SAMPLE_TOP_P] = top_p;
+    f[RT_SAMPLE_MIN_P] = min_p;
+    f[RT_SAMPLE_LOG_MIN_P] = min_p > 0.0f ? logf(min_p) : -INFINITY;
+    f[RT_SAMPLE_REP] = repetition;
+    f[RT_SAMPLE_FREQ] = frequency;
+    f[RT_SAMPLE_PRES] = presence;
+    i[RT_SAMPLE_TOP_K] = top_k;
+    i[RT_SAMPLE_HIST_OFF] = hist_off;
+    i[RT_SAMPLE_N_PROMPT] = n_prompt;
+    i[RT_SAMPLE_N_OUTPUT] = n_output;
+    uint64_t bits;
+    memcpy(&bits, &u, sizeof bits);
+    i[RT_SAMPLE_U_LO] = (int32_t)(uint32_t)bits;
+    i[RT_SAMPLE_U_HI] = (int32_t)(uint32_t)(bits >> 32);
 }
 
 int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor *fparams, const rt_tensor *iparams,

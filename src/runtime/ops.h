@@ -199,6 +199,13 @@ int rt_attention(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_te
 int rt_copy(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 int rt_argmax(rt_backend *be, rt_tensor *dst, const rt_tensor *src);
 /* src: logits, fparams, iparams, hist (may be NULL), counts (NULL unless hist) */
+/* One row of SAMPLE's parameters (f [RT_SAMPLE_NF], i [RT_SAMPLE_NI]) from
+ * the effective values (temperature 0: greedy; top_p 1, min_p 0, top_k 0,
+ * repetition 1, frequency / presence 0: off), the row's history layout
+ * (hist_off, n_prompt, n_output; zeros without penalties) and its uniform
+ * u in [0, 1). */
+void rt_sample_row(float *f, int32_t *i, float temperature, float top_p, float min_p, int32_t top_k, float repetition,
+                   float frequency, float presence, int32_t hist_off, int32_t n_prompt, int32_t n_output, double u);
 int rt_sample(rt_backend *be, rt_tensor *dst, rt_tensor *logits, const rt_tensor *fparams, const rt_tensor *iparams,
               const rt_tensor *hist, const rt_tensor *counts);
 /* dst[pos[j]] = vals[sel[j]], j < n (COMBINE) */

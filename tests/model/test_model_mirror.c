@@ -12,7 +12,9 @@
  *    (mdl_forward_batch_splice) equals mdl_forward_batch with the ids
  *    filled; mdl_mirror_put ids splice like device ones;
  *  - the single-sequence API (mdl_seq_argmax_async, `vllm run`'s greedy
- *    loop) a step ahead gives mdl_forward_argmax's ids;
+ *    loop) a step ahead gives mdl_forward_argmax's ids; sampling on the
+ *    device a step ahead (mdl_seq_sample_async) draws the tokens of steps
+ *    taken one at a time and, on the CPU, the host sampler's;
  *  - the rules: a ticket whose slot holds an uncollected ticket is refused
  *    (buffers are reused only after their copy was seen complete); splices
  *    only from the last ticket, with rows / sources / history indices in
@@ -31,6 +33,7 @@
 #include "base/err.h"
 #include "model/model.h"
 #include "runtime/ops.h"
+#include "sample/batch.h"
 
 #define TINY VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
 enum { BS = 4, MB = 4, STEPS = 6 };
@@ -315,6 +318,83 @@ static void test_seq_pipeline(void **st) {
     mdl_seq_free(a), mdl_seq_free(b), mdl_seq_free(c);
 }
 
+/* Sampling on the device a step ahead (`vllm run` at temperature > 0):
+ * mdl_seq_sample_async steps queued before the previous one is collected
+ * draw the tokens of steps collected one at a time (the same op on the
+ * same inputs, so bit for bit on any backend); on the CPU they also equal
+ * the host sampler's draws (smp_batch_sample_us) over mdl_forward's
+ * logits with the same uniforms. No sampling arguments: refused. */
+static void test_seq_pipeline_sample(void **st) {
+    (void)st;
+    enum { N = 12 };
+    const int32_t prompt[3] = {2, 7, 11};
+    const int64_t V = mdl_get_config(g_m)->vocab;
+    int32_t one[N], piped[N], host[N];
+    float f[N][RT_SAMPLE_NF];
+    int32_t q[N][RT_SAMPLE_NI];
+    double us[N];
+    for (int k = 0; k < N; k++) {
+        us[k] = (k * 0.37 + 0.11) - (int)(k * 0.37 + 0.11); /* spread over [0, 1) */
+        rt_sample_row(f[k], q[k], 0.8f, k % 3 ? 0.9f : 1.0f, k % 4 ? 0.0f : 0.05f, k % 2 ? 0 : 20, 1.0f, 0.0f, 0.0f,
+                      0, 0, 0, us[k]);
+    }
+    float *logits = malloc((size_t)V * sizeof *logits);
+    assert_non_null(logits);
+    mdl_seq *a = mdl_seq_create(g_m, 64), *b = mdl_seq_create(g_m, 64);
+    assert_non_null(a);
+    assert_non_null(b);
+    /* one step at a time: enqueue, collect, the next with the host id */
+    assert_int_equal(mdl_forward_argmax(g_m, a, prompt, 3, &one[0]), VC_OK);
+    for (int k = 1; k < N; k++) {
+        mdl_ticket t = 0;
+        mdl_sample_args sa = {.fparams = f[k], .iparams = q[k]};
+        assert_int_equal(mdl_seq_sample_async(g_m, a, &one[k - 1], 0, &sa, &t), VC_OK);
+        assert_int_equal(mdl_collect(g_m, t, &one[k]), VC_OK);
+    }
+    /* a step ahead */
+    assert_int_equal(mdl_forward_argmax(g_m, b, prompt, 3, &piped[0]), VC_OK);
+    mdl_ticket held = 0;
+    for (int k = 0; k < N; k++) {
+        mdl_ticket nt = 0;
+        if (k + 1 < N) {
+            mdl_sample_args sa = {.fparams = f[k + 1], .iparams = q[k + 1]};
+            assert_int_equal(mdl_seq_sample_async(g_m, b, held ? NULL : &piped[0], held, &sa, &nt), VC_OK);
+        }
+        if (held) assert_int_equal(mdl_collect(g_m, held, &piped[k]), VC_OK);
+        held = nt;
+    }
+    assert_memory_equal(one, piped, sizeof one);
+    if (g_be->device == RT_DEV_CPU) { /* the host sampler's draws over the logits */
+        smp_batch_params bp = smp_batch_params_default();
+        bp.vocab = V;
+        bp.max_batch = 1;
+        smp_batch *sb = smp_batch_create(&bp);
+        assert_non_null(sb);
+        mdl_seq *c = mdl_seq_create(g_m, 64);
+        assert_non_null(c);
+        assert_int_equal(mdl_forward_argmax(g_m, c, prompt, 3, &host[0]), VC_OK);
+        for (int k = 1; k < N; k++) {
+            assert_int_equal(mdl_forward(g_m, c, &host[k - 1], 1, logits, false), VC_OK);
+            smp_plain pl = {.temperature = f[k][RT_SAMPLE_TEMP], .top_p = f[k][RT_SAMPLE_TOP_P],
+                            .min_p = f[k][RT_SAMPLE_MIN_P], .repetition = 1.0f, .top_k = q[k][RT_SAMPLE_TOP_K]};
+            smp_req *r = NULL;
+            assert_int_equal(smp_req_create_plain(sb, &pl, &r), VC_OK);
+            smp_row row = {.req = r};
+            assert_int_equal(smp_batch_sample_us(sb, logits, &row, 1, &us[k]), VC_OK);
+            host[k] = smp_batch_output(sb)->tokens[0];
+            smp_req_free(r);
+        }
+        assert_memory_equal(one, host, sizeof one);
+        mdl_seq_free(c);
+        smp_batch_free(sb);
+    }
+    mdl_ticket t = 0;
+    assert_int_equal(mdl_seq_sample_async(g_m, a, &one[0], 0, NULL, &t), VC_ERR_INVALID);
+    assert_int_equal(t, 0);
+    mdl_seq_free(a), mdl_seq_free(b);
+    free(logits);
+}
+
 static int setup(void **st) {
     (void)st;
     rt_backend_params p = rt_backend_params_default();
@@ -337,6 +417,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipelined_greedy),
         cmocka_unit_test(test_seq_pipeline),
+        cmocka_unit_test(test_seq_pipeline_sample),
         cmocka_unit_test(test_sample_and_logits_splice),
         cmocka_unit_test(test_rules),
     };

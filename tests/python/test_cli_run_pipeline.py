@@ -1,11 +1,13 @@
-"""`vllm run` greedy decoding with the device a step ahead
-(VLLM_RUN_PIPELINE, src/cli/cmd_run.c: step k + 1 queued with its input
-taken on the device from step k's argmax before the host collects step
-k). On by default on accelerators; here on the CPU backend, forced on with
-=1, against =0 (the synchronous loop): the same ids, finish reason and
-token count for several fixture models, with and without stop tokens, at
-1 and 2 tokens (no step / one step queued) and at a context that ends the
-run early."""
+"""`vllm run` decoding with the device a step ahead (VLLM_RUN_PIPELINE,
+src/cli/cmd_run.c: step k + 1 queued with its input taken on the device
+from step k's token before the host collects step k; sampled tokens drawn
+on the device with the uniforms the host sampler would use). On by
+default on accelerators; here on the CPU backend, forced on with =1,
+against =0 (the synchronous loop, the host sampler): the same ids, finish
+reason and token count for several fixture models, greedy and seeded
+sampling (temperature, top_p, top_k, min_p), with and without stop
+tokens, at 1 and 2 tokens (no step / one step queued) and at a context
+that ends the run early."""
 import os
 import pathlib
 import subprocess
@@ -29,7 +31,11 @@ def run(vllm_bin, model, pipe, *extra):
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("extra", [("--max-tokens", "24", "--ignore-eos"), ("--max-tokens", "24"),
                                    ("--max-tokens", "1"), ("--max-tokens", "2", "--ignore-eos"),
-                                   ("--max-tokens", "600", "--ignore-eos")])  # clamped to the 512-position context
+                                   ("--max-tokens", "600", "--ignore-eos"),  # clamped to the 512-position context
+                                   ("--max-tokens", "24", "--temperature", "0.8", "--seed", "7"),
+                                   ("--max-tokens", "24", "--temperature", "1.0", "--top-p", "0.9", "--top-k", "30",
+                                    "--min-p", "0.02", "--seed", "3", "--ignore-eos"),
+                                   ("--max-tokens", "1", "--temperature", "0.8", "--seed", "5")])
 def test_pipeline_same_ids(vllm_bin, name, extra):
     model = REPO / "tests" / "fixtures" / "models" / name
     if not model.exists():
@@ -39,3 +45,14 @@ def test_pipeline_same_ids(vllm_bin, name, extra):
     assert pipe == sync
     if "--ignore-eos" in extra:
         assert len(pipe[0]) == min(int(extra[1]), 512 - 4)
+
+
+def test_seeded_sampling_repeats(vllm_bin):
+    """A seeded run draws the same tokens every time, and another seed others."""
+    model = REPO / "tests" / "fixtures" / "models" / "tiny-llama"
+    args = ("--max-tokens", "32", "--temperature", "1.0", "--ignore-eos")
+    a = run(vllm_bin, model, "1", *args, "--seed", "9")
+    b = run(vllm_bin, model, "1", *args, "--seed", "9")
+    c = run(vllm_bin, model, "1", *args, "--seed", "10")
+    assert a == b
+    assert a[0] != c[0]
