@@ -955,7 +955,8 @@ int cuda_mk_plan_run(cuda_mk_plan *p) {
     if (p->mode >= 64)
         CU_TRY(cudaLaunchKernelEx(&cfg, mk3_kernel_of(p->mode), ph, p->n, p->max_cols, p->sb / 16, p->win, p->d_cnt));
     else
-        CU_TRY(cudaLaunchKernelEx(&cfg, mk_kernel_of(p->mode), ph, p->n, p->max_cols, p->att_n, p->ns, p->sb, p->d_cnt));
+        CU_TRY(cudaLaunchKernelEx(&cfg, mk_kernel_of(p->mode), ph, p->n, p->max_cols, p->att_n, p->ns, p->sb,
+                                  p->d_cnt));
     return VC_OK;
 }
 
