@@ -72,7 +72,7 @@ int cli_run(int argc, char **argv) {
     int kv_dtype = MDL_KV_AUTO;
     bool ignore_eos = false, print_ids = false;
     int device = RT_DEV_CPU;
-    smp_params sp = smp_params_default();
+    smp_req_params rp = smp_req_params_default(); /* the sampling flags, checked by smp_req_create */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -89,18 +89,18 @@ int cli_run(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) rc = cli_parse_i64(a, v, 1, 1024, &threads);
         else if (!strcmp(a, "--kv-cache-dtype")) rc = mdl_parse_kv_dtype(v, &kv_dtype);
         else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) rc = cli_parse_i64(a, v, 1, 64, &tp);
-        else if (!strcmp(a, "--temperature")) rc = cli_parse_f32(a, v, 0.0f, 1e6f, &sp.temperature);
-        else if (!strcmp(a, "--top-p")) rc = cli_parse_f32(a, v, 1e-9f, 1.0f, &sp.top_p);
-        else if (!strcmp(a, "--min-p")) rc = cli_parse_f32(a, v, 0.0f, 1.0f, &sp.min_p);
+        else if (!strcmp(a, "--temperature")) rc = cli_parse_f32(a, v, 0.0f, 1e6f, &rp.temperature);
+        else if (!strcmp(a, "--top-p")) rc = cli_parse_f32(a, v, 1e-9f, 1.0f, &rp.top_p);
+        else if (!strcmp(a, "--min-p")) rc = cli_parse_f32(a, v, 0.0f, 1.0f, &rp.min_p);
         else if (!strcmp(a, "--top-k")) {
             int64_t k;
             rc = cli_parse_i64(a, v, -1, INT32_MAX, &k);
-            sp.top_k = (int32_t)k;
+            rp.top_k = (int32_t)k;
         } else if (!strcmp(a, "--seed")) {
             int64_t s;
             rc = cli_parse_i64(a, v, 0, INT64_MAX, &s);
-            sp.seed = (uint64_t)s;
-            sp.has_seed = true;
+            rp.seed = (uint64_t)s;
+            rp.has_seed = true;
         } else {
             fprintf(stderr, "vllm run: unknown option '%s'\n", a);
             run_usage(stderr);
@@ -189,15 +189,12 @@ int cli_run(int argc, char **argv) {
     sbp.max_batch = 1;
     sb = smp_batch_create(&sbp);
     if (!sb) goto fail;
-    smp_req_params rp = smp_req_params_default();
-    rp.temperature = sp.temperature, rp.top_p = sp.top_p, rp.top_k = sp.top_k, rp.min_p = sp.min_p;
-    rp.seed = sp.seed, rp.has_seed = sp.has_seed;
     if (smp_req_create(sb, &rp, &sreq) < 0) goto fail;
     smp_row srow = {.req = sreq, .prompt = ids, .n_prompt = (int32_t)n_ids, .output = outs, .n_output = 0};
 
     /* Greedy: the argmax is taken on the device (4 bytes back per step
      * instead of the vocabulary's logits). */
-    bool greedy = sp.temperature < 1e-5f; /* as the sampler's rule */
+    bool greedy = rp.temperature < 1e-5f; /* as the sampler's rule */
     int32_t next = 0;
     double t0 = vc_now_s();
     if ((greedy ? mdl_forward_argmax(m, seq, ids, (int64_t)n_ids, &next)

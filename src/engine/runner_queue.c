@@ -9,7 +9,6 @@
 #include "engine/runner_int.h"
 #include "runtime/ops.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
