@@ -26,6 +26,15 @@ int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64
     return VC_OK;
 }
 
+int cli_parse_block_size(const char *flag, const char *s, int32_t *out) {
+    int64_t v;
+    if (cli_parse_i64(flag, s, 1, 1024, &v) < 0 || (v & (v - 1)))
+        return vc_err_set(VC_ERR_INVALID, "%s: expected a power of two in [1, 1024] (tokens per KV cache block), got '%s'",
+                          flag, s);
+    *out = (int32_t)v;
+    return VC_OK;
+}
+
 int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out) {
     char *end;
     errno = 0;

@@ -8,6 +8,10 @@
 
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out);
+/* --block-size N: KV cache tokens per block, a power of two in [1, 1024]
+ * (vLLM takes 1, 8, 16, 32, 64, 128; the CUDA tensor-core attention
+ * kernels need a power of two). */
+int cli_parse_block_size(const char *flag, const char *s, int32_t *out);
 /* A fraction in (0, 1] into a double. */
 int cli_parse_f32d(const char *flag, const char *s, double *out);
 /* The default model: $VLLM_MODEL, else models/<default file> next to the

@@ -25,6 +25,7 @@ static void usage(FILE *f) {
                "  --max-num-seqs N            (default 64)\n"
                "  --max-num-batched-tokens N  (default 2048)\n"
                "  --kv-cache-memory BYTES     KV budget (default: 25%% of available memory)\n"
+               "  --block-size N              KV cache tokens per block, a power of two <= 1024 (default 16)\n"
                "  --threads N                 CPU threads (default: all cores)\n"
                "  --device cpu|cuda           backend (default cpu)\n"
                "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
@@ -92,6 +93,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
         else if (!strcmp(a, "--kv-cache-dtype")) { int kd; rc = mdl_parse_kv_dtype(val, &kd); ep.kv_cache_dtype = val; }
         else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) { rc = cli_parse_i64(a, val, 1, 64, &v); ep.tensor_parallel_size = (int)v; }
+        else if (!strcmp(a, "--block-size")) rc = cli_parse_block_size(a, val, &ep.block_size);
         else if (!strcmp(a, "--kv-cache-memory")) { rc = cli_parse_i64(a, val, 1, INT64_MAX, &v); ep.kv_cache_memory = (size_t)v; }
         else { fprintf(stderr, "vllm bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (rc < 0) { fprintf(stderr, "vllm bench: %s\n", vc_err_msg()); return 2; }

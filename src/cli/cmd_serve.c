@@ -34,6 +34,7 @@ static void serve_usage(FILE *f) {
             "  --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
             "  --kv-cache-memory BYTES      KV cache budget, suffix K/M/G allowed (default: a fraction of memory)\n"
             "  --kv-cache-dtype T           auto (default), float32, float16, bfloat16\n"
+            "  --block-size N               KV cache tokens per block, a power of two <= 1024 (default 16)\n"
             "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
             "  --async-scheduling           schedule step N+1 while step N runs\n"
             "  --threads N                  CPU threads (default: all cores)\n"
@@ -110,6 +111,7 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-model-len")) { rc = cli_parse_i64(a, val, 2, 1 << 24, &v); ep.max_model_len = (int32_t)v; }
         else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
         else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
+        else if (!strcmp(a, "--block-size")) rc = cli_parse_block_size(a, val, &ep.block_size);
         else if (!strcmp(a, "--kv-cache-memory")) { rc = parse_bytes(a, val, &v); ep.kv_cache_memory = (size_t)v; }
         else if (!strcmp(a, "--gpu-memory-utilization")) rc = cli_parse_f32d(a, val, &ep.gpu_memory_utilization);
         else if (!strcmp(a, "--device")) {
