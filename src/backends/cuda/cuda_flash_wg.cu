@@ -278,27 +278,63 @@ __device__ __forceinline__ void fw_seg_tiles(const fl_args &a, const fw_seg &z, 
     *n_act = whi >= 0 ? (whi / FW_BN + 1 < *n_kt ? whi / FW_BN + 1 : *n_kt) : 0;
 }
 
-/* Packed Q rows row0 .. row0 + nrows - 1 of the tile -> shared memory in the
- * cache dtype, swizzled (rows past the tile zero); thread t of nthr. */
-template <typename A, typename KV, int CPR>
+/* Eight q values at p (A) -> four registers of cache-dtype pairs; vec:
+ * p is 16-byte aligned (one 16-byte load for bf16 q, two for f32). */
+template <typename A, typename KV> __device__ __forceinline__ uint4 fw_ld_q8(const char *p, bool vec) {
+    uint4 v;
+    if constexpr (std::is_same<A, float>::value) {
+        if (vec) {
+            const float4 x = *(const float4 *)p, y = *(const float4 *)(p + 16);
+            return make_uint4(fl_pack<KV>(x.x, x.y), fl_pack<KV>(x.z, x.w), fl_pack<KV>(y.x, y.y),
+                              fl_pack<KV>(y.z, y.w));
+        }
+    } else if constexpr (std::is_same<KV, __nv_bfloat16>::value) {
+        if (vec) return *(const uint4 *)p; /* already the operand */
+    } else if (vec) {
+        const uint4 u = *(const uint4 *)p;
+        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+        uint32_t r[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[i]);
+            r[i] = fl_pack<KV>(f.x, f.y);
+        }
+        return make_uint4(r[0], r[1], r[2], r[3]);
+    }
+    v.x = fl_ld_q2<A, KV>(p);
+    v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
+    v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));
+    v.w = fl_ld_q2<A, KV>(p + 6 * sizeof(A));
+    return v;
+}
+
+/* Packed Q rows row0 .. row0 + NR - 1 of the tile -> shared memory in the
+ * cache dtype, swizzled (rows past the tile zero); thread t of NT. Thread t
+ * takes chunk t % CPR of rows row0 + t / CPR + k NT / CPR: all its loads are
+ * issued before its first store (one round trip to memory per CTA, not one
+ * per row: session 16's ncu of k_flash_fa3 found ~11% of the consumers'
+ * stall samples in the row-by-row version's prologue). The same (row,
+ * chunk) pairs and values as a loop over idx = t, t + NT, ... */
+template <typename A, typename KV, int CPR, int NR, int NT>
 __device__ __forceinline__ void fw_stage_q(const fl_args &a, int g, int64_t t0, int64_t t1, uint8_t *gsm, int row0,
-                                           int nrows, int t, int nthr) {
-    for (int idx = t; idx < nrows * CPR; idx += nthr) {
-        const int r = row0 + idx / CPR, c = idx % CPR;
+                                           int t) {
+    constexpr int RS = NT / CPR, K = NR / RS; /* rows a pass, rows a thread */
+    static_assert(NT % CPR == 0 && NR % RS == 0, "fw_stage_q: rows must split evenly over the threads");
+    const int c = t % CPR, rr = row0 + t / CPR;
+    const bool vec = (((uintptr_t)a.q | (uintptr_t)a.q_s0 | (uintptr_t)a.q_s1) & 15) == 0;
+    uint4 v[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) {
         int64_t tok;
         int hq;
         bool live;
-        fl_row(a, g, t0, t1, r, &tok, &hq, &live);
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (live) {
-            const char *p = a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c * 8 * (int64_t)sizeof(A);
-            v.x = fl_ld_q2<A, KV>(p);
-            v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
-            v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));
-            v.w = fl_ld_q2<A, KV>(p + 6 * sizeof(A));
-        }
-        *(uint4 *)(gsm + flw_off(r, c, FW_BM)) = v;
+        fl_row(a, g, t0, t1, rr + k * RS, &tok, &hq, &live);
+        v[k] = make_uint4(0u, 0u, 0u, 0u);
+        if (live)
+            v[k] = fw_ld_q8<A, KV>(a.q + tok * a.q_s0 + (int64_t)hq * a.q_s1 + (int64_t)c * 8 * (int64_t)sizeof(A), vec);
     }
+#pragma unroll
+    for (int k = 0; k < K; k++) *(uint4 *)(gsm + flw_off(rr + k * RS, c, FW_BM)) = v[k];
 }
 
 /* out = O / l for this thread's rows prow, prow + 8 (l summed over the
@@ -353,7 +389,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
 
     /* Q [FW_BM][HD] -> shared memory in the cache dtype, swizzled (rows
      * past the tile zero) */
-    fw_stage_q<A, KV, CPR>(a, g, t0, t1, gsm, 0, FW_BM, tid, FW_THREADS);
+    fw_stage_q<A, KV, CPR, FW_BM, FW_THREADS>(a, g, t0, t1, gsm, 0, tid);
     /* (fenced into the async proxy with the first tile's copies) */
 
     float o[HD / 2], sc[FW_BN / 2], corr[2];
@@ -592,6 +628,56 @@ template <bool PP> __device__ __forceinline__ void fa_turn_give(int w) {
     if constexpr (PP) flw_named_arrive(4 - w, 256);
 }
 
+/* k_flash_fa3's out = O / l (bf16 out, 16-byte aligned rows; else
+ * fw_store_out): the warpgroup's fragments, rounded as fw_store_out rounds
+ * them, go to its own Q rows in shared memory (64 rows x 256 bytes, free
+ * once its last wgmma retired; no other warpgroup reads them), then out in
+ * 16-byte stores along the rows: a warp writes two whole 256-byte rows a
+ * store instead of 8 rows x 16 bytes (session 16's ncu: the fragment
+ * stores' LG throttle and the exit's drain were ~8% of the consumers'
+ * stall samples). Same values as fw_store_out. Thread ctid of the
+ * warpgroup's 128; named barrier 1 + w. */
+template <typename A, int HD>
+__device__ __forceinline__ void fa_store_out(const fl_args &a, int g, int64_t t0, int64_t t1, int w, int prow, int tq,
+                                             fw_rows &st, const float *o, uint8_t *gsm, int ctid) {
+    constexpr int NO = HD / 8, CPR = HD / 8;
+    if constexpr (!std::is_same<A, __nv_bfloat16>::value) {
+        fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
+        (void)w, (void)gsm, (void)ctid;
+    } else {
+        if ((((uintptr_t)a.out | (uintptr_t)a.o_s0 | (uintptr_t)a.o_s1) & 15) != 0) {
+            fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
+            return;
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+            st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
+            const int r = prow + 8 * i;
+#pragma unroll
+            for (int j = 0; j < NO; j++)
+                *(__nv_bfloat162 *)(gsm + flw_off(r, j, FW_BM) + 4 * tq) =
+                    __floats2bfloat162_rn(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+        }
+        if (w == 0) flw_named_sync(1, 128); /* (constant ids: ptxas counts 3 barriers, not 16) */
+        else flw_named_sync(2, 128);
+#pragma unroll
+        for (int k = 0; k < 64 * CPR / 128; k++) {
+            const int id = ctid + 128 * k, r = 64 * w + id / CPR, c = id % CPR;
+            int64_t tok;
+            int hq;
+            bool live;
+            fl_row(a, g, t0, t1, r, &tok, &hq, &live);
+            if (live)
+                *(uint4 *)(a.out + tok * a.o_s0 + (int64_t)hq * a.o_s1 + c * 16) = *(const uint4 *)(gsm + flw_off(r, c, FW_BM));
+        }
+    }
+}
+
 template <typename KV, typename A, bool PP>
 __global__ void __launch_bounds__(FA_THREADS, 1)
     k_flash_fa3(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, fl_args a) {
@@ -629,7 +715,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     auto full_wait = [&](uint32_t k) { flw_bar_wait(bars + 8 * (k % FA_STAGES), (k / FA_STAGES) & 1); };
 
     /* this warpgroup's 64 Q rows -> shared memory in the cache dtype */
-    fw_stage_q<A, KV, CPR>(a, g, t0, t1, gsm, 64 * w, 64, ctid, 128);
+    fw_stage_q<A, KV, CPR, 64, 128>(a, g, t0, t1, gsm, 64 * w, ctid);
     flw_fence_proxy();
     if (w == 0) flw_named_sync(1, 128);
     else flw_named_sync(2, 128);
@@ -701,7 +787,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     }
     if (PP && w == 0) fa_turn_take<PP>(w); /* warpgroup 1's last hand-over */
 
-    fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
+    fa_store_out<A, HD>(a, g, t0, t1, w, prow, tq, st, o, gsm, ctid);
 }
 
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (the
