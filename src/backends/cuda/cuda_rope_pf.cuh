@@ -45,6 +45,30 @@ __device__ __forceinline__ void rs_pf_ld8(const float *p, float *x) {
     x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
+/* A row's 8 values as loaded (raw: bf16 kept packed, 4 registers, so the
+ * rows loaded ahead cost half the registers; widened by rs_pf_cvt when the
+ * row's turn comes: the same values as rs_pf_ld8). */
+template <typename A> struct rs_pf_raw;
+template <> struct rs_pf_raw<__nv_bfloat16> {
+    uint4 u;
+    __device__ __forceinline__ void ld(const __nv_bfloat16 *p) { u = *(const uint4 *)p; }
+    __device__ __forceinline__ void cvt(float *x) const {
+        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float2 f = __bfloat1622float2(h[i]);
+            x[2 * i] = f.x, x[2 * i + 1] = f.y;
+        }
+    }
+};
+template <> struct rs_pf_raw<float> {
+    float4 a, b;
+    __device__ __forceinline__ void ld(const float *p) { a = rs_ld4(p), b = rs_ld4(p + 4); }
+    __device__ __forceinline__ void cvt(float *x) const {
+        x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    }
+};
+
 template <typename T> __device__ __forceinline__ void rs_pf_st8(T *p, const float *x) {
     cuda_st4(p, make_float4(x[0], x[1], x[2], x[3]));
     cuda_st4(p + 4, make_float4(x[4], x[5], x[6], x[7]));
@@ -96,11 +120,19 @@ __device__ __forceinline__ void rs_pf_row(const rs_args &p, int64_t t, int j, in
     else if (store) rs_pf_st8((KV *)p.kc + coff, o);
 }
 
-/* 3 blocks of 8 warps per SM: at most 85 registers (ptxas: 72, no spills;
- * at 4 blocks, 64 registers, it spills); 24 warps x 4 rows ahead x 512
- * bytes = 48 KB of loads in flight per SM. */
+/* RS_PF_BPS blocks of 8 warps per SM. 3: at most 85 registers (ptxas: 72
+ * with rows ahead as floats, no spills); 24 warps x 4 rows ahead x 512
+ * bytes = 48 KB of loads in flight per SM; but 2048 tokens are 512 blocks
+ * = 1.29 waves of 396 (session 16's ncu in the engine: 27.6% achieved
+ * occupancy, a third of the stall samples on the rows' loads). 4 with
+ * bf16 activations (64 registers, no spills: the rows ahead kept raw, 4
+ * registers each): 528 slots, one wave (gpu_s16f.sh: 12.5 vs 17.1-17.6
+ * us a call alone at 16/8 heads, 19.7 vs 32.9 at 32/8; in the engine
+ * 19.5 vs 27.8 us under ncu; outputs unchanged). f32 activations keep 3
+ * (their raw rows are 8 registers; at 64 they spill). */
+template <typename A> constexpr int rs_pf_bps() { return sizeof(A) == 2 ? 4 : 3; }
 template <typename KV, typename A, bool SH>
-__global__ void __launch_bounds__(256, 3) k_qk_rope_store_pf(rs_args p, int64_t n) {
+__global__ void __launch_bounds__(256, rs_pf_bps<A>()) k_qk_rope_store_pf(rs_args p, int64_t n) {
     CUDA_PDL_ENTER();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t t = (int64_t)blockIdx.x * RS_PF_TOK + (warp >> 1);
@@ -149,13 +181,17 @@ __global__ void __launch_bounds__(256, 3) k_qk_rope_store_pf(rs_args p, int64_t 
         }
     }
     for (int base = j0; base < rows; base += 4 * RS_PF_AHEAD) {
-        float x[RS_PF_AHEAD][8];
+        rs_pf_raw<A> xr[RS_PF_AHEAD];
 #pragma unroll
         for (int d = 0; d < RS_PF_AHEAD; d++)
-            if (base + 4 * d < rows) rs_pf_ld8(rs_src<A>(p, t, base + 4 * d) + 8 * m, x[d]);
+            if (base + 4 * d < rows) xr[d].ld(rs_src<A>(p, t, base + 4 * d) + 8 * m);
 #pragma unroll
         for (int d = 0; d < RS_PF_AHEAD; d++)
-            if (base + 4 * d < rows) rs_pf_row<KV, A>(p, t, base + 4 * d, slot, store, x[d], cs, sn, m, hm);
+            if (base + 4 * d < rows) {
+                float x[8];
+                xr[d].cvt(x);
+                rs_pf_row<KV, A>(p, t, base + 4 * d, slot, store, x, cs, sn, m, hm);
+            }
     }
     if (slot >= p.n_slots && (threadIdx.x & 63) == 0) atomicOr(p.flags, CUDA_FLAG_BAD_SLOT);
 }

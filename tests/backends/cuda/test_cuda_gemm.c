@@ -611,5 +611,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_bf16_x), cmocka_unit_test(test_matmul_glu_bf16),
                                        cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_f32x), cmocka_unit_test(test_skinny_quant), cmocka_unit_test(test_gemv_quant),
                                        cmocka_unit_test(test_skinny_speed), cmocka_unit_test(test_skinny_quant_speed)};
+    cuda_test_filter(); /* VLLM_TEST_ONLY=<test name> */
     return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }

@@ -252,5 +252,6 @@ static void test_rope_pf_speed(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_rope_pf_cases), cmocka_unit_test(test_rope_pf_speed)};
+    cuda_test_filter(); /* VLLM_TEST_ONLY=<test name> */
     return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }
