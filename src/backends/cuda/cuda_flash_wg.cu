@@ -215,20 +215,23 @@ __device__ __forceinline__ void fw_keep(uint32_t (*pa)[4]) {
 /* Issue S = Q K^T (this warpgroup's 64 rows x FW_BN keys; q_a: its Q rows,
  * k_a: the stage's K tile), one commit group. */
 template <typename KV, int HD> __device__ __forceinline__ void fw_issue_s(float *sc, uint32_t q_a, uint32_t k_a) {
+    constexpr uint32_t hi = flw_desc_hi(1024);
+    const uint32_t qlo = flw_desc_lo(q_a, 16), klo = flw_desc_lo(k_a, 16);
     flw_fence();
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks++)
-        fw_ss<KV>(sc, flw_desc(q_a + (ks >> 2) * FW_BM * 128 + (ks & 3) * 32, 16, 1024),
-                  flw_desc(k_a + (ks >> 2) * FW_BN * 128 + (ks & 3) * 32, 16, 1024), ks > 0);
+        fw_ss<KV>(sc, flw_desc_mk(qlo + (uint32_t)(((ks >> 2) * FW_BM * 128 + (ks & 3) * 32) >> 4), hi),
+                  flw_desc_mk(klo + (uint32_t)(((ks >> 2) * FW_BN * 128 + (ks & 3) * 32) >> 4), hi), ks > 0);
     flw_commit();
 }
 
 /* Issue O += P V (v_a: the stage's V tile, MN-major), one commit group. */
 template <typename KV, int HD> __device__ __forceinline__ void fw_issue_pv(float *o, uint32_t (*pa)[4], uint32_t v_a) {
+    const uint32_t vlo = flw_desc_lo(v_a, FW_BN * 128);
     flw_pin<HD / 2>(o); /* the rescale of O lands before the fence */
     flw_fence();
 #pragma unroll
-    for (int kk = 0; kk < FW_BN / 16; kk++) fw_rs<KV, HD>(o, pa[kk], flw_desc(v_a + kk * 2048, FW_BN * 128, 1024));
+    for (int kk = 0; kk < FW_BN / 16; kk++) fw_rs<KV, HD>(o, pa[kk], flw_desc_mk(vlo + (uint32_t)(kk * 2048 >> 4), flw_desc_hi(1024)));
     flw_commit();
 }
 
@@ -554,8 +557,8 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
 /* registers per thread after setmaxnreg: 56 + 2 x 224 = 3 x 168 (the
  * launch's allotment at 384 threads). ptxas -v (CUDA 13.0): 0 spills at
  * 56 / 224; the producer spills at 24 / 240 (192 bytes) and 40 / 232 (68). */
-#define FA_PRODUCER_REGS 56
-#define FA_CONSUMER_REGS 224
+#define FA_PRODUCER_REGS 64
+#define FA_CONSUMER_REGS 216
 
 /* shared memory: k_flash_wg's hd-128 layout (Q, FA_STAGES x (K, V)), then
  * the mbarriers full[FA_STAGES], empty[FA_STAGES], last */
@@ -688,7 +691,11 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     const uint32_t sraw = fl_smem_addr(fa_sm), sb = (sraw + 1023u) & ~1023u;
     uint8_t *const gsm = fa_sm + (sb - sraw);
     const uint32_t skv = sb + QB, bars = skv + FA_STAGES * 2 * KVB; /* full[st], empty[st], last */
-    const int tid = (int)threadIdx.x, wg = tid >> 7, lane = tid & 31;
+    /* wg and the tile counts below go through a shuffle from lane 0: the
+     * values are warp-uniform by construction, and so marked the compiler
+     * keeps the shared addresses and wgmma descriptors built from them in
+     * uniform registers (no register-to-uniform move per wgmma) */
+    const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
     const int g = (int)blockIdx.x;
     const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
     const int64_t t0 = (int64_t)tile * a.QT, t1 = t0 + a.QT < a.T ? t0 + a.QT : a.T;
@@ -737,6 +744,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
         const fw_seg z = fw_segment(a, r, t1);
         int n_kt, n_act;
         fw_seg_tiles(a, z, w, g, t0, t1, r, prow, st.rhi, &n_kt, &n_act);
+        n_kt = __shfl_sync(0xffffffffu, n_kt, 0), n_act = __shfl_sync(0xffffffffu, n_act, 0);
         r = z.seg_end > r ? z.seg_end : r + 1;
         if (n_kt == 0) continue;
         full_wait(kg);

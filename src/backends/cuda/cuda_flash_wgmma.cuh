@@ -45,6 +45,21 @@ __device__ __forceinline__ uint64_t flw_desc(uint32_t addr, uint32_t lbo, uint32
            ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
+/* The same descriptor in two words, for operands walked by constant steps:
+ * lo = start address >> 4 | LBO >> 4 << 16 (per tile), hi = SBO >> 4 |
+ * 128B swizzle (a constant). Adding (bytes >> 4) to lo moves the start
+ * (shared addresses stay below 2^18, so the 14-bit field never carries);
+ * flw_desc_mk(flw_desc_lo(a, l) + (o >> 4), flw_desc_hi(s)) == flw_desc(a
+ * + o, l, s) for 16-byte aligned a and o. Why: built per wgmma, each
+ * descriptor cost ~6 ALU instructions plus 2 register-to-uniform moves
+ * (session 16: a quarter of k_flash_fa3's instructions); from a base word
+ * the step is one add. */
+__device__ __forceinline__ uint32_t flw_desc_lo(uint32_t addr, uint32_t lbo) {
+    return ((addr >> 4) & 0x3FFFu) | (((lbo >> 4) & 0x3FFFu) << 16);
+}
+__host__ __device__ constexpr uint32_t flw_desc_hi(uint32_t sbo) { return ((sbo >> 4) & 0x3FFFu) | (1u << 30); }
+__device__ __forceinline__ uint64_t flw_desc_mk(uint32_t lo, uint32_t hi) { return ((uint64_t)hi << 32) | lo; }
+
 __device__ __forceinline__ void flw_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void flw_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void flw_wait() {
