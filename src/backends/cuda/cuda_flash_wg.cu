@@ -284,7 +284,6 @@ __device__ __forceinline__ void fw_seg_tiles(const fl_args &a, const fw_seg &z, 
 /* Eight q values at p (A) -> four registers of cache-dtype pairs; vec:
  * p is 16-byte aligned (one 16-byte load for bf16 q, two for f32). */
 template <typename A, typename KV> __device__ __forceinline__ uint4 fw_ld_q8(const char *p, bool vec) {
-    uint4 v;
     if constexpr (std::is_same<A, float>::value) {
         if (vec) {
             const float4 x = *(const float4 *)p, y = *(const float4 *)(p + 16);
@@ -304,6 +303,7 @@ template <typename A, typename KV> __device__ __forceinline__ uint4 fw_ld_q8(con
         }
         return make_uint4(r[0], r[1], r[2], r[3]);
     }
+    uint4 v; /* unaligned: 4-byte (bf16) or 8-byte (f32) loads */
     v.x = fl_ld_q2<A, KV>(p);
     v.y = fl_ld_q2<A, KV>(p + 2 * sizeof(A));
     v.z = fl_ld_q2<A, KV>(p + 4 * sizeof(A));

@@ -31,23 +31,9 @@
 #define RS_PF_AHEAD 4  /* head rows a half-warp loads before working on them */
 #define RS_PF_MIN_N 512
 
-__device__ __forceinline__ void rs_pf_ld8(const __nv_bfloat16 *p, float *x) {
-    uint4 u = *(const uint4 *)p; /* one 16-byte load */
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 f = __bfloat1622float2(h[i]);
-        x[2 * i] = f.x, x[2 * i + 1] = f.y;
-    }
-}
-__device__ __forceinline__ void rs_pf_ld8(const float *p, float *x) {
-    float4 a = rs_ld4(p), b = rs_ld4(p + 4);
-    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
-}
-
 /* A row's 8 values as loaded (raw: bf16 kept packed, 4 registers, so the
- * rows loaded ahead cost half the registers; widened by rs_pf_cvt when the
- * row's turn comes: the same values as rs_pf_ld8). */
+ * rows loaded ahead cost half the registers; widened by cvt when the row's
+ * turn comes: the values of a load straight to floats). */
 template <typename A> struct rs_pf_raw;
 template <> struct rs_pf_raw<__nv_bfloat16> {
     uint4 u;
@@ -120,7 +106,7 @@ __device__ __forceinline__ void rs_pf_row(const rs_args &p, int64_t t, int j, in
     else if (store) rs_pf_st8((KV *)p.kc + coff, o);
 }
 
-/* RS_PF_BPS blocks of 8 warps per SM. 3: at most 85 registers (ptxas: 72
+/* rs_pf_bps<A>() blocks of 8 warps per SM. 3: at most 85 registers (ptxas: 72
  * with rows ahead as floats, no spills); 24 warps x 4 rows ahead x 512
  * bytes = 48 KB of loads in flight per SM; but 2048 tokens are 512 blocks
  * = 1.29 waves of 396 (session 16's ncu in the engine: 27.6% achieved
