@@ -22,7 +22,11 @@
 #   3. memcheck: test_cuda_flash_p (test_flash_gqa / _block_sizes / _long on
 #      fa3, fa3pp), test_cuda_rope_pf_r cases; ncu durations of
 #      k_flash_fa3 and k_qk_rope_store_pf in the 0.6B engine, main vs
-#      branch.
+#      branch;
+#   4. for the 8B decode plan: Nsight Compute --set full with source
+#      counters of two decode GEMVs (KS 1, U 2: Wo 4096 x 4096 and down
+#      4096 x 14336) and one k_fd in `vllm run` (8B, 512 + 64 tokens,
+#      graphs), summarised per SASS instruction (tools/ncu_sass_top.py).
 # Make (here, from /work/main, main checked out and clean):
 #   B=build-cuda; T="vllm test_cuda_flash test_cuda_rope_pf"
 #   bash scripts/gpu_snap.sh s17a $T && D=.gpu-snap-s17a && mkdir -p /tmp/s17 && \
@@ -93,5 +97,19 @@ for b in vllm vllm_p vllm_r; do
         --section SpeedOfLight ./bin/$b bench --device cuda --model $M6 --num-prompts 3 --input-len 2048 --output-len 1 \
         --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 >$L/ncu_$b.txt 2>&1
     echo "ncu $b: $(grep -E '^  [a-z_]+|^ *Duration' $L/ncu_$b.txt | sed 's/(rs_args.*\|(CUtensorMap.*//' | tr -s ' ' | tr '\n' ' ')"
+done
+say "ncu source counters: 8B decode GEMVs and k_fd (main)"
+ids=$($PY -c "import random; random.seed(0); print(','.join(str(random.randrange(1000, 100000)) for _ in range(512)))")
+for k in "k_gemv_half_u<.*, 1, 2, false>:300:2" "k_fd<:100:1"; do
+    re=${k%%:*} rest=${k#*:}; skip=${rest%%:*} cnt=${rest#*:}; name=$(echo "$re" | cut -c1-12 | tr -c 'a-z0-9_\n' '_')
+    timeout 150 $NCU --kernel-name-base demangled -k regex:"$re" --launch-skip $skip --launch-count $cnt --cache-control none \
+        --set full -o $L/$name -f ./bin/vllm run --device cuda --model $M8 --prompt-ids "$ids" --max-tokens 64 \
+        --ignore-eos --temperature 0 >$L/ncu_run_$name.txt 2>&1
+    echo "ncu $re exit $?"
+    $NCU --import $L/$name.ncu-rep --page details --section SpeedOfLight --section WarpStateStats >$L/$name.txt 2>&1
+    grep -E "^  [a-z_]+|Duration|DRAM Throughput|Issued Warp|Warp Cycles Per Issued" $L/$name.txt | cut -c1-110 | head -10
+    $NCU --import $L/$name.ncu-rep --page source --csv --print-source sass >$L/${name}_sass.csv 2>/dev/null
+    $PY tools/ncu_sass_top.py $L/${name}_sass.csv 14
+    cp $L/${name}_sass.csv $FINAL/ 2>/dev/null
 done
 say done
