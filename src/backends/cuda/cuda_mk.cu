@@ -513,6 +513,29 @@ __device__ __forceinline__ void mk3_prefetch(const void *p, uint32_t bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
 
+/* One batch of a consumer warp's loads: up to MK3_U vectors a lane from
+ * vector `base` of its range on (those below z), walking the loads' row /
+ * vector (lr, lc) and row pointer lp across row ends. */
+__device__ __forceinline__ void mk3_load_batch(uint4 *u, const mk_phase &p, int o0, int nout, int vpr, int lane,
+                                               int base, int z, int &lr, int &lc, const uint4 *&lp) {
+#pragma unroll
+    for (int j = 0; j < MK3_U; j++) {
+        if (base + 32 * j < z) {
+            u[j] = __ldg(lp + lc + lane);
+            lc += 32;
+            if (lc == vpr) lc = 0, lr++, lp = mk3_row(p, o0, nout, lr);
+        }
+    }
+}
+
+/* A warp's partial dot product of one row (da + db over its lanes) into
+ * the row's accumulator. */
+__device__ __forceinline__ void mk3_flush(float da, float db, int lane, float *acc) {
+    float d = da + db;
+    for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+    if (lane == 0) atomicAdd(acc, d);
+}
+
 /* The chain with direct loads (VLLM_MK_MODE 64; + 1: no prefetch, + 2:
  * the barrier polled with relaxed loads, sleeps and one fence, + 4: no
  * barrier wait): 15 consumer warps split the CTA's share of a phase
@@ -605,17 +628,7 @@ __global__ void __launch_bounds__(MK3_THREADS, 1)
         int lr = s0 / vpr, lc = s0 - lr * vpr, cr = lr, cc = lc; /* the loads' and the sums' row, vector */
         const uint4 *lp = gemv ? mk3_row(p, o0, nout, lr) : NULL;
         uint4 u[MK3_U];
-        {
-            const int z = s0 + pv < e0 ? s0 + pv : e0;
-#pragma unroll
-            for (int j = 0; j < MK3_U; j++) {
-                if (s0 + 32 * j < z) {
-                    u[j] = __ldg(lp + lc + lane);
-                    lc += 32;
-                    if (lc == vpr) lc = 0, lr++, lp = mk3_row(p, o0, nout, lr);
-                }
-            }
-        }
+        mk3_load_batch(u, p, o0, nout, vpr, lane, s0, s0 + pv < e0 ? s0 + pv : e0, lr, lc, lp);
         if (i > 0) {
             if (ct == 0 && !NOBAR) {
                 /* RELAXED: poll with relaxed loads and short sleeps, one
@@ -663,16 +676,8 @@ __global__ void __launch_bounds__(MK3_THREADS, 1)
             const int z = a + pv < e0 ? a + pv : e0;
             float da = 0.0f, db = 0.0f;
             for (int base = a; base < z; base += 32 * MK3_U) {
-                if (base != s0) { /* the first batch came before the barrier */
-#pragma unroll
-                    for (int j = 0; j < MK3_U; j++) {
-                        if (base + 32 * j < z) {
-                            u[j] = __ldg(lp + lc + lane);
-                            lc += 32;
-                            if (lc == vpr) lc = 0, lr++, lp = mk3_row(p, o0, nout, lr);
-                        }
-                    }
-                }
+                if (base != s0) /* the first batch came before the barrier */
+                    mk3_load_batch(u, p, o0, nout, vpr, lane, base, z, lr, lc, lp);
 #pragma unroll
                 for (int j = 0; j < MK3_U; j++) {
                     if (base + 32 * j < z) {
@@ -690,19 +695,14 @@ __global__ void __launch_bounds__(MK3_THREADS, 1)
                         db = fmaf(f3.y, xb.w, db);
                         cc += 32;
                         if (cc == vpr) { /* row cr complete in this warp's range */
-                            float d = da + db;
-                            for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                            if (lane == 0) atomicAdd(&acc[cr], d);
+                            mk3_flush(da, db, lane, &acc[cr]);
                             da = db = 0.0f, cc = 0, cr++;
                         }
                     }
                 }
             }
-            if (cc != 0) { /* the piece ends inside row cr (the next piece goes on with it) */
-                float d = da + db;
-                for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                if (lane == 0) atomicAdd(&acc[cr], d);
-            }
+            if (cc != 0) /* the piece ends inside row cr (the next piece goes on with it) */
+                mk3_flush(da, db, lane, &acc[cr]);
             if (lane == 0) atomicAdd(&s_done, 1u);
         }
         flw_named_sync(2, NC); /* every accumulator complete */
