@@ -8,7 +8,9 @@
 #     the compiler's loop over distinct lane values (cuobjdump: 49 instead
 #     of 210 register-to-uniform moves, no BRA.U.ANY loops); session 16's
 #     last profile had 7.3% of the consumers' stall samples waiting for a
-#     stage;
+#     stage; and k_flash_wg's warpgroup index shuffled from lane 0 (its
+#     descriptors in uniform registers: 80 register-to-uniform moves -> 1;
+#     the "tile wg" speed lines);
 #   - s16-rope: k_qk_rope_store_pf issues its first rows' loads before the
 #     slot, position and angles (the wave of blocks then streams rows
 #     while it computes its angles).
