@@ -13,7 +13,10 @@
 #     the "tile wg" speed lines);
 #   - s16-rope: k_qk_rope_store_pf issues its first rows' loads before the
 #     slot, position and angles (the wave of blocks then streams rows
-#     while it computes its angles).
+#     while it computes its angles), and with bf16 rows keeps a ring of 4
+#     rows in flight (a slot refilled as soon as its row is widened)
+#     instead of batches of 4 with none in flight during the work (session
+#     16's last profile: 36% of its stall samples on the rows' loads).
 # Binaries in bin/: vllm, test_cuda_flash, test_cuda_rope_pf (main); vllm_p,
 # test_cuda_flash_p (s16-producer); vllm_r, test_cuda_rope_pf_r (s16-rope).
 #   1. test_cuda_flash_p (every case on every variant against the CPU op,
