@@ -11,7 +11,11 @@
 # and gpu_test LOG SECONDS [VAR=value ...] ./BINARY (a test binary of bin/
 # under a time limit into $L/LOG.log, then one line: its exit status and
 # cmocka's PASSED / FAILED counts; the pattern every device script
-# repeated).
+# repeated). The A/B scripts of session 16 on also share: gpu_models
+# (the random Qwen3-0.6B / Llama-3.1-8B bf16 checkpoints at $M6 / $M8,
+# made in the background), gpu_model_wait, gpu_pf (the warm 2048-token
+# prefill of gpu_bench.sh: median TTFT of 8), gpu_med (its median TTFT),
+# gpu_greedy (greedy ids of a fixed 2048-token prompt + 32 tokens).
 GPU_RUN=$1
 FINAL=${OUT:-$PWD/gpu-out}; mkdir -p "$FINAL"
 L=/tmp/$GPU_RUN; mkdir -p "$L"
@@ -44,4 +48,38 @@ gpu_test() {
     (cd bin && timeout "$secs" env "$@") >"$L/$log.log" 2>&1
     local rc=$?
     echo "$log exit $rc $(grep -E 'PASSED|FAILED' "$L/$log.log" | head -2 | tr '\n' ' ')"
+}
+
+M6=/tmp/rand-qwen3-0.6b M8=/tmp/rand-llama-8b
+# gpu_models: make $M6 and $M8 (scripts/gpu_hf.py make; kept when present)
+# in the background, one after the other; $L/make6.log, make8.log end in
+# "exit N". gpu_model_wait 6|8: wait for one, print that line.
+gpu_models() {
+    ( [ -f $M6/config.json ] || $PY scripts/gpu_hf.py make --shape qwen3-0.6b --out $M6 >$L/make6.log 2>&1
+      echo "exit $?" >>$L/make6.log
+      [ -f $M8/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out $M8 >$L/make8.log 2>&1
+      echo "exit $?" >>$L/make8.log ) &
+}
+gpu_model_wait() {
+    while ! grep -q exit $L/make$1.log 2>/dev/null; do sleep 1; done
+    tail -1 $L/make$1.log
+}
+# gpu_pf BINARY MODEL LOG [FLAG...]: bin/BINARY's warm 2048-token prefill,
+# 8 prompts one at a time (gpu_bench.sh's command), extra bench flags after
+# LOG; environment settings go before the call (VAR=v gpu_pf ...).
+gpu_pf() {
+    local b=$1 m=$2 log=$3
+    shift 3
+    timeout 90 ./bin/$b bench --device cuda --model $m --num-prompts 8 --input-len 2048 --output-len 1 \
+        --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 "$@" >$log 2>&1
+}
+gpu_med() { sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$1" | head -1; }
+# gpu_greedy BINARY MODEL OUT: greedy ids of a 2048-token prompt (random
+# ids of the model's vocabulary, seed 1) + 32 tokens into OUT.
+gpu_greedy() {
+    local ids
+    ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$2/config.json'))['vocab_size'];
+print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(2048)))")
+    timeout 90 ./bin/$1 run --device cuda --model $2 --prompt-ids "$ids" --max-tokens 32 --ignore-eos \
+        --temperature 0 --print-ids >$3 2>/dev/null
 }

@@ -17,21 +17,12 @@ set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s16b
 gpu_bin
-M6=/tmp/rand-qwen3-0.6b M8=/tmp/rand-llama-8b
-( [ -f $M6/config.json ] || $PY scripts/gpu_hf.py make --shape qwen3-0.6b --out $M6 >$L/make6.log 2>&1
-  echo "exit $?" >>$L/make6.log
-  [ -f $M8/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out $M8 >$L/make8.log 2>&1
-  echo "exit $?" >>$L/make8.log ) &
-med() { sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$1" | head -1; }
-pf() { # MODEL B LOG
-    timeout 90 ./bin/vllm bench --device cuda --model $1 --num-prompts 8 --input-len 2048 --output-len 1 \
-        --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 --block-size $2 >$3 2>&1
-}
-while ! grep -q exit $L/make6.log 2>/dev/null; do sleep 1; done; tail -1 $L/make6.log
+gpu_models
+gpu_model_wait 6
 say "0.6B prefill 2048, median TTFT by --block-size"
 for r in 1 2; do
     line="0.6B round $r:"
-    for b in 16 32 64 128; do pf $M6 $b $L/pf6_${b}_$r.log; line="$line B$b $(med $L/pf6_${b}_$r.log)"; done
+    for b in 16 32 64 128; do gpu_pf vllm $M6 $L/pf6_${b}_$r.log --block-size $b; line="$line B$b $(gpu_med $L/pf6_${b}_$r.log)"; done
     echo "$line ms"
 done
 say "0.6B vllm bench 1024 / 128 at concurrency 64"
@@ -55,11 +46,11 @@ for b in 16 128; do
     grep -E "Duration|Issued Warp|Eligible Warps|Active Warps Per|Compute \(SM\) Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|pipe_tensor" $L/ncu_$b.txt | cut -c1-150 | head -12
     grep -E "issue_stalled" $L/ncu_$b.txt | awk '{print $NF, $1}' | sort -rn | head -10
 done
-while ! grep -q exit $L/make8.log 2>/dev/null; do sleep 1; done; tail -1 $L/make8.log
+gpu_model_wait 8
 say "8B prefill 2048, median TTFT by --block-size"
 for r in 1 2; do
     line="8B round $r:"
-    for b in 16 32 64 128; do pf $M8 $b $L/pf8_${b}_$r.log; line="$line B$b $(med $L/pf8_${b}_$r.log)"; done
+    for b in 16 32 64 128; do gpu_pf vllm $M8 $L/pf8_${b}_$r.log --block-size $b; line="$line B$b $(gpu_med $L/pf8_${b}_$r.log)"; done
     echo "$line ms"
 done
 say done

@@ -20,35 +20,22 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s16f
 gpu_bin
 tar xJf base.txz -C bin && mv bin/vllm_base_s bin/vllm_base
-M6=/tmp/rand-qwen3-0.6b M8=/tmp/rand-llama-8b
-( [ -f $M6/config.json ] || $PY scripts/gpu_hf.py make --shape qwen3-0.6b --out $M6 >$L/make6.log 2>&1
-  echo "exit $?" >>$L/make6.log
-  [ -f $M8/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out $M8 >$L/make8.log 2>&1
-  echo "exit $?" >>$L/make8.log ) &
+gpu_models
 for t in test_cuda_gemm test_cuda_rope_pf test_cuda_fused test_cuda_ops; do
     gpu_test $t 150 VLLM_CUDA_SPEED=0 ./$t
     grep -E "LINE|Failure|glu flat|FAILED" $L/$t.log | cut -c1-160 | head -6
 done
 grep -E "qk_rope_store 2048" $L/test_cuda_rope_pf.log | cut -c1-200
-med() { sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$1" | head -1; }
-pf() { # BINARY MODEL LOG [ENV]
-    env ${4:-X=1} timeout 90 ./bin/$1 bench --device cuda --model $2 --num-prompts 8 --input-len 2048 --output-len 1 \
-        --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 >$3 2>&1
-}
 for m in 6 8; do
     M=/tmp/rand-$([ $m = 6 ] && echo qwen3-0.6b || echo llama-8b)
-    while ! grep -q exit $L/make$m.log 2>/dev/null; do sleep 1; done; tail -1 $L/make$m.log
-    ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$M/config.json'))['vocab_size'];
-print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(2048)))")
-    for b in vllm vllm_base; do
-        timeout 90 ./bin/$b run --device cuda --model $M --prompt-ids "$ids" --max-tokens 32 --ignore-eos \
-            --temperature 0 --print-ids >$L/ids_${m}_$b.txt 2>/dev/null
-    done
+    gpu_model_wait $m
+    for b in vllm vllm_base; do gpu_greedy $b $M $L/ids_${m}_$b.txt; done
     cmp -s $L/ids_${m}_vllm.txt $L/ids_${m}_vllm_base.txt && echo "$m: greedy ids new == base" || echo "$m: greedy ids new != base"
     say "prefill 2048 TTFT, shape $m: base / new / new GLU_FLAT=0"
     for r in 1 2 3; do
-        pf vllm_base $M $L/pf${m}_b_$r.log; pf vllm $M $L/pf${m}_n_$r.log; pf vllm $M $L/pf${m}_g_$r.log VLLM_CUDA_GLU_FLAT=0
-        echo "shape $m round $r: base $(med $L/pf${m}_b_$r.log) new $(med $L/pf${m}_n_$r.log) glu0 $(med $L/pf${m}_g_$r.log) ms"
+        gpu_pf vllm_base $M $L/pf${m}_b_$r.log; gpu_pf vllm $M $L/pf${m}_n_$r.log
+        VLLM_CUDA_GLU_FLAT=0 gpu_pf vllm $M $L/pf${m}_g_$r.log
+        echo "shape $m round $r: base $(gpu_med $L/pf${m}_b_$r.log) new $(gpu_med $L/pf${m}_n_$r.log) glu0 $(gpu_med $L/pf${m}_g_$r.log) ms"
     done
 done
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

@@ -21,11 +21,7 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s16g
 gpu_bin
 tar xJf old.txz -C bin
-M6=/tmp/rand-qwen3-0.6b M8=/tmp/rand-llama-8b
-( [ -f $M6/config.json ] || $PY scripts/gpu_hf.py make --shape qwen3-0.6b --out $M6 >$L/make6.log 2>&1
-  echo "exit $?" >>$L/make6.log
-  [ -f $M8/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out $M8 >$L/make8.log 2>&1
-  echo "exit $?" >>$L/make8.log ) &
+gpu_models
 say "test_cuda_flash (new)"
 gpu_test flash_new 200 ./test_cuda_flash
 grep -E "LINE|Failure|did not run|FAILED" $L/flash_new.log | cut -c1-200 | head -8
@@ -33,25 +29,15 @@ grep -E "speed: flash" $L/flash_new.log | cut -c1-170 | head -12
 say "test_cuda_flash speed (old)"
 gpu_test flash_old 120 VLLM_TEST_FILTER=test_flash_speed ./test_cuda_flash_old
 grep -E "speed: flash" $L/flash_old.log | cut -c1-170 | head -12
-med() { sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$1" | head -1; }
-pf() { # BINARY MODEL LOG
-    timeout 90 ./bin/$1 bench --device cuda --model $2 --num-prompts 8 --input-len 2048 --output-len 1 \
-        --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 >$3 2>&1
-}
 for m in 6 8; do
     M=/tmp/rand-$([ $m = 6 ] && echo qwen3-0.6b || echo llama-8b)
-    while ! grep -q exit $L/make$m.log 2>/dev/null; do sleep 1; done; tail -1 $L/make$m.log
-    ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$M/config.json'))['vocab_size'];
-print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(2048)))")
-    for b in vllm vllm_old; do
-        timeout 90 ./bin/$b run --device cuda --model $M --prompt-ids "$ids" --max-tokens 32 --ignore-eos \
-            --temperature 0 --print-ids >$L/ids_${m}_$b.txt 2>/dev/null
-    done
+    gpu_model_wait $m
+    for b in vllm vllm_old; do gpu_greedy $b $M $L/ids_${m}_$b.txt; done
     cmp -s $L/ids_${m}_vllm.txt $L/ids_${m}_vllm_old.txt && echo "$m: greedy ids new == old" || echo "$m: greedy ids new != old"
     say "prefill 2048 TTFT, shape $m: old / new"
     for r in 1 2 3; do
-        pf vllm_old $M $L/pf${m}_old_$r.log; pf vllm $M $L/pf${m}_new_$r.log
-        echo "shape $m round $r: old $(med $L/pf${m}_old_$r.log) new $(med $L/pf${m}_new_$r.log) ms"
+        gpu_pf vllm_old $M $L/pf${m}_old_$r.log; gpu_pf vllm $M $L/pf${m}_new_$r.log
+        echo "shape $m round $r: old $(gpu_med $L/pf${m}_old_$r.log) new $(gpu_med $L/pf${m}_new_$r.log) ms"
     done
 done
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -47,11 +47,7 @@ cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s17a
 gpu_bin
 tar xJf branches.txz -C bin
-M6=/tmp/rand-qwen3-0.6b M8=/tmp/rand-llama-8b
-( [ -f $M6/config.json ] || $PY scripts/gpu_hf.py make --shape qwen3-0.6b --out $M6 >$L/make6.log 2>&1
-  echo "exit $?" >>$L/make6.log
-  [ -f $M8/config.json ] || $PY scripts/gpu_hf.py make --shape llama-8b --out $M8 >$L/make8.log 2>&1
-  echo "exit $?" >>$L/make8.log ) &
+gpu_models
 say "test_cuda_flash (s16-producer), then main's speed lines"
 gpu_test flash_p 200 ./test_cuda_flash_p
 grep -E "LINE|Failure|did not run|FAILED" $L/flash_p.log | cut -c1-200 | head -8
@@ -63,27 +59,17 @@ gpu_test rope_r 120 ./test_cuda_rope_pf_r
 grep -E "LINE|Failure|FAILED|qk_rope_store 2048" $L/rope_r.log | cut -c1-200 | head -6
 gpu_test rope_main 120 VLLM_TEST_ONLY=test_rope_pf_speed ./test_cuda_rope_pf
 grep -E "qk_rope_store 2048" $L/rope_main.log | cut -c1-200
-med() { sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$1" | head -1; }
-pf() { # BINARY MODEL LOG
-    timeout 90 ./bin/$1 bench --device cuda --model $2 --num-prompts 8 --input-len 2048 --output-len 1 \
-        --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 >$3 2>&1
-}
 for m in 6 8; do
     M=/tmp/rand-$([ $m = 6 ] && echo qwen3-0.6b || echo llama-8b)
-    while ! grep -q exit $L/make$m.log 2>/dev/null; do sleep 1; done; tail -1 $L/make$m.log
-    ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$M/config.json'))['vocab_size'];
-print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(2048)))")
-    for b in vllm vllm_p vllm_r; do
-        timeout 90 ./bin/$b run --device cuda --model $M --prompt-ids "$ids" --max-tokens 32 --ignore-eos \
-            --temperature 0 --print-ids >$L/ids_${m}_$b.txt 2>/dev/null
-    done
+    gpu_model_wait $m
+    for b in vllm vllm_p vllm_r; do gpu_greedy $b $M $L/ids_${m}_$b.txt; done
     for b in vllm_p vllm_r; do
         cmp -s $L/ids_${m}_vllm.txt $L/ids_${m}_$b.txt && echo "$m: greedy ids $b == main" || echo "$m: greedy ids $b != main"
     done
     say "prefill 2048 TTFT, shape $m: main / p / r"
     for r in 1 2 3; do
         line="shape $m round $r:"
-        for b in vllm vllm_p vllm_r; do pf $b $M $L/pf${m}_${b}_$r.log; line="$line $b $(med $L/pf${m}_${b}_$r.log)"; done
+        for b in vllm vllm_p vllm_r; do gpu_pf $b $M $L/pf${m}_${b}_$r.log; line="$line $b $(gpu_med $L/pf${m}_${b}_$r.log)"; done
         echo "$line ms"
     done
 done
