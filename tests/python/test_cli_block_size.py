@@ -66,10 +66,9 @@ def _serve_completions(vllm_bin, model, block_size, prompts):
             r = _post(base, "/v1/completions", {"model": str(model), "prompt": p, "max_tokens": 24,
                                                 "temperature": 0, "ignore_eos": True})
             out.append(r["choices"][0]["text"])
-        st, metrics = 0, ""
         with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
-            st, metrics = r.status, r.read().decode()
-        assert st == 200
+            assert r.status == 200
+            metrics = r.read().decode()
     finally:
         proc.terminate()
         try:
