@@ -376,7 +376,10 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     const uint32_t sraw = fl_smem_addr(fw_sm), sb = (sraw + 1023u) & ~1023u;
     uint8_t *const gsm = fw_sm + (sb - sraw);
     const uint32_t skv = sb + QB; /* stage st: K at skv + 2 st KVB, V KVB after it */
-    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    /* wg through a shuffle from lane 0: warp-uniform, so marked the
+     * compiler keeps the wgmma descriptors in uniform registers (as in
+     * k_flash_fa3; cuobjdump: 80 register-to-uniform moves -> 1) */
+    const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = (tid >> 5) & 3, lane = tid & 31;
     const int gq = lane >> 2, tq = lane & 3;
     const int g = (int)blockIdx.x;
     const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
