@@ -376,7 +376,10 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
     const uint32_t sraw = fl_smem_addr(fw_sm), sb = (sraw + 1023u) & ~1023u;
     uint8_t *const gsm = fw_sm + (sb - sraw);
     const uint32_t skv = sb + QB; /* stage st: K at skv + 2 st KVB, V KVB after it */
-    const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    /* wg through a shuffle from lane 0: warp-uniform, so marked the
+     * compiler keeps the wgmma descriptors in uniform registers (as in
+     * k_flash_fa3; cuobjdump: 80 register-to-uniform moves -> 1) */
+    const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = (tid >> 5) & 3, lane = tid & 31;
     const int gq = lane >> 2, tq = lane & 3;
     const int g = (int)blockIdx.x;
     const int tile = a.n_tiles - 1 - (a.y0 + (int)blockIdx.y);
@@ -588,19 +591,35 @@ __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtenso
             const uint32_t bar = part ? last : full;
             if (lane == 0) flw_bar_expect(bar, (uint32_t)nb * (uint32_t)R * 128u * 2u * 2u);
             __syncwarp();
-            for (int bi = lane; bi < nb; bi += 32) { /* lane: block bi, both slabs of K and V */
-                const int key0 = kt0 + bi * R;
-                int32_t blk = btrow[key0 >> a.bshift];
-                if ((uint32_t)blk >= (uint32_t)a.num_blocks) {
+            /* lane bi reads block bi's id (nb <= FW_BN / 8 = 16 blocks);
+             * then one elected lane issues every block's four boxes (K
+             * slab 0, 1, V slab 0, 1) from values broadcast to the warp, so
+             * that the copies' operands are warp-uniform: issued by lanes
+             * with their own ids, each copy went through the compiler's
+             * loop over the distinct values of the active lanes, with a
+             * register-to-uniform move per operand and lane (session 16:
+             * 7% of the consumers' stall samples waited for a stage) */
+            int32_t myblk = 0;
+            if (lane < nb) {
+                myblk = btrow[(kt0 + lane * R) >> a.bshift];
+                if ((uint32_t)myblk >= (uint32_t)a.num_blocks) {
                     atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
-                    blk = 0;
+                    myblk = 0;
                 }
-                const uint32_t dst = kst + (uint32_t)(bi * R) * 128;
-                const int slot = key0 & (a.B - 1);
+            }
+            const int unb = __shfl_sync(0xffffffffu, nb, 0);
+            for (int bi = 0; bi < unb; bi++) {
+                const int32_t blk = __shfl_sync(0xffffffffu, myblk, bi);
+                if (flw_elect_one()) {
+                    const int key0 = kt0 + bi * R;
+                    const uint32_t dst = kst + (uint32_t)(bi * R) * 128;
+                    const int slot = key0 & (a.B - 1);
 #pragma unroll
-                for (int b = 0; b < 4; b++) /* K slab 0, 1, V slab 0, 1 */
-                    flw_tma4(dst + (b >> 1) * KVB + (b & 1) * FW_BN * 128, b >> 1 ? (const void *)tmv : (const void *)tmk,
-                             (b & 1) * 64, g, slot, blk, bar);
+                    for (int b = 0; b < 4; b++)
+                        flw_tma4(dst + (b >> 1) * KVB + (b & 1) * FW_BN * 128,
+                                 b >> 1 ? (const void *)tmv : (const void *)tmk, (b & 1) * 64, g, slot, blk, bar);
+                }
+                __syncwarp();
             }
             if (part) { /* zero V rows past khi, then open the stage */
                 flw_bar_wait(last, n_last++ & 1);

@@ -226,6 +226,13 @@ __device__ __forceinline__ void flw_tma4(uint32_t dst, const void *map, int c0, 
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                  : "memory");
 }
+/* True in one lane of the (converged) warp: elect.sync, so the compiler
+ * knows a single lane runs what it guards. */
+__device__ __forceinline__ bool flw_elect_one() {
+    uint32_t p;
+    asm volatile("{\n.reg .pred e;\nelect.sync _|e, 0xffffffff;\nselp.u32 %0, 1, 0, e;\n}\n" : "=r"(p));
+    return p != 0;
+}
 /* 16 zero bytes to shared address dst (generic proxy). */
 __device__ __forceinline__ void flw_st_zero16(uint32_t dst) {
     asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(0u) : "memory");
