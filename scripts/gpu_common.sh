@@ -83,3 +83,23 @@ print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(20
     timeout 90 ./bin/$1 run --device cuda --model $2 --prompt-ids "$ids" --max-tokens 32 --ignore-eos \
         --temperature 0 --print-ids >$3 2>/dev/null
 }
+# gpu_ncu_src NAME REGEX SKIP COUNT CMD...: Nsight Compute --set full with
+# source counters of COUNT launches matching REGEX (demangled names, e.g.
+# "k_gemv_half_u<.*\(int\)1, \(int\)2") after SKIP, in CMD (run from the
+# repository root); prints the kernel lines, duration and issue rate, then
+# the per-SASS-instruction stall summary (tools/ncu_sass_top.py, 14 lines);
+# $L/NAME.ncu-rep, $L/NAME.txt and $L/NAME_sass.csv (also copied to $FINAL).
+gpu_ncu_src() {
+    local name=$1 re=$2 skip=$3 cnt=$4 ncu
+    shift 4
+    ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    timeout 150 $ncu --kernel-name-base demangled -k regex:"$re" --launch-skip $skip --launch-count $cnt \
+        --cache-control none --set full -o $L/$name -f "$@" >$L/ncu_run_$name.txt 2>&1
+    echo "ncu $name ($re) exit $?"
+    $ncu --import $L/$name.ncu-rep --page details >$L/$name.txt 2>&1
+    grep -E "^  [a-z_]+|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occ|Warp Cycles Per Issued" \
+        $L/$name.txt | cut -c1-140 | head -16
+    $ncu --import $L/$name.ncu-rep --page source --csv --print-source sass >$L/${name}_sass.csv 2>/dev/null
+    $PY tools/ncu_sass_top.py $L/${name}_sass.csv 14
+    cp $L/${name}_sass.csv "$FINAL/" 2>/dev/null
+}

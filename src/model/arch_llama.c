@@ -391,7 +391,8 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
  * op), attention, Wo, add+RMSNorm, gate|up matmul + GLU (one op with
  * stacked weights; a GPU fuses them at decode), Wdown. The
  * residual add of a layer's output is fused into the next RMSNorm (the last
- * one's into the logits head, over its rows only). The row-wise ops run per
+ * one's into the logits head, over its rows only), or into the Wo / Wdown
+ * GEMM itself (MATMUL_ADD) where the backend has that for the step. The row-wise ops run per
  * part of rows (one part, or two halves: tp_split_row). */
 static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t max_blocks,
                          int64_t n_logits) {
@@ -438,6 +439,13 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     int64_t r0[2] = {0, cut}, nr[2] = {split ? cut : n, n - cut};
 #define ROWS(t, p) rt_tensor_slice0(&(t), r0[p], nr[p])
     rt_tensor *o_out = p16 ? &xn : &sv.xb, *d_out = &sv.xb; /* Wo / Wdown outputs (partial sums) */
+    /* One rank, one part: Wo and Wdown (but the last layer's, whose add goes
+     * to the logits head over its rows only) may add into the residual x
+     * inside their GEMM where the backend has MATMUL_ADD for the step
+     * (rt_matmul_add_native); the norm after them is then a plain RMSNORM.
+     * res_in_x: the last row-parallel GEMM added its output into x. */
+    const bool acc_ok = m->tp_size == 1 && np == 1;
+    bool res_in_x = false;
 
     MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -446,7 +454,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         bool fqkv = L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data);
         for (int p = 0; p < np; p++) {
             rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p);
-            if (l == 0) {
+            if (l == 0 || res_in_x) {
                 MDL_TRY(rt_rmsnorm(be, &xn_p, &x_p, &L->attn_norm, c->rms_eps, 0.0f));
             } else {
                 rt_tensor res_p = ROWS(*d_out, p);
@@ -475,7 +483,12 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, (int32_t)c->sliding_window));
         const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
         for (int p = 0; p < np; p++) {
-            rt_tensor att_p = ROWS(sv.att, p), out_p = ROWS(*o_out, p);
+            rt_tensor att_p = ROWS(sv.att, p), out_p = ROWS(*o_out, p), x_p = ROWS(sv.x, p);
+            res_in_x = acc_ok && rt_matmul_add_native(be, &x_p, &att_p, &L->wo, bo);
+            if (res_in_x) {
+                MDL_TRY(rt_matmul_add(be, &x_p, &att_p, &L->wo, bo, NULL));
+                continue;
+            }
             MDL_TRY(rt_matmul(be, &out_p, &att_p, &L->wo, bo));
             MDL_TRY(tp_reduce(m, &out_p, split, p));
         }
@@ -483,7 +496,8 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         for (int p = 0; p < np; p++) {
             rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p), res_p = ROWS(*o_out, p), out_p = ROWS(*d_out, p);
             MDL_TRY(tp_wait(m, split, p));
-            MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->ffn_norm, c->rms_eps, 0.0f));
+            if (res_in_x) MDL_TRY(rt_rmsnorm(be, &xn_p, &x_p, &L->ffn_norm, c->rms_eps, 0.0f));
+            else MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->ffn_norm, c->rms_eps, 0.0f));
             rt_tensor down_in;
             if (L->w_gu.data && m->gu.data) {
                 rt_tensor gu_p = ROWS(gu, p);
@@ -495,6 +509,11 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                 MDL_TRY(rt_matmul(be, &down_in, &xn_p, &L->w_gate, NULL));
                 MDL_TRY(rt_matmul(be, &up_p, &xn_p, &L->w_up, NULL));
                 MDL_TRY(rt_glu(be, &down_in, &down_in, &up_p, RT_ACT_SILU));
+            }
+            res_in_x = acc_ok && l < c->n_layers - 1 && rt_matmul_add_native(be, &x_p, &down_in, &L->w_down, NULL);
+            if (res_in_x) {
+                MDL_TRY(rt_matmul_add(be, &x_p, &down_in, &L->w_down, NULL, NULL));
+                continue;
             }
             MDL_TRY(rt_matmul(be, &out_p, &down_in, &L->w_down, NULL));
             MDL_TRY(tp_reduce(m, &out_p, split, p));

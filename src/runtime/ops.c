@@ -13,7 +13,7 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
     "argmax", "kv_store", "paged_attention", "sample", "add_rmsnorm", "qk_rope_store",
-    "matmul_glu", "combine", "matmul3",
+    "matmul_glu", "combine", "matmul3", "matmul_add",
 };
 
 const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
@@ -147,6 +147,34 @@ int rt_matmul3(rt_backend *be, rt_tensor *y0, rt_tensor *y1, rt_tensor *y2, cons
         if (rc < 0) return rc;
     }
     return VC_OK;
+}
+
+static int matmul_add_check(const rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, const rt_tensor *bias) {
+    CHECK(dst->dtype == RT_F32, "matmul_add: dst must be f32 (the residual stream)");
+    return matmul_check(dst, x, w, bias);
+}
+
+bool rt_matmul_add_native(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
+                          const rt_tensor *bias) {
+    if (matmul_add_check(dst, x, w, bias) < 0) {
+        vc_err_clear();
+        return false;
+    }
+    rt_op_args a = {.dst = dst, .src = {x, w, bias, NULL}};
+    return rt_op_supported(be, RT_OP_MATMUL_ADD, &a);
+}
+
+int rt_matmul_add(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, const rt_tensor *bias,
+                  rt_tensor *scratch) {
+    int rc = matmul_add_check(dst, x, w, bias);
+    if (rc < 0) return rc;
+    rt_op_args a = {.dst = dst, .src = {x, w, bias, scratch}};
+    if (rt_op_supported(be, RT_OP_MATMUL_ADD, &a)) return rt_op_exec(be, RT_OP_MATMUL_ADD, &a);
+    CHECK(scratch && scratch->dtype == RT_F32 && rt_tensor_is_contiguous(scratch) && scratch->ndim == dst->ndim &&
+              !memcmp(scratch->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim),
+          "matmul_add: backend %s needs an f32 scratch of dst's shape", be->vt->name);
+    rc = rt_matmul(be, scratch, x, w, bias);
+    return rc < 0 ? rc : rt_add(be, dst, dst, scratch);
 }
 
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,

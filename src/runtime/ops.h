@@ -99,6 +99,16 @@
  *              p.mm3.y1, p.mm3.y2. Where q, k and v weights are not one
  *              stacked matrix (their GGUF types differ), one launch
  *              instead of three (GPU decode).
+ *   MATMUL_ADD dst[n,out] += x[n,d] . W^T (+ bias): dst f32 (the residual
+ *              stream, updated in place), x f32 or bf16. src = {x, w, bias,
+ *              scratch}; scratch f32 [n, out] is used by the fallback only
+ *              (MATMUL into it, then ADD). A GPU runs one GEMM that reads dst
+ *              as its C operand (cuBLAS beta = 1): the residual add costs
+ *              the GEMM's epilogue a read instead of a kernel that reads the
+ *              GEMM's output and the residual and writes the residual back,
+ *              and the next norm is a plain RMSNORM (prefill: 28 -> 12 bytes
+ *              a hidden value, f32 residual). Models use it only where
+ *              rt_matmul_add_native says the backend has it for the call.
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -125,6 +135,7 @@ typedef enum {
     RT_OP_MATMUL_GLU,
     RT_OP_COMBINE,
     RT_OP_MATMUL3,
+    RT_OP_MATMUL_ADD,
     RT_OP_COUNT
 } rt_op;
 
@@ -185,6 +196,15 @@ int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tenso
  * where the backend has one, else three MATMULs. */
 int rt_matmul3(rt_backend *be, rt_tensor *y0, rt_tensor *y1, rt_tensor *y2, const rt_tensor *x, const rt_tensor *w0,
                const rt_tensor *w1, const rt_tensor *w2);
+/* MATMUL_ADD: dst += x W^T (+ bias); dst f32. scratch: f32 [n, out]
+ * contiguous, for the fallback (MATMUL + ADD) where the backend has no
+ * kernel; NULL is allowed where rt_matmul_add_native is true. */
+int rt_matmul_add(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, const rt_tensor *bias,
+                  rt_tensor *scratch);
+/* Whether the backend runs this MATMUL_ADD as one kernel (else the caller
+ * is better off with MATMUL and a fused ADD_RMSNORM after it). */
+bool rt_matmul_add_native(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
+                          const rt_tensor *bias);
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
                float w_offset);
 int rt_rope(rt_backend *be, rt_tensor *x, const rt_tensor *pos, const rt_tensor *inv_freq,

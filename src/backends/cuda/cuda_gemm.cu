@@ -13,6 +13,7 @@
  *    rows it takes (VLLM_CUDA_MMQ_MAX_N); else dequantized into a bf16
  *    scratch copy [out,in] first, then as bf16. The scratch comes from the stream-ordered pool and is released
  *    right after the GEMM is queued.
+ *  - MATMUL_ADD: the GEMM with beta = 1 into the f32 residual (below).
  *  - MATMUL_GLU: the GEMM of the stacked [gate; up] matrix into the op's
  *    scratch [n, 2f], then GLU of its two halves into dst [n, f] (k_glu,
  *    8 values per thread). With a bf16 dst (the bf16-activation mode) and
@@ -145,9 +146,9 @@ static const H *x_as(cuda_ctx *c, const void *x, rt_dtype xt, int64_t x_ld, int6
  * x[n, in] (xt: f32 or bf16; rows x_ld elements apart) · W^T, plus bias
  * (f32 y only). */
 static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *y, rt_dtype yt,
-                    int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n) {
+                    int64_t y_ld, const float *bias, int64_t out, int64_t in, int64_t n, bool acc = false) {
     int64_t ws = w->stride[0], ld = 0;
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f, zero = 0.0f, *beta = acc ? &one : &zero; /* acc: y += (MATMUL_ADD; C = D = y) */
     if ((w->dtype == RT_F32 || w->dtype == RT_F16) && yt != RT_F32) /* cuBLAS: no f32 / f16 GEMM into bf16 */
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul: a bf16 result needs bf16 or quantized W (W is %s)",
                           rt_dtype_name(w->dtype));
@@ -156,7 +157,7 @@ static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt,
         const float *xf = x_as<float>(c, x, xt, x_ld, in, n, &ld);
         if (!xf) return VC_ERR_OOM;
         CUBLAS_TRY(cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one,
-                               (const float *)w->data, (int)(ws / 4), xf, (int)ld, &zero, (float *)y, (int)y_ld));
+                               (const float *)w->data, (int)(ws / 4), xf, (int)ld, beta, (float *)y, (int)y_ld));
     } else {
         const void *w16 = w->data, *xh = NULL;
         void *wb = NULL;
@@ -191,7 +192,7 @@ static int gemm_any(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt,
         cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
         if (xh)
             st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one, w16, wt, (int)ld_w,
-                              xh, wt, (int)ld, &zero, y, yt == RT_BF16 ? CUDA_R_16BF : CUDA_R_32F, (int)y_ld,
+                              xh, wt, (int)ld, beta, y, yt == RT_BF16 ? CUDA_R_16BF : CUDA_R_32F, (int)y_ld,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         cuda_tmp_free(c, wb);
         if (!xh) return VC_ERR_OOM;
@@ -250,6 +251,44 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
                                   bias ? (const float *)bias->data : NULL, out, in, (int)n);
     return gemm_any(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, y_ld,
                     bias ? (const float *)bias->data : NULL, out, in, n);
+}
+
+/* MATMUL_ADD: dst (f32 residual rows) += x W^T (+ bias) as one cuBLAS GEMM
+ * with beta = 1 and C = D = dst (the bias kernel, if any, adds after it).
+ * The value is the unfused op's, fl(dst + acc): the f32 accumulator added
+ * to C once. Taken where MATMUL itself would run on cuBLAS (f16 / bf16 W,
+ * more rows than the GEMV and the skinny kernel take); decode steps keep
+ * the GEMV with its fused ADD_RMSNORM. VLLM_CUDA_MATMUL_ADD=0: never (the
+ * A/B switch; the model then runs MATMUL + ADD_RMSNORM). */
+bool cuda_matmul_add_fits(cuda_ctx *c, const rt_op_args *a) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("VLLM_CUDA_MATMUL_ADD");
+        on = !(e && e[0] == '0' && e[1] == 0);
+    }
+    const rt_tensor *x = a->src[0], *w = a->src[1];
+    int64_t n = rt_tensor_nrows(x), in = w->shape[1];
+    if (!on || a->dst->dtype != RT_F32 || (w->dtype != RT_BF16 && w->dtype != RT_F16)) return false;
+    if (n <= CUDA_GEMV_MAX_N || !row_elems(x) || !row_elems(a->dst) || w->stride[1] != 2) return false;
+    return !cuda_skinny_fits(c, w, x->data, x->dtype, row_elems(x), in, n, RT_F32, false);
+}
+
+int cuda_op_matmul_add(rt_backend *be, const rt_op_args *a) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    const rt_tensor *x = a->src[0], *w = a->src[1], *bias = a->src[2];
+    rt_tensor *dst = a->dst;
+    if (cuda_check_dev(dst, "matmul_add") || cuda_check_dev(x, "matmul_add") || cuda_check_dev(w, "matmul_add") ||
+        (bias && cuda_check_dev(bias, "matmul_add")))
+        return VC_ERR_INVALID;
+    if (!cuda_matmul_add_fits(c, a) || (bias && !rt_tensor_is_contiguous(bias)))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_add: not a cuBLAS shape (rt_matmul_add_native)");
+    int64_t in = w->shape[1], out = w->shape[0], n = rt_tensor_nrows(x);
+    if (out > INT_MAX || in > INT_MAX || n > INT_MAX)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_add: dimension over INT_MAX");
+    if (out == 0) return VC_OK;
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    return gemm_any(c, w, x->data, x->dtype, row_elems(x), dst->data, RT_F32, row_elems(dst),
+                    bias ? (const float *)bias->data : NULL, out, in, n, true);
 }
 
 template <typename S> __device__ __forceinline__ void ld8(const S *p, float *v);

@@ -10,7 +10,7 @@
  *   cuda_gemm.cu       the larger n: cuBLAS GEMM (f32 SGEMM without TF32,
  *                      f16/bf16 GemmEx with fp32 accumulation, quantized
  *                      weights dequantized to bf16 scratch), MATMUL_GLU's
- *                      GEMM + GLU
+ *                      GEMM + GLU, MATMUL_ADD (beta = 1 into the residual)
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
  *                      online softmax) and KV_STORE; prompt-heavy
@@ -301,6 +301,7 @@ int cuda_op_add_rmsnorm(rt_backend *be, const rt_op_args *a);   /* cuda_fused.cu
 int cuda_op_qk_rope_store(rt_backend *be, const rt_op_args *a); /* cuda_fused.cu */
 int cuda_op_matmul_glu(rt_backend *be, const rt_op_args *a);    /* cuda_matmul.cu */
 int cuda_op_combine(rt_backend *be, const rt_op_args *a); /* cuda_combine.cu */
+int cuda_op_matmul_add(rt_backend *be, const rt_op_args *a); /* cuda_gemm.cu */
 }
 
 /* Flash-decoding PAGED_ATTENTION (cuda_paged_attn.cu) for the shapes it
@@ -371,6 +372,7 @@ int cuda_gemm(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64
               const float *bias, int64_t out, int64_t in, int64_t n);
 int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a); /* MATMUL with a bf16 x */
 int cuda_gemm_glu(rt_backend *be, const rt_op_args *a);
+bool cuda_matmul_add_fits(cuda_ctx *c, const rt_op_args *a); /* MATMUL_ADD's shapes (cuBLAS, beta = 1) */
 
 /* VLLM_CUDA_PROFILE (cuda_profile.cu): per-op GPU time from CUDA events. */
 void cuda_profile_install(const rt_op_fn *real);

@@ -4,7 +4,9 @@
  *   QK_ROPE_STORE == RMSNORM (q, k heads) + ROPE + KV_STORE (k, v), with
  *                    q/k/v as strided views of one stacked QKV buffer, with
  *                    and without QK-norm, neox and pairwise RoPE, partial
- *                    rot_dim, f32/f16/bf16 caches and padding slots (-1).
+ *                    rot_dim, f32/f16/bf16 caches and padding slots (-1);
+ *   MATMUL_ADD    == MATMUL into the scratch then ADD (the wrapper's
+ *                    fallback: the CPU has no kernel for it).
  * And bf16 activations (an accelerator's choice, rt_backend_act_dtype): the
  * CPU never asks for them and rejects them with a clear error.
  */
@@ -133,6 +135,50 @@ static void test_qk_rope_store(void **st) {
         }
 }
 
+/* MATMUL_ADD on the CPU: no kernel, so the wrapper runs MATMUL into the
+ * scratch then ADD, bit for bit that sequence (with a bias too); without
+ * a scratch of dst's shape, or with a non-f32 dst, a clear error and dst
+ * untouched. */
+static void test_matmul_add(void **st) {
+    (void)st;
+    enum { n = 3, d = 48, o = 20 };
+    float x[n * d], w[o * d], b[o], r[n * o], y1[n * o], y2[n * o], sc[n * o], sc2[n * o];
+    fill_rand(x, n * d, 1.0f);
+    fill_rand(w, o * d, 1.0f);
+    fill_rand(b, o, 0.5f);
+    fill_rand(r, n * o, 4.0f);
+    for (int th = 1; th <= 3; th += 2) {
+        rt_backend *be = make_backend(g_isas[0], th);
+        rt_tensor tx = rt_tensor_2d(x, RT_F32, RT_DEV_CPU, n, d), tw = rt_tensor_2d(w, RT_F32, RT_DEV_CPU, o, d);
+        rt_tensor tb = rt_tensor_1d(b, RT_F32, RT_DEV_CPU, o), ts = rt_tensor_2d(sc, RT_F32, RT_DEV_CPU, n, o);
+        rt_tensor t1 = rt_tensor_2d(y1, RT_F32, RT_DEV_CPU, n, o), t2 = rt_tensor_2d(y2, RT_F32, RT_DEV_CPU, n, o);
+        rt_tensor ts2 = rt_tensor_2d(sc2, RT_F32, RT_DEV_CPU, n, o);
+        for (int bias = 0; bias < 2; bias++) {
+            memcpy(y1, r, sizeof r);
+            memcpy(y2, r, sizeof r);
+            assert_false(rt_matmul_add_native(be, &t1, &tx, &tw, bias ? &tb : NULL));
+            assert_int_equal(rt_matmul_add(be, &t1, &tx, &tw, bias ? &tb : NULL, &ts), VC_OK);
+            assert_int_equal(rt_matmul(be, &ts2, &tx, &tw, bias ? &tb : NULL), VC_OK);
+            assert_int_equal(rt_add(be, &t2, &t2, &ts2), VC_OK);
+            assert_memory_equal(y1, y2, sizeof y1);
+        }
+        memcpy(y1, r, sizeof r);
+        assert_int_equal(rt_matmul_add(be, &t1, &tx, &tw, NULL, NULL), VC_ERR_INVALID);
+        assert_true(strstr(vc_err_msg(), "scratch") != NULL);
+        rt_tensor tsw = rt_tensor_2d(sc, RT_F32, RT_DEV_CPU, o, n); /* wrong shape */
+        assert_int_equal(rt_matmul_add(be, &t1, &tx, &tw, NULL, &tsw), VC_ERR_INVALID);
+        assert_memory_equal(y1, r, sizeof r);
+        uint16_t h[n * o];
+        rt_tensor th16 = rt_tensor_2d(h, RT_BF16, RT_DEV_CPU, n, o);
+        assert_int_equal(rt_matmul_add(be, &th16, &tx, &tw, NULL, &ts), VC_ERR_INVALID);
+        assert_true(strstr(vc_err_msg(), "f32") != NULL);
+        assert_false(rt_matmul_add_native(be, &th16, &tx, &tw, NULL));
+        rt_tensor tww = rt_tensor_2d(w, RT_F32, RT_DEV_CPU, o, d - 1); /* in mismatch */
+        assert_int_equal(rt_matmul_add(be, &t1, &tx, &tww, NULL, &ts), VC_ERR_INVALID);
+        rt_backend_free(be);
+    }
+}
+
 static void test_bf16_acts_rejected(void **st) {
     (void)st;
     rt_backend *be = make_backend(g_isas[0], 1);
@@ -201,7 +247,7 @@ static void test_bf16_attention_rejected(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_add_rmsnorm), cmocka_unit_test(test_qk_rope_store),
-                                       cmocka_unit_test(test_bf16_acts_rejected),
+                                       cmocka_unit_test(test_matmul_add), cmocka_unit_test(test_bf16_acts_rejected),
                                        cmocka_unit_test(test_bf16_attention_rejected)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,6 +70,7 @@ static void add_rmsnorm_cases(void) {
     const struct { int64_t n, d; int shift; } shapes[] = {
         {1, 1024, 0}, {1, 4096, 0}, {5, 4096, 0}, {3, 100, 0}, {17, 896, 0}, {300, 4096, 0},
         {2, 8192, 0}, {3, 12288, 0}, {300, 8192, 0}, {1, 20000, 0}, {4, 1024, 1},
+        {300, 1024, 0}, {2048, 1024, 0}, {300, 896, 0}, {400, 128, 0}, {300, 1024, 1}, /* prefill rows, d <= 1024 */
     };
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
         for (int mode = 0; mode < 3; mode++) { /* 0: f32 dst, 1: f32 dst == res, 2: bf16 dst */

@@ -222,16 +222,86 @@ static void test_matmul_variants(void **st) {
     unsetenv("VLLM_CUDA_GEMV");
 }
 
+/* ---- MATMUL_ADD --------------------------------------------------------- */
+
+/* dst += x W^T (+ bias) on the residual rows dst0. The GPU op against the
+ * CPU's (MATMUL + ADD through the wrapper's fallback: the CPU backend has
+ * no MATMUL_ADD kernel) within MATMUL's bound, and against the GPU's own
+ * MATMUL then ADD within f32 reordering (the GEMM with beta = 1 adds the
+ * same f32 accumulator to C once; cuBLAS may pick another kernel for it).
+ * native: whether the GPU runs it as one GEMM (rows past the GEMV / skinny
+ * kernels, f16 / bf16 W); otherwise the wrapper's fallback runs there too. */
+static void matmul_add_case(rt_dtype t, int64_t n, int64_t in, int64_t out, int bias, bool native) {
+    void *w = rand_rows(t, out, in, 1.0f, rnd);
+    float *x = xmalloc((size_t)(n * in) * 4), *b = xmalloc((size_t)out * 4), *d0 = xmalloc((size_t)(n * out) * 4);
+    fill(x, n * in, 1.5f);
+    fill(b, out, 0.5f);
+    fill(d0, n * out, 8.0f);
+    float *ref = xmalloc((size_t)(n * out) * 4), *got = xmalloc((size_t)(n * out) * 4),
+          *two = xmalloc((size_t)(n * out) * 4), *scr = xmalloc((size_t)(n * out) * 4);
+    memcpy(ref, d0, (size_t)(n * out) * 4);
+    int64_t s_w[2] = {out, in}, s_x[2] = {n, in}, s_y[2] = {n, out}, s_b[1] = {out};
+    rt_tensor hw = rt_tensor_make(w, t, RT_DEV_CPU, 2, s_w), hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s_x);
+    rt_tensor hb = rt_tensor_make(b, RT_F32, RT_DEV_CPU, 1, s_b), hy = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, s_y);
+    rt_tensor hs = rt_tensor_make(scr, RT_F32, RT_DEV_CPU, 2, s_y);
+    assert_false(rt_matmul_add_native(g_cpu, &hy, &hx, &hw, NULL));
+    assert_int_equal(rt_matmul_add(g_cpu, &hy, &hx, &hw, bias ? &hb : NULL, &hs), VC_OK);
+    rt_tensor dw = up(w, t, 2, s_w), dx = up(x, RT_F32, 2, s_x), db = up(b, RT_F32, 1, s_b);
+    rt_tensor dy = up(d0, RT_F32, 2, s_y), dy2 = up(d0, RT_F32, 2, s_y), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, s_y);
+    const rt_tensor *pb = bias ? &db : NULL;
+    if (rt_matmul_add_native(g_gpu, &dy, &dx, &dw, pb) != native)
+        fail_msg("matmul_add %s n=%lld: native %d, expected %d", rt_dtype_name(t), (long long)n, !native, native);
+    int rc = rt_matmul_add(g_gpu, &dy, &dx, &dw, pb, native ? NULL : &ds);
+    if (rc) fail_msg("matmul_add %s n=%lld: %s", rt_dtype_name(t), (long long)n, vc_err_msg());
+    assert_int_equal(rt_matmul(g_gpu, &ds, &dx, &dw, pb), VC_OK);
+    assert_int_equal(rt_add(g_gpu, &dy2, &dy2, &ds), VC_OK);
+    down(got, &dy);
+    down(two, &dy2);
+    char what[96];
+    snprintf(what, sizeof what, "%s n=%lld in=%lld out=%lld%s vs cpu", rt_dtype_name(t), (long long)n,
+             (long long)in, (long long)out, bias ? " +bias" : "");
+    note(RT_OP_MATMUL_ADD, nerr(got, ref, n * out), n > 8 ? 5e-2 : 2e-5, what);
+    double e2 = nerr(got, two, n * out);
+    if (!(e2 <= 1e-5)) fail_msg("matmul_add %s: vs the gpu's MATMUL + ADD %.3e > 1e-5", what, e2);
+    drop(&dw);
+    drop(&dx);
+    drop(&db);
+    drop(&dy);
+    drop(&dy2);
+    drop(&ds);
+    free(w);
+    free(x);
+    free(b);
+    free(d0);
+    free(ref);
+    free(got);
+    free(two);
+    free(scr);
+}
+
+static void test_matmul_add(void **st) {
+    (void)st;
+    NEED_GPU();
+    matmul_add_case(RT_BF16, 64, 1024, 768, 0, true);   /* a prefill-shaped GEMM (Wo of a small model) */
+    matmul_add_case(RT_BF16, 300, 2048, 1024, 1, true); /* + bias, rows not a multiple of the tiles */
+    matmul_add_case(RT_F16, 40, 512, 256, 0, true);
+    matmul_add_case(RT_BF16, 1, 1024, 256, 1, false);   /* decode rows: the GEMV, then ADD */
+    matmul_add_case(RT_BF16, 4, 1024, 256, 0, false);
+    matmul_add_case(RT_Q8_0, 64, 1024, 256, 0, false);  /* GGUF blocks: MATMUL (int8 GEMM) + ADD */
+}
+
 /* ---- RMSNORM / SOFTMAX / ARGMAX ---------------------------------------- */
 
 /* Row shapes pick the kernel (cuda_norm.cuh): 7 and 4099 the loop kernel,
  * 1 x 4096 one float4 per thread, 300 rows the 256-thread blocks, 8192 and
- * 16384 more float4 per thread; f32 dst (also in place) and bf16 dst, the
+ * 16384 more float4 per thread, prefill rows of 128 .. 1024 one float4 a
+ * thread; f32 dst (also in place) and bf16 dst, the
  * latter against the CPU's f32 result within one bf16 rounding. */
 static void test_rmsnorm(void **st) {
     (void)st;
     NEED_GPU();
-    const int64_t cs[][2] = {{5, 7}, {5, 64}, {5, 4099}, {1, 4096}, {300, 4096}, {2, 8192}, {300, 2048}, {1, 16384}};
+    const int64_t cs[][2] = {{5, 7},    {5, 64},    {5, 4099},   {1, 4096},  {300, 4096}, {2, 8192},
+                             {300, 2048}, {1, 16384}, {300, 1024}, {600, 896}, {400, 128}};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++)
         for (int off = 0; off < 2; off++) {
             int64_t rows = cs[k][0], d = cs[k][1], nd = rows * d, s[2] = {rows, d}, sw[1] = {d};
@@ -809,11 +879,13 @@ static void test_report(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_matmul_variants), cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_matmul_variants),
+        cmocka_unit_test(test_matmul_add), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
         cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_speed_report), cmocka_unit_test(test_report),
     };
+    cuda_test_filter();
     return cmocka_run_group_tests(tests, cuda_test_group_setup, cuda_test_group_teardown);
 }
