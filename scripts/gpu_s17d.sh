@@ -11,6 +11,9 @@
 #      A1W1, three rounds; the 8B at A0 / A1 (W does not apply: d = 4096),
 #      two rounds;
 #   4. ncu durations of one 0.6B layer's norms (and GEMMs) in all four.
+# Result: k_norm_warp no faster than the block kernel (ncu 8.5-9.3 vs 9.2
+# us; 7.9-8.1 vs 7.8 after MATMUL_ADD); dropped, its code not kept (this
+# script is the record; VLLM_CUDA_NORM_WARP is a no-op on main).
 # Make: bash scripts/gpu_snap.sh s17d vllm test_cuda_ops test_cuda_fused;
 #   run carry [".gpu-snap-s17d"] "cd .gpu-snap-s17d && OUT=$OUT bash scripts/gpu_s17d.sh"
 set -u -o pipefail
