@@ -1,13 +1,27 @@
 /* engine_step — eng_step: the synchronous step (schedule -> execute ->
  * update -> outputs) and the async-scheduling pipeline over the runner's
- * execution queue (engine.h, "Async scheduling"). */
+ * execution queue (engine.h, "Async scheduling").
+ *
+ * VLLM_STEP_TRACE=1: a line per synchronous step on stderr with the host
+ * times of its schedule, execute (the model's own trace line, printed
+ * inside it, splits that) and output processing. */
 #include "engine/engine_int.h"
 
 #include "base/clock.h"
 #include "base/err.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static bool step_trace(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("VLLM_STEP_TRACE");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on == 1;
+}
 
 /* Stamp first_scheduled on the requests of a new schedule. */
 static void mark_scheduled(const esched_output *so, double now) {
@@ -61,9 +75,11 @@ static int emit_aborted(eng_engine *e, int32_t *n_outs) {
 
 static int step_sync(eng_engine *e, int32_t *n_outs) {
     esched_output *so = &e->so[0];
+    double t0 = vc_now_s();
     int rc = esched_schedule(e->sched, so);
     if (rc < 0) return rc;
-    mark_scheduled(so, vc_now_s());
+    double t1 = vc_now_s();
+    mark_scheduled(so, t1);
     for (int32_t i = 0; i < so->n_finished; i++) erun_release(e->runner, so->finished_ids[i]);
     static const smp_batch_out none = {0};
     const smp_batch_out *res = &none;
@@ -72,7 +88,11 @@ static int step_sync(eng_engine *e, int32_t *n_outs) {
         if (rc < 0) return rc;
         res = erun_sample_output(e->runner);
     }
+    double t2 = vc_now_s();
     rc = process(e, so, res, n_outs);
+    if (step_trace() && so->n_items > 0)
+        fprintf(stderr, "engine step trace: %d requests: schedule %.3f ms, execute %.3f ms, outputs %.3f ms\n",
+                (int)so->n_items, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (vc_now_s() - t2) * 1e3);
     return rc ? rc : emit_aborted(e, n_outs);
 }
 

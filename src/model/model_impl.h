@@ -43,6 +43,8 @@ typedef struct {
     bool on_device;         /* `ids` holds them (false: computed on the host, TP) */
     bool queued;            /* the host copy was queued: collect waits for ev */
     atomic_bool collected;  /* a wait observed the copy (or there was none) */
+    int64_t trace_T;        /* VLLM_STEP_TRACE: the step's tokens and host times (s) at */
+    double trace_t[3];      /* enqueue start, forward queued, ids queued */
 } mdl_mirror;
 
 struct mdl_model {

@@ -188,6 +188,53 @@ __global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_u(const char *w, int64
     else gemv_finish<KS>(acc, n, r, out, y, y_ld, bias);
 }
 
+/* Many short f16/bf16 rows (the 0.6B's LM head: 151,936 rows of 1,024):
+ * one wave of blocks whose warps walk rows r = w, w + W, .. (W warps in
+ * the grid), NQ 16-byte loads a lane covering a whole row, the next row's
+ * loads issued before this row's sums (the first row's before the PDL
+ * wait). k_gemv_half_u gives such a matrix a block per 4-8 rows: ~38k
+ * blocks of one round each, a barrier per block, the wave's start and end
+ * every few microseconds (ncu, H200: 3.0 TB/s over the 311 MB head). Each
+ * lane sums its 8-value groups in k_gemv_half_u's order (c = lane, lane +
+ * 32, ..) and the warp reduces them as gemv_store: the results are those
+ * of k_gemv_half_u at KS 1 bit for bit. */
+template <rt_dtype T, int NQ>
+__global__ void __launch_bounds__(GEMV_BLOCK) k_gemv_half_rows(const char *w, int64_t w_stride, const float *x,
+                                                               int64_t x_ld, float *y, int64_t y_ld,
+                                                               const float *bias, int64_t out, int n) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nw = (int64_t)gridDim.x * (GEMV_BLOCK / 32);
+    int64_t r = (int64_t)blockIdx.x * (GEMV_BLOCK / 32) + (threadIdx.x >> 5);
+    uint4 q[NQ];
+    if (r < out) {
+        const uint4 *wr = (const uint4 *)(w + r * w_stride);
+#pragma unroll
+        for (int j = 0; j < NQ; j++) q[j] = cuda_ld_stream16(wr + lane + 32 * j);
+    }
+    CUDA_PDL_ENTER();
+    for (; r < out; r += nw) {
+        uint4 qn[NQ];
+        const bool more = r + nw < out;
+        if (more) {
+            const uint4 *wn = (const uint4 *)(w + (r + nw) * w_stride);
+#pragma unroll
+            for (int j = 0; j < NQ; j++) qn[j] = cuda_ld_stream16(wn + lane + 32 * j);
+        }
+        float acc[CUDA_GEMV_MAX_N] = {0};
+#pragma unroll
+        for (int j = 0; j < NQ; j++) {
+            float wv[8];
+            unpack8<T>(q[j], wv);
+            gemv_fma8_ldg(acc, wv, x, x_ld, lane + 32 * j, n);
+        }
+        gemv_store(acc, n, r, y, y_ld, bias);
+        if (more) {
+#pragma unroll
+            for (int j = 0; j < NQ; j++) q[j] = qn[j];
+        }
+    }
+}
+
 /* Quantized rows: group c = values 8c..8c+7 (a quarter of 32-value unit
  * c/4), decoded with dq_span; x reads as two float4 when VX (x rows 16-byte
  * aligned). */
@@ -330,11 +377,35 @@ static void launch_half_u(cuda_ctx *c, int ks, unsigned grid, const char *wd, in
     }
 }
 
+/* VLLM_CUDA_GEMV_ROWS (default 1; 0: off, A/B; read at each call; a graph
+ * keeps its capture's kernel): k_gemv_half_rows for f16/bf16 matrices of
+ * rows of 512, 1024 or 2048 values (NQ 2, 4, 8) with at least 4 waves of
+ * k_gemv_half_u's 8-row blocks. Returns whether it launched. */
+template <rt_dtype T>
+static bool gemv_half_rows(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y,
+                           int64_t y_ld, const float *bias, int64_t out, int64_t in, int n) {
+    const char *e = getenv("VLLM_CUDA_GEMV_ROWS");
+    if (e && e[0] == '0' && e[1] == 0) return false;
+    const int64_t nq = in / 8 / 32;
+    if (in % 256 || (nq != 2 && nq != 4 && nq != 8)) return false;
+    const int occ = nq == 8 ? gemv_occupancy<k_gemv_half_rows<T, 8>>()
+                  : nq == 4 ? gemv_occupancy<k_gemv_half_rows<T, 4>>()
+                            : gemv_occupancy<k_gemv_half_rows<T, 2>>();
+    const int64_t wave = (int64_t)c->n_sm * occ;
+    if ((out + 7) / 8 < 4 * wave) return false;
+    unsigned grid = (unsigned)wave;
+    if (nq == 8) cuda_launch(k_gemv_half_rows<T, 8>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, n);
+    else if (nq == 4) cuda_launch(k_gemv_half_rows<T, 4>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, n);
+    else cuda_launch(k_gemv_half_rows<T, 2>, grid, GEMV_BLOCK, 0, c->stream, wd, ws, x, x_ld, y, y_ld, bias, out, n);
+    return true;
+}
+
 /* f16/bf16 rows, 16-byte aligned: the variant's kernel and KS. */
 template <rt_dtype T>
 static void gemv_half(cuda_ctx *c, const char *wd, int64_t ws, const float *x, int64_t x_ld, float *y, int64_t y_ld,
                       const float *bias, int64_t out, int64_t in, int n) {
     const int v = gemv_variant(c), rpb = GEMV_BLOCK / 32;
+    if (v == GEMV_DEFAULT && gemv_half_rows<T>(c, wd, ws, x, x_ld, y, y_ld, bias, out, in, n)) return;
     const int ks = v >= 4 ? gemv_ks_waves(c, v, out, out, in, rpb, 8, gemv_occupancy<k_gemv_half_u<T, 1, 2, false>>())
                           : gemv_ks(c, out, in, v == 1 ? 16 : 32);
     unsigned grid = (unsigned)((out + rpb / ks - 1) / (rpb / ks));

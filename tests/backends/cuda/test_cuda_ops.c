@@ -222,6 +222,49 @@ static void test_matmul_variants(void **st) {
     unsetenv("VLLM_CUDA_GEMV");
 }
 
+/* Many short f16/bf16 rows (k_gemv_half_rows: rows of 512 / 1024 / 2048
+ * values, >= 4 waves of 8-row blocks; e.g. the 0.6B's LM head): against
+ * the CPU and the exact product (matmul_case), and bit for bit against
+ * k_gemv_half_u at KS 1 (VLLM_CUDA_GEMV=3 on these shapes: its lane order
+ * and warp sum are the rows kernel's). */
+static void gemv_rows_case(rt_dtype t, int64_t n, int64_t in, int64_t out) {
+    matmul_case(t, n, in, out, 1, 0);
+    void *w = rand_rows(t, out, in, 1.0f, rnd);
+    float *x = xmalloc((size_t)(n * in) * 4), *b = xmalloc((size_t)out * 4);
+    float *y1 = xmalloc((size_t)(n * out) * 4), *y2 = xmalloc((size_t)(n * out) * 4);
+    fill(x, n * in, 1.5f);
+    fill(b, out, 0.5f);
+    int64_t s_w[2] = {out, in}, s_x[2] = {n, in}, s_y[2] = {n, out}, s_b[1] = {out};
+    rt_backend *keep = g_gpu;
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) {
+            setenv("VLLM_CUDA_GEMV", "3", 1);
+            g_gpu = rt_backend_create(RT_DEV_CUDA, NULL);
+            assert_non_null(g_gpu);
+        }
+        rt_tensor dw = up(w, t, 2, s_w), dx = up(x, RT_F32, 2, s_x), db = up(b, RT_F32, 1, s_b);
+        rt_tensor dy = rt_tensor_alloc(g_gpu, RT_F32, 2, s_y);
+        assert_int_equal(rt_matmul(g_gpu, &dy, &dx, &dw, &db), VC_OK);
+        down(k ? y2 : y1, &dy);
+        drop(&dw), drop(&dx), drop(&db), drop(&dy);
+    }
+    rt_backend_free(g_gpu);
+    g_gpu = keep;
+    unsetenv("VLLM_CUDA_GEMV");
+    if (memcmp(y1, y2, (size_t)(n * out) * 4))
+        fail_msg("gemv rows %s n=%lld in=%lld out=%lld: differs from k_gemv_half_u at KS 1", rt_dtype_name(t),
+                 (long long)n, (long long)in, (long long)out);
+    free(w), free(x), free(b), free(y1), free(y2);
+}
+
+static void test_gemv_rows(void **st) {
+    (void)st;
+    NEED_GPU();
+    gemv_rows_case(RT_BF16, 1, 1024, 20011); /* a ragged last pass of the grid's warps */
+    gemv_rows_case(RT_F16, 3, 512, 20000);
+    gemv_rows_case(RT_BF16, 8, 2048, 13000);
+}
+
 /* ---- MATMUL_ADD --------------------------------------------------------- */
 
 /* dst += x W^T (+ bias) on the residual rows dst0. The GPU op against the
@@ -880,7 +923,7 @@ static void test_report(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),  cmocka_unit_test(test_matmul_variants),
-        cmocka_unit_test(test_matmul_add), cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_gemv_rows), cmocka_unit_test(test_matmul_add), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_argmax),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention), cmocka_unit_test(test_copy),
         cmocka_unit_test(test_kv_store),  cmocka_unit_test(test_paged_attention),
