@@ -835,6 +835,7 @@ static PFN_cuTensorMapEncodeTiled_v12000 fa_encode_fn(void) {
     static const PFN_cuTensorMapEncodeTiled_v12000 fn = fa_encode_lookup();
     return fn;
 }
+void *cuda_tma_encode_fn(void) { return (void *)fa_encode_fn(); }
 
 /* The tensor map of one paged cache (base, byte strides of block / slot /
  * kv head): dims {hd 128, kvh, B, num_blocks}, box {64, 1, min(B, 128), 1},

@@ -226,6 +226,13 @@ __device__ __forceinline__ void flw_tma4(uint32_t dst, const void *map, int c0, 
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                  : "memory");
 }
+/* The 2-D form (a GEMM operand tile at column c0, row c1). */
+__device__ __forceinline__ void flw_tma2(uint32_t dst, const void *map, int c0, int c1, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
 /* True in one lane of the (converged) warp: elect.sync, so the compiler
  * knows a single lane runs what it guards. */
 __device__ __forceinline__ bool flw_elect_one() {

@@ -381,6 +381,8 @@ int cuda_gemm_glu(rt_backend *be, const rt_op_args *a) {
     if (cuda_skinny_fits(c, w, x->data, x->dtype, x_ld, in, n, dst->dtype, true)) /* 2..16 bf16 rows, GLU fused */
         return cuda_skinny_glu(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, d_ld, f, in, (int)n,
                                a->p.glu.act);
+    int fr = cuda_gemm_glu_fused(c, w, x->data, x->dtype, x_ld, dst->data, dst->dtype, d_ld, f, in, n, a->p.glu.act);
+    if (fr <= 0) return fr; /* 1: not taken */
     /* bf16 scratch when the GEMM itself runs in bf16 (bf16 or dequantized W;
      * cuBLAS has no f16 x f16 -> bf16 GEMM). */
     rt_dtype st = dst->dtype == RT_BF16 && w->dtype != RT_F32 && w->dtype != RT_F16 ? RT_BF16 : RT_F32;

@@ -11,6 +11,8 @@
  *                      f16/bf16 GemmEx with fp32 accumulation, quantized
  *                      weights dequantized to bf16 scratch), MATMUL_GLU's
  *                      GEMM + GLU, MATMUL_ADD (beta = 1 into the residual)
+ *   cuda_gemm_glu.cu   MATMUL_GLU of bf16 prefill rows as one wgmma GEMM
+ *                      with the GLU in its epilogue (VLLM_CUDA_GEMM_GLU=1)
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
  *                      online softmax) and KV_STORE; prompt-heavy
@@ -373,6 +375,14 @@ int cuda_gemm(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64
 int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a); /* MATMUL with a bf16 x */
 int cuda_gemm_glu(rt_backend *be, const rt_op_args *a);
 bool cuda_matmul_add_fits(cuda_ctx *c, const rt_op_args *a); /* MATMUL_ADD's shapes (cuBLAS, beta = 1) */
+/* MATMUL_GLU with the GLU in a wgmma GEMM's epilogue (cuda_gemm_glu.cu,
+ * VLLM_CUDA_GEMM_GLU=1): 1 when it does not take the call, else the
+ * launch's status. */
+int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *h,
+                        rt_dtype ht, int64_t h_ld, int64_t f, int64_t in, int64_t n, int act);
+/* cuTensorMapEncodeTiled (a PFN_cuTensorMapEncodeTiled_v12000) through the
+ * runtime's driver entry point, NULL without it (cuda_flash_wg.cu). */
+void *cuda_tma_encode_fn(void);
 
 /* VLLM_CUDA_PROFILE (cuda_profile.cu): per-op GPU time from CUDA events. */
 void cuda_profile_install(const rt_op_fn *real);

@@ -159,6 +159,83 @@ static void test_matmul_glu_bf16(void **st) {
     }
 }
 
+/* MATMUL_GLU with the GLU in a wgmma GEMM's epilogue (cuda_gemm_glu.cu,
+ * VLLM_CUDA_GEMM_GLU=1, read at each call): bf16 x, W and h, against the
+ * CPU op (f32 product and GLU, the bound of test_matmul_glu_bf16) and
+ * against the GPU's cuBLAS + k_glu path (=0) within two bf16 roundings
+ * (only the GEMM's summation order differs, which may move a bf16 gate /
+ * up value by one step); the launch counter proves the fused kernel ran.
+ * Shapes: the 0.6B and 8B-like gate|up, rows and features past the
+ * 128 x 128 tile (TMA's zero fill, unstored outputs), one K stage, GELU;
+ * then the speed of both paths at the 0.6B's 2048 x 1024 -> 3072. */
+uint64_t cuda_gemm_glu_launches(void);
+
+static void test_gemm_glu_fused(void **st) {
+    (void)st;
+    NEED_GPU();
+    const struct { int64_t n, f, d; rt_act act; } cs[] = {
+        {2048, 3072, 1024, RT_ACT_SILU}, {300, 200, 512, RT_ACT_SILU}, {129, 136, 4096, RT_ACT_SILU},
+        {64, 128, 64, RT_ACT_SILU},      {200, 96, 256, RT_ACT_GELU_TANH}, {1000, 1408, 2048, RT_ACT_SILU},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        int64_t n = cs[k].n, f = cs[k].f, d = cs[k].d;
+        float *xf = xmalloc((size_t)(n * d) * 4), *wf = xmalloc((size_t)(2 * f * d) * 4);
+        uint16_t *xh = xmalloc((size_t)(n * d) * 2), *oh = xmalloc((size_t)(n * f) * 2);
+        float *oc = xmalloc((size_t)(n * f) * 4), *og = xmalloc((size_t)(n * f) * 4), *ou = xmalloc((size_t)(n * f) * 4);
+        float *sc = xmalloc((size_t)(n * 2 * f) * 4);
+        fill_bf16(xf, xh, n * d, 1.0f);
+        fill_bf16(wf, NULL, 2 * f * d, 0.15f);
+        void *wd = make_w(RT_BF16, wf, 2 * f * d);
+        int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
+        rt_tensor hx = rt_tensor_make(xf, RT_F32, RT_DEV_CPU, 2, sx), hw = rt_tensor_make(wd, RT_BF16, RT_DEV_CPU, 2, sw);
+        rt_tensor ho = rt_tensor_make(oc, RT_F32, RT_DEV_CPU, 2, so), hs = rt_tensor_make(sc, RT_F32, RT_DEV_CPU, 2, ss);
+        assert_int_equal(rt_matmul_glu(g_cpu, &ho, &hx, &hw, cs[k].act, &hs), VC_OK);
+        rt_tensor dx = up(xh, RT_BF16, 2, sx), dw = up(wd, RT_BF16, 2, sw);
+        rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+        assert_non_null(dout.data);
+        for (int fused = 0; fused < 2; fused++) {
+            setenv("VLLM_CUDA_GEMM_GLU", fused ? "1" : "0", 1);
+            const uint64_t before = cuda_gemm_glu_launches();
+            assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, cs[k].act, &ds), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            if ((cuda_gemm_glu_launches() != before) != (fused == 1))
+                fail_msg("gemm_glu: the fused kernel %s with VLLM_CUDA_GEMM_GLU=%d", fused ? "did not run" : "ran",
+                         fused);
+            down(oh, &dout);
+            for (int64_t i = 0; i < n * f; i++) (fused ? og : ou)[i] = rt_bf16_to_f32(oh[i]);
+        }
+        unsetenv("VLLM_CUDA_GEMM_GLU");
+        double e = nerr(og, oc, n * f), eu = nerr(og, ou, n * f);
+        print_message("gemm_glu fused n=%lld f=%lld d=%lld: vs cpu %.2e, vs cuBLAS + k_glu %.2e\n", (long long)n,
+                      (long long)f, (long long)d, e, eu);
+        assert_true(e <= 2e-2);
+        assert_true(eu <= 1.6e-2);
+        drop(&dx), drop(&dw), drop(&dout), drop(&ds);
+        free(wd);
+        free(xf), free(wf), free(xh), free(oh), free(oc), free(og), free(ou), free(sc);
+    }
+    const char *sp = getenv("VLLM_CUDA_SPEED");
+    if (sp && !strcmp(sp, "0")) return;
+    const int64_t n = 2048, f = 3072, d = 1024;
+    int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
+    uint16_t *xh = xmalloc((size_t)(n * d) * 2), *wh = xmalloc((size_t)(2 * f * d) * 2);
+    for (int64_t i = 0; i < n * d; i++) xh[i] = rt_f32_to_bf16(0.1f * (float)(i % 5 - 2));
+    for (int64_t i = 0; i < 2 * f * d; i++) wh[i] = rt_f32_to_bf16(0.01f * (float)(i % 7 - 3));
+    rt_tensor dx = up(xh, RT_BF16, 2, sx), dw = up(wh, RT_BF16, 2, sw);
+    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+    assert_non_null(dout.data);
+    assert_non_null(ds.data);
+    for (int fused = 0; fused < 2; fused++) {
+        setenv("VLLM_CUDA_GEMM_GLU", fused ? "1" : "0", 1);
+        double us = cuda_test_time_mm(1, &dout, &dx, &dw, &ds, 0, 20); /* a graph of 20 calls */
+        print_message("speed: matmul_glu 2048 x 1024 -> 2 x 3072 bf16, %s: %.1f us (%.0f TFLOP/s)\n",
+                      fused ? "fused wgmma GEMM + GLU" : "cuBLAS + k_glu", us, 2.0 * n * d * 2 * f / us * 1e-6);
+    }
+    free(xh), free(wh);
+    unsetenv("VLLM_CUDA_GEMM_GLU");
+    drop(&dx), drop(&dw), drop(&dout), drop(&ds);
+}
+
 /* Swap g_gpu for a CUDA backend made while the variable `name` is `value`
  * (for settings a backend reads once); returns the one swapped out. */
 /* A backend of its own with one variable set, until gpu_swap_back: the
@@ -609,6 +686,7 @@ static void test_skinny_quant_speed(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_bf16_x), cmocka_unit_test(test_matmul_glu_bf16),
+                                       cmocka_unit_test(test_gemm_glu_fused),
                                        cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_f32x), cmocka_unit_test(test_skinny_quant), cmocka_unit_test(test_gemv_quant),
                                        cmocka_unit_test(test_skinny_speed), cmocka_unit_test(test_skinny_quant_speed)};
     cuda_test_filter(); /* VLLM_TEST_ONLY=<test name> */

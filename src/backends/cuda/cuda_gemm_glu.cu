@@ -1,0 +1,203 @@
+/* cuda_gemm_glu — MATMUL_GLU of bf16 prefill rows on Hopper with the GLU in
+ * the GEMM's epilogue (VLLM_CUDA_GEMM_GLU=1; off by default until measured
+ * on the device):
+ *   h[n, f] = act(x . Wg^T) * (x . Wu^T),  W = [Wg; Wu] [2f, K] bf16,
+ *   x [n, K] bf16, h bf16.
+ * cuBLAS has no gated epilogue, so the unfused path writes the [n, 2f]
+ * product (bf16) and k_glu reads it back: on the 0.6B prefill 25 MB
+ * written and read again, 11.9 us a layer in k_glu (session 17's ncu).
+ *
+ * CTA tile: 128 token rows x 128 features, i.e. 128 gate and the 128
+ * matching up rows of W, so one CTA holds both halves of its outputs. 384
+ * threads: warpgroup 0's first warp is the producer (TMA), warpgroups 1 and
+ * 2 each compute 64 rows x (128 gate + 128 up) with wgmma m64n128k16 (both
+ * operands K-major in shared memory, the 128B-swizzled slabs of
+ * cuda_flash_wgmma.cuh). K runs in stages of 64 (one slab): A 128 x 64,
+ * Wg 128 x 64, Wu 128 x 64 (16 KB each) through a ring of GG_STAGES stages
+ * under full / empty mbarriers (the k_flash_fa3 pattern). Each consumer
+ * keeps one stage's wgmma group in flight while the next is issued
+ * (wait_group 1, as CUTLASS's mainloop), then releases the older stage.
+ * Rows past n and features past f are TMA's zero fill; their outputs are
+ * not stored.
+ *
+ * Epilogue: gate and up values sit in the same registers of the two
+ * accumulators (fragment layout in cuda_flash_wgmma.cuh), each rounded to
+ * bf16 first (as the unfused path's bf16 product), then act(g) * u in f32,
+ * rounded once to bf16, stored as bf16 pairs. So the value differs from the
+ * unfused path only by the GEMM's summation order.
+ *
+ * Shapes: K a multiple of 64, f a multiple of 8, rows of x and W 16-byte
+ * aligned with byte strides multiple of 16 (TMA), h's rows 4-byte aligned.
+ *
+ * Measured (H200, session 17, scripts/gpu_s17h.sh): correct at the first
+ * run (equal to cuBLAS + k_glu on 5 of 6 test shapes, memcheck clean), but
+ * 50.9 us vs cuBLAS + k_glu's 49.3 at 2048 x 1024 -> 2 x 3072 and slower in
+ * the engine (0.6B TTFT +0.23 ms), hence off by default. What it lacks
+ * against cuBLAS: one CTA an SM (192 KB of stages) in 2.9 waves with no
+ * overlap of a tile's epilogue and the next tile's loads (a persistent
+ * tile loop, or two tiles per CTA with ping-pong consumers, would give it).
+ */
+#include "backends/cuda/cuda_flash_wgmma.cuh"
+#include "backends/cuda/cuda_internal.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GG_BM 128                        /* token rows of a CTA: 2 consumer warpgroups x 64 */
+#define GG_BN 128                        /* output features of a CTA (gate and up rows each) */
+#define GG_BK 64                         /* K per stage: one 128-byte slab */
+#define GG_STAGES 4
+#define GG_THREADS 384
+#define GG_TILE (GG_BM * GG_BK * 2)      /* bytes of one operand tile (A, Wg or Wu): 16 KB */
+#define GG_PRODUCER_REGS 40
+#define GG_CONSUMER_REGS 232
+
+struct gg_args {
+    __nv_bfloat16 *h;
+    int64_t h_ld; /* elements between rows of h */
+    int n, f, k, act;
+};
+
+static size_t gg_smem(void) { return (size_t)GG_STAGES * 3 * GG_TILE + 1024 + 8 * 2 * GG_STAGES; }
+
+__device__ __forceinline__ float gg_bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+__global__ void __launch_bounds__(GG_THREADS, 1)
+    k_gemm_glu(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
+               const __grid_constant__ CUtensorMap tu, gg_args a) {
+    extern __shared__ __align__(16) uint8_t gg_sm[];
+    const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(gg_sm), sb = (sraw + 1023u) & ~1023u;
+    const uint32_t bars = sb + GG_STAGES * 3 * GG_TILE; /* full[st], then empty[st] */
+    const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
+    const int n0 = (int)blockIdx.x * GG_BN, m0 = (int)blockIdx.y * GG_BM, nk = a.k / GG_BK;
+    if (tid == 0) {
+        for (int st = 0; st < GG_STAGES; st++) {
+            flw_bar_init(bars + 8 * st, 1);                 /* full: the producer's arrival + bytes */
+            flw_bar_init(bars + 8 * (GG_STAGES + st), 8);   /* empty: the 8 consumer warps */
+        }
+        flw_bar_init_fence();
+    }
+    __syncthreads();
+    CUDA_PDL_ENTER(); /* x is the previous kernel's output */
+    if (wg == 0) {
+        flw_regs_dec<GG_PRODUCER_REGS>();
+        if (tid >= 32) return;
+        uint32_t st = 0, ph = 0;
+        for (int kc = 0; kc < nk + GG_STAGES; kc++) {
+            flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
+            /* the last GG_STAGES turns only wait (no copy in flight at exit) */
+            if (kc < nk && flw_elect_one()) {
+                const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * GG_TILE;
+                flw_bar_expect(full, 3 * GG_TILE);
+                flw_tma2(s0, &tx, kc * GG_BK, m0, full);
+                flw_tma2(s0 + GG_TILE, &tg, kc * GG_BK, n0, full);
+                flw_tma2(s0 + 2 * GG_TILE, &tu, kc * GG_BK, n0, full);
+            }
+            __syncwarp();
+            if (++st == GG_STAGES) st = 0, ph ^= 1;
+        }
+        return;
+    }
+    flw_regs_inc<GG_CONSUMER_REGS>();
+    const int w = wg - 1, warp = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+    constexpr uint32_t hi = flw_desc_hi(1024);
+    float g[64], u[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) g[i] = u[i] = 0.0f;
+    uint32_t st = 0, ph = 0, prev = 0;
+    for (int kc = 0; kc < nk; kc++) {
+        flw_bar_wait(bars + 8 * st, ph);
+        const uint32_t s0 = sb + st * 3 * GG_TILE;
+        const uint32_t alo = flw_desc_lo(s0 + (uint32_t)w * 64 * 128, 16), glo = flw_desc_lo(s0 + GG_TILE, 16),
+                       ulo = flw_desc_lo(s0 + 2 * GG_TILE, 16);
+        flw_pin<64>(g);
+        flw_pin<64>(u);
+        flw_fence();
+#pragma unroll
+        for (int ks = 0; ks < GG_BK / 16; ks++) {
+            const uint32_t o = (uint32_t)(ks * 32) >> 4;
+            const int acc = kc > 0 || ks > 0;
+            flw_ss_n128_bf16(g, flw_desc_mk(alo + o, hi), flw_desc_mk(glo + o, hi), acc);
+            flw_ss_n128_bf16(u, flw_desc_mk(alo + o, hi), flw_desc_mk(ulo + o, hi), acc);
+        }
+        flw_commit();
+        flw_wait<1>(); /* the previous stage's products are done: release it */
+        flw_pin<64>(g);
+        flw_pin<64>(u);
+        if (kc > 0) {
+            __syncwarp();
+            if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev));
+        }
+        prev = st;
+        if (++st == GG_STAGES) st = 0, ph ^= 1;
+    }
+    flw_wait<0>();
+    flw_pin<64>(g);
+    flw_pin<64>(u);
+    if (nk > 0) {
+        __syncwarp();
+        if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev));
+    }
+    /* d[4j + 2h + e] = D[16 warp + gq + 8h][8j + 2tq + e] of this warpgroup's 64 rows */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = m0 + 64 * w + 16 * warp + gq + 8 * h;
+        if (row >= a.n) continue;
+        __nv_bfloat16 *hr = a.h + (int64_t)row * a.h_ld;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int col = n0 + 8 * j + 2 * tq;
+            if (col >= a.f) continue;
+            const int i = 4 * j + 2 * h;
+            const float v0 = cuda_glu_act(a.act, gg_bf16r(g[i])) * gg_bf16r(u[i]);
+            const float v1 = cuda_glu_act(a.act, gg_bf16r(g[i + 1])) * gg_bf16r(u[i + 1]);
+            *(__nv_bfloat162 *)(hr + col) = __floats2bfloat162_rn(v0, v1);
+        }
+    }
+}
+
+/* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64 x 128,
+ * 128B swizzle; false when TMA cannot describe it. */
+static bool gg_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int64_t ld_bytes) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)cuda_tma_encode_fn();
+    if (!enc || ((uintptr_t)base & 15) || (ld_bytes & 15) || rows <= 0 || cols <= 0) return false;
+    const cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld_bytes};
+    const cuuint32_t box[2] = {GG_BK, GG_BM}, es[2] = {1, 1};
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dim, stride, box, es,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+static uint64_t g_gg_launches; /* calls that ran k_gemm_glu (tests) */
+
+extern "C" uint64_t cuda_gemm_glu_launches(void) { return __atomic_load_n(&g_gg_launches, __ATOMIC_RELAXED); }
+
+/* 1 when the fused kernel does not take the call (the caller runs cuBLAS +
+ * k_glu), else the launch's status. */
+int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *h,
+                        rt_dtype ht, int64_t h_ld, int64_t f, int64_t in, int64_t n, int act) {
+    const char *e = getenv("VLLM_CUDA_GEMM_GLU");
+    if (!(e && e[0] == '1' && e[1] == 0)) return 1;
+    if (w->dtype != RT_BF16 || xt != RT_BF16 || ht != RT_BF16 || w->stride[1] != 2 || in % GG_BK || f % 8 ||
+        h_ld % 2 || ((uintptr_t)h & 3) || n < 1 || f > INT_MAX || in > INT_MAX || n > INT_MAX)
+        return 1;
+    CUtensorMap tx, tg, tu;
+    const int64_t ws = w->stride[0];
+    if (!gg_map(&tx, x, n, in, x_ld * 2) || !gg_map(&tg, w->data, f, in, ws) ||
+        !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws))
+        return 1;
+    const size_t smem = gg_smem();
+    cudaError_t ce = cudaFuncSetAttribute(k_gemm_glu, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
+    gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
+    const int64_t gy = (n + GG_BM - 1) / GG_BM, gx = (f + GG_BN - 1) / GG_BN;
+    if (gy > 65535) return 1;
+    __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
+    cuda_launch(k_gemm_glu, dim3((unsigned)gx, (unsigned)gy), GG_THREADS, smem, c->stream, tx, tg, tu, a);
+    CU_LAUNCHED();
+    return VC_OK;
+}
