@@ -392,8 +392,9 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
  * stacked weights; a GPU fuses them at decode), Wdown. The
  * residual add of a layer's output is fused into the next RMSNorm (the last
  * one's into the logits head, over its rows only), or into the Wo / Wdown
- * GEMM itself (MATMUL_ADD) where the backend has that for the step. The row-wise ops run per
- * part of rows (one part, or two halves: tp_split_row). */
+ * GEMM itself (MATMUL_ADD) where the backend has that for the step. The
+ * row-wise ops run per part of rows (one part, or two halves:
+ * tp_split_row). */
 static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t max_blocks,
                          int64_t n_logits) {
     const mdl_config *c = &m->cfg;
