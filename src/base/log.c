@@ -35,3 +35,12 @@ void vc_log(vc_log_level lvl, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
 }
+
+bool vc_step_trace(void) {
+    static int on = -1; /* -1: not read yet (a benign race: every reader computes the same value) */
+    if (on < 0) {
+        const char *e = getenv("VLLM_STEP_TRACE");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on == 1;
+}

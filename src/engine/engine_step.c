@@ -9,19 +9,12 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool step_trace(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("VLLM_STEP_TRACE");
-        on = e && *e && strcmp(e, "0") != 0;
-    }
-    return on == 1;
-}
 
 /* Stamp first_scheduled on the requests of a new schedule. */
 static void mark_scheduled(const esched_output *so, double now) {
@@ -90,7 +83,7 @@ static int step_sync(eng_engine *e, int32_t *n_outs) {
     }
     double t2 = vc_now_s();
     rc = process(e, so, res, n_outs);
-    if (step_trace() && so->n_items > 0)
+    if (vc_step_trace() && so->n_items > 0)
         fprintf(stderr, "engine step trace: %d requests: schedule %.3f ms, execute %.3f ms, outputs %.3f ms\n",
                 (int)so->n_items, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (vc_now_s() - t2) * 1e3);
     return rc ? rc : emit_aborted(e, n_outs);

@@ -24,19 +24,12 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool trace_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("VLLM_STEP_TRACE");
-        on = e && *e && strcmp(e, "0") != 0;
-    }
-    return on == 1;
-}
 
 int mdl_mirror_init(mdl_model *m) {
     int64_t B = m->max_batch, s4[2] = {4, B};
@@ -168,9 +161,9 @@ static int enqueue(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sampl
     int64_t L = b->n_logits;
     m->splice = sp && sp->n > 0 ? sp : NULL;
     mr->trace_T = b->n_tokens;
-    mr->trace_t[0] = trace_on() ? vc_now_s() : 0.0;
+    mr->trace_t[0] = vc_step_trace() ? vc_now_s() : 0.0;
     rc = mdl_forward_step(m, kv, b);
-    mr->trace_t[1] = trace_on() ? vc_now_s() : 0.0;
+    mr->trace_t[1] = vc_step_trace() ? vc_now_s() : 0.0;
     if (rc == 0 && m->tp_size > 1) { /* the rows are split over ranks: reduce on the host */
         rc = mdl_fetch_logits(m, L, NULL, mr->host);
         mr->on_device = mr->queued = false;
@@ -184,7 +177,7 @@ static int enqueue(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sampl
     }
     m->splice = NULL;
     if (rc < 0) return rc;
-    mr->trace_t[2] = trace_on() ? vc_now_s() : 0.0;
+    mr->trace_t[2] = vc_step_trace() ? vc_now_s() : 0.0;
     mr->n = (int32_t)L;
     publish(m, mr, nt, !mr->queued);
     *t = nt;
@@ -242,7 +235,7 @@ int mdl_collect(mdl_model *m, mdl_ticket t, int32_t *ids) {
         if (rc < 0) return rc;
     }
     if (ids && mr->n > 0) memcpy(ids, mr->host, (size_t)mr->n * sizeof *ids);
-    if (trace_on()) {
+    if (vc_step_trace()) {
         double t3 = vc_now_s(), *tt = mr->trace_t;
         fprintf(stderr, "step trace: %lld tokens: forward queued in %.3f ms, ids queued %.3f ms later, waited %.3f ms; "
                         "enqueue start -> ids %.3f ms\n", (long long)mr->trace_T, (tt[1] - tt[0]) * 1e3,

@@ -41,3 +41,27 @@ def test_bench_rejects_bad_sampling(vllm_bin, model, flag, value):
     r = bench(vllm_bin, model, flag, value)
     assert r.returncode == 2
     assert flag in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_step_trace(vllm_bin, model):
+    """VLLM_STEP_TRACE=1: a line of host times per engine step on stderr
+    (and, for greedy rows, whose ids come back from the model's argmax, the
+    model's split of the step); none without it."""
+    import os
+    env = dict(os.environ, VLLM_STEP_TRACE="1")
+    r = subprocess.run([str(vllm_bin), "bench", "--model", str(model), "--num-prompts", "2", "--input-len", "16",
+                        "--output-len", "4", "--concurrency", "1", "--threads", "1", "--temperature", "0"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    eng = re.findall(r"engine step trace: (\d+) requests: schedule ([\d.]+) ms, execute ([\d.]+) ms, "
+                     r"outputs ([\d.]+) ms", r.stderr)
+    assert len(eng) >= 8  # 2 requests x 4 tokens, one at a time: a step a token
+    assert all(int(n) == 1 and float(e) > 0 for n, _, e, _ in eng)
+    mdl = re.findall(r"step trace: (\d+) tokens: forward queued in ([\d.]+) ms, ids queued ([\d.]+) ms later, "
+                     r"waited ([\d.]+) ms; enqueue start -> ids ([\d.]+) ms", r.stderr)
+    assert len(mdl) == len(eng)
+    assert sorted({int(t) for t, *_ in mdl})[-1] == 16  # the prompt's step
+    env["VLLM_STEP_TRACE"] = "0"
+    q = subprocess.run([str(vllm_bin), "bench", "--model", str(model), "--num-prompts", "1", "--input-len", "16",
+                        "--output-len", "2", "--threads", "1"], capture_output=True, text=True, timeout=120, env=env)
+    assert q.returncode == 0 and "step trace" not in q.stderr
