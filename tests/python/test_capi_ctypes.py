@@ -3,7 +3,6 @@ it: dlopen + structs declared from vllm.cpp's ABI v5 layout, not from our
 header. Runs stories260K (converted to GGUF with tools/llama2c_convert)."""
 import ctypes as C
 import json
-import subprocess
 
 import pytest
 
@@ -59,13 +58,8 @@ def lib(build_dir):
 
 
 @pytest.fixture(scope="module")
-def engine(lib, build_dir, shared_dir, tmp_path_factory):
-    src = shared_dir / "models" / "stories260K"
-    if not (src / "stories260K.bin").exists():
-        pytest.skip("stories260K not in ../shared")
-    gguf = tmp_path_factory.mktemp("capi") / "stories260K.gguf"
-    subprocess.run([str(build_dir / "llama2c_convert"), str(src / "stories260K.bin"), str(src / "tok512.bin"),
-                    str(gguf)], check=True, capture_output=True)
+def engine(lib, stories_gguf):
+    gguf = stories_gguf
     mp = lib.vllm_model_params_default()
     assert (mp.block_size, mp.num_blocks, mp.max_model_len, mp.max_num_seqs) == (32, 256, 0, 8)
     mp.model_path = str(gguf).encode()

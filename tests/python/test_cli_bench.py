@@ -8,14 +8,8 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def model(build_dir, shared_dir, tmp_path_factory):
-    src = shared_dir / "models" / "stories260K"
-    if not (src / "stories260K.bin").exists():
-        pytest.skip("stories260K not in ../shared")
-    gguf = tmp_path_factory.mktemp("bench") / "stories260K.gguf"
-    subprocess.run([str(build_dir / "llama2c_convert"), str(src / "stories260K.bin"), str(src / "tok512.bin"),
-                    str(gguf)], check=True, capture_output=True)
-    return gguf
+def model(stories_gguf):
+    return stories_gguf
 
 
 def bench(vllm_bin, model, *extra):

@@ -14,17 +14,6 @@ import urllib.request
 import pytest
 
 
-@pytest.fixture(scope="module")
-def stories_gguf(build_dir, shared_dir, tmp_path_factory):
-    src = shared_dir / "models" / "stories260K"
-    if not (src / "stories260K.bin").exists():
-        pytest.skip("stories260K not in ../shared")
-    out = tmp_path_factory.mktemp("blocks") / "stories260K.gguf"
-    subprocess.run([str(build_dir / "llama2c_convert"), str(src / "stories260K.bin"),
-                    str(src / "tok512.bin"), str(out)], check=True, capture_output=True)
-    return out
-
-
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

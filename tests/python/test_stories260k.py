@@ -11,17 +11,6 @@ EXPECTED = [int(x) for x in (
     "337 410 408 419 292 411 322 265 282 295 433 426 385 328").split()]
 
 
-@pytest.fixture(scope="module")
-def stories_gguf(build_dir, shared_dir, tmp_path_factory):
-    src = shared_dir / "models" / "stories260K"
-    if not (src / "stories260K.bin").exists():
-        pytest.skip("stories260K not in ../shared")
-    out = tmp_path_factory.mktemp("stories") / "stories260K.gguf"
-    subprocess.run([str(build_dir / "llama2c_convert"), str(src / "stories260K.bin"),
-                    str(src / "tok512.bin"), str(out)], check=True, capture_output=True)
-    return out
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 def test_greedy_from_bos(vllm_bin, stories_gguf, threads):
     r = subprocess.run([str(vllm_bin), "run", "--model", str(stories_gguf), "--prompt-ids", "1",
