@@ -340,17 +340,22 @@ __device__ __forceinline__ void fw_stage_q(const fl_args &a, int g, int64_t t0, 
     for (int k = 0; k < K; k++) *(uint4 *)(gsm + flw_off(rr + k * RS, c, FW_BM)) = v[k];
 }
 
+/* l of this thread's two rows summed over the quad that shares them. */
+__device__ __forceinline__ void fw_quad_sum_l(fw_rows &st) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
+    }
+}
+
 /* out = O / l for this thread's rows prow, prow + 8 (l summed over the
  * quad first). */
 template <typename A, int HD>
 __device__ __forceinline__ void fw_store_out(const fl_args &a, int g, int64_t t0, int64_t t1, int prow, int tq,
                                              fw_rows &st, const float *o) {
     constexpr int NO = HD / 8;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
-        st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
-    }
+    fw_quad_sum_l(st);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         int64_t tok;
@@ -673,11 +678,7 @@ __device__ __forceinline__ void fa_store_out(const fl_args &a, int g, int64_t t0
             fw_store_out<A, HD>(a, g, t0, t1, prow, tq, st, o);
             return;
         }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
-            st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
-        }
+        fw_quad_sum_l(st);
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
