@@ -7,8 +7,11 @@
  * product (bf16) and k_glu reads it back: on the 0.6B prefill 25 MB
  * written and read again, 11.9 us a layer in k_glu (session 17's ncu).
  *
- * CTA tile: 128 token rows x 128 features, i.e. 128 gate and the 128
- * matching up rows of W, so one CTA holds both halves of its outputs. 384
+ * Tile: 128 token rows x 128 features, i.e. 128 gate and the 128
+ * matching up rows of W, so one CTA holds both halves of its outputs; one
+ * persistent CTA an SM walks the tiles (branch s17-ggp; main's first
+ * version launched a CTA a tile: 2.9 waves at the 0.6B's shape, no
+ * overlap of a tile's epilogue with the next tile's loads). 384
  * threads: warpgroup 0's first warp is the producer (TMA), warpgroups 1 and
  * 2 each compute 64 rows x (128 gate + 128 up) with wgmma m64n128k16 (both
  * operands K-major in shared memory, the 128B-swizzled slabs of
@@ -73,7 +76,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(gg_sm), sb = (sraw + 1023u) & ~1023u;
     const uint32_t bars = sb + GG_STAGES * 3 * GG_TILE; /* full[st], then empty[st] */
     const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
-    const int n0 = (int)blockIdx.x * GG_BN, m0 = (int)blockIdx.y * GG_BM, nk = a.k / GG_BK;
+    const int nk = a.k / GG_BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_tiles = n_nt * ((a.n + GG_BM - 1) / GG_BM);
     if (tid == 0) {
         for (int st = 0; st < GG_STAGES; st++) {
             flw_bar_init(bars + 8 * st, 1);                 /* full: the producer's arrival + bytes */
@@ -83,21 +86,31 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     }
     __syncthreads();
     CUDA_PDL_ENTER(); /* x is the previous kernel's output */
+    /* Tiles t = blockIdx.x, + gridDim.x, ..: token tile t / n_nt, feature
+     * tile t % n_nt (neighbouring CTAs share their x rows). The stage ring
+     * runs on across tiles, so the producer loads the next tile's first
+     * stages while the consumers run this tile's epilogue. */
     if (wg == 0) {
         flw_regs_dec<GG_PRODUCER_REGS>();
         if (tid >= 32) return;
         uint32_t st = 0, ph = 0;
-        for (int kc = 0; kc < nk + GG_STAGES; kc++) {
-            flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
-            /* the last GG_STAGES turns only wait (no copy in flight at exit) */
-            if (kc < nk && flw_elect_one()) {
-                const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * GG_TILE;
-                flw_bar_expect(full, 3 * GG_TILE);
-                flw_tma2(s0, &tx, kc * GG_BK, m0, full);
-                flw_tma2(s0 + GG_TILE, &tg, kc * GG_BK, n0, full);
-                flw_tma2(s0 + 2 * GG_TILE, &tu, kc * GG_BK, n0, full);
+        for (int t = (int)blockIdx.x; t < n_tiles; t += (int)gridDim.x) {
+            const int n0 = (t % n_nt) * GG_BN, m0 = (t / n_nt) * GG_BM;
+            for (int kc = 0; kc < nk; kc++) {
+                flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
+                if (flw_elect_one()) {
+                    const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * GG_TILE;
+                    flw_bar_expect(full, 3 * GG_TILE);
+                    flw_tma2(s0, &tx, kc * GG_BK, m0, full);
+                    flw_tma2(s0 + GG_TILE, &tg, kc * GG_BK, n0, full);
+                    flw_tma2(s0 + 2 * GG_TILE, &tu, kc * GG_BK, n0, full);
+                }
+                __syncwarp();
+                if (++st == GG_STAGES) st = 0, ph ^= 1;
             }
-            __syncwarp();
+        }
+        for (int i = 0; i < GG_STAGES; i++) { /* no copy in flight at exit */
+            flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1);
             if (++st == GG_STAGES) st = 0, ph ^= 1;
         }
         return;
@@ -109,53 +122,54 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) g[i] = u[i] = 0.0f;
     uint32_t st = 0, ph = 0, prev = 0;
-    for (int kc = 0; kc < nk; kc++) {
-        flw_bar_wait(bars + 8 * st, ph);
-        const uint32_t s0 = sb + st * 3 * GG_TILE;
-        const uint32_t alo = flw_desc_lo(s0 + (uint32_t)w * 64 * 128, 16), glo = flw_desc_lo(s0 + GG_TILE, 16),
-                       ulo = flw_desc_lo(s0 + 2 * GG_TILE, 16);
-        flw_pin<64>(g);
-        flw_pin<64>(u);
-        flw_fence();
+    for (int t = (int)blockIdx.x; t < n_tiles; t += (int)gridDim.x) {
+        const int n0 = (t % n_nt) * GG_BN, m0 = (t / n_nt) * GG_BM;
+        for (int kc = 0; kc < nk; kc++) {
+            flw_bar_wait(bars + 8 * st, ph);
+            const uint32_t s0 = sb + st * 3 * GG_TILE;
+            const uint32_t alo = flw_desc_lo(s0 + (uint32_t)w * 64 * 128, 16), glo = flw_desc_lo(s0 + GG_TILE, 16),
+                           ulo = flw_desc_lo(s0 + 2 * GG_TILE, 16);
+            flw_pin<64>(g);
+            flw_pin<64>(u);
+            flw_fence();
 #pragma unroll
-        for (int ks = 0; ks < GG_BK / 16; ks++) {
-            const uint32_t o = (uint32_t)(ks * 32) >> 4;
-            const int acc = kc > 0 || ks > 0;
-            flw_ss_n128_bf16(g, flw_desc_mk(alo + o, hi), flw_desc_mk(glo + o, hi), acc);
-            flw_ss_n128_bf16(u, flw_desc_mk(alo + o, hi), flw_desc_mk(ulo + o, hi), acc);
+            for (int ks = 0; ks < GG_BK / 16; ks++) {
+                const uint32_t o = (uint32_t)(ks * 32) >> 4;
+                const int acc = kc > 0 || ks > 0; /* the tile's first product overwrites */
+                flw_ss_n128_bf16(g, flw_desc_mk(alo + o, hi), flw_desc_mk(glo + o, hi), acc);
+                flw_ss_n128_bf16(u, flw_desc_mk(alo + o, hi), flw_desc_mk(ulo + o, hi), acc);
+            }
+            flw_commit();
+            flw_wait<1>(); /* the previous stage's products are done: release it */
+            flw_pin<64>(g);
+            flw_pin<64>(u);
+            if (kc > 0) {
+                __syncwarp();
+                if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev));
+            }
+            prev = st;
+            if (++st == GG_STAGES) st = 0, ph ^= 1;
         }
-        flw_commit();
-        flw_wait<1>(); /* the previous stage's products are done: release it */
+        flw_wait<0>();
         flw_pin<64>(g);
         flw_pin<64>(u);
-        if (kc > 0) {
-            __syncwarp();
-            if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev));
-        }
-        prev = st;
-        if (++st == GG_STAGES) st = 0, ph ^= 1;
-    }
-    flw_wait<0>();
-    flw_pin<64>(g);
-    flw_pin<64>(u);
-    if (nk > 0) {
         __syncwarp();
-        if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev));
-    }
-    /* d[4j + 2h + e] = D[16 warp + gq + 8h][8j + 2tq + e] of this warpgroup's 64 rows */
+        if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev)); /* the tile's last stage */
+        /* d[4j + 2h + e] = D[16 warp + gq + 8h][8j + 2tq + e] of this warpgroup's 64 rows */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int row = m0 + 64 * w + 16 * warp + gq + 8 * h;
-        if (row >= a.n) continue;
-        __nv_bfloat16 *hr = a.h + (int64_t)row * a.h_ld;
+        for (int h = 0; h < 2; h++) {
+            const int row = m0 + 64 * w + 16 * warp + gq + 8 * h;
+            if (row >= a.n) continue;
+            __nv_bfloat16 *hr = a.h + (int64_t)row * a.h_ld;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int col = n0 + 8 * j + 2 * tq;
-            if (col >= a.f) continue;
-            const int i = 4 * j + 2 * h;
-            const float v0 = cuda_glu_act(a.act, gg_bf16r(g[i])) * gg_bf16r(u[i]);
-            const float v1 = cuda_glu_act(a.act, gg_bf16r(g[i + 1])) * gg_bf16r(u[i + 1]);
-            *(__nv_bfloat162 *)(hr + col) = __floats2bfloat162_rn(v0, v1);
+            for (int j = 0; j < 16; j++) {
+                const int col = n0 + 8 * j + 2 * tq;
+                if (col >= a.f) continue;
+                const int i = 4 * j + 2 * h;
+                const float v0 = cuda_glu_act(a.act, gg_bf16r(g[i])) * gg_bf16r(u[i]);
+                const float v1 = cuda_glu_act(a.act, gg_bf16r(g[i + 1])) * gg_bf16r(u[i + 1]);
+                *(__nv_bfloat162 *)(hr + col) = __floats2bfloat162_rn(v0, v1);
+            }
         }
     }
 }
@@ -194,10 +208,11 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
     cudaError_t ce = cudaFuncSetAttribute(k_gemm_glu, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
     gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
-    const int64_t gy = (n + GG_BM - 1) / GG_BM, gx = (f + GG_BN - 1) / GG_BN;
-    if (gy > 65535) return 1;
+    const int64_t tiles = ((n + GG_BM - 1) / GG_BM) * ((f + GG_BN - 1) / GG_BN);
+    if (tiles > INT_MAX) return 1;
+    const unsigned grid = (unsigned)(tiles < c->n_sm ? tiles : c->n_sm); /* persistent: one CTA an SM */
     __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
-    cuda_launch(k_gemm_glu, dim3((unsigned)gx, (unsigned)gy), GG_THREADS, smem, c->stream, tx, tg, tu, a);
+    cuda_launch(k_gemm_glu, dim3(grid), GG_THREADS, smem, c->stream, tx, tg, tu, a);
     CU_LAUNCHED();
     return VC_OK;
 }
