@@ -69,6 +69,7 @@ static size_t gg_smem(void) { return (size_t)GG_STAGES * 3 * GG_TILE + 1024 + 8 
 
 __device__ __forceinline__ float gg_bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+template <bool N256>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     k_gemm_glu(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
                const __grid_constant__ CUtensorMap tu, gg_args a) {
@@ -118,9 +119,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     flw_regs_inc<GG_CONSUMER_REGS>();
     const int w = wg - 1, warp = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
     constexpr uint32_t hi = flw_desc_hi(1024);
-    float g[64], u[64];
+    /* d[0, 64): the gate columns, d[64, 128): the up columns (with N256 the
+     * fragment of one m64n256 product: up column c at 128 + c) */
+    float d[128];
+    float *const g = d, *const u = d + 64;
 #pragma unroll
-    for (int i = 0; i < 64; i++) g[i] = u[i] = 0.0f;
+    for (int i = 0; i < 128; i++) d[i] = 0.0f;
     uint32_t st = 0, ph = 0, prev = 0;
     for (int t = (int)blockIdx.x; t < n_tiles; t += (int)gridDim.x) {
         const int n0 = (t % n_nt) * GG_BN, m0 = (t / n_nt) * GG_BM;
@@ -129,20 +133,22 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             const uint32_t s0 = sb + st * 3 * GG_TILE;
             const uint32_t alo = flw_desc_lo(s0 + (uint32_t)w * 64 * 128, 16), glo = flw_desc_lo(s0 + GG_TILE, 16),
                            ulo = flw_desc_lo(s0 + 2 * GG_TILE, 16);
-            flw_pin<64>(g);
-            flw_pin<64>(u);
+            flw_pin<128>(d);
             flw_fence();
 #pragma unroll
             for (int ks = 0; ks < GG_BK / 16; ks++) {
                 const uint32_t o = (uint32_t)(ks * 32) >> 4;
                 const int acc = kc > 0 || ks > 0; /* the tile's first product overwrites */
-                flw_ss_n128_bf16(g, flw_desc_mk(alo + o, hi), flw_desc_mk(glo + o, hi), acc);
-                flw_ss_n128_bf16(u, flw_desc_mk(alo + o, hi), flw_desc_mk(ulo + o, hi), acc);
+                if constexpr (N256) { /* Wg and Wu are adjacent: one 256-row B operand */
+                    flw_ss_n256_bf16(d, flw_desc_mk(alo + o, hi), flw_desc_mk(glo + o, hi), acc);
+                } else {
+                    flw_ss_n128_bf16(g, flw_desc_mk(alo + o, hi), flw_desc_mk(glo + o, hi), acc);
+                    flw_ss_n128_bf16(u, flw_desc_mk(alo + o, hi), flw_desc_mk(ulo + o, hi), acc);
+                }
             }
             flw_commit();
             flw_wait<1>(); /* the previous stage's products are done: release it */
-            flw_pin<64>(g);
-            flw_pin<64>(u);
+            flw_pin<128>(d);
             if (kc > 0) {
                 __syncwarp();
                 if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev));
@@ -151,8 +157,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             if (++st == GG_STAGES) st = 0, ph ^= 1;
         }
         flw_wait<0>();
-        flw_pin<64>(g);
-        flw_pin<64>(u);
+        flw_pin<128>(d);
         __syncwarp();
         if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev)); /* the tile's last stage */
         /* d[4j + 2h + e] = D[16 warp + gq + 8h][8j + 2tq + e] of this warpgroup's 64 rows */
@@ -195,7 +200,8 @@ extern "C" uint64_t cuda_gemm_glu_launches(void) { return __atomic_load_n(&g_gg_
 int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *h,
                         rt_dtype ht, int64_t h_ld, int64_t f, int64_t in, int64_t n, int act) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU");
-    if (!(e && e[0] == '1' && e[1] == 0)) return 1;
+    if (!(e && (e[0] == '1' || e[0] == '2') && e[1] == 0)) return 1;
+    const bool n256 = e[0] == '2';
     if (w->dtype != RT_BF16 || xt != RT_BF16 || ht != RT_BF16 || w->stride[1] != 2 || in % GG_BK || f % 8 ||
         h_ld % 2 || ((uintptr_t)h & 3) || n < 1 || f > INT_MAX || in > INT_MAX || n > INT_MAX)
         return 1;
@@ -205,14 +211,15 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
         !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws))
         return 1;
     const size_t smem = gg_smem();
-    cudaError_t ce = cudaFuncSetAttribute(k_gemm_glu, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    void (*const kern)(CUtensorMap, CUtensorMap, CUtensorMap, gg_args) = n256 ? k_gemm_glu<true> : k_gemm_glu<false>;
+    cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
     gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
     const int64_t tiles = ((n + GG_BM - 1) / GG_BM) * ((f + GG_BN - 1) / GG_BN);
     if (tiles > INT_MAX) return 1;
     const unsigned grid = (unsigned)(tiles < c->n_sm ? tiles : c->n_sm); /* persistent: one CTA an SM */
     __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
-    cuda_launch(k_gemm_glu, dim3(grid), GG_THREADS, smem, c->stream, tx, tg, tu, a);
+    cuda_launch(kern, dim3(grid), GG_THREADS, smem, c->stream, tx, tg, tu, a);
     CU_LAUNCHED();
     return VC_OK;
 }
