@@ -63,7 +63,24 @@ struct gg_args {
     __nv_bfloat16 *h;
     int64_t h_ld; /* elements between rows of h */
     int n, f, k, act;
+    int group; /* token tiles of a raster group (gg_tile); 0: feature tiles fastest */
 };
+
+/* Tile t's first token row m0 and feature n0. Token tiles run fastest
+ * within groups of a.group token tiles, so the CTAs resident at one time
+ * share a few feature tiles of W (one DRAM read each, then L2) over at
+ * most a.group x 128 rows of x (4 MB at K 1024, 16 MB at 4096): W is read
+ * from DRAM about once per group instead of once per token tile (the 8B's
+ * 235 MB gate|up at 2048 rows: 16 times with the feature tiles fastest). */
+__device__ __forceinline__ void gg_tile(const gg_args &a, int t, int n_mt, int n_nt, int *m0, int *n0) {
+    if (a.group <= 0) {
+        *n0 = (t % n_nt) * GG_BN, *m0 = (t / n_nt) * GG_BM;
+        return;
+    }
+    const int per = a.group * n_nt, grp = t / per, first = grp * a.group;
+    const int gm = n_mt - first < a.group ? n_mt - first : a.group, r = t - grp * per;
+    *m0 = (first + r % gm) * GG_BM, *n0 = (r / gm) * GG_BN;
+}
 
 static size_t gg_smem(void) { return (size_t)GG_STAGES * 3 * GG_TILE + 1024 + 8 * 2 * GG_STAGES; }
 
@@ -77,7 +94,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(gg_sm), sb = (sraw + 1023u) & ~1023u;
     const uint32_t bars = sb + GG_STAGES * 3 * GG_TILE; /* full[st], then empty[st] */
     const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
-    const int nk = a.k / GG_BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_tiles = n_nt * ((a.n + GG_BM - 1) / GG_BM);
+    const int nk = a.k / GG_BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_mt = (a.n + GG_BM - 1) / GG_BM;
+    const int n_tiles = n_nt * n_mt;
     if (tid == 0) {
         for (int st = 0; st < GG_STAGES; st++) {
             flw_bar_init(bars + 8 * st, 1);                 /* full: the producer's arrival + bytes */
@@ -87,8 +105,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     }
     __syncthreads();
     CUDA_PDL_ENTER(); /* x is the previous kernel's output */
-    /* Tiles t = blockIdx.x, + gridDim.x, ..: token tile t / n_nt, feature
-     * tile t % n_nt (neighbouring CTAs share their x rows). The stage ring
+    /* Tiles t = blockIdx.x, + gridDim.x, .. in gg_tile's order. The stage ring
      * runs on across tiles, so the producer loads the next tile's first
      * stages while the consumers run this tile's epilogue. */
     if (wg == 0) {
@@ -96,7 +113,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         if (tid >= 32) return;
         uint32_t st = 0, ph = 0;
         for (int t = (int)blockIdx.x; t < n_tiles; t += (int)gridDim.x) {
-            const int n0 = (t % n_nt) * GG_BN, m0 = (t / n_nt) * GG_BM;
+            int m0, n0;
+            gg_tile(a, t, n_mt, n_nt, &m0, &n0);
             for (int kc = 0; kc < nk; kc++) {
                 flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
                 if (flw_elect_one()) {
@@ -127,7 +145,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     for (int i = 0; i < 128; i++) d[i] = 0.0f;
     uint32_t st = 0, ph = 0, prev = 0;
     for (int t = (int)blockIdx.x; t < n_tiles; t += (int)gridDim.x) {
-        const int n0 = (t % n_nt) * GG_BN, m0 = (t / n_nt) * GG_BM;
+        int m0, n0;
+        gg_tile(a, t, n_mt, n_nt, &m0, &n0);
         for (int kc = 0; kc < nk; kc++) {
             flw_bar_wait(bars + 8 * st, ph);
             const uint32_t s0 = sb + st * 3 * GG_TILE;
@@ -214,7 +233,8 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
     void (*const kern)(CUtensorMap, CUtensorMap, CUtensorMap, gg_args) = n256 ? k_gemm_glu<true> : k_gemm_glu<false>;
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
-    gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
+    const char *ge = getenv("VLLM_CUDA_GG_GROUP");
+    gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act, ge && *ge ? atoi(ge) : 16};
     const int64_t tiles = ((n + GG_BM - 1) / GG_BM) * ((f + GG_BN - 1) / GG_BN);
     if (tiles > INT_MAX) return 1;
     const unsigned grid = (unsigned)(tiles < c->n_sm ? tiles : c->n_sm); /* persistent: one CTA an SM */
