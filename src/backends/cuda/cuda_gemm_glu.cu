@@ -86,7 +86,56 @@ static size_t gg_smem(void) { return (size_t)GG_STAGES * 3 * GG_TILE + 1024 + 8 
 
 __device__ __forceinline__ float gg_bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-template <bool N256>
+/* ---- 2-CTA clusters (CL): the pair's CTAs take token tiles m and m + 1 of
+ * the same feature tile, so they need the same Wg and Wu tiles; each loads
+ * one of them (rank 0 Wg, rank 1 Wu) with a multicast copy into both CTAs'
+ * shared memory, and its own x tile: 32 KB of L2 reads a stage and CTA
+ * instead of 48 (cuBLAS's nvjet kernels run in clusters of 2 too). A
+ * stage is refilled only once the consumers of both CTAs released it:
+ * each consumer warp arrives on its own and on its peer's "empty". */
+__device__ __forceinline__ uint32_t gg_cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* Every thread of both CTAs (release / acquire): after the barrier inits
+ * (a peer's copies and arrivals may target them) and before exit (no
+ * remote arrival may reach a CTA that left). */
+__device__ __forceinline__ void gg_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+/* One arrival on the mbarrier at the same shared offset in CTA `rank`. */
+__device__ __forceinline__ void gg_bar_arrive_at(uint32_t bar, uint32_t rank) {
+    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+                 "r"(rank)
+                 : "memory");
+}
+/* flw_tma2 into the same shared offset of every CTA in mask, each
+ * completing on its own mbarrier at offset bar. */
+__device__ __forceinline__ void gg_tma2_mc(uint32_t dst, const void *map, int c0, int c1, uint32_t bar, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+                 : "memory");
+}
+
+/* Work item t's tile: without clusters tile t in gg_tile's order; with
+ * them pair t of token tiles (2m, 2m + 1) and this CTA's half of it. */
+template <bool CL>
+__device__ __forceinline__ void gg_item(const gg_args &a, int t, int n_mt, int n_nt, uint32_t rank, int *m0, int *n0) {
+    if constexpr (CL) {
+        gg_args b = a;
+        b.group = a.group > 1 ? a.group / 2 : a.group;
+        gg_tile(b, t, (n_mt + 1) / 2, n_nt, m0, n0);
+        *m0 = 2 * *m0 + (int)rank * GG_BM;
+    } else {
+        gg_tile(a, t, n_mt, n_nt, m0, n0);
+        (void)rank;
+    }
+}
+
+template <bool N256, bool CL>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     k_gemm_glu(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
                const __grid_constant__ CUtensorMap tu, gg_args a) {
@@ -95,43 +144,54 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     const uint32_t bars = sb + GG_STAGES * 3 * GG_TILE; /* full[st], then empty[st] */
     const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
     const int nk = a.k / GG_BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_mt = (a.n + GG_BM - 1) / GG_BM;
-    const int n_tiles = n_nt * n_mt;
+    /* work items: tiles, or pairs of token tiles with clusters */
+    const int n_items = n_nt * (CL ? (n_mt + 1) / 2 : n_mt);
+    const uint32_t rank = CL ? gg_cluster_rank() : 0;
+    const int item0 = CL ? (int)blockIdx.x / 2 : (int)blockIdx.x, n_walk = CL ? (int)gridDim.x / 2 : (int)gridDim.x;
     if (tid == 0) {
         for (int st = 0; st < GG_STAGES; st++) {
-            flw_bar_init(bars + 8 * st, 1);                 /* full: the producer's arrival + bytes */
-            flw_bar_init(bars + 8 * (GG_STAGES + st), 8);   /* empty: the 8 consumer warps */
+            flw_bar_init(bars + 8 * st, 1);                           /* full: the producer's arrival + bytes */
+            flw_bar_init(bars + 8 * (GG_STAGES + st), CL ? 16 : 8);   /* empty: the consumer warps (of both CTAs) */
         }
         flw_bar_init_fence();
     }
-    __syncthreads();
+    if constexpr (CL) gg_cluster_sync();
+    else __syncthreads();
     CUDA_PDL_ENTER(); /* x is the previous kernel's output */
-    /* Tiles t = blockIdx.x, + gridDim.x, .. in gg_tile's order. The stage ring
-     * runs on across tiles, so the producer loads the next tile's first
-     * stages while the consumers run this tile's epilogue. */
+    /* Items item0, + n_walk, .. in gg_item's order. The stage ring runs on
+     * across tiles, so the producer loads the next tile's first stages
+     * while the consumers run this tile's epilogue. */
     if (wg == 0) {
         flw_regs_dec<GG_PRODUCER_REGS>();
-        if (tid >= 32) return;
-        uint32_t st = 0, ph = 0;
-        for (int t = (int)blockIdx.x; t < n_tiles; t += (int)gridDim.x) {
-            int m0, n0;
-            gg_tile(a, t, n_mt, n_nt, &m0, &n0);
-            for (int kc = 0; kc < nk; kc++) {
-                flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
-                if (flw_elect_one()) {
-                    const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * GG_TILE;
-                    flw_bar_expect(full, 3 * GG_TILE);
-                    flw_tma2(s0, &tx, kc * GG_BK, m0, full);
-                    flw_tma2(s0 + GG_TILE, &tg, kc * GG_BK, n0, full);
-                    flw_tma2(s0 + 2 * GG_TILE, &tu, kc * GG_BK, n0, full);
+        if (tid < 32) {
+            uint32_t st = 0, ph = 0;
+            for (int t = item0; t < n_items; t += n_walk) {
+                int m0, n0;
+                gg_item<CL>(a, t, n_mt, n_nt, rank, &m0, &n0);
+                for (int kc = 0; kc < nk; kc++) {
+                    flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
+                    if (flw_elect_one()) {
+                        const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * GG_TILE;
+                        flw_bar_expect(full, 3 * GG_TILE); /* with CL, the peer's multicast brings one W tile */
+                        flw_tma2(s0, &tx, kc * GG_BK, m0, full);
+                        if constexpr (CL) {
+                            gg_tma2_mc(s0 + (1 + rank) * GG_TILE, rank ? (const void *)&tu : (const void *)&tg,
+                                       kc * GG_BK, n0, full, (uint16_t)3);
+                        } else {
+                            flw_tma2(s0 + GG_TILE, &tg, kc * GG_BK, n0, full);
+                            flw_tma2(s0 + 2 * GG_TILE, &tu, kc * GG_BK, n0, full);
+                        }
+                    }
+                    __syncwarp();
+                    if (++st == GG_STAGES) st = 0, ph ^= 1;
                 }
-                __syncwarp();
+            }
+            for (int i = 0; i < GG_STAGES; i++) { /* no copy in flight at exit */
+                flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1);
                 if (++st == GG_STAGES) st = 0, ph ^= 1;
             }
         }
-        for (int i = 0; i < GG_STAGES; i++) { /* no copy in flight at exit */
-            flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1);
-            if (++st == GG_STAGES) st = 0, ph ^= 1;
-        }
+        if constexpr (CL) gg_cluster_sync();
         return;
     }
     flw_regs_inc<GG_CONSUMER_REGS>();
@@ -143,10 +203,18 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     float *const g = d, *const u = d + 64;
 #pragma unroll
     for (int i = 0; i < 128; i++) d[i] = 0.0f;
+    /* release a stage: this CTA's "empty", and with CL the peer's */
+    auto release = [&](uint32_t s) {
+        __syncwarp();
+        if (lane == 0) {
+            flw_bar_arrive(bars + 8 * (GG_STAGES + s));
+            if constexpr (CL) gg_bar_arrive_at(bars + 8 * (GG_STAGES + s), rank ^ 1u);
+        }
+    };
     uint32_t st = 0, ph = 0, prev = 0;
-    for (int t = (int)blockIdx.x; t < n_tiles; t += (int)gridDim.x) {
+    for (int t = item0; t < n_items; t += n_walk) {
         int m0, n0;
-        gg_tile(a, t, n_mt, n_nt, &m0, &n0);
+        gg_item<CL>(a, t, n_mt, n_nt, rank, &m0, &n0);
         for (int kc = 0; kc < nk; kc++) {
             flw_bar_wait(bars + 8 * st, ph);
             const uint32_t s0 = sb + st * 3 * GG_TILE;
@@ -168,17 +236,13 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             flw_commit();
             flw_wait<1>(); /* the previous stage's products are done: release it */
             flw_pin<128>(d);
-            if (kc > 0) {
-                __syncwarp();
-                if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev));
-            }
+            if (kc > 0) release(prev);
             prev = st;
             if (++st == GG_STAGES) st = 0, ph ^= 1;
         }
         flw_wait<0>();
         flw_pin<128>(d);
-        __syncwarp();
-        if (lane == 0) flw_bar_arrive(bars + 8 * (GG_STAGES + prev)); /* the tile's last stage */
+        release(prev); /* the tile's last stage */
         /* d[4j + 2h + e] = D[16 warp + gq + 8h][8j + 2tq + e] of this warpgroup's 64 rows */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -196,6 +260,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             }
         }
     }
+    if constexpr (CL) gg_cluster_sync();
 }
 
 /* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64 x 128,
@@ -214,13 +279,40 @@ static uint64_t g_gg_launches; /* calls that ran k_gemm_glu (tests) */
 
 extern "C" uint64_t cuda_gemm_glu_launches(void) { return __atomic_load_n(&g_gg_launches, __ATOMIC_RELAXED); }
 
+typedef void (*gg_kern)(CUtensorMap, CUtensorMap, CUtensorMap, gg_args);
+
+/* Clusters of 2 that can run at once (one CTA an SM), for the persistent
+ * grid; 0 when the device cannot run them. Asked once a process. */
+static int gg_max_clusters(gg_kern kern, size_t smem) {
+    static int n = -1;
+    int v = __atomic_load_n(&n, __ATOMIC_RELAXED);
+    if (v >= 0) return v;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 2;
+    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(2);
+    cfg.blockDim = dim3(GG_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&v, kern, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        v = 0;
+    }
+    __atomic_store_n(&n, v, __ATOMIC_RELAXED);
+    return v;
+}
+
 /* 1 when the fused kernel does not take the call (the caller runs cuBLAS +
- * k_glu), else the launch's status. */
+ * k_glu), else the launch's status. VLLM_CUDA_GEMM_GLU: 1 two m64n128
+ * products a k-step, 2 one m64n256, 3 m64n256 in clusters of 2. */
 int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *h,
                         rt_dtype ht, int64_t h_ld, int64_t f, int64_t in, int64_t n, int act) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU");
-    if (!(e && (e[0] == '1' || e[0] == '2') && e[1] == 0)) return 1;
-    const bool n256 = e[0] == '2';
+    if (!(e && e[0] >= '1' && e[0] <= '3' && e[1] == 0)) return 1;
+    const int mode = e[0] - '0';
     if (w->dtype != RT_BF16 || xt != RT_BF16 || ht != RT_BF16 || w->stride[1] != 2 || in % GG_BK || f % 8 ||
         h_ld % 2 || ((uintptr_t)h & 3) || n < 1 || f > INT_MAX || in > INT_MAX || n > INT_MAX)
         return 1;
@@ -230,16 +322,42 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
         !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws))
         return 1;
     const size_t smem = gg_smem();
-    void (*const kern)(CUtensorMap, CUtensorMap, CUtensorMap, gg_args) = n256 ? k_gemm_glu<true> : k_gemm_glu<false>;
+    const gg_kern kern = mode == 3 ? k_gemm_glu<true, true> : mode == 2 ? k_gemm_glu<true, false> : k_gemm_glu<false, false>;
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
     const char *ge = getenv("VLLM_CUDA_GG_GROUP");
     gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act, ge && *ge ? atoi(ge) : 16};
-    const int64_t tiles = ((n + GG_BM - 1) / GG_BM) * ((f + GG_BN - 1) / GG_BN);
-    if (tiles > INT_MAX) return 1;
-    const unsigned grid = (unsigned)(tiles < c->n_sm ? tiles : c->n_sm); /* persistent: one CTA an SM */
+    const int64_t n_mt = (n + GG_BM - 1) / GG_BM, n_nt = (f + GG_BN - 1) / GG_BN;
+    if (n_mt * n_nt > INT_MAX) return 1;
+    if (mode != 3) {
+        const int64_t tiles = n_mt * n_nt;
+        const unsigned grid = (unsigned)(tiles < c->n_sm ? tiles : c->n_sm); /* persistent: one CTA an SM */
+        __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
+        cuda_launch(kern, dim3(grid), GG_THREADS, smem, c->stream, tx, tg, tu, a);
+        CU_LAUNCHED();
+        return VC_OK;
+    }
+    const int mc = gg_max_clusters(kern, smem);
+    if (mc < 1) return 1;
+    const int64_t pairs = ((n_mt + 1) / 2) * n_nt;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 2;
+    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(2 * (pairs < mc ? pairs : mc))); /* persistent: every cluster resident */
+    cfg.blockDim = dim3(GG_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = cuda_pdl_enabled ? 2 : 1;
     __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
-    cuda_launch(kern, dim3(grid), GG_THREADS, smem, c->stream, tx, tg, tu, a);
-    CU_LAUNCHED();
+    cudaError_t le = cudaLaunchKernelEx(&cfg, kern, tx, tg, tu, a);
+    if (le != cudaSuccess) {
+        (void)cudaGetLastError();
+        return vc_err_set(VC_ERR_RUNTIME, "cuda gemm_glu: cluster launch: %s", cudaGetErrorString(le));
+    }
     return VC_OK;
 }
