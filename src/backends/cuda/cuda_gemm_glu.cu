@@ -278,6 +278,8 @@ static bool gg_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols,
 static uint64_t g_gg_launches; /* calls that ran k_gemm_glu (tests) */
 
 extern "C" uint64_t cuda_gemm_glu_launches(void) { return __atomic_load_n(&g_gg_launches, __ATOMIC_RELAXED); }
+static int g_gg_clusters; /* the last cluster launch's grid, in clusters (tests) */
+extern "C" int cuda_gemm_glu_clusters(void) { return __atomic_load_n(&g_gg_clusters, __ATOMIC_RELAXED); }
 
 typedef void (*gg_kern)(CUtensorMap, CUtensorMap, CUtensorMap, gg_args);
 
@@ -337,7 +339,10 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
         CU_LAUNCHED();
         return VC_OK;
     }
-    const int mc = gg_max_clusters(kern, smem);
+    int mc = gg_max_clusters(kern, smem);
+    const char *me = getenv("VLLM_CUDA_GG_CLUSTERS"); /* experiment: the grid's clusters */
+    if (me && atoi(me) > 0) mc = atoi(me);
+    __atomic_store_n(&g_gg_clusters, mc, __ATOMIC_RELAXED);
     if (mc < 1) return 1;
     const int64_t pairs = ((n_mt + 1) / 2) * n_nt;
     cudaLaunchAttribute at[2];

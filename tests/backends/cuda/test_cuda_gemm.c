@@ -169,6 +169,7 @@ static void test_matmul_glu_bf16(void **st) {
  * 128 x 128 tile (TMA's zero fill, unstored outputs), one K stage, GELU;
  * then the speed of both paths at the 0.6B's 2048 x 1024 -> 3072. */
 uint64_t cuda_gemm_glu_launches(void);
+int cuda_gemm_glu_clusters(void);
 
 static void test_gemm_glu_fused(void **st) {
     (void)st;
@@ -239,6 +240,7 @@ static void test_gemm_glu_fused(void **st) {
                       : fused      ? "fused, 2 x m64n128"
                                    : "cuBLAS + k_glu", us,
                       2.0 * n * d * 2 * f / us * 1e-6);
+        if (fused == 3) print_message("speed: clusters of 2 in the grid: %d\n", cuda_gemm_glu_clusters());
     }
     free(xh), free(wh);
     unsetenv("VLLM_CUDA_GEMM_GLU");
