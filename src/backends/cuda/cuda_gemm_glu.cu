@@ -52,7 +52,7 @@
 
 #define GG_BM 128                        /* token rows of a CTA: 2 consumer warpgroups x 64 */
 #define GG_BN 128                        /* output features of a CTA (gate and up rows each) */
-#define GG_BK 64                         /* K per stage: one 128-byte slab */
+#define GG_BK 64                         /* K per stage: one 128-byte slab (BK 32: 64-byte rows, 8 stages) */
 #define GG_STAGES 4
 #define GG_THREADS 384
 #define GG_TILE (GG_BM * GG_BK * 2)      /* bytes of one operand tile (A, Wg or Wu): 16 KB */
@@ -82,7 +82,8 @@ __device__ __forceinline__ void gg_tile(const gg_args &a, int t, int n_mt, int n
     *m0 = (first + r % gm) * GG_BM, *n0 = (r / gm) * GG_BN;
 }
 
-static size_t gg_smem(void) { return (size_t)GG_STAGES * 3 * GG_TILE + 1024 + 8 * 2 * GG_STAGES; }
+/* the same bytes of stages at BK 64 (4 x 48 KB) and 32 (8 x 24 KB) */
+static size_t gg_smem(void) { return (size_t)GG_STAGES * 3 * GG_TILE + 1024 + 8 * 2 * 2 * GG_STAGES; }
 
 __device__ __forceinline__ float gg_bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
@@ -135,23 +136,29 @@ __device__ __forceinline__ void gg_item(const gg_args &a, int t, int n_mt, int n
     }
 }
 
-template <bool N256, bool CL>
+template <bool N256, bool CL, int BK>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     k_gemm_glu(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
                const __grid_constant__ CUtensorMap tu, gg_args a) {
+    /* BK 64: 128-byte rows, 128B swizzle, 4 stages; BK 32: 64-byte rows,
+     * 64B swizzle, 8 stages of half the bytes (the same 192 KB): a stage is
+     * refilled after half the work, so more of the ring is in flight */
+    constexpr int STAGES = BK == 64 ? 4 : 8;
+    constexpr uint32_t TILE = GG_BM * BK * 2;
+    static_assert(BK == 64 || BK == 32, "BK");
     extern __shared__ __align__(16) uint8_t gg_sm[];
     const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(gg_sm), sb = (sraw + 1023u) & ~1023u;
-    const uint32_t bars = sb + GG_STAGES * 3 * GG_TILE; /* full[st], then empty[st] */
+    const uint32_t bars = sb + STAGES * 3 * TILE; /* full[st], then empty[st] */
     const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
-    const int nk = a.k / GG_BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_mt = (a.n + GG_BM - 1) / GG_BM;
+    const int nk = a.k / BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_mt = (a.n + GG_BM - 1) / GG_BM;
     /* work items: tiles, or pairs of token tiles with clusters */
     const int n_items = n_nt * (CL ? (n_mt + 1) / 2 : n_mt);
     const uint32_t rank = CL ? gg_cluster_rank() : 0;
     const int item0 = CL ? (int)blockIdx.x / 2 : (int)blockIdx.x, n_walk = CL ? (int)gridDim.x / 2 : (int)gridDim.x;
     if (tid == 0) {
-        for (int st = 0; st < GG_STAGES; st++) {
+        for (int st = 0; st < STAGES; st++) {
             flw_bar_init(bars + 8 * st, 1);                           /* full: the producer's arrival + bytes */
-            flw_bar_init(bars + 8 * (GG_STAGES + st), CL ? 16 : 8);   /* empty: the consumer warps (of both CTAs) */
+            flw_bar_init(bars + 8 * (STAGES + st), CL ? 16 : 8);   /* empty: the consumer warps (of both CTAs) */
         }
         flw_bar_init_fence();
     }
@@ -169,26 +176,26 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
                 int m0, n0;
                 gg_item<CL>(a, t, n_mt, n_nt, rank, &m0, &n0);
                 for (int kc = 0; kc < nk; kc++) {
-                    flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
+                    flw_bar_wait(bars + 8 * (STAGES + st), ph ^ 1); /* the consumers are done with the stage */
                     if (flw_elect_one()) {
-                        const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * GG_TILE;
-                        flw_bar_expect(full, 3 * GG_TILE); /* with CL, the peer's multicast brings one W tile */
-                        flw_tma2(s0, &tx, kc * GG_BK, m0, full);
+                        const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * TILE;
+                        flw_bar_expect(full, 3 * TILE); /* with CL, the peer's multicast brings one W tile */
+                        flw_tma2(s0, &tx, kc * BK, m0, full);
                         if constexpr (CL) {
-                            gg_tma2_mc(s0 + (1 + rank) * GG_TILE, rank ? (const void *)&tu : (const void *)&tg,
-                                       kc * GG_BK, n0, full, (uint16_t)3);
+                            gg_tma2_mc(s0 + (1 + rank) * TILE, rank ? (const void *)&tu : (const void *)&tg,
+                                       kc * BK, n0, full, (uint16_t)3);
                         } else {
-                            flw_tma2(s0 + GG_TILE, &tg, kc * GG_BK, n0, full);
-                            flw_tma2(s0 + 2 * GG_TILE, &tu, kc * GG_BK, n0, full);
+                            flw_tma2(s0 + TILE, &tg, kc * BK, n0, full);
+                            flw_tma2(s0 + 2 * TILE, &tu, kc * BK, n0, full);
                         }
                     }
                     __syncwarp();
-                    if (++st == GG_STAGES) st = 0, ph ^= 1;
+                    if (++st == STAGES) st = 0, ph ^= 1;
                 }
             }
-            for (int i = 0; i < GG_STAGES; i++) { /* no copy in flight at exit */
-                flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1);
-                if (++st == GG_STAGES) st = 0, ph ^= 1;
+            for (int i = 0; i < STAGES; i++) { /* no copy in flight at exit */
+                flw_bar_wait(bars + 8 * (STAGES + st), ph ^ 1);
+                if (++st == STAGES) st = 0, ph ^= 1;
             }
         }
         if constexpr (CL) gg_cluster_sync();
@@ -196,7 +203,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     }
     flw_regs_inc<GG_CONSUMER_REGS>();
     const int w = wg - 1, warp = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
-    constexpr uint32_t hi = flw_desc_hi(1024);
+    /* descriptor high word: stride between 8-row groups, swizzle mode (1 = 128B, 2 = 64B) */
+    constexpr uint32_t hi = BK == 64 ? flw_desc_hi(1024) : (((8 * BK * 2) >> 4) & 0x3FFFu) | (2u << 30);
     /* d[0, 64): the gate columns, d[64, 128): the up columns (with N256 the
      * fragment of one m64n256 product: up column c at 128 + c) */
     float d[128];
@@ -207,8 +215,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     auto release = [&](uint32_t s) {
         __syncwarp();
         if (lane == 0) {
-            flw_bar_arrive(bars + 8 * (GG_STAGES + s));
-            if constexpr (CL) gg_bar_arrive_at(bars + 8 * (GG_STAGES + s), rank ^ 1u);
+            flw_bar_arrive(bars + 8 * (STAGES + s));
+            if constexpr (CL) gg_bar_arrive_at(bars + 8 * (STAGES + s), rank ^ 1u);
         }
     };
     uint32_t st = 0, ph = 0, prev = 0;
@@ -217,13 +225,13 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         gg_item<CL>(a, t, n_mt, n_nt, rank, &m0, &n0);
         for (int kc = 0; kc < nk; kc++) {
             flw_bar_wait(bars + 8 * st, ph);
-            const uint32_t s0 = sb + st * 3 * GG_TILE;
-            const uint32_t alo = flw_desc_lo(s0 + (uint32_t)w * 64 * 128, 16), glo = flw_desc_lo(s0 + GG_TILE, 16),
-                           ulo = flw_desc_lo(s0 + 2 * GG_TILE, 16);
+            const uint32_t s0 = sb + st * 3 * TILE;
+            const uint32_t alo = flw_desc_lo(s0 + (uint32_t)w * 64 * (BK * 2), 16), glo = flw_desc_lo(s0 + TILE, 16),
+                           ulo = flw_desc_lo(s0 + 2 * TILE, 16);
             flw_pin<128>(d);
             flw_fence();
 #pragma unroll
-            for (int ks = 0; ks < GG_BK / 16; ks++) {
+            for (int ks = 0; ks < BK / 16; ks++) {
                 const uint32_t o = (uint32_t)(ks * 32) >> 4;
                 const int acc = kc > 0 || ks > 0; /* the tile's first product overwrites */
                 if constexpr (N256) { /* Wg and Wu are adjacent: one 256-row B operand */
@@ -238,7 +246,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             flw_pin<128>(d);
             if (kc > 0) release(prev);
             prev = st;
-            if (++st == GG_STAGES) st = 0, ph ^= 1;
+            if (++st == STAGES) st = 0, ph ^= 1;
         }
         flw_wait<0>();
         flw_pin<128>(d);
@@ -265,13 +273,14 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 
 /* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64 x 128,
  * 128B swizzle; false when TMA cannot describe it. */
-static bool gg_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int64_t ld_bytes) {
+static bool gg_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int64_t ld_bytes, int bk) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)cuda_tma_encode_fn();
     if (!enc || ((uintptr_t)base & 15) || (ld_bytes & 15) || rows <= 0 || cols <= 0) return false;
     const cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld_bytes};
-    const cuuint32_t box[2] = {GG_BK, GG_BM}, es[2] = {1, 1};
+    const cuuint32_t box[2] = {(cuuint32_t)bk, GG_BM}, es[2] = {1, 1};
     return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dim, stride, box, es,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, bk == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -309,29 +318,35 @@ static int gg_max_clusters(gg_kern kern, size_t smem) {
 
 /* 1 when the fused kernel does not take the call (the caller runs cuBLAS +
  * k_glu), else the launch's status. VLLM_CUDA_GEMM_GLU: 1 two m64n128
- * products a k-step, 2 one m64n256, 3 m64n256 in clusters of 2. */
+ * products a k-step, 2 one m64n256, 3 m64n256 in clusters of 2, 4 and 5:
+ * 2 and 3 with BK 32 (8 stages). */
 int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *h,
                         rt_dtype ht, int64_t h_ld, int64_t f, int64_t in, int64_t n, int act) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU");
-    if (!(e && e[0] >= '1' && e[0] <= '3' && e[1] == 0)) return 1;
-    const int mode = e[0] - '0';
+    if (!(e && e[0] >= '1' && e[0] <= '5' && e[1] == 0)) return 1;
+    const int mode = e[0] - '0', bk = mode >= 4 ? 32 : 64;
+    const bool cl = mode == 3 || mode == 5;
     if (w->dtype != RT_BF16 || xt != RT_BF16 || ht != RT_BF16 || w->stride[1] != 2 || in % GG_BK || f % 8 ||
         h_ld % 2 || ((uintptr_t)h & 3) || n < 1 || f > INT_MAX || in > INT_MAX || n > INT_MAX)
         return 1;
     CUtensorMap tx, tg, tu;
     const int64_t ws = w->stride[0];
-    if (!gg_map(&tx, x, n, in, x_ld * 2) || !gg_map(&tg, w->data, f, in, ws) ||
-        !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws))
+    if (!gg_map(&tx, x, n, in, x_ld * 2, bk) || !gg_map(&tg, w->data, f, in, ws, bk) ||
+        !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws, bk))
         return 1;
     const size_t smem = gg_smem();
-    const gg_kern kern = mode == 3 ? k_gemm_glu<true, true> : mode == 2 ? k_gemm_glu<true, false> : k_gemm_glu<false, false>;
+    const gg_kern kern = mode == 5   ? k_gemm_glu<true, true, 32>
+                         : mode == 4 ? k_gemm_glu<true, false, 32>
+                         : mode == 3 ? k_gemm_glu<true, true, 64>
+                         : mode == 2 ? k_gemm_glu<true, false, 64>
+                                     : k_gemm_glu<false, false, 64>;
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
     const char *ge = getenv("VLLM_CUDA_GG_GROUP");
     gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act, ge && *ge ? atoi(ge) : 16};
     const int64_t n_mt = (n + GG_BM - 1) / GG_BM, n_nt = (f + GG_BN - 1) / GG_BN;
     if (n_mt * n_nt > INT_MAX) return 1;
-    if (mode != 3) {
+    if (!cl) {
         const int64_t tiles = n_mt * n_nt;
         const unsigned grid = (unsigned)(tiles < c->n_sm ? tiles : c->n_sm); /* persistent: one CTA an SM */
         __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
