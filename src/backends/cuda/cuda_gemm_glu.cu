@@ -108,7 +108,7 @@ __device__ __forceinline__ void gg_cluster_sync() {
 /* One arrival on the mbarrier at the same shared offset in CTA `rank`. */
 __device__ __forceinline__ void gg_bar_arrive_at(uint32_t bar, uint32_t rank) {
     asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
                  "r"(rank)
                  : "memory");
 }
