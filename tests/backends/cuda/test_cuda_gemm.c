@@ -194,7 +194,7 @@ static void test_gemm_glu_fused(void **st) {
         rt_tensor dx = up(xh, RT_BF16, 2, sx), dw = up(wd, RT_BF16, 2, sw);
         rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
         assert_non_null(dout.data);
-        for (int fused = 0; fused < 6; fused++) { /* 0 cuBLAS + k_glu, then the five fused variants */
+        for (int fused = 0; fused < 7; fused++) { /* 0 cuBLAS + k_glu, then the six fused variants */
             const char mode[2] = {(char)('0' + fused), 0};
             setenv("VLLM_CUDA_GEMM_GLU", mode, 1);
             const uint64_t before = cuda_gemm_glu_launches();
@@ -229,20 +229,21 @@ static void test_gemm_glu_fused(void **st) {
     rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
     assert_non_null(dout.data);
     assert_non_null(ds.data);
-    for (int fused = 0; fused < 6; fused++) {
+    for (int fused = 0; fused < 7; fused++) {
         const char mode[2] = {(char)('0' + fused), 0};
         setenv("VLLM_CUDA_GEMM_GLU", mode, 1);
         double us = cuda_test_time_mm(1, &dout, &dx, &dw, &ds, 0, 20); /* a graph of 20 calls */
         print_message("speed: matmul_glu %lld x %lld -> 2 x %lld bf16, %s: %.1f us (%.0f TFLOP/s)\n", (long long)n,
                       (long long)d, (long long)f,
-                      fused == 5   ? "fused, m64n256, BK 32, clusters of 2"
-                      : fused == 4 ? "fused, m64n256, BK 32"
-                      : fused == 3 ? "fused, m64n256, clusters of 2"
-                      : fused == 2 ? "fused, m64n256"
-                      : fused      ? "fused, 2 x m64n128"
+                      fused == 6   ? "fused, wait 0, TMA store, clusters of 2"
+                      : fused == 5 ? "fused, wait 0, TMA store"
+                      : fused == 4 ? "fused, wait 0, clusters of 2"
+                      : fused == 3 ? "fused, wait 0"
+                      : fused == 2 ? "fused, clusters of 2"
+                      : fused      ? "fused"
                                    : "cuBLAS + k_glu", us,
                       2.0 * n * d * 2 * f / us * 1e-6);
-        if (fused == 3 || fused == 5) print_message("speed: clusters of 2 in the grid: %d\n", cuda_gemm_glu_clusters());
+        if (fused % 2 == 0 && fused) print_message("speed: clusters of 2 in the grid: %d\n", cuda_gemm_glu_clusters());
     }
     free(xh), free(wh);
     unsetenv("VLLM_CUDA_GEMM_GLU");
