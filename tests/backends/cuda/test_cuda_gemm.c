@@ -160,15 +160,19 @@ static void test_matmul_glu_bf16(void **st) {
 }
 
 /* MATMUL_GLU with the GLU in a wgmma GEMM's epilogue (cuda_gemm_glu.cu,
- * VLLM_CUDA_GEMM_GLU=1, read at each call): bf16 x, W and h, against the
- * CPU op (f32 product and GLU, the bound of test_matmul_glu_bf16) and
- * against the GPU's cuBLAS + k_glu path (=0) within two bf16 roundings
- * (only the GEMM's summation order differs, which may move a bf16 gate /
- * up value by one step); the launch counter proves the fused kernel ran.
- * Shapes: the 0.6B and 8B-like gate|up, rows and features past the
- * 128 x 128 tile (TMA's zero fill, unstored outputs), one K stage, GELU;
- * then the speed of both paths at the 0.6B's 2048 x 1024 -> 3072. */
+ * VLLM_CUDA_GEMM_GLU=1 forces it, =0 keeps cuBLAS + k_glu; read at each
+ * call): bf16 x, W and h, against the CPU op (f32 product and GLU, the
+ * bound of test_matmul_glu_bf16) and against the GPU's cuBLAS + k_glu path
+ * within two bf16 roundings (only the GEMM's summation order differs,
+ * which may move a bf16 gate / up value by one step); the launch counter
+ * proves which path ran. Shapes: the 0.6B and 8B-like gate|up, rows and
+ * features past the 128 x 128 tile (TMA's zero fill, unstored outputs), an
+ * odd number of token tiles (a cluster's second CTA past n) and a single
+ * one, one K stage, GELU. Then the default rule (unset: taken at K 4096
+ * and 1024 rows, not at K 1024 or 512 rows) and the speed of both paths
+ * at the 0.6B's and the 8B's shapes. */
 uint64_t cuda_gemm_glu_launches(void);
+int cuda_gemm_glu_clusters(void);
 
 static void test_gemm_glu_fused(void **st) {
     (void)st;
@@ -194,46 +198,72 @@ static void test_gemm_glu_fused(void **st) {
         rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
         assert_non_null(dout.data);
         for (int fused = 0; fused < 2; fused++) {
-            setenv("VLLM_CUDA_GEMM_GLU", fused ? "1" : "0", 1);
+            const char mode[2] = {(char)('0' + fused), 0};
+            setenv("VLLM_CUDA_GEMM_GLU", mode, 1);
             const uint64_t before = cuda_gemm_glu_launches();
             assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, cs[k].act, &ds), VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-            if ((cuda_gemm_glu_launches() != before) != (fused == 1))
+            if ((cuda_gemm_glu_launches() != before) != (fused > 0))
                 fail_msg("gemm_glu: the fused kernel %s with VLLM_CUDA_GEMM_GLU=%d", fused ? "did not run" : "ran",
                          fused);
             down(oh, &dout);
             for (int64_t i = 0; i < n * f; i++) (fused ? og : ou)[i] = rt_bf16_to_f32(oh[i]);
+            if (!fused) continue;
+            double e = nerr(og, oc, n * f), eu = nerr(og, ou, n * f);
+            print_message("gemm_glu fused n=%lld f=%lld d=%lld: vs cpu %.2e, vs cuBLAS + k_glu %.2e\n", (long long)n,
+                          (long long)f, (long long)d, e, eu);
+            assert_true(e <= 2e-2);
+            assert_true(eu <= 1.6e-2);
         }
         unsetenv("VLLM_CUDA_GEMM_GLU");
-        double e = nerr(og, oc, n * f), eu = nerr(og, ou, n * f);
-        print_message("gemm_glu fused n=%lld f=%lld d=%lld: vs cpu %.2e, vs cuBLAS + k_glu %.2e\n", (long long)n,
-                      (long long)f, (long long)d, e, eu);
-        assert_true(e <= 2e-2);
-        assert_true(eu <= 1.6e-2);
         drop(&dx), drop(&dw), drop(&dout), drop(&ds);
         free(wd);
         free(xf), free(wf), free(xh), free(oh), free(oc), free(og), free(ou), free(sc);
     }
+    /* the default rule, by the launch counter (the values: the loop above) */
+    const struct { int64_t n, d; int fused; } rule[] = {{1024, 4096, 1}, {2048, 1024, 0}, {512, 4096, 0}};
+    for (size_t k = 0; k < sizeof rule / sizeof rule[0]; k++) {
+        const int64_t n = rule[k].n, f = 128, d = rule[k].d;
+        int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
+        rt_tensor dx = rt_tensor_alloc(g_gpu, RT_BF16, 2, sx), dw = rt_tensor_alloc(g_gpu, RT_BF16, 2, sw);
+        rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+        assert_non_null(dx.data);
+        assert_non_null(dw.data);
+        assert_non_null(dout.data);
+        assert_non_null(ds.data);
+        const uint64_t before = cuda_gemm_glu_launches();
+        assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, RT_ACT_SILU, &ds), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        if ((cuda_gemm_glu_launches() != before) != rule[k].fused)
+            fail_msg("gemm_glu default: n=%lld K=%lld should %s the fused kernel", (long long)n, (long long)d,
+                     rule[k].fused ? "take" : "not take");
+        if (rule[k].fused) assert_true(cuda_gemm_glu_clusters() > 0);
+        drop(&dx), drop(&dw), drop(&dout), drop(&ds);
+    }
     const char *sp = getenv("VLLM_CUDA_SPEED");
     if (sp && !strcmp(sp, "0")) return;
-    const int64_t n = 2048, f = 3072, d = 1024;
-    int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
-    uint16_t *xh = xmalloc((size_t)(n * d) * 2), *wh = xmalloc((size_t)(2 * f * d) * 2);
-    for (int64_t i = 0; i < n * d; i++) xh[i] = rt_f32_to_bf16(0.1f * (float)(i % 5 - 2));
-    for (int64_t i = 0; i < 2 * f * d; i++) wh[i] = rt_f32_to_bf16(0.01f * (float)(i % 7 - 3));
-    rt_tensor dx = up(xh, RT_BF16, 2, sx), dw = up(wh, RT_BF16, 2, sw);
-    rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
-    assert_non_null(dout.data);
-    assert_non_null(ds.data);
-    for (int fused = 0; fused < 2; fused++) {
-        setenv("VLLM_CUDA_GEMM_GLU", fused ? "1" : "0", 1);
-        double us = cuda_test_time_mm(1, &dout, &dx, &dw, &ds, 0, 20); /* a graph of 20 calls */
-        print_message("speed: matmul_glu 2048 x 1024 -> 2 x 3072 bf16, %s: %.1f us (%.0f TFLOP/s)\n",
-                      fused ? "fused wgmma GEMM + GLU" : "cuBLAS + k_glu", us, 2.0 * n * d * 2 * f / us * 1e-6);
+    for (int shape = 0; shape < 2; shape++) { /* the 0.6B's and the 8B's gate|up at 2048 rows */
+        const int64_t n = 2048, f = shape ? 14336 : 3072, d = shape ? 4096 : 1024;
+        int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
+        uint16_t *xh = xmalloc((size_t)(n * d) * 2), *wh = xmalloc((size_t)(2 * f * d) * 2);
+        for (int64_t i = 0; i < n * d; i++) xh[i] = rt_f32_to_bf16(0.1f * (float)(i % 5 - 2));
+        for (int64_t i = 0; i < 2 * f * d; i++) wh[i] = rt_f32_to_bf16(0.01f * (float)(i % 7 - 3));
+        rt_tensor dx = up(xh, RT_BF16, 2, sx), dw = up(wh, RT_BF16, 2, sw);
+        rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
+        assert_non_null(dout.data);
+        assert_non_null(ds.data);
+        for (int fused = 0; fused < 2; fused++) {
+            const char mode[2] = {(char)('0' + fused), 0};
+            setenv("VLLM_CUDA_GEMM_GLU", mode, 1);
+            double us = cuda_test_time_mm(1, &dout, &dx, &dw, &ds, 0, 20); /* a graph of 20 calls */
+            print_message("speed: matmul_glu %lld x %lld -> 2 x %lld bf16, %s: %.1f us (%.0f TFLOP/s)\n",
+                          (long long)n, (long long)d, (long long)f, fused ? "fused wgmma GEMM + GLU" : "cuBLAS + k_glu",
+                          us, 2.0 * n * d * 2 * f / us * 1e-6);
+        }
+        free(xh), free(wh);
+        unsetenv("VLLM_CUDA_GEMM_GLU");
+        drop(&dx), drop(&dw), drop(&dout), drop(&ds);
     }
-    free(xh), free(wh);
-    unsetenv("VLLM_CUDA_GEMM_GLU");
-    drop(&dx), drop(&dw), drop(&dout), drop(&ds);
 }
 
 /* Swap g_gpu for a CUDA backend made while the variable `name` is `value`
