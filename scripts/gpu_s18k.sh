@@ -14,5 +14,5 @@ source scripts/gpu_common.sh s18k
 gpu_bin
 mkdir -p "$FINAL/bench"
 say "scorecard (gpu_bench.sh, prebuilt, concurrency 1)"
-VLLM_BENCH_CONC=1 VLLM_BENCH_PREBUILT=1 VLLM_BENCH_BUILD=bin OUT=$FINAL/bench timeout 400 bash scripts/gpu_bench.sh 2>&1 | tail -45
+VLLM_BENCH_CONC=1 VLLM_BENCH_PREBUILT=1 VLLM_BENCH_BUILD=bin OUT=$FINAL/bench timeout 320 bash scripts/gpu_bench.sh 2>&1 | tail -45
 say done
