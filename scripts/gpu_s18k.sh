@@ -2,8 +2,9 @@
 # gpu_s18k.sh — session 18, call 11 (nvidia-h200, ~5 min): issue 6's
 # scorecard on main after the merge of s18-n256 (k_gemm_glu on by default
 # for the 8B's gate|up), reduced to fit the session's last device time:
-# scripts/gpu_bench.sh on prebuilt binaries with concurrency 1 only (no
-# 16 / 64 / 256 rows) and no GGUF row; the HF oracle (teacher-forced, both
+# scripts/gpu_bench.sh on prebuilt binaries with VLLM_BENCH_CONC=1 (no
+# 64 / 256 rows; its sampled concurrency-16 row still runs) and no GGUF
+# row; the HF oracle (teacher-forced, both
 # shapes: the 8B's prefill now runs the fused kernel), HF transformers side
 # by side, async == sync (0.6B).
 #   bash scripts/gpu_snap.sh k vllm test_engine_async_64
