@@ -6,7 +6,7 @@
 # 64 / 256 rows; its sampled concurrency-16 row still runs) and no GGUF
 # row; the HF oracle (teacher-forced, both
 # shapes: the 8B's prefill now runs the fused kernel), HF transformers side
-# by side, async == sync (0.6B).
+# by side, async == sync (both shapes).
 #   bash scripts/gpu_snap.sh k vllm test_engine_async_64
 #   run carry [".gpu-snap-k"], "cd .gpu-snap-k && OUT=$OUT bash scripts/gpu_s18k.sh"
 set -u -o pipefail
