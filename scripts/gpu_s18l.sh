@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# gpu_s18l.sh — session 18, call 12 (nvidia-h200, ~2 min; the session's
-# last ~200 s of device time): does the fused GEMM-GLU default (taken at
+# gpu_s18l.sh — prepared in session 18 (its device time ran out before it
+# could run: a check for session 19's first call; nvidia-h200, ~2 min):
+# does the fused GEMM-GLU default (taken at
 # K >= 4096, >= 1024 rows) change 8B serving? `vllm bench` random
 # 1024-in / 128-out at concurrency 64 (128 prompts, gpu_bench.sh's row:
 # chunked prefill steps of up to 8192 rows take the fused kernel), default
