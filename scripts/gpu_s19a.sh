@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_s19a.sh — prepared in session 18 for session 19's first call
 # (nvidia-h200, ~4 min), on main as merged in session 18:
-#   1. scripts/gpu_s18l.sh's check: 8B concurrency-64 serving (1024 / 128,
+#   1. 8B concurrency-64 serving (1024 / 128,
 #      chunked prefill steps of up to 8192 rows take the fused GEMM-GLU by
 #      default) default vs VLLM_CUDA_GEMM_GLU=0, alternated twice;
 #   2. ncu source profiles (gpu_ncu_src) of the merged k_gemm_glu in the
