@@ -243,35 +243,24 @@ static int g_gg_clusters;      /* the last launch's grid, in clusters (tests) */
 extern "C" uint64_t cuda_gemm_glu_launches(void) { return __atomic_load_n(&g_gg_launches, __ATOMIC_RELAXED); }
 extern "C" int cuda_gemm_glu_clusters(void) { return __atomic_load_n(&g_gg_clusters, __ATOMIC_RELAXED); }
 
-/* Clusters of 2 that can run at once (one CTA an SM), for the persistent
- * grid; 0 when the device cannot run them. Asked once a process. */
-static int gg_max_clusters(size_t smem) {
-    static int n = -1;
-    int v = __atomic_load_n(&n, __ATOMIC_RELAXED);
-    if (v >= 0) return v;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 2;
-    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(2);
-    cfg.blockDim = dim3(GG_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&v, k_gemm_glu, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();
-        v = 0;
+/* Clusters of 2 that can run at once on device dev (one CTA an SM), for
+ * the persistent grid; 0 when it cannot run them. Asked once a device. */
+static int gg_max_clusters(int dev, size_t smem) {
+    static int known[16]; /* the count + 1; 0: not asked yet */
+    if (dev < 0 || dev >= 16) return cuda_cluster_occupancy(k_gemm_glu, 2, GG_THREADS, smem);
+    int v = __atomic_load_n(&known[dev], __ATOMIC_RELAXED);
+    if (v == 0) {
+        v = cuda_cluster_occupancy(k_gemm_glu, 2, GG_THREADS, smem) + 1;
+        __atomic_store_n(&known[dev], v, __ATOMIC_RELAXED);
     }
-    __atomic_store_n(&n, v, __ATOMIC_RELAXED);
-    return v;
+    return v - 1;
 }
 
 /* Whether the fused kernel takes a call of this shape: VLLM_CUDA_GEMM_GLU
  * =1 every eligible one, =0 none; unset, where it measured faster than
- * cuBLAS + k_glu in the engine: the 8B's K 4096 at 2048 rows (TTFT -0.17
- * to -0.27 ms in 3 of 3 rounds, session 18 call 8) down to GG_MIN_N rows;
- * at the 0.6B's K 1024 it was slower. */
+ * cuBLAS + k_glu in the engine: the 8B's K 4096 at 2048 rows (TTFT -0.14
+ * to -0.27 ms in 6 of 6 rounds, session 18 calls 8 and 10) and 1,024 rows
+ * (GG_MIN_N); at the 0.6B's K 1024 it was slower. */
 static bool gg_wanted(int64_t in, int64_t n) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU");
     if (e && *e) return e[0] == '1' && e[1] == 0;
@@ -296,29 +285,15 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
     const size_t smem = gg_smem();
     cudaError_t ce = cudaFuncSetAttribute(k_gemm_glu, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
-    const int mc = gg_max_clusters(smem);
+    const int mc = gg_max_clusters(c->device, smem);
     if (mc < 1) return 1;
     const int64_t pairs = n_pt * n_nt, grid_cl = pairs < mc ? pairs : mc; /* persistent: every cluster resident */
     gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 2;
-    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(2 * grid_cl));
-    cfg.blockDim = dim3(GG_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = c->stream;
-    cfg.attrs = at;
-    cfg.numAttrs = cuda_pdl_enabled ? 2 : 1;
     __atomic_store_n(&g_gg_clusters, (int)grid_cl, __ATOMIC_RELAXED);
     __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
-    cudaError_t le = cudaLaunchKernelEx(&cfg, k_gemm_glu, tx, tg, tu, a);
-    if (le != cudaSuccess) {
-        (void)cudaGetLastError();
+    cudaError_t le = cuda_launch_cluster(k_gemm_glu, dim3((unsigned)(2 * grid_cl)), dim3(GG_THREADS), smem, c->stream,
+                                         2u, tx, tg, tu, a);
+    if (le != cudaSuccess)
         return vc_err_set(VC_ERR_RUNTIME, "cuda gemm_glu: cluster launch: %s", cudaGetErrorString(le));
-    }
     return VC_OK;
 }

@@ -12,7 +12,8 @@
  *                      weights dequantized to bf16 scratch), MATMUL_GLU's
  *                      GEMM + GLU, MATMUL_ADD (beta = 1 into the residual)
  *   cuda_gemm_glu.cu   MATMUL_GLU of bf16 prefill rows as one wgmma GEMM
- *                      with the GLU in its epilogue (VLLM_CUDA_GEMM_GLU=1)
+ *                      with the GLU in its epilogue (by shape;
+ *                      VLLM_CUDA_GEMM_GLU=0 / 1 override)
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
  *                      online softmax) and KV_STORE; prompt-heavy
@@ -277,6 +278,59 @@ static inline void cuda_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, 
     (void)cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...); /* errors: cudaGetLastError (CU_LAUNCHED) */
 }
 
+/* Clusters of cl CTAs of `kernel` (1-D, `threads` a CTA, smem bytes of
+ * dynamic shared memory, already opted in) that can be resident at once on
+ * the current device; 0 when it cannot run them (the query's error is
+ * cleared). */
+template <typename... KArgs>
+static inline int cuda_cluster_occupancy(void (*kernel)(KArgs...), unsigned cl, unsigned threads, size_t smem) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl;
+    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(cl);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* cuda_launch in 1-D clusters of cl CTAs (grid.x a multiple of cl), with
+ * PDL where enabled; a runtime that refuses PDL with clusters gets the
+ * plain cluster launch. Returns the launch's error (cleared). */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t cuda_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                              cudaStream_t st, unsigned cl, Args... args) {
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl;
+    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = cuda_pdl_enabled ? 2 : 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+    if (e != cudaSuccess && cfg.numAttrs == 2) { /* the runtime refused PDL with a cluster: launch plainly */
+        (void)cudaGetLastError();
+        cfg.numAttrs = 1;
+        e = cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+    }
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return e;
+}
+
 /* Blocks of `threads` to cover n items, capped for 1-D grids. */
 static inline unsigned cuda_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
@@ -375,9 +429,9 @@ int cuda_gemm(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64
 int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a); /* MATMUL with a bf16 x */
 int cuda_gemm_glu(rt_backend *be, const rt_op_args *a);
 bool cuda_matmul_add_fits(cuda_ctx *c, const rt_op_args *a); /* MATMUL_ADD's shapes (cuBLAS, beta = 1) */
-/* MATMUL_GLU with the GLU in a wgmma GEMM's epilogue (cuda_gemm_glu.cu,
- * VLLM_CUDA_GEMM_GLU=1): 1 when it does not take the call, else the
- * launch's status. */
+/* MATMUL_GLU with the GLU in a wgmma GEMM's epilogue (cuda_gemm_glu.cu;
+ * taken by shape, VLLM_CUDA_GEMM_GLU=0 / 1 override): 1 when it does not
+ * take the call, else the launch's status. */
 int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64_t x_ld, void *h,
                         rt_dtype ht, int64_t h_ld, int64_t f, int64_t in, int64_t n, int act);
 /* cuTensorMapEncodeTiled (a PFN_cuTensorMapEncodeTiled_v12000) through the

@@ -419,19 +419,7 @@ static bool cl_fits(int dev, int cl) {
     if (dev < 0 || dev >= 16) return cl <= 8;
     if (!known[dev][cl]) {
         if (cl > 8) (void)cudaFuncSetAttribute(k_sample_cl<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)cl;
-        at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)cl);
-        cfg.blockDim = dim3(ST);
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        int n = 0;
-        cudaError_t e = cudaOccupancyMaxActiveClusters(&n, k_sample_cl<true>, &cfg);
-        if (e != cudaSuccess) (void)cudaGetLastError();
-        known[dev][cl] = e == cudaSuccess && n > 0 ? 1 : -1;
+        known[dev][cl] = cuda_cluster_occupancy(k_sample_cl<true>, (unsigned)cl, ST, 0) > 0 ? 1 : -1;
     }
     return known[dev][cl] > 0;
 }
@@ -459,27 +447,9 @@ int cuda_sample_cl_launch(cuda_ctx *c, int64_t R, int V, float *logits, const fl
         CU_LAUNCHED();
         return VC_OK;
     }
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)cl;
-    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(R * cl));
-    cfg.blockDim = dim3(ST);
-    cfg.stream = c->stream;
-    cfg.attrs = at;
-    cfg.numAttrs = cuda_pdl_enabled ? 2 : 1;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg, false);
-    if (e != cudaSuccess && cfg.numAttrs == 2) { /* the runtime refused PDL with a cluster: launch plainly */
-        (void)cudaGetLastError();
-        cfg.numAttrs = 1;
-        e = cudaLaunchKernelEx(&cfg, k_sample_cl<true>, logits, V, fp, ip, hist, n_hist, cnt, out, hagg, false);
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
+    cudaError_t e = cuda_launch_cluster(k_sample_cl<true>, dim3((unsigned)(R * cl)), dim3(ST), 0, c->stream,
+                                        (unsigned)cl, logits, V, fp, ip, hist, n_hist, cnt, out, hagg, false);
+    if (e != cudaSuccess)
         return vc_err_set(VC_ERR_RUNTIME, "cuda sample: cluster launch (%d CTAs a row): %s", cl, cudaGetErrorString(e));
-    }
     return VC_OK;
 }
