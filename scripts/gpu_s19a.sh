@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # gpu_s19a.sh — prepared in session 18 for session 19's first call
 # (nvidia-h200, ~4 min), on main as merged in session 18:
+#   0. test_cuda_gemm and test_cuda_sample: both cluster kernels now launch
+#      through cuda_launch_cluster (session 18's review mend, not run on
+#      the device before), plus memcheck of test_gemm_glu_fused;
 #   1. 8B concurrency-64 serving (1024 / 128,
 #      chunked prefill steps of up to 8192 rows take the fused GEMM-GLU by
 #      default) default vs VLLM_CUDA_GEMM_GLU=0, alternated twice;
@@ -9,13 +12,19 @@
 #      where it is 53.7 us vs nvjet 36.8 + k_glu 11.9): which SASS lines
 #      hold the stall samples (the mbarrier waits, the HGMMA issue, the
 #      epilogue) and what keeps the tensor pipe at 81% (nvjet 93%).
-#   bash scripts/gpu_snap.sh s19a vllm
+#   bash scripts/gpu_snap.sh s19a vllm test_cuda_gemm test_cuda_sample
 #   run carry [".gpu-snap-s19a"], "cd .gpu-snap-s19a && OUT=$OUT bash scripts/gpu_s19a.sh"
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh s19a
 gpu_bin
 gpu_models
+say "tests: test_cuda_gemm, test_cuda_sample"
+gpu_test tg 240 ./test_cuda_gemm
+gpu_test ts 240 ./test_cuda_sample
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+(cd bin && VLLM_TEST_ONLY=test_gemm_glu_fused VLLM_CUDA_SPEED=0 timeout 120 $SAN --tool memcheck ./test_cuda_gemm) >$L/mc.log 2>&1
+echo "memcheck exit $? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' $L/mc.log | tr '\n' ' ')"
 gpu_model_wait 6
 gpu_model_wait 8
 say "8B conc 64: default / =0"
