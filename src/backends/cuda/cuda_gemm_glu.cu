@@ -5,9 +5,9 @@
  * cuBLAS has no gated epilogue, so the unfused path writes the [n, 2f]
  * product (bf16) and k_glu reads it back (the 8B prefill: 117 MB written
  * and read again a layer). Taken by default where it measured faster than
- * cuBLAS + k_glu in the engine (gg_default: K >= 4096 and n >= GG_MIN_N,
- * the 8B's gate|up); VLLM_CUDA_GEMM_GLU=1 takes every eligible call, =0
- * none.
+ * cuBLAS + k_glu in the engine (gg_wanted: K >= 4096 and GG_MIN_N to
+ * GG_MAX_N rows, the 8B's gate|up); VLLM_CUDA_GEMM_GLU=1 takes every
+ * eligible call, =0 none.
  *
  * Tile: 128 token rows x 128 features, i.e. the 128 gate and the 128
  * matching up rows of W, so one CTA holds both halves of its outputs.
@@ -65,7 +65,8 @@
 #define GG_PRODUCER_REGS 40
 #define GG_CONSUMER_REGS 232
 #define GG_GROUP 8                       /* token-tile pairs of a raster group (gg_item) */
-#define GG_MIN_N 1024                    /* the default's least rows (gg_default) */
+#define GG_MIN_N 1024                    /* the default's least rows (gg_wanted) */
+#define GG_MAX_N 6144                    /* and most rows */
 
 struct gg_args {
     __nv_bfloat16 *h;
@@ -258,13 +259,17 @@ static int gg_max_clusters(int dev, size_t smem) {
 
 /* Whether the fused kernel takes a call of this shape: VLLM_CUDA_GEMM_GLU
  * =1 every eligible one, =0 none; unset, where it measured faster than
- * cuBLAS + k_glu in the engine: the 8B's K 4096 at 2048 rows (TTFT -0.14
- * to -0.27 ms in 6 of 6 rounds, session 18 calls 8 and 10) and 1,024 rows
- * (GG_MIN_N); at the 0.6B's K 1024 it was slower. */
+ * cuBLAS + k_glu in the engine: the 8B's K 4096 at 1,024 (GG_MIN_N) to
+ * 6,144 rows (GG_MAX_N; 8B prefill TTFT -0.14 to -0.27 ms at 2,048 in 6 of
+ * 6 rounds, session 18; -0.4 / -0.7 ms at 4,096, -1.1 / -1.6 ms at 6,144,
+ * session 19). Not above: at 8,190 rows +3.1 / +3.9 ms, and concurrency-64
+ * serving (steps of up to 8,192 rows) 0.4-1.2% fewer tokens a second in 4
+ * of 4 rounds (session 19, gpu_s19a.sh, gpu_s19e.sh). At the 0.6B's K 1024
+ * it was slower. */
 static bool gg_wanted(int64_t in, int64_t n) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU");
     if (e && *e) return e[0] == '1' && e[1] == 0;
-    return in >= 4096 && n >= GG_MIN_N;
+    return in >= 4096 && n >= GG_MIN_N && n <= GG_MAX_N;
 }
 
 /* 1 when the fused kernel does not take the call (the caller runs cuBLAS +

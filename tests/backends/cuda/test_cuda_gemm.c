@@ -169,7 +169,7 @@ static void test_matmul_glu_bf16(void **st) {
  * features past the 128 x 128 tile (TMA's zero fill, unstored outputs), an
  * odd number of token tiles (a cluster's second CTA past n) and a single
  * one, one K stage, GELU. Then the default rule (unset: taken at K 4096
- * and 1024 rows, not at K 1024 or 512 rows) and the speed of both paths
+ * and 1024 to 6144 rows, not at 6145, K 1024 or 512 rows) and the speed of both paths
  * at the 0.6B's and the 8B's shapes. */
 uint64_t cuda_gemm_glu_launches(void);
 int cuda_gemm_glu_clusters(void);
@@ -221,7 +221,8 @@ static void test_gemm_glu_fused(void **st) {
         free(xf), free(wf), free(xh), free(oh), free(oc), free(og), free(ou), free(sc);
     }
     /* the default rule, by the launch counter (the values: the loop above) */
-    const struct { int64_t n, d; int fused; } rule[] = {{1024, 4096, 1}, {2048, 1024, 0}, {512, 4096, 0}};
+    const struct { int64_t n, d; int fused; } rule[] = {
+        {1024, 4096, 1}, {6144, 4096, 1}, {6145, 4096, 0}, {2048, 1024, 0}, {512, 4096, 0}};
     for (size_t k = 0; k < sizeof rule / sizeof rule[0]; k++) {
         const int64_t n = rule[k].n, f = 128, d = rule[k].d;
         int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
