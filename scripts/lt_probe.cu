@@ -88,6 +88,23 @@ int main() {
         printf("%-14s default %7.1f us (%4.0f TF/s) | Lt #0 %7.1f | best Lt #%d of %d %7.1f us (%4.0f TF/s, %.3fx of default) ws %zu\n",
                sh.name, t_def, fl / t_def * 1e-6, first, bi, nr, best, fl / best * 1e-6, best / t_def,
                bi >= 0 ? hr[bi].workspaceSize : 0);
+        auto cfg = [&](int i) {
+            if (i < 0) return;
+            int id = 0, tile = 0, stages = 0, splitk = 0, red = 0, swz = 0, cust = 0, cl = 0;
+            size_t w;
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cust, sizeof cust, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof cl, &w);
+            printf("   #%d: algo %d tile %d stages %d splitK %d reduction %d swizzle %d custom %d cluster %d ws %zu waves %.2f\n",
+                   i, id, tile, stages, splitk, red, swz, cust, cl, hr[i].workspaceSize, hr[i].wavesCount);
+        };
+        cfg(0);
+        if (bi != 0) cfg(bi);
         printf("   all:");
         for (float t : ts) printf(" %.1f", t);
         printf("\n");

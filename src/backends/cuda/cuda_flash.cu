@@ -1,6 +1,6 @@
 /* cuda_flash — tensor-core prefill attention (FlashAttention-2 style) for
  * PAGED_ATTENTION over bf16/f16 caches. cuda_flash_run hands the common
- * case (hd 64/128, causal, no window / soft-cap, blocks of 8+ slots) to the
+ * case (hd 64/128, causal, any window, no soft-cap, blocks of 8+ slots) to the
  * Hopper wgmma kernel of cuda_flash_wg.cu unless VLLM_CUDA_FLASH_WG=0; the
  * mma.sync kernel below takes the rest (and everything with the switch 0).
  *

@@ -1,6 +1,6 @@
 /* cuda_flash — tensor-core prefill attention for PAGED_ATTENTION over
  * bf16/f16 caches: the Hopper wgmma kernel (cuda_flash_wg.cu) for causal
- * hd 64/128 without window or soft-cap, the mma.sync kernel (cuda_flash.cu)
+ * hd 64/128 without soft-cap, the mma.sync kernel (cuda_flash.cu)
  * for the rest. cuda_paged_attn.cu sends prompt-heavy
  * batches here when cuda_flash_eligible() holds; f32 caches, head_dim other
  * than 64/128, block sizes that are not powers of two and decode-heavy

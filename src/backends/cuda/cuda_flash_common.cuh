@@ -195,7 +195,7 @@ void cuda_fl_args(cuda_ctx *c, fl_args *a, rt_tensor *dst, const rt_tensor *q, c
                   float softcap, int32_t window);
 
 /* The wgmma kernel (cuda_flash_wg.cu): whether it takes this call (hd 64 /
- * 128, cache blocks of 8+ slots, causal without window or soft-cap,
+ * 128, cache blocks of 8+ slots, causal (any window) without soft-cap,
  * positive scale), and its launch
  * over a (QT = 128 / G tokens per tile, n_tiles, flags ...) set. */
 bool cuda_flash_wg_eligible(int64_t hd, int64_t block_size, float scale, float softcap, int32_t window);

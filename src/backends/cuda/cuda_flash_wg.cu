@@ -1,7 +1,10 @@
 /* cuda_flash_wg — the Hopper (sm_90a) prefill attention kernel: warpgroup
  * MMA (wgmma) over 128-byte swizzled shared-memory tiles, for the common
  * case of cuda_flash.cu's calls: hd 64 / 128, bf16 / f16 cache, causal
- * (no sliding window, no soft-cap), positive scale. cuda_flash_run sends
+ * with or without a sliding window (session 19: a segment's key tiles
+ * start at the tile of its first row's first key, fw_lo_tile, and keys
+ * before a row's first, fw_rlo, are masked with those past its last), no
+ * soft-cap, positive scale. cuda_flash_run sends
  * those here unless VLLM_CUDA_FLASH_WG=0; everything else keeps the
  * mma.sync kernel of cuda_flash.cu, whose header explains the shared
  * scheme (GQA rows packed per kv head, varlen segments, paged K/V by
@@ -77,7 +80,8 @@ extern "C" {
 static size_t fw_smem(int64_t hd) { return (size_t)hd * 2 * (FW_BM + 2 * FW_STAGES * FW_BN) + 1024; }
 
 bool cuda_flash_wg_eligible(int64_t hd, int64_t block_size, float scale, float softcap, int32_t window) {
-    return (hd == 64 || hd == 128) && block_size >= FW_LR(hd) && window <= 0 && !(softcap > 0.0f) && scale > 0.0f;
+    (void)window; /* sliding windows: the first key tile and a lower mask (fw_lo_tile, fw_rlo) */
+    return (hd == 64 || hd == 128) && block_size >= FW_LR(hd) && !(softcap > 0.0f) && scale > 0.0f;
 }
 
 /* cp.async of this thread's FW_LR consecutive keys key0 .. key0+FW_LR-1
@@ -129,23 +133,31 @@ template <typename KV, int HD> __device__ __forceinline__ void fw_rs(float *d, c
 struct fw_rows {
     float m[2], l[2];
     int rhi[2]; /* last key the row sees in this segment, -1: none */
+    int rlo[2]; /* its first key: rhi - window + 1 with a window, else 0 */
 };
 
-/* Online softmax of S (keys kt0 ..): mask keys past each row's last key,
- * new maxima, corr = 2^(m_old - m_new) (1 when unchanged), p = 2^(s scl -
- * m) in place, l updated. */
+/* The first key a row at position rhi sees (a.window > 0: the last window
+ * keys up to it). */
+__device__ __forceinline__ int fw_rlo(const fl_args &a, int rhi) {
+    return a.window > 0 && rhi - a.window + 1 > 0 ? rhi - a.window + 1 : 0;
+}
+
+/* Online softmax of S (keys kt0 ..): mask keys past each row's last key
+ * and before its first (a window), new maxima, corr = 2^(m_old - m_new) (1
+ * when unchanged), p = 2^(s scl - m) in place, l updated. A row with no
+ * key seen yet keeps m = -inf, l = 0 and p = 0. */
 __device__ __forceinline__ void fw_softmax(float *sc, fw_rows &st, int kt0, int tq, float scl, float *corr) {
     constexpr int NS = FW_BN / 8;
     float mb[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        if (kt0 + FW_BN - 1 > st.rhi[i]) {
+        if (kt0 + FW_BN - 1 > st.rhi[i] || kt0 < st.rlo[i]) {
 #pragma unroll
             for (int j = 0; j < NS; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int key = kt0 + j * 8 + 2 * tq + e;
-                    sc[4 * j + 2 * i + e] = key <= st.rhi[i] ? sc[4 * j + 2 * i + e] : -INFINITY;
+                    sc[4 * j + 2 * i + e] = key <= st.rhi[i] && key >= st.rlo[i] ? sc[4 * j + 2 * i + e] : -INFINITY;
                 }
         }
         float mv[NS];
@@ -255,12 +267,22 @@ __device__ __forceinline__ fw_seg fw_segment(const fl_args &a, int64_t r, int64_
     return z;
 }
 
+/* The first key tile a CTA walks in segment z (its rows from token r
+ * on): 0, or with a window the tile of the first key its first row sees
+ * (every later row starts later). */
+__device__ __forceinline__ int fw_lo_tile(const fl_args &a, const fw_seg &z, int64_t r) {
+    if (a.window <= 0 || z.bad) return 0;
+    const int64_t k = z.base + r - a.window + 1;
+    return k > 0 ? (int)(k / FW_BN) : 0;
+}
+
 /* The key tiles of segment z: n_kt up to its last key, n_act those of
  * warpgroup w's rows (up to its last live row's key, clipped to the
- * segment; uniform per warpgroup); rhi[i]: the last key each of this
- * thread's rows prow, prow + 8 sees in the segment (-1: none). */
+ * segment; uniform per warpgroup); rhi[i] / rlo[i]: the last / first key
+ * each of this thread's rows prow, prow + 8 sees in the segment (rhi -1:
+ * none). */
 __device__ __forceinline__ void fw_seg_tiles(const fl_args &a, const fw_seg &z, int w, int g, int64_t t0, int64_t t1,
-                                             int64_t r, int prow, int *rhi, int *n_kt, int *n_act) {
+                                             int64_t r, int prow, int *rhi, int *rlo, int *n_kt, int *n_act) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         int64_t tok;
@@ -268,6 +290,7 @@ __device__ __forceinline__ void fw_seg_tiles(const fl_args &a, const fw_seg &z, 
         bool live;
         fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
         rhi[i] = !z.bad && live && tok >= r && tok < z.seg_end ? (int)(z.base + tok) : -1;
+        rlo[i] = fw_rlo(a, rhi[i]);
     }
     int whi = -1;
     {
@@ -433,6 +456,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
             bool live;
             fl_row(a, g, t0, t1, prow + 8 * i, &tok, &hq, &live);
             st.rhi[i] = !bad && live && tok >= r && tok < seg_end ? (int)(base + tok) : -1;
+            st.rlo[i] = fw_rlo(a, st.rhi[i]);
         }
         /* the warpgroup's last key in this segment (its last live row,
          * clipped to the segment) and so its key tiles 0 .. n_act-1
@@ -445,8 +469,12 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
             ltok = ltok < seg_end - 1 ? ltok : seg_end - 1;
             if (!bad && fr <= lr && ftok <= ltok) whi = (int)(base + ltok);
         }
-        const int n_kt = khi >= 0 ? khi / FW_BN + 1 : 0;
-        const int n_act = whi >= 0 ? (whi / FW_BN + 1 < n_kt ? whi / FW_BN + 1 : n_kt) : 0;
+        /* key tiles lo .. hi of the segment, counted from lo below (lo > 0
+         * only with a window: fw_lo_tile's arithmetic) */
+        const int64_t klo = a.window > 0 && !bad ? base + r - a.window + 1 : 0;
+        const int lo = klo > 0 ? (int)(klo / FW_BN) : 0, kb = lo * FW_BN;
+        const int n_kt = khi >= 0 ? khi / FW_BN + 1 - lo : 0;
+        const int n_act = whi >= 0 ? (whi / FW_BN + 1 - lo < n_kt ? whi / FW_BN + 1 - lo : n_kt) : 0;
         __syncthreads(); /* the previous segment is done with the buffers */
         if (n_kt == 0) {
             r = seg_end > r ? seg_end : r + 1;
@@ -454,14 +482,14 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
         }
         /* prologue: tiles 0 and 1 in flight, tile 2's block id read; S
          * and softmax of tile 0 */
-        fw_load_tile<HD>(a, fw_blk(a, btrow, lj0, khi), kin, vin, lj0, khi, k_at(0) + ld_off, k_at(0) + KVB + ld_off,
-                         ld_cx);
+        fw_load_tile<HD>(a, fw_blk(a, btrow, kb + lj0, khi), kin, vin, kb + lj0, khi, k_at(0) + ld_off,
+                         k_at(0) + KVB + ld_off, ld_cx);
         fl_cp_commit();
         if (n_kt > 1)
-            fw_load_tile<HD>(a, fw_blk(a, btrow, FW_BN + lj0, khi), kin, vin, FW_BN + lj0, khi, k_at(1) + ld_off,
-                             k_at(1) + KVB + ld_off, ld_cx);
+            fw_load_tile<HD>(a, fw_blk(a, btrow, kb + FW_BN + lj0, khi), kin, vin, kb + FW_BN + lj0, khi,
+                             k_at(1) + ld_off, k_at(1) + KVB + ld_off, ld_cx);
         fl_cp_commit();
-        int32_t blk_next = fw_blk(a, btrow, 2 * FW_BN + lj0, khi);
+        int32_t blk_next = fw_blk(a, btrow, kb + 2 * FW_BN + lj0, khi);
         fl_cp_wait<1>();   /* tile 0 landed (this thread's part) */
         flw_fence_proxy(); /* ... visible to wgmma (and Q) */
         __syncthreads();   /* ... everybody's */
@@ -469,7 +497,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
             fw_issue_s<KV, HD>(sc, q_a, k_at(0));
             flw_wait<0>();
             flw_pin<FW_BN / 2>(sc);
-            fw_softmax(sc, st, 0, tq, scl, corr);
+            fw_softmax(sc, st, kb, tq, scl, corr);
             fw_rescale<HD>(o, corr);
             fw_pack<KV>(sc, pa);
         }
@@ -484,9 +512,9 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
              * block-table reads' latency hides behind them */
             auto load_next = [&]() {
                 if (it + 2 < n_kt) {
-                    fw_load_tile<HD>(a, blk_next, kin, vin, (it + 2) * FW_BN + lj0, khi, k_at(it + 2) + ld_off,
+                    fw_load_tile<HD>(a, blk_next, kin, vin, kb + (it + 2) * FW_BN + lj0, khi, k_at(it + 2) + ld_off,
                                      k_at(it + 2) + KVB + ld_off, ld_cx);
-                    blk_next = fw_blk(a, btrow, (it + 3) * FW_BN + lj0, khi); /* lands by the next tile */
+                    blk_next = fw_blk(a, btrow, kb + (it + 3) * FW_BN + lj0, khi); /* lands by the next tile */
                 }
                 fl_cp_commit();
             };
@@ -498,7 +526,7 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
                 load_next();
                 flw_wait<1>(); /* S of tile it+1 done, P V may still run */
                 flw_pin<FW_BN / 2>(sc);
-                fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
+                fw_softmax(sc, st, kb + (it + 1) * FW_BN, tq, scl, corr);
                 flw_wait<0>();
                 flw_pin<HD / 2>(o);
                 fw_keep(pa);
@@ -587,7 +615,7 @@ __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtenso
         if (z.bad && lane == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
         const int n_kt = z.khi >= 0 ? z.khi / FW_BN + 1 : 0;
         const int32_t *btrow = a.bt + (int64_t)z.s * a.max_blocks;
-        for (int it = 0; it < n_kt; it++) {
+        for (int it = fw_lo_tile(a, z, r); it < n_kt; it++) { /* from the window's first tile */
             const uint32_t full = bars + 8 * st, kst = skv + st * 2 * KVB;
             flw_bar_wait(bars + 8 * (FA_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
             const int kt0 = it * FW_BN;
@@ -765,7 +793,11 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     for (int64_t r = t0; r < t1;) {
         const fw_seg z = fw_segment(a, r, t1);
         int n_kt, n_act;
-        fw_seg_tiles(a, z, w, g, t0, t1, r, prow, st.rhi, &n_kt, &n_act);
+        fw_seg_tiles(a, z, w, g, t0, t1, r, prow, st.rhi, st.rlo, &n_kt, &n_act);
+        /* tiles counted from the first one the CTA walks (the producer's
+         * fw_lo_tile: > 0 only with a window) */
+        const int lo = fw_lo_tile(a, z, r), kb = lo * FW_BN;
+        n_kt = n_kt > lo ? n_kt - lo : 0, n_act = n_act > lo ? n_act - lo : 0;
         n_kt = __shfl_sync(0xffffffffu, n_kt, 0), n_act = __shfl_sync(0xffffffffu, n_act, 0);
         r = z.seg_end > r ? z.seg_end : r + 1;
         if (n_kt == 0) continue;
@@ -776,7 +808,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             fa_turn_give<PP>(w);
             flw_wait<0>();
             flw_pin<FW_BN / 2>(sc);
-            fw_softmax(sc, st, 0, tq, scl, corr);
+            fw_softmax(sc, st, kb, tq, scl, corr);
             fw_rescale<HD>(o, corr);
             fw_pack<KV>(sc, pa);
         } else { /* an idle turn */
@@ -793,7 +825,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
                 fa_turn_give<PP>(w);
                 flw_wait<1>(); /* S of tile it+1 done, P V may still run */
                 flw_pin<FW_BN / 2>(sc);
-                fw_softmax(sc, st, (it + 1) * FW_BN, tq, scl, corr);
+                fw_softmax(sc, st, kb + (it + 1) * FW_BN, tq, scl, corr);
                 flw_wait<0>();
                 flw_pin<HD / 2>(o);
                 fw_keep(pa);

@@ -7,7 +7,7 @@
  * sync. Every case runs on the mma.sync kernel at both tile heights
  * (VLLM_CUDA_FLASH_WG=0, VLLM_CUDA_FLASH_TILE 64 and 128 packed rows) and
  * with the Hopper wgmma kernel allowed (VLLM_CUDA_FLASH_WG=1: it takes the
- * causal cases without window or soft-cap) and with its warp-specialised
+ * causal cases without soft-cap, sliding windows included) and with its warp-specialised
  * TMA variant (VLLM_CUDA_FLASH_WG=2, the hd-128 ones of those; 3 adds the
  * ping-pong of its consumer warpgroups); a block size that is not a power of two and hd 256 take
  * the SIMT fallback. Cases marked act16 run with bf16 q and output (the
@@ -211,7 +211,7 @@ static void run_case(const flash_case *c) {
     assert_non_null(dop.data);
     /* every case: the mma.sync kernel at both tile heights (64 / 128 packed
      * rows), then the wgmma kernel (which takes the causal cases without
-     * window or soft-cap; the others run the mma.sync kernel again), then
+     * soft-cap, windows included; the others run the mma.sync kernel again), then
      * its warp-specialised variant (VLLM_CUDA_FLASH_WG=2: the hd-128 ones
      * of those; hd 64 runs the wgmma kernel again) and that variant with
      * the consumers' ping-pong (VLLM_CUDA_FLASH_WG=3) */
@@ -229,8 +229,8 @@ static void run_case(const flash_case *c) {
         const uint64_t fa3_before = cuda_flash_fa3_launches();
         assert_int_equal(
             rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, c->softcap, c->window), VC_OK);
-        /* fa3 / fa3pp take hd 128, causal without window or soft-cap, blocks of 2^k >= 8 slots */
-        const bool fa3_case = c->hd == 128 && c->window <= 0 && !(c->softcap > 0.0f) && c->B >= 8 && !(c->B & (c->B - 1));
+        /* fa3 / fa3pp take hd 128, causal (any window) without soft-cap, blocks of 2^k >= 8 slots */
+        const bool fa3_case = c->hd == 128 && !(c->softcap > 0.0f) && c->B >= 8 && !(c->B & (c->B - 1));
         if (ti >= 3 && fa3_case && cuda_flash_fa3_launches() == fa3_before)
             fail_msg("VLLM_CUDA_FLASH_WG=%s did not run the warp-specialised kernel", wgv[ti]);
         rt_tensor hg = rt_tensor_make(c->act16 ? (void *)o16 : (void *)got, at, RT_DEV_CPU, 3, sq);
@@ -378,6 +378,15 @@ static void test_flash_long(void **st) {
     d.B = 16;
     d.window = 512;
     run_case(&d);
+    /* windows through the wgmma kernels at hd 128: the chunks again (a
+     * window shorter than a chunk, key tiles starting past 0), and the
+     * whole prompt with bf16 q / out and a window of 300 (Mistral-like) */
+    d.hd = 128;
+    d.B = 32;
+    d.window = 200;
+    run_case(&d);
+    c.window = 300;
+    run_case(&c);
 }
 
 /* hd 256 (Gemma) and block sizes that are not powers of two take the SIMT
