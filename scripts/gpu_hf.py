@@ -42,6 +42,11 @@ SHAPES = {
     "qwen3-0.6b": dict(family="qwen3", hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
                        num_key_value_heads=8, head_dim=128, intermediate_size=3072, vocab_size=151936,
                        tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=8192),
+    # Gemma-3-4B's attention geometry (8/4 heads of 256) on the Qwen3 family (QK-norm, untied): the hd-256
+    # prefill kernel in the engine against HF (session 19); 2560 hidden, 12 layers to keep it small
+    "qwen3-hd256": dict(family="qwen3", hidden_size=2560, num_hidden_layers=12, num_attention_heads=8,
+                        num_key_value_heads=4, head_dim=256, intermediate_size=6912, vocab_size=151936,
+                        tie_word_embeddings=False, rope_theta=1000000.0, max_position_embeddings=8192),
     # small shapes for a CPU smoke test of this script
     "llama-tiny": dict(family="llama", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                        num_key_value_heads=2, head_dim=16, intermediate_size=128, vocab_size=512,

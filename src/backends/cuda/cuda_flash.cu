@@ -56,7 +56,11 @@
  * prefill's QK_ROPE_STORE writes bf16 q, the Wo GEMM reads bf16 rows), two
  * elements per load / store.
  *
- * Shapes: hd 64 or 128, G <= 64, block size a power of two, cache rows
+ * hd 256 (Gemma 2 / 3 below 27B; session 19): MT 1 with Q staged in shared
+ * memory as MT 2 does (O is 128 f32 a thread), 169 KB of shared memory, so
+ * one CTA of 4 warps an SM; the wgmma kernels stay at hd 64 / 128.
+ *
+ * Shapes: hd 64, 128 or 256, G <= 64, block size a power of two, cache rows
  * 16-byte aligned, 32-bit byte strides (cuda_flash_eligible). Precision: q and p rounded to the cache dtype
  * (normalised error ~1e-3 vs the f32 reference); f32 caches and other
  * shapes keep the SIMT kernels of cuda_paged_attn.cu.
@@ -72,10 +76,15 @@
 #define FL_M 64 /* packed query rows per CTA at MT 1 (16 per warp) */
 #define FL_N 64 /* keys per tile */
 
+/* Q in shared memory rather than as register fragments: MT 2, and hd 256
+ * (its O alone is 128 f32 per thread at MT 1). */
+__host__ __device__ static constexpr bool fl_q_smem(int hd, int mt) { return mt == 2 || hd > 128; }
+
 /* Bytes of shared memory: 2 stages x (K, V) [FL_N][hd + FL_PAD], after Q
- * [128][hd + FL_PAD] for MT 2; bf16/f16 elements. */
+ * [64 MT][hd + FL_PAD] when fl_q_smem; bf16/f16 elements (hd 256: 169 KB,
+ * one CTA an SM). */
 static size_t fl_smem(int hd, int mt) {
-    return ((size_t)4 * FL_N + (mt == 2 ? (size_t)FL_WARPS * 32 : 0)) * (hd + FL_PAD) * 2;
+    return ((size_t)4 * FL_N + (fl_q_smem(hd, mt) ? (size_t)FL_WARPS * 16 * mt : 0)) * (hd + FL_PAD) * 2;
 }
 
 /* ---- the kernel --------------------------------------------------------- */
@@ -89,7 +98,7 @@ __device__ __forceinline__ void fl_load_tile(const fl_args &a, const int32_t *bt
 
 /* MT m-tiles of 16 rows per warp: BM = 64 * MT packed rows per CTA. */
 template <typename KV, typename A, int HD, int MT>
-__global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_args a) {
+__global__ void __launch_bounds__(FL_WARPS * 32, HD > 128 ? 1 : MT == 1 ? 3 : 2) k_flash(fl_args a) {
     CUDA_PDL_ENTER();
     constexpr int LD = HD + FL_PAD; /* smem row pitch, elements */
     constexpr int KS = HD / 16;     /* k-steps of Q K^T */
@@ -98,7 +107,8 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
     constexpr int BM = FL_WARPS * 16 * MT;
     extern __shared__ __align__(16) uint16_t fl_sm[];
     /* MT 2: Q [BM][LD] first; stage st: K at kvs + st * 2 * FL_N * LD, V FL_N * LD after it */
-    uint16_t *const qs = fl_sm, *const kvs = fl_sm + (MT == 2 ? BM * LD : 0);
+    constexpr bool QS = fl_q_smem(HD, MT);
+    uint16_t *const qs = fl_sm, *const kvs = fl_sm + (QS ? BM * LD : 0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, tq = lane & 3;
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: matrix and row this lane addresses */
     /* Block (x, y): kv head x of tile n_tiles-1 - (y0 + y): the longest rows
@@ -115,8 +125,8 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
 
     /* Q: MT 1 keeps the A fragments (row-major 16 x HD) in registers, MT 2
      * (too many registers) stages Q in shared memory for ldmatrix. */
-    uint32_t qf[MT == 1 ? KS : 1][4];
-    if constexpr (MT == 1) {
+    uint32_t qf[QS ? 1 : KS][4];
+    if constexpr (!QS) {
 #pragma unroll
         for (int h2 = 0; h2 < 2; h2++) {
             int64_t tok;
@@ -211,7 +221,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
                     uint32_t qa[MT][4];
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
-                        if constexpr (MT == 1) {
+                        if constexpr (!QS) {
 #pragma unroll
                             for (int e = 0; e < 4; e++) qa[mt][e] = qf[ks_][e];
                         } else {
@@ -342,7 +352,7 @@ __global__ void __launch_bounds__(FL_WARPS * 32, MT == 1 ? 3 : 2) k_flash(fl_arg
 
 bool cuda_flash_eligible(const rt_tensor *q, const rt_tensor *dst, const rt_tensor *kc, const rt_tensor *vc) {
     const int64_t h = q->shape[1], hd = q->shape[2], kvh = kc->shape[2];
-    if (hd != 64 && hd != 128) return false;
+    if (hd != 64 && hd != 128 && hd != 256) return false; /* 256: the mma.sync kernel only */
     if (kc->dtype != vc->dtype || (kc->dtype != RT_BF16 && kc->dtype != RT_F16)) return false;
     if (kvh <= 0 || h % kvh || h / kvh > FL_M) return false;
     /* block size a power of two (shift/mask); 32-bit byte strides (the
@@ -382,8 +392,12 @@ template <typename KV, typename A, int HD, int MT> static int fl_go(cuda_ctx *c,
 template <typename KV, int MT>
 static int fl_go_hd(cuda_ctx *c, const fl_args &a, dim3 grid, int64_t hd, rt_dtype at) {
     if (at == RT_BF16)
-        return hd == 64 ? fl_go<KV, __nv_bfloat16, 64, MT>(c, a, grid) : fl_go<KV, __nv_bfloat16, 128, MT>(c, a, grid);
-    return hd == 64 ? fl_go<KV, float, 64, MT>(c, a, grid) : fl_go<KV, float, 128, MT>(c, a, grid);
+        return hd == 64    ? fl_go<KV, __nv_bfloat16, 64, MT>(c, a, grid)
+               : hd == 128 ? fl_go<KV, __nv_bfloat16, 128, MT>(c, a, grid)
+                           : fl_go<KV, __nv_bfloat16, 256, 1>(c, a, grid);
+    return hd == 64    ? fl_go<KV, float, 64, MT>(c, a, grid)
+           : hd == 128 ? fl_go<KV, float, 128, MT>(c, a, grid)
+                       : fl_go<KV, float, 256, 1>(c, a, grid);
 }
 
 void cuda_fl_args(cuda_ctx *c, fl_args *ap, rt_tensor *dst, const rt_tensor *q, const rt_tensor *kc,
@@ -437,7 +451,7 @@ int cuda_flash_run(cuda_ctx *c, rt_tensor *dst, const rt_tensor *q, const rt_ten
     int mt = 1;
     const char *forced = getenv("VLLM_CUDA_FLASH_TILE"); /* 64 | 128: tests, A/B (prefill calls are rare) */
     if (forced && !strcmp(forced, "64")) mt = 1;
-    if (forced && !strcmp(forced, "128")) mt = 2;
+    if (forced && !strcmp(forced, "128") && hd <= 128) mt = 2; /* hd 256: MT 1 only (registers) */
     /* Hopper wgmma kernel (cuda_flash_wg.cu, 128 packed rows per CTA) for
      * the common case unless VLLM_CUDA_FLASH_WG=0 (A/B, tests) */
     const char *wge = getenv("VLLM_CUDA_FLASH_WG");

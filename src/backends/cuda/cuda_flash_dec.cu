@@ -286,7 +286,8 @@ uint64_t cuda_flash_dec_launches(void) { return __atomic_load_n(&g_fd2_launches,
 
 bool cuda_flash_dec_wanted(const cuda_ctx *c, const rt_tensor *q, const rt_tensor *kc) {
     (void)c;
-    const int64_t T = q->shape[0], h = q->shape[1], kvh = kc->shape[2];
+    const int64_t T = q->shape[0], h = q->shape[1], hd = q->shape[2], kvh = kc->shape[2];
+    if (hd != 64 && hd != 128) return false; /* (cuda_flash_eligible also passes hd 256, for the prefill kernel) */
     if (kvh <= 0 || h % kvh || h / kvh > FD2_MAXG) return false;
     const char *e = getenv("VLLM_CUDA_FLASH_DEC");
     if (e && !strcmp(e, "0")) return false;

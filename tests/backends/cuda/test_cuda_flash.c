@@ -9,8 +9,8 @@
  * with the Hopper wgmma kernel allowed (VLLM_CUDA_FLASH_WG=1: it takes the
  * causal cases without soft-cap, sliding windows included) and with its warp-specialised
  * TMA variant (VLLM_CUDA_FLASH_WG=2, the hd-128 ones of those; 3 adds the
- * ping-pong of its consumer warpgroups); a block size that is not a power of two and hd 256 take
- * the SIMT fallback. Cases marked act16 run with bf16 q and output (the
+ * ping-pong of its consumer warpgroups); hd 256 runs the mma.sync kernel in
+ * every mode, a block size that is not a power of two the SIMT fallback. Cases marked act16 run with bf16 q and output (the
  * bf16-activation prefill: q values rounded to bf16 on both sides, the
  * GPU's output once more, 2^-8 added to the bound). Ends with the time of
  * one 2048-token causal prefill at the Qwen3-0.6B (16/8 heads) and
@@ -389,14 +389,37 @@ static void test_flash_long(void **st) {
     run_case(&c);
 }
 
-/* hd 256 (Gemma) and block sizes that are not powers of two take the SIMT
- * kernels: still right. */
+/* hd 256 (Gemma 2 / 3 below 27B) on the mma.sync kernel (session 19; the
+ * SIMT kernels before): Gemma 2's soft-cap, Gemma 3's local layers (a
+ * window), G 1 / 2 / 4 / 8, an f16 cache, bf16 q and output, a whole
+ * 2048-token prompt and chunks after cached context. Then a block size
+ * that is not a power of two: the SIMT kernels, still right. */
 static void test_flash_fallbacks(void **st) {
     (void)st;
     NEED_GPU();
     flash_case c = {.h = 8, .kvh = 4, .hd = 256, .B = 16, .kvt = RT_BF16, .S = 5, .seq_lens = mix_sl,
                     .q_lens = mix_ql, .softcap = 50.0f};
     run_case(&c);
+    c.softcap = 0.0f;
+    c.window = 512; /* Gemma 3's local layers */
+    c.h = 4, c.kvh = 1;
+    run_case(&c);
+    c.window = 0;
+    c.h = 16, c.kvh = 16;
+    c.kvt = RT_F16;
+    c.B = 32;
+    run_case(&c);
+    c.h = 16, c.kvh = 2;
+    c.kvt = RT_BF16;
+    c.act16 = true;
+    run_case(&c);
+    static const int32_t sl1[1] = {2048}, ql1[1] = {2048}, sl2[3] = {1500, 700, 90}, ql2[3] = {500, 700, 33};
+    flash_case d = {.h = 8, .kvh = 4, .hd = 256, .B = 16, .kvt = RT_BF16, .S = 1, .seq_lens = sl1, .q_lens = ql1,
+                    .act16 = true};
+    run_case(&d);
+    d.S = 3, d.seq_lens = sl2, d.q_lens = ql2, d.window = 100;
+    run_case(&d);
+    c.act16 = false;
     c.hd = 128; /* a block size that is not a power of two */
     c.B = 24;
     run_case(&c);
@@ -486,6 +509,48 @@ static int teardown(void **st) {
     return cuda_test_teardown();
 }
 
+/* hd 256 at 2048 tokens (Gemma-3-4B's 8/4 heads), f32 q/out over a bf16
+ * cache: the mma.sync kernel vs the SIMT prefill kernel it replaced
+ * (VLLM_CUDA_FLASH=0), one run (report only). */
+static void test_flash_speed_hd256(void **st) {
+    (void)st;
+    NEED_GPU();
+    const int64_t T = 2048, h = 8, kvh = 4, hd = 256, B = 16, NB = T / B;
+    int64_t sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {1, NB}, s1[1] = {1}, s2[1] = {2};
+    int32_t *bt = xmalloc((size_t)NB * 4), qsl[2] = {0, (int32_t)T}, sl[1] = {(int32_t)T};
+    for (int64_t b = 0; b < NB; b++) bt[b] = (int32_t)b;
+    rt_tensor dq = rt_tensor_alloc(g_gpu, RT_F32, 3, sq), dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
+    rt_tensor dk = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc), dv = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc);
+    assert_true(dq.data && dout.data && dk.data && dv.data);
+    float *zero = xmalloc((size_t)(T * h * hd) * 4);
+    rt_tensor hz = rt_tensor_make(zero, RT_F32, RT_DEV_CPU, 3, sq), hzk = rt_tensor_make(zero, RT_BF16, RT_DEV_CPU, 4, sc);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dq, &hz), VC_OK);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dk, &hzk), VC_OK);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dv, &hzk), VC_OK);
+    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, s2), dsl = up(sl, RT_I32, 1, s1);
+    const float scale = 1.0f / 16.0f;
+    double us[2];
+    for (int k = 0; k < 2; k++) {
+        if (k) setenv("VLLM_CUDA_FLASH", "0", 1);
+        for (int w = 0; w < 2; w++)
+            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        double t0 = vc_now_s();
+        for (int it = 0; it < 10; it++)
+            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        us[k] = (vc_now_s() - t0) / 10 * 1e6;
+    }
+    unsetenv("VLLM_CUDA_FLASH");
+    const double flop = 4.0 * (double)hd * (double)h * (double)T * (T + 1) / 2;
+    print_message("speed: prefill T=%lld h=%lld/%lld hd=%lld bf16 cache, f32 q/out: mma.sync flash %.1f us/layer "
+                  "(%.0f TFLOP/s), SIMT %.1f us/layer (%.0f TFLOP/s)\n",
+                  (long long)T, (long long)h, (long long)kvh, (long long)hd, us[0], flop / us[0] * 1e-6, us[1],
+                  flop / us[1] * 1e-6);
+    drop(&dq), drop(&dout), drop(&dk), drop(&dv), drop(&dbt), drop(&dqsl), drop(&dsl);
+    free(zero), free(bt);
+}
+
 int main(void) {
     const char *only = getenv("VLLM_TEST_FILTER"); /* e.g. test_flash_speed (profiling) */
     if (only && *only) cmocka_set_test_filter(only);
@@ -493,7 +558,8 @@ int main(void) {
         cmocka_unit_test(test_flash_gqa),       cmocka_unit_test(test_flash_block_sizes),
         cmocka_unit_test(test_flash_window_softcap),
         cmocka_unit_test(test_flash_long),      cmocka_unit_test(test_flash_fallbacks),
-        cmocka_unit_test(test_flash_speed),     cmocka_unit_test(test_report),
+        cmocka_unit_test(test_flash_speed),     cmocka_unit_test(test_flash_speed_hd256),
+        cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
