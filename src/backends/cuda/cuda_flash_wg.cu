@@ -267,12 +267,13 @@ __device__ __forceinline__ fw_seg fw_segment(const fl_args &a, int64_t r, int64_
     return z;
 }
 
-/* The first key tile a CTA walks in segment z (its rows from token r
- * on): 0, or with a window the tile of the first key its first row sees
- * (every later row starts later). */
-__device__ __forceinline__ int fw_lo_tile(const fl_args &a, const fw_seg &z, int64_t r) {
-    if (a.window <= 0 || z.bad) return 0;
-    const int64_t k = z.base + r - a.window + 1;
+/* The first key tile a CTA walks in a segment (its rows from token r on,
+ * row i at position base + i; bad: the segment's metadata is): 0, or with
+ * a window the tile of the first key its first row sees (every later row
+ * starts later). */
+__device__ __forceinline__ int fw_lo_tile(const fl_args &a, int64_t base, bool bad, int64_t r) {
+    if (a.window <= 0 || bad) return 0;
+    const int64_t k = base + r - a.window + 1;
     return k > 0 ? (int)(k / FW_BN) : 0;
 }
 
@@ -470,9 +471,8 @@ __global__ void __launch_bounds__(FW_THREADS, 1) k_flash_wg(fl_args a) {
             if (!bad && fr <= lr && ftok <= ltok) whi = (int)(base + ltok);
         }
         /* key tiles lo .. hi of the segment, counted from lo below (lo > 0
-         * only with a window: fw_lo_tile's arithmetic) */
-        const int64_t klo = a.window > 0 && !bad ? base + r - a.window + 1 : 0;
-        const int lo = klo > 0 ? (int)(klo / FW_BN) : 0, kb = lo * FW_BN;
+         * only with a window) */
+        const int lo = fw_lo_tile(a, base, bad, r), kb = lo * FW_BN;
         const int n_kt = khi >= 0 ? khi / FW_BN + 1 - lo : 0;
         const int n_act = whi >= 0 ? (whi / FW_BN + 1 - lo < n_kt ? whi / FW_BN + 1 - lo : n_kt) : 0;
         __syncthreads(); /* the previous segment is done with the buffers */
@@ -615,7 +615,7 @@ __device__ __forceinline__ void fa_produce(const CUtensorMap *tmk, const CUtenso
         if (z.bad && lane == 0) atomicOr(a.flags, CUDA_FLAG_BAD_PAGED);
         const int n_kt = z.khi >= 0 ? z.khi / FW_BN + 1 : 0;
         const int32_t *btrow = a.bt + (int64_t)z.s * a.max_blocks;
-        for (int it = fw_lo_tile(a, z, r); it < n_kt; it++) { /* from the window's first tile */
+        for (int it = fw_lo_tile(a, z.base, z.bad, r); it < n_kt; it++) { /* from the window's first tile */
             const uint32_t full = bars + 8 * st, kst = skv + st * 2 * KVB;
             flw_bar_wait(bars + 8 * (FA_STAGES + st), ph ^ 1); /* the consumers are done with the stage */
             const int kt0 = it * FW_BN;
@@ -796,7 +796,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
         fw_seg_tiles(a, z, w, g, t0, t1, r, prow, st.rhi, st.rlo, &n_kt, &n_act);
         /* tiles counted from the first one the CTA walks (the producer's
          * fw_lo_tile: > 0 only with a window) */
-        const int lo = fw_lo_tile(a, z, r), kb = lo * FW_BN;
+        const int lo = fw_lo_tile(a, z.base, z.bad, r), kb = lo * FW_BN;
         n_kt = n_kt > lo ? n_kt - lo : 0, n_act = n_act > lo ? n_act - lo : 0;
         n_kt = __shfl_sync(0xffffffffu, n_kt, 0), n_act = __shfl_sync(0xffffffffu, n_act, 0);
         r = z.seg_end > r ? z.seg_end : r + 1;

@@ -425,34 +425,64 @@ static void test_flash_fallbacks(void **st) {
     run_case(&c);
 }
 
+/* The speed tests' call: one prompt of T tokens (one sequence, blocks of
+ * 16 in order) with zero q and caches (the speed does not depend on the
+ * values), q / out of dtype at, a bf16 cache. */
+typedef struct {
+    int64_t T, h, kvh, hd;
+    rt_tensor q, out, k, v, bt, qsl, sl;
+} spd_call;
+
+static spd_call spd_make(int64_t T, int64_t h, int64_t kvh, int64_t hd, rt_dtype at) {
+    spd_call c = {.T = T, .h = h, .kvh = kvh, .hd = hd};
+    const int64_t B = 16, NB = T / B;
+    int64_t sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {1, NB}, s1[1] = {1}, s2[1] = {2};
+    int32_t *bt = xmalloc((size_t)NB * 4), qsl[2] = {0, (int32_t)T}, sl[1] = {(int32_t)T};
+    for (int64_t b = 0; b < NB; b++) bt[b] = (int32_t)b;
+    c.q = rt_tensor_alloc(g_gpu, at, 3, sq), c.out = rt_tensor_alloc(g_gpu, at, 3, sq);
+    c.k = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc), c.v = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc);
+    assert_true(c.q.data && c.out.data && c.k.data && c.v.data);
+    float *zero = xmalloc((size_t)(T * h * hd) * 4);
+    rt_tensor hz = rt_tensor_make(zero, at, RT_DEV_CPU, 3, sq), hzk = rt_tensor_make(zero, RT_BF16, RT_DEV_CPU, 4, sc);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &c.q, &hz), VC_OK);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &c.k, &hzk), VC_OK);
+    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &c.v, &hzk), VC_OK);
+    c.bt = up(bt, RT_I32, 2, sbt), c.qsl = up(qsl, RT_I32, 1, s2), c.sl = up(sl, RT_I32, 1, s1);
+    free(zero), free(bt);
+    return c;
+}
+
+static void spd_free(spd_call *c) {
+    drop(&c->q), drop(&c->out), drop(&c->k), drop(&c->v), drop(&c->bt), drop(&c->qsl), drop(&c->sl);
+}
+
+/* us a call, mean of `iters` after 2 warm calls (host-timed around syncs) */
+static double spd_time(spd_call *c, float scale, int iters) {
+    for (int w = 0; w < 2; w++)
+        assert_int_equal(rt_paged_attention(g_gpu, &c->out, &c->q, &c->k, &c->v, &c->bt, &c->qsl, &c->sl, scale, 0.0f, 0),
+                         VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    double t0 = vc_now_s();
+    for (int it = 0; it < iters; it++)
+        assert_int_equal(rt_paged_attention(g_gpu, &c->out, &c->q, &c->k, &c->v, &c->bt, &c->qsl, &c->sl, scale, 0.0f, 0),
+                         VC_OK);
+    assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+    return (vc_now_s() - t0) / iters * 1e6;
+}
+
+/* Attention work of a causal T-token prompt: 4 hd per query head and key seen (QK^T and PV). */
+static double spd_flop(const spd_call *c) { return 4.0 * (double)c->hd * (double)c->h * (double)c->T * (c->T + 1) / 2; }
+
 /* One 2048-token causal prefill per kv-head layout, hd 128, bf16 cache:
- * GPU time per call and TFLOP/s of attention work (4 hd per query head and
- * key seen: QK^T and PV). */
+ * GPU time per call and TFLOP/s of attention work. */
 static void test_flash_speed(void **st) {
     (void)st;
     NEED_GPU();
     static const int64_t hs[2][2] = {{16, 8}, {32, 8}};
     for (int i = 0; i < 4; i++) { /* q/out f32, then bf16 (the bf16-activation prefill) */
         const rt_dtype at = i < 2 ? RT_F32 : RT_BF16;
-        const int64_t T = 2048, h = hs[i % 2][0], kvh = hs[i % 2][1], hd = 128, B = 16, NB = T / B;
-        int64_t sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {1, NB}, s1[1] = {1}, s2[1] = {2};
-        int32_t *bt = xmalloc((size_t)NB * 4), qsl[2] = {0, (int32_t)T}, sl[1] = {(int32_t)T};
-        for (int64_t b = 0; b < NB; b++) bt[b] = (int32_t)b;
-        rt_tensor dq = rt_tensor_alloc(g_gpu, at, 3, sq), dout = rt_tensor_alloc(g_gpu, at, 3, sq);
-        rt_tensor dk = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc), dv = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc);
-        assert_true(dq.data && dout.data && dk.data && dv.data);
-        /* zero caches and q: the speed does not depend on the values */
-        float *zero = xmalloc((size_t)(T * h * hd) * 4);
-        rt_tensor hz = rt_tensor_make(zero, at, RT_DEV_CPU, 3, sq);
-        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dq, &hz), VC_OK);
-        rt_tensor hzk = rt_tensor_make(zero, RT_BF16, RT_DEV_CPU, 4, sc);
-        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dk, &hzk), VC_OK);
-        assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dv, &hzk), VC_OK);
-        rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, s2), dsl = up(sl, RT_I32, 1, s1);
-        const float scale = 1.0f / sqrtf((float)hd);
-        for (int w = 0; w < 2; w++)
-            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
-        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        spd_call c = spd_make(2048, hs[i % 2][0], hs[i % 2][1], 128, at);
+        const float scale = 1.0f / sqrtf((float)c.hd);
         /* the wgmma kernel (VLLM_CUDA_FLASH_WG=1), its warp-specialised
          * variant (2, the default) and that with ping-pong (3), then the mma.sync kernel at 64
          * packed rows (its default) and 128: old vs new in one run */
@@ -465,31 +495,15 @@ static void test_flash_speed(void **st) {
             if (tiles[ti]) setenv("VLLM_CUDA_FLASH_TILE", tiles[ti], 1);
             else unsetenv("VLLM_CUDA_FLASH_TILE");
             setenv("VLLM_CUDA_FLASH_WG", wgv[ti], 1);
-            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
-            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-            enum { ITERS = 20 };
-            double t0 = vc_now_s();
-            for (int it = 0; it < ITERS; it++)
-                assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0),
-                                 VC_OK);
-            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-            const double dt = (vc_now_s() - t0) / ITERS, flop = 4.0 * (double)hd * (double)h * (double)T * (T + 1) / 2;
+            const double us = spd_time(&c, scale, 20);
             print_message("speed: flash prefill T=%lld h=%lld/%lld hd=%lld bf16 cache, %s q/out, tile %s: %.1f us/layer, "
                           "%.0f TFLOP/s\n",
-                          (long long)T, (long long)h, (long long)kvh, (long long)hd, rt_dtype_name(at),
-                          names[ti], dt * 1e6, flop / dt * 1e-12);
+                          (long long)c.T, (long long)c.h, (long long)c.kvh, (long long)c.hd, rt_dtype_name(at),
+                          names[ti], us, spd_flop(&c) / us * 1e-6);
         }
         unsetenv("VLLM_CUDA_FLASH_TILE");
         unsetenv("VLLM_CUDA_FLASH_WG");
-        drop(&dq);
-        drop(&dout);
-        drop(&dk);
-        drop(&dv);
-        drop(&dbt);
-        drop(&dqsl);
-        drop(&dsl);
-        free(zero);
-        free(bt);
+        spd_free(&c);
     }
 }
 
@@ -515,40 +529,19 @@ static int teardown(void **st) {
 static void test_flash_speed_hd256(void **st) {
     (void)st;
     NEED_GPU();
-    const int64_t T = 2048, h = 8, kvh = 4, hd = 256, B = 16, NB = T / B;
-    int64_t sq[3] = {T, h, hd}, sc[4] = {NB, B, kvh, hd}, sbt[2] = {1, NB}, s1[1] = {1}, s2[1] = {2};
-    int32_t *bt = xmalloc((size_t)NB * 4), qsl[2] = {0, (int32_t)T}, sl[1] = {(int32_t)T};
-    for (int64_t b = 0; b < NB; b++) bt[b] = (int32_t)b;
-    rt_tensor dq = rt_tensor_alloc(g_gpu, RT_F32, 3, sq), dout = rt_tensor_alloc(g_gpu, RT_F32, 3, sq);
-    rt_tensor dk = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc), dv = rt_tensor_alloc(g_gpu, RT_BF16, 4, sc);
-    assert_true(dq.data && dout.data && dk.data && dv.data);
-    float *zero = xmalloc((size_t)(T * h * hd) * 4);
-    rt_tensor hz = rt_tensor_make(zero, RT_F32, RT_DEV_CPU, 3, sq), hzk = rt_tensor_make(zero, RT_BF16, RT_DEV_CPU, 4, sc);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dq, &hz), VC_OK);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dk, &hzk), VC_OK);
-    assert_int_equal(rt_tensor_copy_bytes(g_gpu, &dv, &hzk), VC_OK);
-    rt_tensor dbt = up(bt, RT_I32, 2, sbt), dqsl = up(qsl, RT_I32, 1, s2), dsl = up(sl, RT_I32, 1, s1);
-    const float scale = 1.0f / 16.0f;
+    spd_call c = spd_make(2048, 8, 4, 256, RT_F32);
     double us[2];
     for (int k = 0; k < 2; k++) {
         if (k) setenv("VLLM_CUDA_FLASH", "0", 1);
-        for (int w = 0; w < 2; w++)
-            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
-        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        double t0 = vc_now_s();
-        for (int it = 0; it < 10; it++)
-            assert_int_equal(rt_paged_attention(g_gpu, &dout, &dq, &dk, &dv, &dbt, &dqsl, &dsl, scale, 0.0f, 0), VC_OK);
-        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        us[k] = (vc_now_s() - t0) / 10 * 1e6;
+        us[k] = spd_time(&c, 1.0f / 16.0f, 10);
     }
     unsetenv("VLLM_CUDA_FLASH");
-    const double flop = 4.0 * (double)hd * (double)h * (double)T * (T + 1) / 2;
+    const double flop = spd_flop(&c);
     print_message("speed: prefill T=%lld h=%lld/%lld hd=%lld bf16 cache, f32 q/out: mma.sync flash %.1f us/layer "
                   "(%.0f TFLOP/s), SIMT %.1f us/layer (%.0f TFLOP/s)\n",
-                  (long long)T, (long long)h, (long long)kvh, (long long)hd, us[0], flop / us[0] * 1e-6, us[1],
+                  (long long)c.T, (long long)c.h, (long long)c.kvh, (long long)c.hd, us[0], flop / us[0] * 1e-6, us[1],
                   flop / us[1] * 1e-6);
-    drop(&dq), drop(&dout), drop(&dk), drop(&dv), drop(&dbt), drop(&dqsl), drop(&dsl);
-    free(zero), free(bt);
+    spd_free(&c);
 }
 
 int main(void) {
