@@ -318,6 +318,14 @@ template <> __device__ __forceinline__ void st8<__nv_bfloat16>(__nv_bfloat16 *p,
     *(uint4 *)p = u;
 }
 
+/* The activation of k_glu: into bf16 the branch-free one of the fused
+ * GEMM-GLU (cuda_glu_act_fast: the two paths agree bit for bit where the
+ * GEMM sums agree), into f32 the CPU's. */
+template <typename D> __device__ __forceinline__ float glu_act(int act, float g) { return cuda_glu_act(act, g); }
+template <> __device__ __forceinline__ float glu_act<__nv_bfloat16>(int act, float g) {
+    return act == RT_ACT_SILU ? cuda_glu_act_fast<RT_ACT_SILU>(g) : cuda_glu_act_fast<RT_ACT_GELU_TANH>(g);
+}
+
 /* GLU of the GEMM result gu [n, 2f] (S: f32 or bf16, rows 2f apart):
  * dst[r, j] = act(gu[r, j]) * gu[r, f + j] (D: f32 or bf16, rows d_ld
  * apart). V: 8 values per thread (f, d_ld multiples of 8, 16-byte aligned
@@ -335,13 +343,13 @@ __global__ void k_glu(const S *gu, int64_t f, D *dst, int64_t d_ld, int64_t n, i
                 ld8<S>(g + j, gv);
                 ld8<S>(u + j, uv);
 #pragma unroll
-                for (int i = 0; i < 8; i++) gv[i] = cuda_glu_act(act, gv[i]) * uv[i];
+                for (int i = 0; i < 8; i++) gv[i] = glu_act<D>(act, gv[i]) * uv[i];
                 st8<D>(o + j, gv);
             }
         } else {
             for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < f;
                  j += (int64_t)gridDim.x * blockDim.x)
-                cuda_st1(o + j, cuda_glu_act(act, ld_f(g + j)) * ld_f(u + j));
+                cuda_st1(o + j, glu_act<D>(act, ld_f(g + j)) * ld_f(u + j));
         }
     }
 }

@@ -67,6 +67,8 @@
 #define GG_GROUP 8                       /* token-tile pairs of a raster group (gg_item) */
 #define GG_MIN_N 1024                    /* the default's least rows (gg_wanted) */
 #define GG_MAX_N 6144                    /* and most rows */
+#define GP_MIN_N 512                     /* the same below K 4096 (the ping-pong kernel) */
+#define GP_MAX_N 8192
 
 struct gg_args {
     __nv_bfloat16 *h;
@@ -78,7 +80,12 @@ struct gg_args {
  * 1024-byte swizzle period, the mbarriers */
 static size_t gg_smem(void) { return (size_t)GG_STAGES * 3 * GG_TILE + 1024 + 8 * 2 * GG_STAGES; }
 
-__device__ __forceinline__ float gg_bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+/* a and b rounded to bf16 and back (one packed conversion, two unpacks) */
+__device__ __forceinline__ void gg_bf16r2(float a, float b, float *ra, float *rb) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
+    const uint32_t u = *(const uint32_t *)&p;
+    *ra = __uint_as_float(u << 16), *rb = __uint_as_float(u & 0xFFFF0000u);
+}
 
 __device__ __forceinline__ uint32_t gg_cluster_rank() {
     uint32_t r;
@@ -117,10 +124,49 @@ __device__ __forceinline__ void gg_tma2_mc(uint32_t dst, const void *map, int c0
  * rows of x (4 MB at K 1024, 16 MB at 4096). With the feature tiles
  * fastest the 8B's 235 MB gate|up came from DRAM once per token tile
  * (session 18, call 3: 1,031 -> 781 us). */
+template <int BM, int GROUP, int CL = 2>
 __device__ __forceinline__ void gg_item(int t, int n_pt, int n_nt, uint32_t rank, int *m0, int *n0) {
-    const int per = GG_GROUP * n_nt, grp = t / per, first = grp * GG_GROUP;
-    const int gm = n_pt - first < GG_GROUP ? n_pt - first : GG_GROUP, r = t - grp * per;
-    *m0 = (2 * (first + r % gm) + (int)rank) * GG_BM, *n0 = (r / gm) * GG_BN;
+    const int per = GROUP * n_nt, grp = t / per, first = grp * GROUP;
+    const int gm = n_pt - first < GROUP ? n_pt - first : GROUP, r = t - grp * per;
+    *m0 = (CL * (first + r % gm) + (int)rank) * BM, *n0 = (r / gm) * GG_BN;
+}
+
+/* The epilogue of one warpgroup's m64n256 product d (the gate columns in
+ * d[0, 64), the up column c at 128 + c of the B operand, so in d[64,
+ * 128)): d[4j + 2h + e] = D[r0 + 8h][c0 + 8j + e] with r0 this thread's
+ * first row, c0 its first feature (2 tq); rows past n and features past f
+ * are not stored. All 64 values first (cuda_glu_act_fast: no branch among
+ * them, so their exp2 / reciprocal latencies overlap), then the 32 stores.
+ * k_glu takes the same function into bf16, so the unfused path's value
+ * differs only by the GEMM's summation order. */
+template <int ACT> __device__ __forceinline__ void gg_store_t(const float *d, const gg_args &a, int r0, int c0) {
+    uint32_t o[32]; /* o[2j + h]: the bf16 pair of row r0 + 8h, features c0 + 8j, + 1 */
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int i = 4 * j + 2 * h;
+            float g0, g1, u0, u1;
+            gg_bf16r2(d[i], d[i + 1], &g0, &g1);
+            gg_bf16r2(d[64 + i], d[64 + i + 1], &u0, &u1);
+            const __nv_bfloat162 p =
+                __floats2bfloat162_rn(cuda_glu_act_fast<ACT>(g0) * u0, cuda_glu_act_fast<ACT>(g1) * u1);
+            o[2 * j + h] = *(const uint32_t *)&p;
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = r0 + 8 * h;
+        if (row >= a.n) continue;
+        uint32_t *hr = (uint32_t *)(a.h + (int64_t)row * a.h_ld + c0);
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            if (c0 + 8 * j < a.f) hr[4 * j] = o[2 * j + h]; /* f is a multiple of 8: the pair is in or out */
+    }
+}
+__device__ __forceinline__ void gg_store(const float *d, const gg_args &a, int r0, int c0) {
+    if (a.act == RT_ACT_SILU) gg_store_t<RT_ACT_SILU>(d, a, r0, c0);
+    else gg_store_t<RT_ACT_GELU_TANH>(d, a, r0, c0);
 }
 
 __global__ void __launch_bounds__(GG_THREADS, 1)
@@ -149,7 +195,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             uint32_t st = 0, ph = 0;
             for (int t = item0; t < n_items; t += n_walk) {
                 int m0, n0;
-                gg_item(t, n_pt, n_nt, rank, &m0, &n0);
+                gg_item<GG_BM, GG_GROUP>(t, n_pt, n_nt, rank, &m0, &n0);
                 for (int kc = 0; kc < nk; kc++) {
                     /* the consumers of both CTAs are done with the stage */
                     flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1);
@@ -178,13 +224,12 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     /* d: one m64n256 product's fragment; the gate columns in d[0, 64), the
      * up column c at 128 + c of the B operand, so in d[64, 128) */
     float d[128];
-    const float *const g = d, *const u = d + 64;
 #pragma unroll
     for (int i = 0; i < 128; i++) d[i] = 0.0f;
     uint32_t st = 0, ph = 0;
     for (int t = item0; t < n_items; t += n_walk) {
         int m0, n0;
-        gg_item(t, n_pt, n_nt, rank, &m0, &n0);
+        gg_item<GG_BM, GG_GROUP>(t, n_pt, n_nt, rank, &m0, &n0);
         for (int kc = 0; kc < nk; kc++) {
             flw_bar_wait(bars + 8 * st, ph);
             const uint32_t s0 = sb + st * 3 * GG_TILE;
@@ -206,33 +251,154 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             }
             if (++st == GG_STAGES) st = 0, ph ^= 1;
         }
-        /* d[4j + 2h + e] = D[16 warp + gq + 8h][8j + 2tq + e] of this warpgroup's 64 rows */
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = m0 + 64 * w + 16 * warp + gq + 8 * h;
-            if (row >= a.n) continue;
-            __nv_bfloat16 *hr = a.h + (int64_t)row * a.h_ld;
-#pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const int col = n0 + 8 * j + 2 * tq;
-                if (col >= a.f) continue;
-                const int i = 4 * j + 2 * h;
-                const float v0 = cuda_glu_act(a.act, gg_bf16r(g[i])) * gg_bf16r(u[i]);
-                const float v1 = cuda_glu_act(a.act, gg_bf16r(g[i + 1])) * gg_bf16r(u[i + 1]);
-                *(__nv_bfloat162 *)(hr + col) = __floats2bfloat162_rn(v0, v1);
-            }
-        }
+        gg_store(d, a, m0 + 64 * w + 16 * warp + gq, n0 + 2 * tq);
     }
     gg_cluster_sync();
 }
 
-/* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64 x 128,
- * 128B swizzle; false when TMA cannot describe it. */
-static bool gg_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int64_t ld_bytes) {
+/* Ping-pong (k_gemm_glu_pp): each consumer warpgroup computes whole
+ * tiles of 64 token rows x 128 features (one m64n256k16 a k-step, as
+ * above) and the two take a CTA's items in turns: warpgroup 1 the even
+ * ones, 2 the odd. The producer loads the items' K stages in order into
+ * one ring (5 stages of 40 KB: x 64 x 64, Wg and Wu 128 x 64), so a
+ * warpgroup's item starts at ring position li * nk. A warpgroup waits for
+ * its turn (named barrier 1 + w) before its first stage and hands the turn
+ * on once it has issued its last stage: the tensor cores run one
+ * warpgroup's products at a time while the other one's epilogue (the GLU
+ * and the stores) runs beside them. The turn also keeps a warpgroup from
+ * waiting on a "full" barrier more than one phase ahead of the ring (a
+ * parity wait cannot tell phases two apart). Within its item a warpgroup
+ * keeps one stage of products in flight (wait_group 1) and releases the
+ * stage before, in every CTA of its cluster.
+ *
+ * Clusters of CL CTAs (2 or 4) walk groups of CL 64-row token tiles of one
+ * feature tile; rank r loads rows [r, r + 1) x 256 / CL of the stage's
+ * 256-row [Wg; Wu] operand and multicasts them into every CTA, so a CTA
+ * reads 8 KB of x and 32 / CL KB of W from L2 a stage (the 64-row tiles
+ * read W for half the rows the cooperative kernel's 128 do). */
+#define GP_BM 64                          /* token rows of a warpgroup's tile */
+#define GP_STAGES 5
+#define GP_A (GP_BM * GG_BK * 2)          /* bytes of a stage's x tile: 8 KB */
+#define GP_STAGE (GP_A + 2 * GG_TILE)     /* 40 KB */
+
+static size_t gp_smem(void) { return (size_t)GP_STAGES * GP_STAGE + 1024 + 8 * 2 * GP_STAGES; }
+
+/* One arrival on the "empty" barrier bar in every CTA of the cluster:
+ * lane l < CL of the (converged) warp arrives at rank l. */
+template <int CL> __device__ __forceinline__ void gp_release(uint32_t bar, int lane) {
+    __syncwarp();
+    if (lane < CL) gg_bar_arrive_at(bar, (uint32_t)lane);
+}
+
+template <int CL>
+__global__ void __launch_bounds__(GG_THREADS, 1)
+    k_gemm_glu_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
+                  const __grid_constant__ CUtensorMap tu, gg_args a) {
+    constexpr int GROUP = 32 / CL;          /* token-tile groups of a raster group: 2,048 rows as above */
+    constexpr int SR = 2 * GG_BN / CL;      /* W rows a rank loads a stage */
+    extern __shared__ __align__(16) uint8_t gg_sm[];
+    const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(gg_sm), sb = (sraw + 1023u) & ~1023u;
+    const uint32_t bars = sb + GP_STAGES * GP_STAGE; /* full[st], then empty[st] */
+    const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
+    const int nk = a.k / GG_BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_pt = ((a.n + GP_BM - 1) / GP_BM + CL - 1) / CL;
+    const int n_items = n_nt * n_pt;
+    const uint32_t rank = gg_cluster_rank();
+    const int item0 = (int)blockIdx.x / CL, n_walk = (int)gridDim.x / CL;
+    if (tid == 0) {
+        for (int st = 0; st < GP_STAGES; st++) {
+            flw_bar_init(bars + 8 * st, 1);                    /* full: the producer's arrival + bytes */
+            flw_bar_init(bars + 8 * (GP_STAGES + st), 4 * CL); /* empty: the consuming warpgroup's warps, every CTA */
+        }
+        flw_bar_init_fence();
+    }
+    gg_cluster_sync();
+    CUDA_PDL_ENTER(); /* x is the previous kernel's output */
+    if (wg == 0) {
+        flw_regs_dec<GG_PRODUCER_REGS>();
+        if (tid < 32) {
+            const int wr = (int)rank * SR; /* this rank's first row of [Wg; Wu] */
+            const void *wmap = wr < GG_BN ? (const void *)&tg : (const void *)&tu;
+            uint32_t st = 0, ph = 0;
+            for (int t = item0; t < n_items; t += n_walk) {
+                int m0, n0;
+                gg_item<GP_BM, GROUP, CL>(t, n_pt, n_nt, rank, &m0, &n0);
+                for (int kc = 0; kc < nk; kc++) {
+                    flw_bar_wait(bars + 8 * (GP_STAGES + st), ph ^ 1);
+                    if (flw_elect_one()) {
+                        const uint32_t full = bars + 8 * st, s0 = sb + st * GP_STAGE;
+                        flw_bar_expect(full, GP_STAGE); /* the peers' multicasts bring the rest of W */
+                        flw_tma2(s0, &tx, kc * GG_BK, m0, full);
+                        gg_tma2_mc(s0 + GP_A + (uint32_t)wr * (GG_BK * 2), wmap, kc * GG_BK, n0 + wr % GG_BN, full,
+                                   (uint16_t)((1u << CL) - 1u));
+                    }
+                    __syncwarp();
+                    if (++st == GP_STAGES) st = 0, ph ^= 1;
+                }
+            }
+            for (int i = 0; i < GP_STAGES; i++) { /* no copy in flight at exit */
+                flw_bar_wait(bars + 8 * (GP_STAGES + st), ph ^ 1);
+                if (++st == GP_STAGES) st = 0, ph ^= 1;
+            }
+        }
+        gg_cluster_sync();
+        return;
+    }
+    flw_regs_inc<GG_CONSUMER_REGS>();
+    const int w = wg - 1, warp = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+    constexpr uint32_t hi = flw_desc_hi(1024);
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) d[i] = 0.0f;
+    int li = 0; /* the CTA's item index: warpgroup w takes li % 2 == w */
+    for (int t = item0; t < n_items; t += n_walk, li++) {
+        if ((li & 1) != w) continue;
+        if (li > 0) { /* the other warpgroup has issued item li - 1's last stage */
+            if (w == 0) flw_named_sync(1, 256);
+            else flw_named_sync(2, 256);
+        }
+        int m0, n0;
+        gg_item<GP_BM, GROUP, CL>(t, n_pt, n_nt, rank, &m0, &n0);
+        const uint32_t c0 = (uint32_t)li * (uint32_t)nk;
+        uint32_t st = c0 % GP_STAGES, ph = (c0 / GP_STAGES) & 1u, pst = 0;
+        for (int kc = 0; kc < nk; kc++) {
+            flw_bar_wait(bars + 8 * st, ph);
+            const uint32_t s0 = sb + st * GP_STAGE;
+            const uint32_t alo = flw_desc_lo(s0, 16), blo = flw_desc_lo(s0 + GP_A, 16);
+            flw_pin<128>(d);
+            flw_fence();
+#pragma unroll
+            for (int ks = 0; ks < GG_BK / 16; ks++) {
+                const uint32_t o = (uint32_t)(ks * 32) >> 4;
+                flw_ss_n256_bf16(d, flw_desc_mk(alo + o, hi), flw_desc_mk(blo + o, hi), kc > 0 || ks > 0);
+            }
+            flw_commit();
+            if (kc > 0) { /* the stage before is read: free it in every CTA */
+                flw_wait<1>();
+                flw_pin<128>(d);
+                gp_release<CL>(bars + 8 * (GP_STAGES + pst), lane);
+            }
+            pst = st;
+            if (++st == GP_STAGES) st = 0, ph ^= 1;
+        }
+        if (t + n_walk < n_items) { /* the other warpgroup's turn (item li + 1) */
+            if (w == 0) flw_named_arrive(2, 256);
+            else flw_named_arrive(1, 256);
+        }
+        flw_wait<0>();
+        flw_pin<128>(d);
+        gp_release<CL>(bars + 8 * (GP_STAGES + pst), lane);
+        gg_store(d, a, m0 + 16 * warp + gq, n0 + 2 * tq);
+    }
+    gg_cluster_sync();
+}
+
+/* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64
+ * columns x box_rows, 128B swizzle; false when TMA cannot describe it. */
+static bool gg_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int64_t ld_bytes, int box_rows) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)cuda_tma_encode_fn();
     if (!enc || ((uintptr_t)base & 15) || (ld_bytes & 15) || rows <= 0 || cols <= 0) return false;
     const cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)ld_bytes};
-    const cuuint32_t box[2] = {GG_BK, GG_BM}, es[2] = {1, 1};
+    const cuuint32_t box[2] = {GG_BK, (cuuint32_t)box_rows}, es[2] = {1, 1};
     return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dim, stride, box, es,
                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -240,21 +406,41 @@ static bool gg_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols,
 
 static uint64_t g_gg_launches; /* calls that ran k_gemm_glu (tests) */
 static int g_gg_clusters;      /* the last launch's grid, in clusters (tests) */
+static int g_gg_variant;       /* the last launch's kernel: 1 cooperative, 2 / 4 ping-pong in clusters of 2 / 4 */
 
 extern "C" uint64_t cuda_gemm_glu_launches(void) { return __atomic_load_n(&g_gg_launches, __ATOMIC_RELAXED); }
 extern "C" int cuda_gemm_glu_clusters(void) { return __atomic_load_n(&g_gg_clusters, __ATOMIC_RELAXED); }
+extern "C" int cuda_gemm_glu_variant(void) { return __atomic_load_n(&g_gg_variant, __ATOMIC_RELAXED); }
 
-/* Clusters of 2 that can run at once on device dev (one CTA an SM), for
- * the persistent grid; 0 when it cannot run them. Asked once a device. */
-static int gg_max_clusters(int dev, size_t smem) {
-    static int known[16]; /* the count + 1; 0: not asked yet */
-    if (dev < 0 || dev >= 16) return cuda_cluster_occupancy(k_gemm_glu, 2, GG_THREADS, smem);
-    int v = __atomic_load_n(&known[dev], __ATOMIC_RELAXED);
-    if (v == 0) {
-        v = cuda_cluster_occupancy(k_gemm_glu, 2, GG_THREADS, smem) + 1;
-        __atomic_store_n(&known[dev], v, __ATOMIC_RELAXED);
+typedef void (*gg_kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, gg_args);
+
+/* Clusters of cl CTAs of kernel v (0 k_gemm_glu, 1 and 2 k_gemm_glu_pp at
+ * clusters of 2 and 4) that can run at once on device dev (one CTA an
+ * SM), for the persistent grid; 0 when it cannot run them. Asked once a
+ * device and kernel. */
+static int gg_max_clusters(int v, gg_kernel k, unsigned cl, int dev, size_t smem) {
+    static int known[3][16]; /* the count + 1; 0: not asked yet */
+    if (dev < 0 || dev >= 16) return cuda_cluster_occupancy(k, cl, GG_THREADS, smem);
+    int c = __atomic_load_n(&known[v][dev], __ATOMIC_RELAXED);
+    if (c == 0) {
+        c = cuda_cluster_occupancy(k, cl, GG_THREADS, smem) + 1;
+        __atomic_store_n(&known[v][dev], c, __ATOMIC_RELAXED);
     }
-    return v - 1;
+    return c - 1;
+}
+
+/* The kernel a call of K `in` takes: the cooperative one at K >= 4096
+ * (the 8B's gate|up: there the ping-pong one read W for half as many rows
+ * a tile and was slower in the engine, session 20), else the ping-pong one
+ * in clusters of 4. VLLM_CUDA_GEMM_GLU_PP=0 / =1 and VLLM_CUDA_GEMM_GLU_CL
+ * =2 / =4 override (read at each call, for A/B). Returns the cluster size,
+ * 1 for the cooperative kernel. */
+static int gg_variant(int64_t in) {
+    const char *e = getenv("VLLM_CUDA_GEMM_GLU_PP");
+    const bool pp = e && *e ? !(e[0] == '0' && e[1] == 0) : in < 4096;
+    if (!pp) return 1;
+    const char *c = getenv("VLLM_CUDA_GEMM_GLU_CL");
+    return c && c[0] == '2' && c[1] == 0 ? 2 : 4;
 }
 
 /* Whether the fused kernel takes a call of this shape: VLLM_CUDA_GEMM_GLU
@@ -269,7 +455,8 @@ static int gg_max_clusters(int dev, size_t smem) {
 static bool gg_wanted(int64_t in, int64_t n) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU");
     if (e && *e) return e[0] == '1' && e[1] == 0;
-    return in >= 4096 && n >= GG_MIN_N && n <= GG_MAX_N;
+    if (in >= 4096) return n >= GG_MIN_N && n <= GG_MAX_N;
+    return n >= GP_MIN_N && n <= GP_MAX_N;
 }
 
 /* 1 when the fused kernel does not take the call (the caller runs cuBLAS +
@@ -280,24 +467,30 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
     if (w->dtype != RT_BF16 || xt != RT_BF16 || ht != RT_BF16 || w->stride[1] != 2 || in % GG_BK || f % 8 ||
         h_ld % 2 || ((uintptr_t)h & 3) || n < 1 || f > INT_MAX || in > INT_MAX || n > INT_MAX)
         return 1;
-    const int64_t n_pt = ((n + GG_BM - 1) / GG_BM + 1) / 2, n_nt = (f + GG_BN - 1) / GG_BN;
+    const int cl = gg_variant(in), v = cl == 1 ? 0 : cl == 2 ? 1 : 2; /* cl 1: the cooperative kernel (pairs) */
+    const int bm = v ? GP_BM : GG_BM, tiles = v ? cl : 2;
+    const int64_t n_pt = ((n + bm - 1) / bm + tiles - 1) / tiles, n_nt = (f + GG_BN - 1) / GG_BN;
     if (n_pt * n_nt > INT_MAX) return 1;
     CUtensorMap tx, tg, tu;
     const int64_t ws = w->stride[0];
-    if (!gg_map(&tx, x, n, in, x_ld * 2) || !gg_map(&tg, w->data, f, in, ws) ||
-        !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws))
+    const int w_box = v ? 2 * GG_BN / cl : GG_BN; /* W rows a rank loads */
+    if (!gg_map(&tx, x, n, in, x_ld * 2, bm) || !gg_map(&tg, w->data, f, in, ws, w_box) ||
+        !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws, w_box))
         return 1;
-    const size_t smem = gg_smem();
-    cudaError_t ce = cudaFuncSetAttribute(k_gemm_glu, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const gg_kernel k = v == 0 ? k_gemm_glu : v == 1 ? k_gemm_glu_pp<2> : k_gemm_glu_pp<4>;
+    const size_t smem = v ? gp_smem() : gg_smem();
+    const unsigned csz = (unsigned)tiles;
+    cudaError_t ce = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
-    const int mc = gg_max_clusters(c->device, smem);
+    const int mc = gg_max_clusters(v, k, csz, c->device, smem);
     if (mc < 1) return 1;
-    const int64_t pairs = n_pt * n_nt, grid_cl = pairs < mc ? pairs : mc; /* persistent: every cluster resident */
+    const int64_t items = n_pt * n_nt, grid_cl = items < mc ? items : mc; /* persistent: every cluster resident */
     gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
     __atomic_store_n(&g_gg_clusters, (int)grid_cl, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_gg_variant, cl, __ATOMIC_RELAXED);
     __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
-    cudaError_t le = cuda_launch_cluster(k_gemm_glu, dim3((unsigned)(2 * grid_cl)), dim3(GG_THREADS), smem, c->stream,
-                                         2u, tx, tg, tu, a);
+    cudaError_t le = cuda_launch_cluster(k, dim3((unsigned)(csz * grid_cl)), dim3(GG_THREADS), smem, c->stream, csz,
+                                         tx, tg, tu, a);
     if (le != cudaSuccess)
         return vc_err_set(VC_ERR_RUNTIME, "cuda gemm_glu: cluster launch: %s", cudaGetErrorString(le));
     return VC_OK;

@@ -84,6 +84,31 @@ __device__ __forceinline__ float cuda_gelu_tanh(float g) {
 __device__ __forceinline__ float cuda_glu_act(int act, float g) {
     return act == RT_ACT_SILU ? cuda_silu(g) : cuda_gelu_tanh(g);
 }
+/* The same activations as one hardware exp2 and one reciprocal, no branch
+ * (ex2 and rcp .approx.ftz: a few f32 ulps), for values rounded to bf16 next:
+ * expf and the IEEE division put a slow-path branch in every value, which
+ * kept the GEMM-GLU epilogue's 64 values a thread from overlapping
+ * (session 20: that epilogue took longer than a 64 x 256 x 1024 tile's
+ * products). GELU as 1 - 1 / (1 + e^2z) = 0.5 (1 + tanh z), which, like
+ * the CPU's tanh form, gives exactly 0 far in the negative tail. Not for
+ * f32 outputs: in the tail (SiLU below ~ -80, GELU below ~ -4.7) the
+ * results differ from the CPU's by more than the f32 bound of the tests. */
+__device__ __forceinline__ float cuda_ex2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float cuda_rcp_ftz(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+template <int ACT> __device__ __forceinline__ float cuda_glu_act_fast(float g) {
+    const float l2e = 1.4426950408889634f; /* log2(e); ftz: e^x below f32's normals is 0, 1 + it is 1 */
+    if (ACT == RT_ACT_SILU) return g * cuda_rcp_ftz(1.0f + cuda_ex2_ftz(-l2e * g));
+    const float k0 = 0.7978845608028654f; /* sqrt(2/pi) */
+    return g * (1.0f - cuda_rcp_ftz(1.0f + cuda_ex2_ftz(2.0f * l2e * k0 * (g + 0.044715f * g * g * g))));
+}
 
 /* 16 bytes of weights read once: around L1 (no allocation; the kernel's
  * reused operands stay cached) with a 256-byte L2 prefetch hint. */

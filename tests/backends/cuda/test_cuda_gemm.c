@@ -168,11 +168,17 @@ static void test_matmul_glu_bf16(void **st) {
  * proves which path ran. Shapes: the 0.6B and 8B-like gate|up, rows and
  * features past the 128 x 128 tile (TMA's zero fill, unstored outputs), an
  * odd number of token tiles (a cluster's second CTA past n) and a single
- * one, one K stage, GELU. Then the default rule (unset: taken at K 4096
- * and 1024 to 6144 rows, not at 6145, K 1024 or 512 rows) and the speed of both paths
- * at the 0.6B's and the 8B's shapes. */
+ * one, one K stage, GELU; both kernels (VLLM_CUDA_GEMM_GLU_PP=0: the
+ * cooperative one), the ping-pong one also with many items a CTA over
+ * fewer K stages than its ring (2 and 5: several items in the ring at
+ * once, the warpgroups' turns). Then the default rule by the launch
+ * counter and the kernel it took (unset: at K >= 4096 the cooperative
+ * kernel at 1024 to 6144 rows; below, the ping-pong one in clusters of 4
+ * at 512 to 8192 rows) and the speed of every path at gate|up shapes from
+ * SmolLM2-135M to the 8B. */
 uint64_t cuda_gemm_glu_launches(void);
 int cuda_gemm_glu_clusters(void);
+int cuda_gemm_glu_variant(void);
 
 static void test_gemm_glu_fused(void **st) {
     (void)st;
@@ -180,6 +186,7 @@ static void test_gemm_glu_fused(void **st) {
     const struct { int64_t n, f, d; rt_act act; } cs[] = {
         {2048, 3072, 1024, RT_ACT_SILU}, {300, 200, 512, RT_ACT_SILU}, {129, 136, 4096, RT_ACT_SILU},
         {64, 128, 64, RT_ACT_SILU},      {200, 96, 256, RT_ACT_GELU_TANH}, {1000, 1408, 2048, RT_ACT_SILU},
+        {4096, 4096, 128, RT_ACT_SILU},  {777, 2056, 320, RT_ACT_SILU},
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         int64_t n = cs[k].n, f = cs[k].f, d = cs[k].d;
@@ -197,9 +204,11 @@ static void test_gemm_glu_fused(void **st) {
         rt_tensor dx = up(xh, RT_BF16, 2, sx), dw = up(wd, RT_BF16, 2, sw);
         rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
         assert_non_null(dout.data);
-        for (int fused = 0; fused < 2; fused++) {
-            const char mode[2] = {(char)('0' + fused), 0};
-            setenv("VLLM_CUDA_GEMM_GLU", mode, 1);
+        for (int v = 0; v < 4; v++) { /* cuBLAS + k_glu, the cooperative kernel, ping-pong in clusters of 2, 4 */
+            const int fused = v > 0;
+            setenv("VLLM_CUDA_GEMM_GLU", fused ? "1" : "0", 1);
+            setenv("VLLM_CUDA_GEMM_GLU_PP", v >= 2 ? "1" : "0", 1);
+            setenv("VLLM_CUDA_GEMM_GLU_CL", v == 2 ? "2" : "4", 1);
             const uint64_t before = cuda_gemm_glu_launches();
             assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, cs[k].act, &ds), VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
@@ -210,19 +219,24 @@ static void test_gemm_glu_fused(void **st) {
             for (int64_t i = 0; i < n * f; i++) (fused ? og : ou)[i] = rt_bf16_to_f32(oh[i]);
             if (!fused) continue;
             double e = nerr(og, oc, n * f), eu = nerr(og, ou, n * f);
-            print_message("gemm_glu fused n=%lld f=%lld d=%lld: vs cpu %.2e, vs cuBLAS + k_glu %.2e\n", (long long)n,
-                          (long long)f, (long long)d, e, eu);
+            print_message("gemm_glu fused (%s) n=%lld f=%lld d=%lld: vs cpu %.2e, vs cuBLAS + k_glu %.2e\n",
+                          v == 1 ? "cooperative" : v == 2 ? "ping-pong, clusters of 2" : "ping-pong, clusters of 4",
+                          (long long)n, (long long)f, (long long)d, e, eu);
             assert_true(e <= 2e-2);
             assert_true(eu <= 1.6e-2);
         }
         unsetenv("VLLM_CUDA_GEMM_GLU");
+        unsetenv("VLLM_CUDA_GEMM_GLU_PP");
+        unsetenv("VLLM_CUDA_GEMM_GLU_CL");
         drop(&dx), drop(&dw), drop(&dout), drop(&ds);
         free(wd);
         free(xf), free(wf), free(xh), free(oh), free(oc), free(og), free(ou), free(sc);
     }
     /* the default rule, by the launch counter (the values: the loop above) */
-    const struct { int64_t n, d; int fused; } rule[] = {
-        {1024, 4096, 1}, {6144, 4096, 1}, {6145, 4096, 0}, {2048, 1024, 0}, {512, 4096, 0}};
+    /* fused: 0 not taken, else the kernel (cuda_gemm_glu_variant) */
+    const struct { int64_t n, d; int fused; } rule[] = {{1024, 4096, 1}, {6144, 4096, 1}, {6145, 4096, 0},
+                                                        {512, 4096, 0},  {2048, 1024, 4}, {512, 1024, 4},
+                                                        {8192, 1024, 4}, {511, 1024, 0},  {8193, 2048, 0}};
     for (size_t k = 0; k < sizeof rule / sizeof rule[0]; k++) {
         const int64_t n = rule[k].n, f = 128, d = rule[k].d;
         int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
@@ -235,16 +249,26 @@ static void test_gemm_glu_fused(void **st) {
         const uint64_t before = cuda_gemm_glu_launches();
         assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, RT_ACT_SILU, &ds), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-        if ((cuda_gemm_glu_launches() != before) != rule[k].fused)
+        if ((cuda_gemm_glu_launches() != before) != (rule[k].fused != 0))
             fail_msg("gemm_glu default: n=%lld K=%lld should %s the fused kernel", (long long)n, (long long)d,
                      rule[k].fused ? "take" : "not take");
         if (rule[k].fused) assert_true(cuda_gemm_glu_clusters() > 0);
+        if (rule[k].fused && cuda_gemm_glu_variant() != rule[k].fused)
+            fail_msg("gemm_glu default: n=%lld K=%lld took kernel %d, not %d", (long long)n, (long long)d,
+                     cuda_gemm_glu_variant(), rule[k].fused);
         drop(&dx), drop(&dw), drop(&dout), drop(&ds);
     }
     const char *sp = getenv("VLLM_CUDA_SPEED");
     if (sp && !strcmp(sp, "0")) return;
-    for (int shape = 0; shape < 2; shape++) { /* the 0.6B's and the 8B's gate|up at 2048 rows */
-        const int64_t n = 2048, f = shape ? 14336 : 3072, d = shape ? 4096 : 1024;
+    /* gate|up shapes (rows n, features f, K d): the 0.6B's at 512 to 8192
+     * rows, SmolLM2-135M's, Qwen3-1.7B's, Qwen3-4B's and the 8B's at 2048;
+     * VLLM_CUDA_SPEED=2 only the 0.6B's and the 8B's at 2048 */
+    static const struct { int64_t n, f, d; } shp[] = {{2048, 3072, 1024}, {2048, 14336, 4096}, {512, 3072, 1024},
+                                                     {1024, 3072, 1024},  {4096, 3072, 1024},   {8192, 3072, 1024},
+                                                     {2048, 1536, 576},   {2048, 6144, 2048},   {2048, 9728, 2560}};
+    const size_t n_sp = sp && !strcmp(sp, "2") ? 2 : sizeof shp / sizeof shp[0];
+    for (size_t shape = 0; shape < n_sp; shape++) {
+        const int64_t n = shp[shape].n, f = shp[shape].f, d = shp[shape].d;
         int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
         uint16_t *xh = xmalloc((size_t)(n * d) * 2), *wh = xmalloc((size_t)(2 * f * d) * 2);
         for (int64_t i = 0; i < n * d; i++) xh[i] = rt_f32_to_bf16(0.1f * (float)(i % 5 - 2));
@@ -253,16 +277,20 @@ static void test_gemm_glu_fused(void **st) {
         rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
         assert_non_null(dout.data);
         assert_non_null(ds.data);
-        for (int fused = 0; fused < 2; fused++) {
-            const char mode[2] = {(char)('0' + fused), 0};
-            setenv("VLLM_CUDA_GEMM_GLU", mode, 1);
+        static const char *const vname[4] = {"cuBLAS + k_glu", "fused, cooperative", "fused, ping-pong, clusters of 2",
+                                             "fused, ping-pong, clusters of 4"};
+        for (int v = 0; v < 4; v++) {
+            setenv("VLLM_CUDA_GEMM_GLU", v ? "1" : "0", 1);
+            setenv("VLLM_CUDA_GEMM_GLU_PP", v >= 2 ? "1" : "0", 1);
+            setenv("VLLM_CUDA_GEMM_GLU_CL", v == 2 ? "2" : "4", 1);
             double us = cuda_test_time_mm(1, &dout, &dx, &dw, &ds, 0, 20); /* a graph of 20 calls */
             print_message("speed: matmul_glu %lld x %lld -> 2 x %lld bf16, %s: %.1f us (%.0f TFLOP/s)\n",
-                          (long long)n, (long long)d, (long long)f, fused ? "fused wgmma GEMM + GLU" : "cuBLAS + k_glu",
-                          us, 2.0 * n * d * 2 * f / us * 1e-6);
+                          (long long)n, (long long)d, (long long)f, vname[v], us, 2.0 * n * d * 2 * f / us * 1e-6);
         }
         free(xh), free(wh);
         unsetenv("VLLM_CUDA_GEMM_GLU");
+        unsetenv("VLLM_CUDA_GEMM_GLU_PP");
+        unsetenv("VLLM_CUDA_GEMM_GLU_CL");
         drop(&dx), drop(&dw), drop(&dout), drop(&ds);
     }
 }

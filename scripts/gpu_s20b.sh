@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# gpu_s20b.sh — session 20, call 2 (nvidia-h200, ~6 min): the GLU
+# activations as one exp2 + one reciprocal (no slow-path branch) and the
+# GEMM-GLU epilogue's values computed before its stores (call 1's ncu:
+# k_gemm_glu_pp's consumers spent more stall samples in the epilogue than
+# in the products).
+#   0. the CUDA tests that run a GLU: test_cuda_gemm (both fused kernels,
+#      speed alone), test_cuda_ops, test_cuda_gemv_xr,
+#      test_cuda_fused; memcheck of test_gemm_glu_fused;
+#   1. warm 2048-token TTFT (median of 8): 0.6B and 8B with
+#      VLLM_CUDA_GEMM_GLU=0 / =1 PP=0 / =1, three rounds; greedy ids;
+#   2. ncu source profile of k_gemm_glu_pp in the 0.6B prefill.
+#   bash scripts/gpu_snap.sh s20b vllm test_cuda_gemm test_cuda_ops test_cuda_gemv_xr test_cuda_fused
+#   run carry [".gpu-snap-s20b"] "cd .gpu-snap-s20b && OUT=$OUT bash scripts/gpu_s20b.sh"
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu_common.sh s20b
+gpu_bin
+gpu_models
+say "tests"
+gpu_test tg 200 ./test_cuda_gemm
+grep -E "gemm_glu fused|speed: matmul_glu|matmul_glu x" $L/tg.log
+for t in ops gemv_xr fused; do gpu_test t_$t 200 ./test_cuda_$t; done
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+(cd bin && VLLM_TEST_ONLY=test_gemm_glu_fused VLLM_CUDA_SPEED=0 timeout 150 $SAN --tool memcheck ./test_cuda_gemm) >$L/mc.log 2>&1
+echo "memcheck exit $? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' $L/mc.log | tr '\n' ' ')"
+if ! grep -q "PASSED.*test" $L/tg.log || grep -q FAILED $L/tg.log; then say "test_cuda_gemm did not pass: stop"; exit 1; fi
+gpu_model_wait 6
+say "0.6B TTFT: cuBLAS (0) / cooperative (c) / ping-pong (p)"
+for r in 1 2 3; do
+    for m in 0 c p; do
+        case $m in 0) e="VLLM_CUDA_GEMM_GLU=0" ;; c) e="VLLM_CUDA_GEMM_GLU=1 VLLM_CUDA_GEMM_GLU_PP=0" ;; p) e="VLLM_CUDA_GEMM_GLU=1" ;; esac
+        eval "$e gpu_pf vllm $M6 $L/pf6_${m}_$r.log"
+        echo "round $r $m: $(gpu_med $L/pf6_${m}_$r.log)"
+    done
+done
+for m in 0 p; do
+    case $m in 0) e="VLLM_CUDA_GEMM_GLU=0" ;; p) e="VLLM_CUDA_GEMM_GLU=1" ;; esac
+    eval "$e gpu_greedy vllm $M6 $L/g6_$m.txt"
+done
+echo "0.6B greedy ids cuBLAS vs ping-pong: $(cmp -s $L/g6_0.txt $L/g6_p.txt && echo identical || echo differ)"
+gpu_model_wait 8
+say "8B TTFT: cuBLAS (0) / cooperative (c) / ping-pong (p)"
+for r in 1 2 3; do
+    for m in 0 c p; do
+        case $m in 0) e="VLLM_CUDA_GEMM_GLU=0" ;; c) e="VLLM_CUDA_GEMM_GLU=1 VLLM_CUDA_GEMM_GLU_PP=0" ;; p) e="VLLM_CUDA_GEMM_GLU=1" ;; esac
+        eval "$e gpu_pf vllm $M8 $L/pf8_${m}_$r.log"
+        echo "round $r $m: $(gpu_med $L/pf8_${m}_$r.log)"
+    done
+done
+ids=$($PY -c "import json, random; random.seed(1); V = json.load(open('$M6/config.json'))['vocab_size'];
+print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(2048)))")
+say "ncu source profile: k_gemm_glu_pp in the 0.6B prefill"
+VLLM_CUDA_GEMM_GLU=1 gpu_ncu_src pp6 "k_gemm_glu_pp" 5 1 ./bin/vllm run --device cuda --model $M6 --prompt-ids $ids \
+    --max-tokens 1 --ignore-eos --temperature 0
+say done
