@@ -35,7 +35,7 @@ cmake -S . -B $BUILD -DVLLM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$OUT/configure.
 
 say "build"
 TARGETS=(test_cuda_fused test_cuda_ops test_cuda_model test_cuda_comm test_cuda_sample test_cuda_flash test_cuda_bf16_attn test_cuda_combine
-    test_cuda_gemm test_cuda_paged_fd)
+    test_cuda_gemm test_cuda_paged_fd test_cuda_gemv_xr test_cuda_mmq test_cuda_attn_mixed test_cuda_rope_pf test_cuda_mk)
 # CPU-backend tests that also run on the device with VLLM_TEST_DEVICE=cuda
 DEV_TARGETS=(test_model_mirror test_engine test_engine_async test_async_engine test_engine_devsample
     test_engine_async_64 test_engine_mirror test_engine_warmup)

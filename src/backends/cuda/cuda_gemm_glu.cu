@@ -4,11 +4,15 @@
  *   x [n, K] bf16, h bf16.
  * cuBLAS has no gated epilogue, so the unfused path writes the [n, 2f]
  * product (bf16) and k_glu reads it back (the 8B prefill: 117 MB written
- * and read again a layer). Taken by default where it measured faster than
- * cuBLAS + k_glu in the engine (gg_wanted: K >= 4096 and GG_MIN_N to
- * GG_MAX_N rows, the 8B's gate|up); VLLM_CUDA_GEMM_GLU=1 takes every
- * eligible call, =0 none.
+ * and read again a layer). Two kernels: the cooperative one below (both
+ * consumer warpgroups on one tile; from K 2048) and the ping-pong one
+ * further down (each warpgroup its own tiles, in turns; below K 2048,
+ * where a tile has few K stages and the epilogue must hide behind the
+ * other warpgroup's products). Taken by default where it measured faster
+ * than cuBLAS + k_glu (gg_wanted, gg_variant); VLLM_CUDA_GEMM_GLU=1 takes
+ * every eligible call, =0 none.
  *
+ * Cooperative (k_gemm_glu).
  * Tile: 128 token rows x 128 features, i.e. the 128 gate and the 128
  * matching up rows of W, so one CTA holds both halves of its outputs.
  * Persistent clusters of 2 CTAs (one CTA an SM) walk pairs of token tiles
@@ -29,11 +33,11 @@
  * Rows past n and features past f are TMA's zero fill; their outputs are
  * not stored.
  *
- * Epilogue: gate and up values sit in the same positions of the two
- * halves of the fragment, each rounded to bf16 first (as the unfused
- * path's bf16 product), then act(g) * u in f32, rounded once to bf16,
- * stored as bf16 pairs. So the value differs from the unfused path only by
- * the GEMM's summation order.
+ * Epilogue (gg_store, both kernels): gate and up values sit in the same
+ * positions of the two halves of the fragment, each rounded to bf16 first
+ * (as the unfused path's bf16 product), then act(g) * u in f32, rounded
+ * once to bf16, stored as bf16 pairs. So the value differs from the
+ * unfused path only by the GEMM's summation order.
  *
  * Shapes: K a multiple of 64, f a multiple of 8, rows of x and W 16-byte
  * aligned with byte strides multiple of 16 (TMA), h's rows 4-byte aligned.
@@ -42,9 +46,11 @@
  * history in docs/BENCHMARKS.md): the 8B's gate|up (2048 x 4096 -> 2 x
  * 14336) 650 us in the engine (ncu) vs nvjet's GEMM 606 + k_glu ~53;
  * tensor pipe 81% active (nvjet 93%, tile 320 x 128). The 0.6B's (2048 x
- * 1024 -> 2 x 3072): 53.7 us in the engine vs 36.8 + 11.9, so not taken
- * there: its 16 k-stages a tile leave the ~2 us epilogue (tensor cores
- * idle) and the pipeline fill a large share.
+ * 1024 -> 2 x 3072): 53.7 us in the engine vs 36.8 + 11.9: its 16
+ * k-stages a tile left the epilogue (tensor cores idle) a large share.
+ * Session 20 (gpu_s20a.sh .. gpu_s20e.sh): a branch-free epilogue
+ * (cuda_glu_act_fast) and the ping-pong kernel: the 0.6B's alone 38.0 us
+ * vs cuBLAS + k_glu 46.3 (cooperative 41.5), its TTFT -0.2 ms.
  */
 #include "backends/cuda/cuda_flash_wgmma.cuh"
 #include "backends/cuda/cuda_internal.h"
@@ -67,7 +73,7 @@
 #define GG_GROUP 8                       /* token-tile pairs of a raster group (gg_item) */
 #define GG_MIN_N 1024                    /* the default's least rows (gg_wanted) */
 #define GG_MAX_N 6144                    /* and most rows */
-#define GP_MIN_N 512                     /* the same below K 4096 (the ping-pong kernel) */
+#define GP_MIN_N 1024                    /* the same below K 2048 (the ping-pong kernel) */
 #define GP_MAX_N 8192
 
 struct gg_args {
@@ -414,48 +420,76 @@ extern "C" int cuda_gemm_glu_variant(void) { return __atomic_load_n(&g_gg_varian
 
 typedef void (*gg_kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, gg_args);
 
-/* Clusters of cl CTAs of kernel v (0 k_gemm_glu, 1 and 2 k_gemm_glu_pp at
- * clusters of 2 and 4) that can run at once on device dev (one CTA an
- * SM), for the persistent grid; 0 when it cannot run them. Asked once a
- * device and kernel. */
-static int gg_max_clusters(int v, gg_kernel k, unsigned cl, int dev, size_t smem) {
+static const struct {
+    gg_kernel k;
+    unsigned cl; /* CTAs a cluster */
+} gg_kernels[3] = {{k_gemm_glu, 2}, {k_gemm_glu_pp<2>, 2}, {k_gemm_glu_pp<4>, 4}};
+static size_t gg_smem_of(int v) { return v ? gp_smem() : gg_smem(); }
+
+/* Clusters of kernel v (0 k_gemm_glu, 1 and 2 k_gemm_glu_pp in clusters
+ * of 2 and 4) that can run at once on device dev (one CTA an SM), for the
+ * persistent grid; 0 when it cannot run them, -1 when the shared-memory
+ * opt-in failed (*err: its status). Asked once a device and kernel. */
+static int gg_max_clusters(int v, int dev, int *err) {
     static int known[3][16]; /* the count + 1; 0: not asked yet */
-    if (dev < 0 || dev >= 16) return cuda_cluster_occupancy(k, cl, GG_THREADS, smem);
-    int c = __atomic_load_n(&known[v][dev], __ATOMIC_RELAXED);
-    if (c == 0) {
-        c = cuda_cluster_occupancy(k, cl, GG_THREADS, smem) + 1;
-        __atomic_store_n(&known[v][dev], c, __ATOMIC_RELAXED);
+    int c = dev >= 0 && dev < 16 ? __atomic_load_n(&known[v][dev], __ATOMIC_RELAXED) : 0;
+    if (c) return c - 1;
+    const size_t smem = gg_smem_of(v);
+    cudaError_t ce = cudaFuncSetAttribute(gg_kernels[v].k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce != cudaSuccess) {
+        *err = cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
+        return -1;
     }
+    c = cuda_cluster_occupancy(gg_kernels[v].k, gg_kernels[v].cl, GG_THREADS, smem) + 1;
+    if (dev >= 0 && dev < 16) __atomic_store_n(&known[v][dev], c, __ATOMIC_RELAXED);
     return c - 1;
 }
 
-/* The kernel a call of K `in` takes: the cooperative one at K >= 4096
- * (the 8B's gate|up: there the ping-pong one read W for half as many rows
- * a tile and was slower in the engine, session 20), else the ping-pong one
- * in clusters of 4. VLLM_CUDA_GEMM_GLU_PP=0 / =1 and VLLM_CUDA_GEMM_GLU_CL
- * =2 / =4 override (read at each call, for A/B). Returns the cluster size,
- * 1 for the cooperative kernel. */
-static int gg_variant(int64_t in) {
+/* Token tiles of bm rows in groups of g, times feature tiles: the items
+ * of a call. */
+static int64_t gg_items(int64_t n, int64_t f, int bm, int g) {
+    return ((n + bm - 1) / bm + g - 1) / g * ((f + GG_BN - 1) / GG_BN);
+}
+
+/* The kernel a call takes (index into gg_kernels). Below K 2048 the
+ * ping-pong kernel: in clusters of 4 (W read from L2 once for 4 token
+ * tiles) where that gives at least 4 rounds of items, else of 2 (all 132
+ * SMs; 30 clusters of 4 fit on the H200). From K 2048 the cooperative one
+ * (the 8B's gate|up: the ping-pong kernel in clusters of 2 read twice the
+ * W bytes a product and was slower in the engine; clusters of 4 left 12
+ * SMs idle). Session 20, alone (graphs of 20 calls), us, cuBLAS + k_glu /
+ * cooperative / ping-pong 2 / 4: the 0.6B's 2048 rows 46.3 / 41.5 / 39.7
+ * / 38.0, 1024 rows 24.8 / 29.3 / 21.8 / 24.8, 8192 rows 170.9 / 150.7 /
+ * 141.7 / 140.5; SmolLM2-135M's (K 576) 19.1 / 22.7 / 16.3 / 18.8;
+ * Qwen3-1.7B's (K 2048) 147.4 / 135.2 / 143.9 / 134.8; Qwen3-4B's (K 2560)
+ * 282.2 / 276.7 / 281.7 / 292.4. VLLM_CUDA_GEMM_GLU_PP=0 / =1 and
+ * VLLM_CUDA_GEMM_GLU_CL=2 / =4 override (read at each call, for A/B). */
+static int gg_variant(int dev, int64_t in, int64_t n, int64_t f, int *err) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU_PP");
-    const bool pp = e && *e ? !(e[0] == '0' && e[1] == 0) : in < 4096;
-    if (!pp) return 1;
+    const bool pp = e && *e ? !(e[0] == '0' && e[1] == 0) : in < 2048;
+    if (!pp) return 0;
     const char *c = getenv("VLLM_CUDA_GEMM_GLU_CL");
-    return c && c[0] == '2' && c[1] == 0 ? 2 : 4;
+    if (c && *c) return c[0] == '2' && c[1] == 0 ? 1 : 2;
+    const int mc4 = gg_max_clusters(2, dev, err);
+    return mc4 > 0 && gg_items(n, f, GP_BM, 4) >= 4 * (int64_t)mc4 ? 2 : 1;
 }
 
 /* Whether the fused kernel takes a call of this shape: VLLM_CUDA_GEMM_GLU
  * =1 every eligible one, =0 none; unset, where it measured faster than
- * cuBLAS + k_glu in the engine: the 8B's K 4096 at 1,024 (GG_MIN_N) to
- * 6,144 rows (GG_MAX_N; 8B prefill TTFT -0.14 to -0.27 ms at 2,048 in 6 of
- * 6 rounds, session 18; -0.4 / -0.7 ms at 4,096, -1.1 / -1.6 ms at 6,144,
- * session 19). Not above: at 8,190 rows +3.1 / +3.9 ms, and concurrency-64
+ * cuBLAS + k_glu. From K 2048 (the cooperative kernel) 1,024 (GG_MIN_N) to
+ * 6,144 rows (GG_MAX_N): the 8B's gate|up, TTFT -0.14 to -0.27 ms at 2048
+ * tokens in 6 of 6 rounds (session 18), -0.4 / -0.7 ms at 4,096, -1.1 /
+ * -1.6 ms at 6,144; at 8,190 rows +3.1 / +3.9 ms and in concurrency-64
  * serving (steps of up to 8,192 rows) 0.4-1.2% fewer tokens a second in 4
- * of 4 rounds (session 19, gpu_s19a.sh, gpu_s19e.sh). At the 0.6B's K 1024
- * it was slower. */
+ * of 4 rounds (session 19); K 2048 / 2560 alone only (above). Below K 2048
+ * (the ping-pong kernel) 1,024 (GP_MIN_N) to 8,192 rows (GP_MAX_N): the
+ * 0.6B's warm TTFT 5.08 / 5.08 / 5.08 vs 5.30 / 5.27 / 5.23 ms at 2048
+ * tokens, 28.96 / 28.77 vs 29.73 / 29.76 at 8190, concurrency-64 serving
+ * even (session 20); at 512 rows every fused kernel was slower alone. */
 static bool gg_wanted(int64_t in, int64_t n) {
     const char *e = getenv("VLLM_CUDA_GEMM_GLU");
     if (e && *e) return e[0] == '1' && e[1] == 0;
-    if (in >= 4096) return n >= GG_MIN_N && n <= GG_MAX_N;
+    if (in >= 2048) return n >= GG_MIN_N && n <= GG_MAX_N;
     return n >= GP_MIN_N && n <= GP_MAX_N;
 }
 
@@ -467,30 +501,28 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
     if (w->dtype != RT_BF16 || xt != RT_BF16 || ht != RT_BF16 || w->stride[1] != 2 || in % GG_BK || f % 8 ||
         h_ld % 2 || ((uintptr_t)h & 3) || n < 1 || f > INT_MAX || in > INT_MAX || n > INT_MAX)
         return 1;
-    const int cl = gg_variant(in), v = cl == 1 ? 0 : cl == 2 ? 1 : 2; /* cl 1: the cooperative kernel (pairs) */
-    const int bm = v ? GP_BM : GG_BM, tiles = v ? cl : 2;
-    const int64_t n_pt = ((n + bm - 1) / bm + tiles - 1) / tiles, n_nt = (f + GG_BN - 1) / GG_BN;
-    if (n_pt * n_nt > INT_MAX) return 1;
+    int err = VC_OK;
+    const int v = gg_variant(c->device, in, n, f, &err), bm = v ? GP_BM : GG_BM;
+    if (err != VC_OK) return err;
+    const unsigned cl = gg_kernels[v].cl;
+    const int64_t items = gg_items(n, f, bm, (int)cl);
+    if (items > INT_MAX) return 1;
     CUtensorMap tx, tg, tu;
     const int64_t ws = w->stride[0];
-    const int w_box = v ? 2 * GG_BN / cl : GG_BN; /* W rows a rank loads */
+    const int w_box = v ? 2 * GG_BN / (int)cl : GG_BN; /* W rows a rank loads */
     if (!gg_map(&tx, x, n, in, x_ld * 2, bm) || !gg_map(&tg, w->data, f, in, ws, w_box) ||
         !gg_map(&tu, (const char *)w->data + f * ws, f, in, ws, w_box))
         return 1;
-    const gg_kernel k = v == 0 ? k_gemm_glu : v == 1 ? k_gemm_glu_pp<2> : k_gemm_glu_pp<4>;
-    const size_t smem = v ? gp_smem() : gg_smem();
-    const unsigned csz = (unsigned)tiles;
-    cudaError_t ce = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (ce != cudaSuccess) return cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
-    const int mc = gg_max_clusters(v, k, csz, c->device, smem);
-    if (mc < 1) return 1;
-    const int64_t items = n_pt * n_nt, grid_cl = items < mc ? items : mc; /* persistent: every cluster resident */
+    const int mc = gg_max_clusters(v, c->device, &err);
+    if (mc < 0) return err;
+    if (mc == 0) return 1; /* no cluster fits: cuBLAS + k_glu */
+    const int64_t grid_cl = items < mc ? items : mc; /* persistent: every cluster resident */
     gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
     __atomic_store_n(&g_gg_clusters, (int)grid_cl, __ATOMIC_RELAXED);
-    __atomic_store_n(&g_gg_variant, cl, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_gg_variant, v ? (int)cl : 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
-    cudaError_t le = cuda_launch_cluster(k, dim3((unsigned)(csz * grid_cl)), dim3(GG_THREADS), smem, c->stream, csz,
-                                         tx, tg, tu, a);
+    cudaError_t le = cuda_launch_cluster(gg_kernels[v].k, dim3((unsigned)(cl * grid_cl)), dim3(GG_THREADS),
+                                         gg_smem_of(v), c->stream, cl, tx, tg, tu, a);
     if (le != cudaSuccess)
         return vc_err_set(VC_ERR_RUNTIME, "cuda gemm_glu: cluster launch: %s", cudaGetErrorString(le));
     return VC_OK;

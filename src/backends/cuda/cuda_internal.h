@@ -12,8 +12,9 @@
  *                      weights dequantized to bf16 scratch), MATMUL_GLU's
  *                      GEMM + GLU, MATMUL_ADD (beta = 1 into the residual)
  *   cuda_gemm_glu.cu   MATMUL_GLU of bf16 prefill rows as one wgmma GEMM
- *                      with the GLU in its epilogue (by shape;
- *                      VLLM_CUDA_GEMM_GLU=0 / 1 override)
+ *                      with the GLU in its epilogue: a cooperative and a
+ *                      ping-pong kernel (by shape; VLLM_CUDA_GEMM_GLU,
+ *                      _PP, _CL override)
  *   cuda_attention.cu  ATTENTION and PAGED_ATTENTION (one kernel: a block
  *                      per (head, query row), K/V tiles in shared memory,
  *                      online softmax) and KV_STORE; prompt-heavy

@@ -233,12 +233,15 @@ static void test_gemm_glu_fused(void **st) {
         free(xf), free(wf), free(xh), free(oh), free(oc), free(og), free(ou), free(sc);
     }
     /* the default rule, by the launch counter (the values: the loop above) */
-    /* fused: 0 not taken, else the kernel (cuda_gemm_glu_variant) */
-    const struct { int64_t n, d; int fused; } rule[] = {{1024, 4096, 1}, {6144, 4096, 1}, {6145, 4096, 0},
-                                                        {512, 4096, 0},  {2048, 1024, 4}, {512, 1024, 4},
-                                                        {8192, 1024, 4}, {511, 1024, 0},  {8193, 2048, 0}};
+    /* fused: 0 not taken, else the kernel (cuda_gemm_glu_variant: 1 the
+     * cooperative one, 2 / 4 ping-pong in clusters of 2 / 4; 4 where its
+     * items fill 4 rounds of the H200's 30 clusters of 4) */
+    const struct { int64_t n, d, f; int fused; } rule[] = {
+        {1024, 4096, 128, 1},  {6144, 4096, 128, 1},  {6145, 4096, 128, 0}, {512, 4096, 128, 0},
+        {2048, 2048, 128, 1},  {2048, 1024, 3072, 4}, {8192, 1024, 3072, 4}, {1024, 1024, 3072, 2},
+        {1023, 1024, 3072, 0}, {8193, 1024, 128, 0},  {2048, 576, 1536, 2}};
     for (size_t k = 0; k < sizeof rule / sizeof rule[0]; k++) {
-        const int64_t n = rule[k].n, f = 128, d = rule[k].d;
+        const int64_t n = rule[k].n, f = rule[k].f, d = rule[k].d;
         int64_t sx[2] = {n, d}, sw[2] = {2 * f, d}, so[2] = {n, f}, ss[2] = {n, 2 * f};
         rt_tensor dx = rt_tensor_alloc(g_gpu, RT_BF16, 2, sx), dw = rt_tensor_alloc(g_gpu, RT_BF16, 2, sw);
         rt_tensor dout = rt_tensor_alloc(g_gpu, RT_BF16, 2, so), ds = rt_tensor_alloc(g_gpu, RT_F32, 2, ss);
