@@ -137,6 +137,32 @@ __device__ __forceinline__ void gg_item(int t, int n_pt, int n_nt, uint32_t rank
     *m0 = (CL * (first + r % gm) + (int)rank) * BM, *n0 = (r / gm) * GG_BN;
 }
 
+/* The producer warp of both kernels: walks this cluster's items (token
+ * tiles of BM rows in groups of CL, gg_item) and their nk K stages through
+ * a ring of STAGES, waiting for a stage's release by the consumers of
+ * every CTA ("empty" at bars + 8 (STAGES + st)) before issue(full, st, m0,
+ * n0, kc) has one lane start its copies; then waits for the last releases
+ * (no copy in flight at exit). */
+template <int STAGES, int BM, int GROUP, int CL, typename Issue>
+__device__ __forceinline__ void gg_produce(uint32_t bars, int item0, int n_walk, int n_items, int n_pt, int n_nt,
+                                           int nk, uint32_t rank, Issue issue) {
+    uint32_t st = 0, ph = 0;
+    for (int t = item0; t < n_items; t += n_walk) {
+        int m0, n0;
+        gg_item<BM, GROUP, CL>(t, n_pt, n_nt, rank, &m0, &n0);
+        for (int kc = 0; kc < nk; kc++) {
+            flw_bar_wait(bars + 8 * (STAGES + st), ph ^ 1);
+            if (flw_elect_one()) issue(bars + 8 * st, st, m0, n0, kc);
+            __syncwarp();
+            if (++st == STAGES) st = 0, ph ^= 1;
+        }
+    }
+    for (int i = 0; i < STAGES; i++) {
+        flw_bar_wait(bars + 8 * (STAGES + st), ph ^ 1);
+        if (++st == STAGES) st = 0, ph ^= 1;
+    }
+}
+
 /* The epilogue of one warpgroup's m64n256 product d (the gate columns in
  * d[0, 64), the up column c at 128 + c of the B operand, so in d[64,
  * 128)): d[4j + 2h + e] = D[r0 + 8h][c0 + 8j + e] with r0 this thread's
@@ -197,30 +223,15 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     CUDA_PDL_ENTER(); /* x is the previous kernel's output */
     if (wg == 0) {
         flw_regs_dec<GG_PRODUCER_REGS>();
-        if (tid < 32) {
-            uint32_t st = 0, ph = 0;
-            for (int t = item0; t < n_items; t += n_walk) {
-                int m0, n0;
-                gg_item<GG_BM, GG_GROUP>(t, n_pt, n_nt, rank, &m0, &n0);
-                for (int kc = 0; kc < nk; kc++) {
-                    /* the consumers of both CTAs are done with the stage */
-                    flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1);
-                    if (flw_elect_one()) {
-                        const uint32_t full = bars + 8 * st, s0 = sb + st * 3 * GG_TILE;
-                        flw_bar_expect(full, 3 * GG_TILE); /* the peer's multicast brings one of the W tiles */
-                        flw_tma2(s0, &tx, kc * GG_BK, m0, full);
-                        gg_tma2_mc(s0 + (1 + rank) * GG_TILE, rank ? (const void *)&tu : (const void *)&tg,
-                                   kc * GG_BK, n0, full, (uint16_t)3);
-                    }
-                    __syncwarp();
-                    if (++st == GG_STAGES) st = 0, ph ^= 1;
-                }
-            }
-            for (int i = 0; i < GG_STAGES; i++) { /* no copy in flight at exit */
-                flw_bar_wait(bars + 8 * (GG_STAGES + st), ph ^ 1);
-                if (++st == GG_STAGES) st = 0, ph ^= 1;
-            }
-        }
+        if (tid < 32) /* the consumers of both CTAs release a stage; the peer's multicast brings one of the W tiles */
+            gg_produce<GG_STAGES, GG_BM, GG_GROUP, 2>(
+                bars, item0, n_walk, n_items, n_pt, n_nt, nk, rank, [&](uint32_t full, uint32_t st, int m0, int n0, int kc) {
+                    const uint32_t s0 = sb + st * 3 * GG_TILE;
+                    flw_bar_expect(full, 3 * GG_TILE);
+                    flw_tma2(s0, &tx, kc * GG_BK, m0, full);
+                    gg_tma2_mc(s0 + (1 + rank) * GG_TILE, rank ? (const void *)&tu : (const void *)&tg, kc * GG_BK,
+                               n0, full, (uint16_t)3);
+                });
         gg_cluster_sync();
         return;
     }
@@ -324,27 +335,14 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         if (tid < 32) {
             const int wr = (int)rank * SR; /* this rank's first row of [Wg; Wu] */
             const void *wmap = wr < GG_BN ? (const void *)&tg : (const void *)&tu;
-            uint32_t st = 0, ph = 0;
-            for (int t = item0; t < n_items; t += n_walk) {
-                int m0, n0;
-                gg_item<GP_BM, GROUP, CL>(t, n_pt, n_nt, rank, &m0, &n0);
-                for (int kc = 0; kc < nk; kc++) {
-                    flw_bar_wait(bars + 8 * (GP_STAGES + st), ph ^ 1);
-                    if (flw_elect_one()) {
-                        const uint32_t full = bars + 8 * st, s0 = sb + st * GP_STAGE;
-                        flw_bar_expect(full, GP_STAGE); /* the peers' multicasts bring the rest of W */
-                        flw_tma2(s0, &tx, kc * GG_BK, m0, full);
-                        gg_tma2_mc(s0 + GP_A + (uint32_t)wr * (GG_BK * 2), wmap, kc * GG_BK, n0 + wr % GG_BN, full,
-                                   (uint16_t)((1u << CL) - 1u));
-                    }
-                    __syncwarp();
-                    if (++st == GP_STAGES) st = 0, ph ^= 1;
-                }
-            }
-            for (int i = 0; i < GP_STAGES; i++) { /* no copy in flight at exit */
-                flw_bar_wait(bars + 8 * (GP_STAGES + st), ph ^ 1);
-                if (++st == GP_STAGES) st = 0, ph ^= 1;
-            }
+            gg_produce<GP_STAGES, GP_BM, GROUP, CL>(
+                bars, item0, n_walk, n_items, n_pt, n_nt, nk, rank, [&](uint32_t full, uint32_t st, int m0, int n0, int kc) {
+                    const uint32_t s0 = sb + st * GP_STAGE;
+                    flw_bar_expect(full, GP_STAGE); /* the peers' multicasts bring the rest of W */
+                    flw_tma2(s0, &tx, kc * GG_BK, m0, full);
+                    gg_tma2_mc(s0 + GP_A + (uint32_t)wr * (GG_BK * 2), wmap, kc * GG_BK, n0 + wr % GG_BN, full,
+                               (uint16_t)((1u << CL) - 1u));
+                });
         }
         gg_cluster_sync();
         return;
