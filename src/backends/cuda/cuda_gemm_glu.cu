@@ -479,7 +479,10 @@ static int gg_variant(int dev, int64_t in, int64_t n, int64_t f, int *err) {
  * tokens in 6 of 6 rounds (session 18), -0.4 / -0.7 ms at 4,096, -1.1 /
  * -1.6 ms at 6,144; at 8,190 rows +3.1 / +3.9 ms and in concurrency-64
  * serving (steps of up to 8,192 rows) 0.4-1.2% fewer tokens a second in 4
- * of 4 rounds (session 19); K 2048 / 2560 alone only (above). Below K 2048
+ * of 4 rounds (session 19); K 2048 / 2560 (session 20): Llama-3.2-1B-
+ * and Gemma-3-4B-attention-shaped TTFT -0.08 to -0.43 ms in 5 of 6 rounds
+ * (+0.04 in the sixth).
+ * Below K 2048
  * (the ping-pong kernel) 1,024 (GP_MIN_N) to 8,192 rows (GP_MAX_N): the
  * 0.6B's warm TTFT 5.08 / 5.08 / 5.08 vs 5.30 / 5.27 / 5.23 ms at 2048
  * tokens, 28.96 / 28.77 vs 29.73 / 29.76 at 8190, concurrency-64 serving
