@@ -168,14 +168,15 @@ static void test_matmul_glu_bf16(void **st) {
  * proves which path ran. Shapes: the 0.6B and 8B-like gate|up, rows and
  * features past the 128 x 128 tile (TMA's zero fill, unstored outputs), an
  * odd number of token tiles (a cluster's second CTA past n) and a single
- * one, one K stage, GELU; both kernels (VLLM_CUDA_GEMM_GLU_PP=0: the
- * cooperative one), the ping-pong one also with many items a CTA over
- * fewer K stages than its ring (2 and 5: several items in the ring at
- * once, the warpgroups' turns). Then the default rule by the launch
- * counter and the kernel it took (unset: at K >= 4096 the cooperative
- * kernel at 1024 to 6144 rows; below, the ping-pong one in clusters of 4
- * at 512 to 8192 rows) and the speed of every path at gate|up shapes from
- * SmolLM2-135M to the 8B. */
+ * one, one K stage, GELU; every kernel (the cooperative one, ping-pong in
+ * clusters of 2 and of 4), the ping-pong one also with many items a CTA
+ * over fewer K stages than its ring (2 and 5: several items in the ring
+ * at once, the warpgroups' turns). Then the default rule by the launch
+ * counter and the kernel it took (unset: from K 2048 the cooperative
+ * kernel at 1024 to 6144 rows; below, the ping-pong one at 1024 to 8192
+ * rows, in clusters of 4 where that fills 4 rounds, else of 2) and the
+ * speed of every path at gate|up shapes from SmolLM2-135M to the 8B
+ * (VLLM_CUDA_SPEED=2: the 0.6B's and the 8B's only). */
 uint64_t cuda_gemm_glu_launches(void);
 int cuda_gemm_glu_clusters(void);
 int cuda_gemm_glu_variant(void);
