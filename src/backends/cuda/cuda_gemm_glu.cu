@@ -291,8 +291,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
  * Clusters of CL CTAs (2 or 4) walk groups of CL 64-row token tiles of one
  * feature tile; rank r loads rows [r, r + 1) x 256 / CL of the stage's
  * 256-row [Wg; Wu] operand and multicasts them into every CTA, so a CTA
- * reads 8 KB of x and 32 / CL KB of W from L2 a stage (the 64-row tiles
- * read W for half the rows the cooperative kernel's 128 do). */
+ * reads 8 KB of x and 32 / CL KB of W from L2 a stage: a W stage serves
+ * 64 x CL token rows (the cooperative kernel's serves 256), so clusters of
+ * 2 read 1.5x the cooperative kernel's L2 bytes a product, of 4 as many;
+ * but only 30 clusters of 4 fit on the H200 (120 of 132 SMs). */
 #define GP_BM 64                          /* token rows of a warpgroup's tile */
 #define GP_STAGES 5
 #define GP_A (GP_BM * GG_BK * 2)          /* bytes of a stage's x tile: 8 KB */
