@@ -123,11 +123,12 @@ __device__ __forceinline__ void gg_tma2_mc(uint32_t dst, const void *map, int c0
                  : "memory");
 }
 
-/* Work item t (a pair of token tiles of one feature tile) -> this CTA's
- * first token row m0 and feature n0. Pairs run fastest within groups of
- * GG_GROUP pairs, so the clusters resident at one time share a few feature
- * tiles of W (one DRAM read each, then L2) over at most 2 x GG_GROUP x 128
- * rows of x (4 MB at K 1024, 16 MB at 4096). With the feature tiles
+/* Work item t (a group of CL token tiles of BM rows, one a CTA of the
+ * cluster, of one feature tile) -> this CTA's first token row m0 and
+ * feature n0. Token-tile groups run fastest within raster groups of
+ * GROUP, so the clusters resident at one time share a few feature tiles
+ * of W (one DRAM read each, then L2) over at most CL x GROUP x BM rows of
+ * x (the cooperative kernel: 2 x 8 x 128, 4 MB at K 1024, 16 MB at 4096). With the feature tiles
  * fastest the 8B's 235 MB gate|up came from DRAM once per token tile
  * (session 18, call 3: 1,031 -> 781 us). */
 template <int BM, int GROUP, int CL = 2>

@@ -177,6 +177,19 @@ static void test_matmul_glu_bf16(void **st) {
  * rows, in clusters of 4 where that fills 4 rounds, else of 2) and the
  * speed of every path at gate|up shapes from SmolLM2-135M to the 8B
  * (VLLM_CUDA_SPEED=2: the 0.6B's and the 8B's only). */
+/* The MATMUL_GLU path of the calls that follow: 0 cuBLAS + k_glu, 1 the
+ * cooperative kernel, 2 / 3 ping-pong in clusters of 2 / 4; -1 the
+ * default rule (the variables unset). */
+static void glu_path(int v) {
+    if (v < 0) {
+        unsetenv("VLLM_CUDA_GEMM_GLU"), unsetenv("VLLM_CUDA_GEMM_GLU_PP"), unsetenv("VLLM_CUDA_GEMM_GLU_CL");
+        return;
+    }
+    setenv("VLLM_CUDA_GEMM_GLU", v ? "1" : "0", 1);
+    setenv("VLLM_CUDA_GEMM_GLU_PP", v >= 2 ? "1" : "0", 1);
+    setenv("VLLM_CUDA_GEMM_GLU_CL", v == 2 ? "2" : "4", 1);
+}
+
 uint64_t cuda_gemm_glu_launches(void);
 int cuda_gemm_glu_clusters(void);
 int cuda_gemm_glu_variant(void);
@@ -207,9 +220,7 @@ static void test_gemm_glu_fused(void **st) {
         assert_non_null(dout.data);
         for (int v = 0; v < 4; v++) { /* cuBLAS + k_glu, the cooperative kernel, ping-pong in clusters of 2, 4 */
             const int fused = v > 0;
-            setenv("VLLM_CUDA_GEMM_GLU", fused ? "1" : "0", 1);
-            setenv("VLLM_CUDA_GEMM_GLU_PP", v >= 2 ? "1" : "0", 1);
-            setenv("VLLM_CUDA_GEMM_GLU_CL", v == 2 ? "2" : "4", 1);
+            glu_path(v);
             const uint64_t before = cuda_gemm_glu_launches();
             assert_int_equal(rt_matmul_glu(g_gpu, &dout, &dx, &dw, cs[k].act, &ds), VC_OK);
             assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
@@ -226,9 +237,7 @@ static void test_gemm_glu_fused(void **st) {
             assert_true(e <= 2e-2);
             assert_true(eu <= 1.6e-2);
         }
-        unsetenv("VLLM_CUDA_GEMM_GLU");
-        unsetenv("VLLM_CUDA_GEMM_GLU_PP");
-        unsetenv("VLLM_CUDA_GEMM_GLU_CL");
+        glu_path(-1);
         drop(&dx), drop(&dw), drop(&dout), drop(&ds);
         free(wd);
         free(xf), free(wf), free(xh), free(oh), free(oc), free(og), free(ou), free(sc);
@@ -284,17 +293,13 @@ static void test_gemm_glu_fused(void **st) {
         static const char *const vname[4] = {"cuBLAS + k_glu", "fused, cooperative", "fused, ping-pong, clusters of 2",
                                              "fused, ping-pong, clusters of 4"};
         for (int v = 0; v < 4; v++) {
-            setenv("VLLM_CUDA_GEMM_GLU", v ? "1" : "0", 1);
-            setenv("VLLM_CUDA_GEMM_GLU_PP", v >= 2 ? "1" : "0", 1);
-            setenv("VLLM_CUDA_GEMM_GLU_CL", v == 2 ? "2" : "4", 1);
+            glu_path(v);
             double us = cuda_test_time_mm(1, &dout, &dx, &dw, &ds, 0, 20); /* a graph of 20 calls */
             print_message("speed: matmul_glu %lld x %lld -> 2 x %lld bf16, %s: %.1f us (%.0f TFLOP/s)\n",
                           (long long)n, (long long)d, (long long)f, vname[v], us, 2.0 * n * d * 2 * f / us * 1e-6);
         }
         free(xh), free(wh);
-        unsetenv("VLLM_CUDA_GEMM_GLU");
-        unsetenv("VLLM_CUDA_GEMM_GLU_PP");
-        unsetenv("VLLM_CUDA_GEMM_GLU_CL");
+        glu_path(-1);
         drop(&dx), drop(&dw), drop(&dout), drop(&ds);
     }
 }
