@@ -453,6 +453,9 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         const mdl_layer *L = &m->layers[l];
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
         bool fqkv = L->wqkv.data && m->qkv.data && (!has_b || L->bqkv.data);
+        /* one part, no bias: the QKV GEMM and QK_ROPE_STORE as one op (a
+         * backend may fuse them; else the same two ops as below) */
+        bool qkv_rs = fqkv && np == 1 && !L->bqkv.data;
         for (int p = 0; p < np; p++) {
             rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p);
             if (l == 0 || res_in_x) {
@@ -462,10 +465,10 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                 MDL_TRY(tp_wait(m, split, p));
                 MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->attn_norm, c->rms_eps, 0.0f));
             }
-            if (fqkv) {
+            if (fqkv && !qkv_rs) { /* (qkv_rs: the GEMM runs below, with QK_ROPE_STORE) */
                 rt_tensor qkv_p = ROWS(qkv, p);
                 MDL_TRY(rt_matmul(be, &qkv_p, &xn_p, &L->wqkv, opt(&L->bqkv)));
-            } else {
+            } else if (!fqkv) {
                 rt_tensor q_p = ROWS(sv.q, p), k_p = ROWS(sv.k, p), v_p = ROWS(sv.v, p);
                 MDL_TRY(qkv_matmuls(be, L, &xn_p, &q_p, &k_p, &v_p));
             }
@@ -480,7 +483,12 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                                    .w_offset = 0.0f, .pos = &sv.pos, .inv_freq = &m->inv_freq,
                                    .rot_dim = (int)c->rot_dim, .neox = c->rope_neox, .attn_factor = 1.0f,
                                    .k_cache = &kv->k[l], .v_cache = &kv->v[l], .slots = &sv.slots};
-        MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
+        if (qkv_rs) {
+            rt_tensor xn0 = ROWS(xn, 0), qkv0 = ROWS(qkv, 0);
+            MDL_TRY(rt_matmul_rope_store(be, &sv.q3, &xn0, &L->wqkv, &qkv0, &rp));
+        } else {
+            MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
+        }
         MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, (int32_t)c->sliding_window));
         const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
         for (int p = 0; p < np; p++) {

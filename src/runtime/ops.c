@@ -13,7 +13,7 @@ static rt_op_fn g_kernels[RT_OP_COUNT][RT_DEV_COUNT];
 static const char *g_names[RT_OP_COUNT] = {
     "embed", "matmul", "rmsnorm", "rope", "glu", "add", "scale", "softmax", "attention", "copy",
     "argmax", "kv_store", "paged_attention", "sample", "add_rmsnorm", "qk_rope_store",
-    "matmul_glu", "combine", "matmul3", "matmul_add",
+    "matmul_glu", "combine", "matmul3", "matmul_add", "matmul_rope_store",
 };
 
 const char *rt_op_name(rt_op op) { return (unsigned)op < RT_OP_COUNT ? g_names[op] : "?"; }
@@ -432,6 +432,42 @@ int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const r
     if (rc == 0) rc = rt_kv_store(be, p->k_cache, &kk, p->slots);
     if (rc == 0) rc = rt_kv_store(be, p->v_cache, v, p->slots);
     return rc;
+}
+
+/* [n, cols / hd, hd] view of the column block [c0, c0 + cols) of the 2-D
+ * rows of buf */
+static rt_tensor heads_view(const rt_tensor *buf, int64_t c0, int64_t cols, int64_t hd) {
+    int64_t es = rt_dtype_info(buf->dtype)->block_bytes;
+    rt_tensor t = rt_tensor_3d((char *)buf->data + c0 * es, buf->dtype, buf->device, buf->shape[0], cols / hd, hd);
+    t.stride[0] = buf->stride[0];
+    return t;
+}
+
+int rt_matmul_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_tensor *qkv,
+                         const rt_rope_store_params *p) {
+    CHECK(dst->ndim == 3 && qkv->ndim == 2 && x->ndim == 2 && w->ndim == 2 && p->k_cache->ndim >= 3 &&
+              qkv->stride[1] == (int64_t)rt_dtype_info(qkv->dtype)->block_bytes,
+          "matmul_rope_store: dst [n,h,hd], x [n,d], w [out,d], qkv [n,out] with contiguous rows");
+    int64_t n = dst->shape[0], h = dst->shape[1], hd = dst->shape[2];
+    int64_t kvh = p->k_cache->shape[p->k_cache->ndim - 2];
+    CHECK(qkv->shape[0] == n && x->shape[0] == n && qkv->shape[1] == (h + 2 * kvh) * hd && w->shape[0] == qkv->shape[1],
+          "matmul_rope_store: qkv must be [n, (h + 2 kvh) hd] = x . w^T");
+    rt_op_args a = {.dst = dst, .src = {x, w, qkv, p->pos, p->inv_freq, p->slots}};
+    a.p.rope_store.k_cache = p->k_cache;
+    a.p.rope_store.v_cache = p->v_cache;
+    a.p.rope_store.q_norm = p->q_norm;
+    a.p.rope_store.k_norm = p->k_norm;
+    a.p.rope_store.eps = p->eps;
+    a.p.rope_store.w_offset = p->w_offset;
+    a.p.rope_store.rot_dim = p->rot_dim;
+    a.p.rope_store.neox = p->neox;
+    a.p.rope_store.attn_factor = p->attn_factor;
+    if (rt_op_supported(be, RT_OP_MATMUL_ROPE_STORE, &a)) return rt_op_exec(be, RT_OP_MATMUL_ROPE_STORE, &a);
+    int rc = rt_matmul(be, qkv, x, w, NULL);
+    if (rc < 0) return rc;
+    rt_tensor q3 = heads_view(qkv, 0, h * hd, hd), k3 = heads_view(qkv, h * hd, kvh * hd, hd),
+              v3 = heads_view(qkv, (h + kvh) * hd, kvh * hd, hd);
+    return rt_qk_rope_store(be, dst, &q3, &k3, &v3, p);
 }
 
 int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,

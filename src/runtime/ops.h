@@ -109,6 +109,16 @@
  *              and the next norm is a plain RMSNORM (prefill: 28 -> 12 bytes
  *              a hidden value, f32 residual). Models use it only where
  *              rt_matmul_add_native says the backend has it for the call.
+ *   MATMUL_ROPE_STORE  the stacked QKV projection and QK_ROPE_STORE in one:
+ *              qkv[n, (h + 2 kvh) hd] = x[n,d] . Wqkv^T (no bias), then
+ *              QK_ROPE_STORE of its q, k and v column blocks (dst [n,h,hd],
+ *              the caches, the norm weights and scalars as QK_ROPE_STORE).
+ *              src = {x, w, qkv, pos, inv_freq, slots}; p.rope_store. The
+ *              fallback writes qkv and runs the two ops; a GPU kernel may
+ *              never write qkv (its contents are unspecified after) and
+ *              does the norm, the rotation and the stores in its GEMM's
+ *              epilogue (prefill: the QKV product is not written and read
+ *              back).
  */
 #ifndef RT_OPS_H
 #define RT_OPS_H
@@ -136,6 +146,7 @@ typedef enum {
     RT_OP_COMBINE,
     RT_OP_MATMUL3,
     RT_OP_MATMUL_ADD,
+    RT_OP_MATMUL_ROPE_STORE,
     RT_OP_COUNT
 } rt_op;
 
@@ -254,5 +265,8 @@ int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const r
                      const rt_rope_store_params *p);
 int rt_matmul_glu(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_act act,
                   rt_tensor *scratch);
+/* MATMUL_ROPE_STORE: qkv [n, (h + 2 kvh) hd] (the caches give kvh) */
+int rt_matmul_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, rt_tensor *qkv,
+                         const rt_rope_store_params *p);
 
 #endif

@@ -358,6 +358,8 @@ static bool cuda_supports(rt_backend *be, int op, const void *argp) {
     case RT_OP_MATMUL: return cuda_matmul_supports(a->src[1]->dtype);
     case RT_OP_MATMUL3: return cuda_matmul3_fits((cuda_ctx *)be->ctx, a); /* else the wrapper's three MATMULs */
     case RT_OP_MATMUL_ADD: return cuda_matmul_add_fits((cuda_ctx *)be->ctx, a); /* else MATMUL + ADD */
+    case RT_OP_MATMUL_ROPE_STORE: /* else MATMUL + QK_ROPE_STORE */
+        return cuda_matmul_rope_store_fits((cuda_ctx *)be->ctx, a);
     case RT_OP_RMSNORM:
     case RT_OP_ADD_RMSNORM: return a->dst->dtype == RT_F32 || a->dst->dtype == RT_BF16; /* cuda_norm.cuh */
     case RT_OP_EMBED: return cuda_has_decoder(a->src[0]->dtype);
@@ -552,6 +554,7 @@ void cuda_backend_register(void) {
     fns[RT_OP_MATMUL_GLU] = cuda_op_matmul_glu;
     fns[RT_OP_COMBINE] = cuda_op_combine;
     fns[RT_OP_MATMUL3] = cuda_op_matmul3;
+    fns[RT_OP_MATMUL_ROPE_STORE] = cuda_op_matmul_rope_store;
     fns[RT_OP_MATMUL_ADD] = cuda_op_matmul_add;
     const char *prof = getenv("VLLM_CUDA_PROFILE");
     if (prof && *prof && strcmp(prof, "0") != 0) {

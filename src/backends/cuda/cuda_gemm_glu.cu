@@ -54,6 +54,7 @@
  */
 #include "backends/cuda/cuda_flash_wgmma.cuh"
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_store.cuh"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -131,11 +132,11 @@ __device__ __forceinline__ void gg_tma2_mc(uint32_t dst, const void *map, int c0
  * x (the cooperative kernel: 2 x 8 x 128, 4 MB at K 1024, 16 MB at 4096). With the feature tiles
  * fastest the 8B's 235 MB gate|up came from DRAM once per token tile
  * (session 18, call 3: 1,031 -> 781 us). */
-template <int BM, int GROUP, int CL = 2>
+template <int BM, int GROUP, int CL = 2, int TW = GG_BN>
 __device__ __forceinline__ void gg_item(int t, int n_pt, int n_nt, uint32_t rank, int *m0, int *n0) {
     const int per = GROUP * n_nt, grp = t / per, first = grp * GROUP;
     const int gm = n_pt - first < GROUP ? n_pt - first : GROUP, r = t - grp * per;
-    *m0 = (CL * (first + r % gm) + (int)rank) * BM, *n0 = (r / gm) * GG_BN;
+    *m0 = (CL * (first + r % gm) + (int)rank) * BM, *n0 = (r / gm) * TW;
 }
 
 /* The producer warp of both kernels: walks this cluster's items (token
@@ -144,13 +145,13 @@ __device__ __forceinline__ void gg_item(int t, int n_pt, int n_nt, uint32_t rank
  * every CTA ("empty" at bars + 8 (STAGES + st)) before issue(full, st, m0,
  * n0, kc) has one lane start its copies; then waits for the last releases
  * (no copy in flight at exit). */
-template <int STAGES, int BM, int GROUP, int CL, typename Issue>
+template <int STAGES, int BM, int GROUP, int CL, int TW, typename Issue>
 __device__ __forceinline__ void gg_produce(uint32_t bars, int item0, int n_walk, int n_items, int n_pt, int n_nt,
                                            int nk, uint32_t rank, Issue issue) {
     uint32_t st = 0, ph = 0;
     for (int t = item0; t < n_items; t += n_walk) {
         int m0, n0;
-        gg_item<BM, GROUP, CL>(t, n_pt, n_nt, rank, &m0, &n0);
+        gg_item<BM, GROUP, CL, TW>(t, n_pt, n_nt, rank, &m0, &n0);
         for (int kc = 0; kc < nk; kc++) {
             flw_bar_wait(bars + 8 * (STAGES + st), ph ^ 1);
             if (flw_elect_one()) issue(bars + 8 * st, st, m0, n0, kc);
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     if (wg == 0) {
         flw_regs_dec<GG_PRODUCER_REGS>();
         if (tid < 32) /* the consumers of both CTAs release a stage; the peer's multicast brings one of the W tiles */
-            gg_produce<GG_STAGES, GG_BM, GG_GROUP, 2>(
+            gg_produce<GG_STAGES, GG_BM, GG_GROUP, 2, GG_BN>(
                 bars, item0, n_walk, n_items, n_pt, n_nt, nk, rank, [&](uint32_t full, uint32_t st, int m0, int n0, int kc) {
                     const uint32_t s0 = sb + st * 3 * GG_TILE;
                     flw_bar_expect(full, 3 * GG_TILE);
@@ -310,17 +311,23 @@ template <int CL> __device__ __forceinline__ void gp_release(uint32_t bar, int l
     if (lane < CL) gg_bar_arrive_at(bar, (uint32_t)lane);
 }
 
-template <int CL>
-__global__ void __launch_bounds__(GG_THREADS, 1)
-    k_gemm_glu_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
-                  const __grid_constant__ CUtensorMap tu, gg_args a) {
+/* The ping-pong kernel's body over n rows of x, n_out outputs in tiles of
+ * TW (the GLU's 128 features from a 256-row [Wg; Wu] block, or 256
+ * outputs from W's rows), K k: the producer warp and the two consumer
+ * warpgroups; epi(d, r0, c0) stores a warpgroup's 64 x 256 product
+ * (r0: the thread's first row, c0: its tile's first output + 2 tq). The W
+ * slices of rank r: rows wr = r x 256 / CL of the 256-row block, from tg
+ * (wr < 128) or tu, at n0 + wr % 128. */
+template <int CL, int TW, typename Epi>
+__device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap &tg, const CUtensorMap &tu, int n,
+                                       int n_out, int k, Epi epi) {
     constexpr int GROUP = 32 / CL;          /* token-tile groups of a raster group: 2,048 rows as above */
     constexpr int SR = 2 * GG_BN / CL;      /* W rows a rank loads a stage */
     extern __shared__ __align__(16) uint8_t gg_sm[];
     const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(gg_sm), sb = (sraw + 1023u) & ~1023u;
     const uint32_t bars = sb + GP_STAGES * GP_STAGE; /* full[st], then empty[st] */
     const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
-    const int nk = a.k / GG_BK, n_nt = (a.f + GG_BN - 1) / GG_BN, n_pt = ((a.n + GP_BM - 1) / GP_BM + CL - 1) / CL;
+    const int nk = k / GG_BK, n_nt = (n_out + TW - 1) / TW, n_pt = ((n + GP_BM - 1) / GP_BM + CL - 1) / CL;
     const int n_items = n_nt * n_pt;
     const uint32_t rank = gg_cluster_rank();
     const int item0 = (int)blockIdx.x / CL, n_walk = (int)gridDim.x / CL;
@@ -338,7 +345,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         if (tid < 32) {
             const int wr = (int)rank * SR; /* this rank's first row of [Wg; Wu] */
             const void *wmap = wr < GG_BN ? (const void *)&tg : (const void *)&tu;
-            gg_produce<GP_STAGES, GP_BM, GROUP, CL>(
+            gg_produce<GP_STAGES, GP_BM, GROUP, CL, TW>(
                 bars, item0, n_walk, n_items, n_pt, n_nt, nk, rank, [&](uint32_t full, uint32_t st, int m0, int n0, int kc) {
                     const uint32_t s0 = sb + st * GP_STAGE;
                     flw_bar_expect(full, GP_STAGE); /* the peers' multicasts bring the rest of W */
@@ -364,7 +371,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
             else flw_named_sync(2, 256);
         }
         int m0, n0;
-        gg_item<GP_BM, GROUP, CL>(t, n_pt, n_nt, rank, &m0, &n0);
+        gg_item<GP_BM, GROUP, CL, TW>(t, n_pt, n_nt, rank, &m0, &n0);
         const uint32_t c0 = (uint32_t)li * (uint32_t)nk;
         uint32_t st = c0 % GP_STAGES, ph = (c0 / GP_STAGES) & 1u, pst = 0;
         for (int kc = 0; kc < nk; kc++) {
@@ -394,9 +401,16 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
         flw_wait<0>();
         flw_pin<128>(d);
         gp_release<CL>(bars + 8 * (GP_STAGES + pst), lane);
-        gg_store(d, a, m0 + 16 * warp + gq, n0 + 2 * tq);
+        epi(d, m0 + 16 * warp + gq, n0 + 2 * tq);
     }
     gg_cluster_sync();
+}
+
+template <int CL>
+__global__ void __launch_bounds__(GG_THREADS, 1)
+    k_gemm_glu_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
+                  const __grid_constant__ CUtensorMap tu, gg_args a) {
+    gp_run<CL, GG_BN>(tx, tg, tu, a.n, a.f, a.k, [&](const float *d, int r0, int c0) { gg_store(d, a, r0, c0); });
 }
 
 /* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64
@@ -418,6 +432,131 @@ static int g_gg_variant;       /* the last launch's kernel: 1 cooperative, 2 / 4
 extern "C" uint64_t cuda_gemm_glu_launches(void) { return __atomic_load_n(&g_gg_launches, __ATOMIC_RELAXED); }
 extern "C" int cuda_gemm_glu_clusters(void) { return __atomic_load_n(&g_gg_clusters, __ATOMIC_RELAXED); }
 extern "C" int cuda_gemm_glu_variant(void) { return __atomic_load_n(&g_gg_variant, __ATOMIC_RELAXED); }
+
+/* ---- MATMUL_ROPE_STORE: the QKV GEMM with QK_ROPE_STORE in the epilogue ----
+ * (branch s20-qkvr, prepared in session 20 without a device run.) The
+ * ping-pong kernel over W's rows in tiles of 256 outputs = two heads of
+ * 128; a warpgroup's 64-row tile ends in gq_store: each value rounded to
+ * bf16 first (the unfused path's bf16 QKV product), a q / k head row's
+ * RMS over its 128 values (32 a thread, then the quad: xor 1, 2), x * s *
+ * (w_off + w[i]), the neox rotation of (i, i + 64) (the same thread's
+ * d[4j ..] and d[4(j + 8) ..]), theta = pos * inv_freq[i] as the rope
+ * kernels; q into dst, k and v into the caches at slots[t] (< 0: padding,
+ * not stored; >= n_slots: the bad-slot flag). Not bit-identical to the
+ * unfused kernels (the square sum's order), within bf16 rounding. */
+typedef struct {
+    __nv_bfloat16 *q; /* dst: q[t * q_s0 + head * q_s1 + i] (elements) */
+    int64_t q_s0, q_s1, n_slots;
+    void *kc, *vc;          /* [slots, kvh, 128] */
+    const float *qn, *kn;   /* QK-norm weights [128] or NULL */
+    const int32_t *pos, *slots;
+    const float *inv_freq;  /* [64] */
+    int *flags;
+    int n, n_out, k, h, kvh;
+    float eps, w_off, af;
+} gq_args;
+
+template <typename KV>
+__device__ __forceinline__ void gq_store(const float *d, const gq_args &r, int r0, int c0) {
+    const int n0 = c0 & ~7, tq = (c0 & 7) >> 1, hb = n0 / 128, nh = r.h + 2 * r.kvh;
+    int32_t slot[2];
+    float pf[2];
+    bool rin[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = r0 + 8 * h;
+        rin[h] = row < r.n;
+        slot[h] = rin[h] ? r.slots[row] : -1;
+        pf[h] = rin[h] ? (float)r.pos[row] : 0.0f;
+        if (rin[h] && slot[h] >= r.n_slots) atomicOr(r.flags, CUDA_FLAG_BAD_SLOT);
+    }
+    int kind[2], head[2]; /* per tile head hh: 0 q, 1 k, 2 v, 3 past the last head */
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int g = hb + hh;
+        kind[hh] = g < r.h ? 0 : g < r.h + r.kvh ? 1 : g < nh ? 2 : 3;
+        head[hh] = kind[hh] == 0 ? g : kind[hh] == 1 ? g - r.h : g - r.h - r.kvh;
+    }
+    const bool rope = kind[0] < 2 || kind[1] < 2; /* uniform */
+    /* the norm scales of the q / k heads (every lane shuffles) */
+    float sc[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const float *nw = kind[hh] == 0 ? r.qn : kind[hh] == 1 ? r.kn : NULL;
+        if (!nw) continue; /* uniform */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < 16; jj++) {
+                float a, b;
+                gg_bf16r2(d[4 * (16 * hh + jj) + 2 * h], d[4 * (16 * hh + jj) + 2 * h + 1], &a, &b);
+                ss += a * a + b * b;
+            }
+            ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+            sc[hh][h] = 1.0f / sqrtf(ss / 128.0f + r.eps);
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = r0 + 8 * h;
+        const bool kv_ok = rin[h] && slot[h] >= 0 && slot[h] < r.n_slots;
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+            float cs[2] = {1.0f, 1.0f}, sn[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int e = 0; e < 2 && rope; e++) {
+                float sv, cv;
+                sincosf(pf[h] * r.inv_freq[8 * jj + 2 * tq + e], &sv, &cv);
+                cs[e] = cv * r.af, sn[e] = sv * r.af;
+            }
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                if (kind[hh] == 3) continue;
+                const int i = 8 * jj + 2 * tq; /* and i + 1; partners i + 64, i + 65 */
+                float x0[2], x1[2];
+                gg_bf16r2(d[4 * (16 * hh + jj) + 2 * h], d[4 * (16 * hh + jj) + 2 * h + 1], &x0[0], &x0[1]);
+                gg_bf16r2(d[4 * (16 * hh + jj + 8) + 2 * h], d[4 * (16 * hh + jj + 8) + 2 * h + 1], &x1[0], &x1[1]);
+                if (kind[hh] == 2) { /* v: stored as it is */
+                    if (kv_ok) {
+                        KV *vp = (KV *)r.vc + ((int64_t)slot[h] * r.kvh + head[hh]) * 128;
+                        cuda_st1(vp + i, x0[0]), cuda_st1(vp + i + 1, x0[1]);
+                        cuda_st1(vp + i + 64, x1[0]), cuda_st1(vp + i + 65, x1[1]);
+                    }
+                    continue;
+                }
+                const float *nw = kind[hh] == 0 ? r.qn : r.kn;
+                float o0[2], o1[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float a = x0[e], b = x1[e];
+                    if (nw) a = a * sc[hh][h] * (r.w_off + nw[i + e]), b = b * sc[hh][h] * (r.w_off + nw[i + 64 + e]);
+                    o0[e] = a * cs[e] - b * sn[e];
+                    o1[e] = a * sn[e] + b * cs[e];
+                }
+                if (kind[hh] == 0) {
+                    if (rin[h]) {
+                        __nv_bfloat16 *qp = r.q + (int64_t)row * r.q_s0 + (int64_t)head[hh] * r.q_s1;
+                        *(__nv_bfloat162 *)(qp + i) = __floats2bfloat162_rn(o0[0], o0[1]);
+                        *(__nv_bfloat162 *)(qp + i + 64) = __floats2bfloat162_rn(o1[0], o1[1]);
+                    }
+                } else if (kv_ok) {
+                    KV *kp = (KV *)r.kc + ((int64_t)slot[h] * r.kvh + head[hh]) * 128;
+                    cuda_st1(kp + i, o0[0]), cuda_st1(kp + i + 1, o0[1]);
+                    cuda_st1(kp + i + 64, o1[0]), cuda_st1(kp + i + 65, o1[1]);
+                }
+            }
+        }
+    }
+}
+
+template <int CL, typename KV>
+__global__ void __launch_bounds__(GG_THREADS, 1)
+    k_gemm_qkv_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
+                  const __grid_constant__ CUtensorMap tu, gq_args r) {
+    gp_run<CL, 256>(tx, tg, tu, r.n, r.n_out, r.k, [&](const float *d, int r0, int c0) { gq_store<KV>(d, r, r0, c0); });
+}
 
 typedef void (*gg_kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, gg_args);
 
@@ -529,5 +668,118 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
                                          gg_smem_of(v), c->stream, cl, tx, tg, tu, a);
     if (le != cudaSuccess)
         return vc_err_set(VC_ERR_RUNTIME, "cuda gemm_glu: cluster launch: %s", cudaGetErrorString(le));
+    return VC_OK;
+}
+
+/* ---- MATMUL_ROPE_STORE host side (branch s20-qkvr) ---- */
+
+typedef void (*gq_kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, gq_args);
+
+/* kernel v: clusters of 2 (v / 3 == 0) or 4, cache bf16 / f16 / f32 (v % 3) */
+static gq_kernel gq_kernel_of(int v) {
+    static const gq_kernel ks[6] = {k_gemm_qkv_pp<2, __nv_bfloat16>, k_gemm_qkv_pp<2, __half>, k_gemm_qkv_pp<2, float>,
+                                    k_gemm_qkv_pp<4, __nv_bfloat16>, k_gemm_qkv_pp<4, __half>, k_gemm_qkv_pp<4, float>};
+    return ks[v];
+}
+
+/* as gg_max_clusters, for kernel v of gq_kernel_of */
+static int gq_max_clusters(int v, int dev, int *err) {
+    static int known[6][16];
+    int c = dev >= 0 && dev < 16 ? __atomic_load_n(&known[v][dev], __ATOMIC_RELAXED) : 0;
+    if (c) return c - 1;
+    cudaError_t ce = cudaFuncSetAttribute(gq_kernel_of(v), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gp_smem());
+    if (ce != cudaSuccess) {
+        *err = cuda_fail(ce, "qkv_rope smem opt-in", __FILE__, __LINE__);
+        return -1;
+    }
+    c = cuda_cluster_occupancy(gq_kernel_of(v), v / 3 ? 4u : 2u, GG_THREADS, gp_smem()) + 1;
+    if (dev >= 0 && dev < 16) __atomic_store_n(&known[v][dev], c, __ATOMIC_RELAXED);
+    return c - 1;
+}
+
+static uint64_t g_gq_launches; /* calls that ran k_gemm_qkv_pp (tests) */
+extern "C" uint64_t cuda_qkv_rope_launches(void) { return __atomic_load_n(&g_gq_launches, __ATOMIC_RELAXED); }
+
+static bool gq_vec(const rt_tensor *t, rt_dtype dt, int64_t n) {
+    return t && t->dtype == dt && rt_tensor_nelem(t) == n && rt_tensor_is_contiguous(t);
+}
+
+/* Whether k_gemm_qkv_pp takes the call: VLLM_CUDA_QKV_ROPE=0 never (read
+ * at each call); bf16 x, W and q, head_dim 128 with full neox rotary, K a
+ * multiple of 64, 1024 to 8192 rows (the ping-pong GEMM-GLU's rows; not
+ * measured for this kernel yet), TMA-describable x and W, contiguous
+ * caches of one dtype. */
+extern "C" bool cuda_matmul_rope_store_fits(cuda_ctx *c, const rt_op_args *a) {
+    (void)c;
+    const char *e = getenv("VLLM_CUDA_QKV_ROPE");
+    if (e && e[0] == '0' && e[1] == 0) return false;
+    const rt_tensor *x = a->src[0], *w = a->src[1], *dst = a->dst;
+    const rt_tensor *kc = a->p.rope_store.k_cache, *vc = a->p.rope_store.v_cache;
+    if (x->dtype != RT_BF16 || w->dtype != RT_BF16 || dst->dtype != RT_BF16 || x->ndim != 2 || w->ndim != 2 ||
+        dst->ndim != 3 || x->stride[1] != 2 || w->stride[1] != 2 || dst->stride[2] != 2)
+        return false;
+    const int64_t n = x->shape[0], k = x->shape[1], hd = dst->shape[2];
+    if (hd != 128 || k % GG_BK || k != w->shape[1] || n < GP_MIN_N || n > GP_MAX_N || (x->stride[0] & 15) ||
+        (w->stride[0] & 15) || ((uintptr_t)x->data & 15) || ((uintptr_t)w->data & 15) || w->shape[0] < 256)
+        return false;
+    if (a->p.rope_store.rot_dim != 128 || !a->p.rope_store.neox || kc->dtype != vc->dtype ||
+        (kc->dtype != RT_BF16 && kc->dtype != RT_F16 && kc->dtype != RT_F32) || !rt_tensor_is_contiguous(kc) ||
+        !rt_tensor_is_contiguous(vc))
+        return false;
+    const rt_tensor *qn = a->p.rope_store.q_norm, *kn = a->p.rope_store.k_norm;
+    if ((qn && !gq_vec(qn, RT_F32, 128)) || (kn && !gq_vec(kn, RT_F32, 128)) || !gq_vec(a->src[4], RT_F32, 64) ||
+        !gq_vec(a->src[3], RT_I32, n) || !gq_vec(a->src[5], RT_I32, n))
+        return false;
+    return n <= INT_MAX && w->shape[0] <= INT_MAX && k <= INT_MAX;
+}
+
+extern "C" int cuda_op_matmul_rope_store(rt_backend *be, const rt_op_args *a) {
+    cuda_ctx *c = (cuda_ctx *)be->ctx;
+    if (!cuda_matmul_rope_store_fits(c, a)) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_rope_store: shape");
+    const rt_tensor *x = a->src[0], *w = a->src[1], *dst = a->dst;
+    const rt_tensor *kc = a->p.rope_store.k_cache, *vc = a->p.rope_store.v_cache;
+    const int64_t n = x->shape[0], k = x->shape[1], n_out = w->shape[0], kvh = kc->shape[kc->ndim - 2];
+    if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
+    int err = VC_OK;
+    const int kvi = kc->dtype == RT_BF16 ? 0 : kc->dtype == RT_F16 ? 1 : 2;
+    const char *ce = getenv("VLLM_CUDA_QKV_CL");
+    int cl;
+    if (ce && (ce[0] == '2' || ce[0] == '4') && ce[1] == 0) cl = ce[0] - '0';
+    else { /* as gg_variant: clusters of 4 where the items fill 4 rounds */
+        const int mc4 = gq_max_clusters(3 + kvi, c->device, &err);
+        if (mc4 < 0) return err;
+        cl = mc4 > 0 && gg_items(n, n_out, GP_BM, 4) * GG_BN / 256 >= 4 * (int64_t)mc4 ? 4 : 2;
+    }
+    const int v = (cl == 4 ? 3 : 0) + kvi;
+    const int mc = gq_max_clusters(v, c->device, &err);
+    if (mc < 0) return err;
+    if (mc == 0) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_rope_store: no cluster of %d fits", cl);
+    /* W's rows from tg, and from tu = W + 128 rows (the producer's second
+     * half of a 256-row tile: tu at n0 + wr - 128) */
+    CUtensorMap tx, tg, tu;
+    const int64_t ws = w->stride[0];
+    const int w_box = 2 * GG_BN / cl;
+    if (!gg_map(&tx, x->data, n, k, x->stride[0], GP_BM) || !gg_map(&tg, w->data, n_out, k, ws, w_box) ||
+        !gg_map(&tu, (const char *)w->data + GG_BN * ws, n_out - GG_BN, k, ws, w_box))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_rope_store: TMA cannot describe x or W");
+    const int64_t items = ((n + GP_BM - 1) / GP_BM + cl - 1) / cl * ((n_out + 255) / 256);
+    const int64_t grid_cl = items < mc ? items : mc;
+    gq_args r;
+    r.q = (__nv_bfloat16 *)dst->data;
+    r.q_s0 = dst->stride[0] / 2, r.q_s1 = dst->stride[1] / 2;
+    r.n_slots = rt_tensor_nelem(kc) / (kvh * 128);
+    r.kc = kc->data, r.vc = vc->data;
+    r.qn = a->p.rope_store.q_norm ? (const float *)a->p.rope_store.q_norm->data : NULL;
+    r.kn = a->p.rope_store.k_norm ? (const float *)a->p.rope_store.k_norm->data : NULL;
+    r.pos = (const int32_t *)a->src[3]->data, r.slots = (const int32_t *)a->src[5]->data;
+    r.inv_freq = (const float *)a->src[4]->data;
+    r.flags = c->d_flags;
+    r.n = (int)n, r.n_out = (int)n_out, r.k = (int)k, r.h = (int)dst->shape[1], r.kvh = (int)kvh;
+    r.eps = a->p.rope_store.eps, r.w_off = a->p.rope_store.w_offset, r.af = a->p.rope_store.attn_factor;
+    __atomic_fetch_add(&g_gq_launches, 1, __ATOMIC_RELAXED);
+    cudaError_t le = cuda_launch_cluster(gq_kernel_of(v), dim3((unsigned)(cl * grid_cl)), dim3(GG_THREADS), gp_smem(),
+                                         c->stream, (unsigned)cl, tx, tg, tu, r);
+    if (le != cudaSuccess)
+        return vc_err_set(VC_ERR_RUNTIME, "cuda matmul_rope_store: cluster launch: %s", cudaGetErrorString(le));
     return VC_OK;
 }

@@ -455,6 +455,11 @@ int cuda_gemm(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype xt, int64
 int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a); /* MATMUL with a bf16 x */
 int cuda_gemm_glu(rt_backend *be, const rt_op_args *a);
 bool cuda_matmul_add_fits(cuda_ctx *c, const rt_op_args *a); /* MATMUL_ADD's shapes (cuBLAS, beta = 1) */
+/* MATMUL_ROPE_STORE as one ping-pong wgmma GEMM with QK-norm, RoPE and
+ * the KV store in its epilogue (cuda_gemm_glu.cu; VLLM_CUDA_QKV_ROPE=0:
+ * the runtime's MATMUL + QK_ROPE_STORE) */
+extern "C" bool cuda_matmul_rope_store_fits(cuda_ctx *c, const rt_op_args *a);
+extern "C" int cuda_op_matmul_rope_store(rt_backend *be, const rt_op_args *a);
 /* MATMUL_GLU with the GLU in a wgmma GEMM's epilogue (cuda_gemm_glu.cu;
  * taken by shape, VLLM_CUDA_GEMM_GLU=0 / 1 override): 1 when it does not
  * take the call, else the launch's status. */

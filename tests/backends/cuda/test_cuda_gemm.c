@@ -304,6 +304,92 @@ static void test_gemm_glu_fused(void **st) {
     }
 }
 
+/* MATMUL_ROPE_STORE (branch s20-qkvr): the QKV GEMM with QK-norm, RoPE
+ * and the KV store in the ping-pong kernel's epilogue
+ * (VLLM_CUDA_QKV_ROPE=1, default) against the runtime's MATMUL +
+ * QK_ROPE_STORE on the same backend (=0): q and both caches within two
+ * bf16 roundings (the GEMM's sum order moves a bf16 q / k / v value by a
+ * step; the norm's sum order differs), the untouched cache rows still
+ * zero in both; the launch counter proves which path ran. Shapes: the
+ * 0.6B's (16 / 8 heads, QK-norm, 2048 tokens) and an odd head count
+ * (5 / 1: the last 256-output tile half past W, no norm) with padding
+ * slots and positions far into a sequence; clusters of 2 and 4. */
+uint64_t cuda_qkv_rope_launches(void);
+
+static void test_matmul_rope_store(void **st) {
+    (void)st;
+    NEED_GPU();
+    const struct { int64_t n, d, h, kvh; int norm, pos0; } cs[] = {{2048, 1024, 16, 8, 1, 0}, {1100, 512, 5, 1, 0, 30000}};
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        const int64_t n = cs[k].n, d = cs[k].d, h = cs[k].h, kvh = cs[k].kvh, hd = 128, out = (h + 2 * kvh) * hd;
+        const int64_t n_slots = n + 64;
+        float *xf = xmalloc((size_t)(n * d) * 4), *wf = xmalloc((size_t)(out * d) * 4);
+        uint16_t *xh = xmalloc((size_t)(n * d) * 2);
+        fill_bf16(xf, xh, n * d, 1.0f);
+        for (int64_t i = 0; i < out * d; i++) wf[i] = 0.06f * rnd();
+        void *wd = make_w(RT_BF16, wf, out * d);
+        int32_t *pos = xmalloc((size_t)n * 4), *slots = xmalloc((size_t)n * 4);
+        for (int64_t t = 0; t < n; t++) {
+            pos[t] = (int32_t)(cs[k].pos0 + t);
+            slots[t] = t % 97 == 5 ? -1 : (int32_t)((t * 7 + 3) % n_slots); /* a permutation of slots, some padding */
+        }
+        float invf[64], qn[128], kn[128];
+        for (int i = 0; i < 64; i++) invf[i] = powf(1e6f, -(float)i / 64.0f);
+        for (int i = 0; i < 128; i++) qn[i] = 1.0f + 0.2f * rnd(), kn[i] = 1.0f + 0.2f * rnd();
+        int64_t sx[2] = {n, d}, sw[2] = {out, d}, sq[3] = {n, h, hd}, sqkv[2] = {n, out}, sc[3] = {n_slots, kvh, hd};
+        int64_t sn[1] = {n}, sf[1] = {64}, snw[1] = {128};
+        rt_tensor dx = up(xh, RT_BF16, 2, sx), dw = up(wd, RT_BF16, 2, sw), dpos = up(pos, RT_I32, 1, sn),
+                  dsl = up(slots, RT_I32, 1, sn), dif = up(invf, RT_F32, 1, sf), dqn = up(qn, RT_F32, 1, snw),
+                  dkn = up(kn, RT_F32, 1, snw);
+        rt_tensor dqkv = rt_tensor_alloc(g_gpu, RT_BF16, 2, sqkv);
+        assert_non_null(dqkv.data);
+        const size_t cbytes = (size_t)(n_slots * kvh * hd) * 2, qbytes = (size_t)(n * h * hd) * 2;
+        uint16_t *zero = xmalloc(cbytes > qbytes ? cbytes : qbytes);
+        uint16_t *res[3][3]; /* [path][q, k cache, v cache] */
+        for (int v = 0; v < 3; v++) { /* unfused, fused in clusters of 2, of 4 */
+            setenv("VLLM_CUDA_QKV_ROPE", v ? "1" : "0", 1);
+            setenv("VLLM_CUDA_QKV_CL", v == 2 ? "4" : "2", 1);
+            rt_tensor dq = up(zero, RT_BF16, 3, sq), dk = up(zero, RT_BF16, 3, sc), dv = up(zero, RT_BF16, 3, sc);
+            rt_rope_store_params rp = {.q_norm = cs[k].norm ? &dqn : NULL, .k_norm = cs[k].norm ? &dkn : NULL,
+                                       .eps = 1e-6f, .w_offset = 0.0f, .pos = &dpos, .inv_freq = &dif,
+                                       .rot_dim = 128, .neox = true, .attn_factor = 1.0f,
+                                       .k_cache = &dk, .v_cache = &dv, .slots = &dsl};
+            const uint64_t before = cuda_qkv_rope_launches();
+            assert_int_equal(rt_matmul_rope_store(g_gpu, &dq, &dx, &dw, &dqkv, &rp), VC_OK);
+            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+            if ((cuda_qkv_rope_launches() != before) != (v > 0))
+                fail_msg("matmul_rope_store: the fused kernel %s (path %d)", v ? "did not run" : "ran", v);
+            for (int o = 0; o < 3; o++) res[v][o] = xmalloc(o ? cbytes : qbytes);
+            down(res[v][0], &dq), down(res[v][1], &dk), down(res[v][2], &dv);
+            drop(&dq), drop(&dk), drop(&dv);
+        }
+        for (int v = 1; v < 3; v++)
+            for (int o = 0; o < 3; o++) {
+                const int64_t cnt = (int64_t)((o ? cbytes : qbytes) / 2);
+                float *a = xmalloc((size_t)cnt * 4), *b = xmalloc((size_t)cnt * 4);
+                int64_t zero_mismatch = 0;
+                for (int64_t i = 0; i < cnt; i++) {
+                    a[i] = rt_bf16_to_f32(res[0][o][i]), b[i] = rt_bf16_to_f32(res[v][o][i]);
+                    zero_mismatch += (res[0][o][i] == 0) != (res[v][o][i] == 0) && (a[i] == 0.0f || b[i] == 0.0f) &&
+                                     fabsf(a[i] - b[i]) > 1e-2f;
+                }
+                const double e = nerr(b, a, cnt);
+                print_message("matmul_rope_store n=%lld d=%lld heads %lld/%lld %s, clusters of %d, %s: %.2e\n",
+                              (long long)n, (long long)d, (long long)h, (long long)kvh, cs[k].norm ? "qk-norm" : "no norm",
+                              v == 2 ? 4 : 2, o == 0 ? "q" : o == 1 ? "k cache" : "v cache", e);
+                assert_true(e <= 1.6e-2);
+                assert_int_equal(zero_mismatch, 0); /* rows written by one path only */
+                free(a), free(b);
+            }
+        for (int v = 0; v < 3; v++)
+            for (int o = 0; o < 3; o++) free(res[v][o]);
+        unsetenv("VLLM_CUDA_QKV_ROPE");
+        unsetenv("VLLM_CUDA_QKV_CL");
+        drop(&dx), drop(&dw), drop(&dpos), drop(&dsl), drop(&dif), drop(&dqn), drop(&dkn), drop(&dqkv);
+        free(xf), free(wf), free(xh), free(wd), free(pos), free(slots), free(zero);
+    }
+}
+
 /* Swap g_gpu for a CUDA backend made while the variable `name` is `value`
  * (for settings a backend reads once); returns the one swapped out. */
 /* A backend of its own with one variable set, until gpu_swap_back: the
@@ -755,6 +841,7 @@ static void test_skinny_quant_speed(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_bf16_x), cmocka_unit_test(test_matmul_glu_bf16),
                                        cmocka_unit_test(test_gemm_glu_fused),
+                                       cmocka_unit_test(test_matmul_rope_store),
                                        cmocka_unit_test(test_act_dtype), cmocka_unit_test(test_skinny_f32x), cmocka_unit_test(test_skinny_quant), cmocka_unit_test(test_gemv_quant),
                                        cmocka_unit_test(test_skinny_speed), cmocka_unit_test(test_skinny_quant_speed)};
     cuda_test_filter(); /* VLLM_TEST_ONLY=<test name> */
