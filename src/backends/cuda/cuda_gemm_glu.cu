@@ -62,6 +62,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 
 #define GG_BM 128                        /* token rows of a CTA: 2 consumer warpgroups x 64 */
 #define GG_BN 128                        /* output features of a CTA (gate and up rows each) */
@@ -302,7 +303,11 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
 #define GP_A (GP_BM * GG_BK * 2)          /* bytes of a stage's x tile: 8 KB */
 #define GP_STAGE (GP_A + 2 * GG_TILE)     /* 40 KB */
 
-static size_t gp_smem(void) { return (size_t)GP_STAGES * GP_STAGE + 1024 + 8 * 2 * GP_STAGES; }
+/* dynamic shared memory of a ping-pong kernel: ring, xb bytes for the
+ * epilogue (1024-byte multiple), barriers, and the alignment slack */
+static size_t gp_smem(int stages = GP_STAGES, int xb = 0) {
+    return (size_t)stages * GP_STAGE + (size_t)xb + 1024 + 8 * 2 * stages;
+}
 
 /* One arrival on the "empty" barrier bar in every CTA of the cluster:
  * lane l < CL of the (converged) warp arrives at rank l. */
@@ -314,30 +319,34 @@ template <int CL> __device__ __forceinline__ void gp_release(uint32_t bar, int l
 /* The ping-pong kernel's body over n rows of x, n_out outputs in tiles of
  * TW (the GLU's 128 features from a 256-row [Wg; Wu] block, or 256
  * outputs from W's rows), K k: the producer warp and the two consumer
- * warpgroups; epi(d, r0, c0) stores a warpgroup's 64 x 256 product
+ * warpgroups; init() fills the epilogue's tables in static shared memory
+ * (every thread, before the cluster barrier); epi(d, r0, c0, xw) stores a
+ * warpgroup's 64 x 256 product (xw: the warp's XB / 8 bytes of shared
+ * memory past the STAGES-stage ring)
  * (r0: the thread's first row, c0: its tile's first output + 2 tq). The W
  * slices of rank r: rows wr = r x 256 / CL of the 256-row block, from tg
  * (wr < 128) or tu, at n0 + wr % 128. */
-template <int CL, int TW, typename Epi>
+template <int CL, int TW, int STAGES, int XB, typename Init, typename Epi>
 __device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap &tg, const CUtensorMap &tu, int n,
-                                       int n_out, int k, Epi epi) {
+                                       int n_out, int k, Init init, Epi epi) {
     constexpr int GROUP = 32 / CL;          /* token-tile groups of a raster group: 2,048 rows as above */
     constexpr int SR = 2 * GG_BN / CL;      /* W rows a rank loads a stage */
     extern __shared__ __align__(16) uint8_t gg_sm[];
     const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(gg_sm), sb = (sraw + 1023u) & ~1023u;
-    const uint32_t bars = sb + GP_STAGES * GP_STAGE; /* full[st], then empty[st] */
+    const uint32_t xs = sb + STAGES * GP_STAGE, bars = xs + XB; /* the epilogue's XB bytes; full[st], empty[st] */
     const int tid = (int)threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31;
     const int nk = k / GG_BK, n_nt = (n_out + TW - 1) / TW, n_pt = ((n + GP_BM - 1) / GP_BM + CL - 1) / CL;
     const int n_items = n_nt * n_pt;
     const uint32_t rank = gg_cluster_rank();
     const int item0 = (int)blockIdx.x / CL, n_walk = (int)gridDim.x / CL;
     if (tid == 0) {
-        for (int st = 0; st < GP_STAGES; st++) {
-            flw_bar_init(bars + 8 * st, 1);                    /* full: the producer's arrival + bytes */
-            flw_bar_init(bars + 8 * (GP_STAGES + st), 4 * CL); /* empty: the consuming warpgroup's warps, every CTA */
+        for (int st = 0; st < STAGES; st++) {
+            flw_bar_init(bars + 8 * st, 1);                 /* full: the producer's arrival + bytes */
+            flw_bar_init(bars + 8 * (STAGES + st), 4 * CL); /* empty: the consuming warpgroup's warps, every CTA */
         }
         flw_bar_init_fence();
     }
+    init(); /* every thread: the epilogue's tables, before the cluster barrier */
     gg_cluster_sync();
     CUDA_PDL_ENTER(); /* x is the previous kernel's output */
     if (wg == 0) {
@@ -345,7 +354,7 @@ __device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap 
         if (tid < 32) {
             const int wr = (int)rank * SR; /* this rank's first row of [Wg; Wu] */
             const void *wmap = wr < GG_BN ? (const void *)&tg : (const void *)&tu;
-            gg_produce<GP_STAGES, GP_BM, GROUP, CL, TW>(
+            gg_produce<STAGES, GP_BM, GROUP, CL, TW>(
                 bars, item0, n_walk, n_items, n_pt, n_nt, nk, rank, [&](uint32_t full, uint32_t st, int m0, int n0, int kc) {
                     const uint32_t s0 = sb + st * GP_STAGE;
                     flw_bar_expect(full, GP_STAGE); /* the peers' multicasts bring the rest of W */
@@ -360,12 +369,14 @@ __device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap 
     flw_regs_inc<GG_CONSUMER_REGS>();
     const int w = wg - 1, warp = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
     constexpr uint32_t hi = flw_desc_hi(1024);
-    float d[128];
-#pragma unroll
-    for (int i = 0; i < 128; i++) d[i] = 0.0f;
     int li = 0; /* the CTA's item index: warpgroup w takes li % 2 == w */
     for (int t = item0; t < n_items; t += n_walk, li++) {
         if ((li & 1) != w) continue;
+        /* an item's products: dead after its epilogue, whose registers the
+         * epilogue may then reuse (the first wgmma does not read them) */
+        float d[128];
+#pragma unroll
+        for (int i = 0; i < 128; i++) d[i] = 0.0f;
         if (li > 0) { /* the other warpgroup has issued item li - 1's last stage */
             if (w == 0) flw_named_sync(1, 256);
             else flw_named_sync(2, 256);
@@ -373,7 +384,7 @@ __device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap 
         int m0, n0;
         gg_item<GP_BM, GROUP, CL, TW>(t, n_pt, n_nt, rank, &m0, &n0);
         const uint32_t c0 = (uint32_t)li * (uint32_t)nk;
-        uint32_t st = c0 % GP_STAGES, ph = (c0 / GP_STAGES) & 1u, pst = 0;
+        uint32_t st = c0 % STAGES, ph = (c0 / STAGES) & 1u, pst = 0;
         for (int kc = 0; kc < nk; kc++) {
             flw_bar_wait(bars + 8 * st, ph);
             const uint32_t s0 = sb + st * GP_STAGE;
@@ -389,10 +400,10 @@ __device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap 
             if (kc > 0) { /* the stage before is read: free it in every CTA */
                 flw_wait<1>();
                 flw_pin<128>(d);
-                gp_release<CL>(bars + 8 * (GP_STAGES + pst), lane);
+                gp_release<CL>(bars + 8 * (STAGES + pst), lane);
             }
             pst = st;
-            if (++st == GP_STAGES) st = 0, ph ^= 1;
+            if (++st == STAGES) st = 0, ph ^= 1;
         }
         if (t + n_walk < n_items) { /* the other warpgroup's turn (item li + 1) */
             if (w == 0) flw_named_arrive(2, 256);
@@ -400,8 +411,8 @@ __device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap 
         }
         flw_wait<0>();
         flw_pin<128>(d);
-        gp_release<CL>(bars + 8 * (GP_STAGES + pst), lane);
-        epi(d, m0 + 16 * warp + gq, n0 + 2 * tq);
+        gp_release<CL>(bars + 8 * (STAGES + pst), lane);
+        epi(d, m0 + 16 * warp + gq, n0 + 2 * tq, xs + (uint32_t)(4 * w + warp) * (XB / 8));
     }
     gg_cluster_sync();
 }
@@ -410,7 +421,8 @@ template <int CL>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     k_gemm_glu_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
                   const __grid_constant__ CUtensorMap tu, gg_args a) {
-    gp_run<CL, GG_BN>(tx, tg, tu, a.n, a.f, a.k, [&](const float *d, int r0, int c0) { gg_store(d, a, r0, c0); });
+    gp_run<CL, GG_BN, GP_STAGES, 0>(tx, tg, tu, a.n, a.f, a.k, [] {},
+                                   [&](const float *d, int r0, int c0, uint32_t) { gg_store(d, a, r0, c0); });
 }
 
 /* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64
@@ -434,20 +446,21 @@ extern "C" int cuda_gemm_glu_clusters(void) { return __atomic_load_n(&g_gg_clust
 extern "C" int cuda_gemm_glu_variant(void) { return __atomic_load_n(&g_gg_variant, __ATOMIC_RELAXED); }
 
 /* ---- MATMUL_ROPE_STORE: the QKV GEMM with QK_ROPE_STORE in the epilogue ----
- * (branch s20-qkvr, prepared in session 20 without a device run.) The
- * ping-pong kernel over W's rows in tiles of 256 outputs = two heads of
- * 128; a warpgroup's 64-row tile ends in gq_store: each value rounded to
- * bf16 first (the unfused path's bf16 QKV product), a q / k head row's
- * RMS over its 128 values (32 a thread, then the quad: xor 1, 2), x * s *
- * (w_off + w[i]), the neox rotation of (i, i + 64) (the same thread's
- * d[4j ..] and d[4(j + 8) ..]), theta = pos * inv_freq[i] as the rope
- * kernels; q into dst, k and v into the caches at slots[t] (< 0: padding,
- * not stored; >= n_slots: the bad-slot flag). Not bit-identical to the
- * unfused kernels (the square sum's order), within bf16 rounding. */
+ * (sessions 20-21.) The ping-pong kernel over W's rows in tiles of 256
+ * outputs = two heads of 128; a warpgroup's 64-row tile ends in gq_store:
+ * each value rounded to bf16 first (the unfused path's bf16 QKV product),
+ * a q / k head row's RMS over its 128 values (32 a thread, then the quad:
+ * xor 1, 2), x * s * (w_off + w[i]), the neox rotation of (i, i + 64)
+ * (the same thread's d[4j ..] and d[4(j + 8) ..]), theta = pos *
+ * inv_freq[i] as the rope kernels; q into dst, k and v into the bf16
+ * caches at slots[t] (< 0: padding, not stored; >= n_slots: the bad-slot
+ * flag), a head's 8 rows at a time through shared memory and the
+ * bulk-copy engine. Not bit-identical to the unfused kernels (the square
+ * sum's order, rsqrtf, the SFU's sin / cos), within bf16 rounding. */
 typedef struct {
     __nv_bfloat16 *q; /* dst: q[t * q_s0 + head * q_s1 + i] (elements) */
     int64_t q_s0, q_s1, n_slots;
-    void *kc, *vc;          /* [slots, kvh, 128] */
+    void *kc, *vc;          /* bf16 [slots, kvh, 128] */
     const float *qn, *kn;   /* QK-norm weights [128] or NULL */
     const int32_t *pos, *slots;
     const float *inv_freq;  /* [64] */
@@ -456,9 +469,148 @@ typedef struct {
     float eps, w_off, af;
 } gq_args;
 
-template <typename KV>
-__device__ __forceinline__ void gq_store(const float *d, const gq_args &r, int r0, int c0) {
-    const int n0 = c0 & ~7, tq = (c0 & 7) >> 1, hb = n0 / 128, nh = r.h + 2 * r.kvh;
+/* sin and cos of x (|x| up to ~1e5: positions times inverse frequencies)
+ * by the SFU: x reduced to [-pi, pi] with 2 pi in two parts (the product
+ * k * 2pi_hi is exact inside the FMA), then __sincosf (abs error ~4e-7
+ * there). sincosf's accurate path with its large-argument fallback, 32
+ * times inlined, made the epilogue ~3x the ping-pong GLU kernel's code
+ * and slower than the other warpgroup's products (session 21: 78 us a
+ * 0.6B layer vs 41 unfused). */
+__device__ __forceinline__ void gq_sincos(float x, float *s, float *c) {
+    const float k = rintf(x * 0.159154943f);
+    float r = fmaf(-k, 6.28318548f, x);
+    r = fmaf(-k, -1.74845553e-7f, r);
+    __sincosf(r, s, c);
+}
+
+__device__ __forceinline__ uint32_t gq_pack_bf16(float a, float b) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
+    return *(const uint32_t *)&p;
+}
+
+/* The epilogue's constants in shared memory (gq_fill, once a CTA): the
+ * inverse frequencies and the q / k norm weights with their offset (1
+ * without a norm: the rotation then multiplies by 1). */
+typedef struct {
+    float freq[64];
+    float w[2][128]; /* [q, k][i] */
+} gq_tab;
+
+__device__ __forceinline__ void gq_fill(gq_tab *t, const gq_args &r) {
+    for (int i = (int)threadIdx.x; i < 64 + 256; i += (int)blockDim.x) {
+        if (i < 64) t->freq[i] = r.inv_freq[i];
+        else {
+            const int j = i - 64, wk = j >> 7, e = j & 127;
+            const float *nw = wk ? r.kn : r.qn;
+            t->w[wk][e] = nw ? r.w_off + nw[e] : 1.0f;
+        }
+    }
+}
+
+/* The rotated (and normed) heads H0 .. H1 of the tile (both q / k), rows
+ * HL .. HR of the thread (0: r0, 1: r0 + 8): the sin / cos of a (row, i)
+ * computed once for both heads. d[]: the tile's products (rounded to bf16
+ * here, as the unfused path's); s[hh][h] the rows' norm scales times the
+ * attention factor; put(h, hh, jj, a0, a1, b0, b1) takes outputs i, i + 1
+ * (i = 8 jj + 2 tq) and their partners i + 64, i + 65 of a head row. */
+template <int H0, int H1, int HL, int HR, typename Put>
+__device__ __forceinline__ void gq_rope(const float *d, const gq_tab *t, const bool *isq, const float (*s)[2],
+                                        const float *pf, int tq, Put put) {
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+        const int i = 8 * jj + 2 * tq;
+        const float2 fr = *(const float2 *)(t->freq + i);
+        float w[2][4];
+#pragma unroll
+        for (int hh = H0; hh <= H1; hh++) {
+            const float *tw = t->w[isq[hh] ? 0 : 1];
+            const float2 a = *(const float2 *)(tw + i), b = *(const float2 *)(tw + i + 64);
+            w[hh][0] = a.x, w[hh][1] = a.y, w[hh][2] = b.x, w[hh][3] = b.y;
+        }
+#pragma unroll
+        for (int h = HL; h <= HR; h++) {
+            float cs[2], sn[2];
+            gq_sincos(pf[h] * fr.x, &sn[0], &cs[0]);
+            gq_sincos(pf[h] * fr.y, &sn[1], &cs[1]);
+#pragma unroll
+            for (int hh = H0; hh <= H1; hh++) {
+                float o0[2], o1[2], x0[2], x1[2];
+                gg_bf16r2(d[4 * (16 * hh + jj) + 2 * h], d[4 * (16 * hh + jj) + 2 * h + 1], &x0[0], &x0[1]);
+                gg_bf16r2(d[4 * (16 * hh + jj + 8) + 2 * h], d[4 * (16 * hh + jj + 8) + 2 * h + 1], &x1[0], &x1[1]);
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float a = x0[e] * w[hh][e], b = x1[e] * w[hh][2 + e];
+                    o0[e] = (a * cs[e] - b * sn[e]) * s[hh][h];
+                    o1[e] = (a * sn[e] + b * cs[e]) * s[hh][h];
+                }
+                put(h, hh, jj, o0[0], o0[1], o1[0], o1[1]);
+            }
+        }
+    }
+}
+
+/* Head HH of the tile as it is (v), rows HL .. HR of the thread. */
+template <int HH, int HL, int HR, typename Put> __device__ __forceinline__ void gq_plain(const float *d, int tq, Put put) {
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+#pragma unroll
+        for (int h = HL; h <= HR; h++) {
+            float x0[2], x1[2]; /* rounded as the unfused path's bf16 product */
+            gg_bf16r2(d[4 * (16 * HH + jj) + 2 * h], d[4 * (16 * HH + jj) + 2 * h + 1], &x0[0], &x0[1]);
+            gg_bf16r2(d[4 * (16 * HH + jj + 8) + 2 * h], d[4 * (16 * HH + jj + 8) + 2 * h + 1], &x1[0], &x1[1]);
+            put(h, HH, jj, x0[0], x0[1], x1[0], x1[1]);
+        }
+    }
+}
+
+/* Rows HL .. HR of the tile's two heads through put, by kind (uniform):
+ * both q / k (every tile but the boundaries of odd head counts) share the
+ * sin / cos; v as it is; past the last head nothing. */
+template <int HL, int HR, typename Put>
+__device__ __forceinline__ void gq_heads(const float *d, const gq_args &r, const gq_tab *t, const int *kind,
+                                         const bool *isq, const float (*s)[2], const float *pf, int tq, Put put) {
+    if (kind[0] < 2 && kind[1] < 2) {
+        gq_rope<0, 1, HL, HR>(d, t, isq, s, pf, tq, put);
+        return;
+    }
+    if (kind[0] < 2) gq_rope<0, 0, HL, HR>(d, t, isq, s, pf, tq, put);
+    else if (kind[0] == 2) gq_plain<0, HL, HR>(d, tq, put);
+    if (kind[1] < 2) gq_rope<1, 1, HL, HR>(d, t, isq, s, pf, tq, put);
+    else if (kind[1] == 2) gq_plain<1, HL, HR>(d, tq, put);
+}
+
+/* The staging (GQ_XB bytes, a warp's GQ_WARP): 8 rows (one row half of
+ * the warp's 16) x 128 outputs (one head) as bf16, rows GQ_ROW bytes
+ * apart (256 + 16: the quads' 4-byte writes of 8 rows hit 32 banks);
+ * lanes 0-7 then hand one 256-byte row each to the bulk-copy engine. The
+ * fragments' own 4-byte stores (8 rows x 16 bytes a warp store) were the
+ * epilogue's cost: 0.6B QKV alone 38.9 us fused, 41.0 with stores only,
+ * 27.0 without an epilogue; staged 29.8 (session 21). 17 KB keeps the
+ * ring's 5 stages (a 4-stage ring with 33 KB of staging starved for data
+ * in the engine: 38.1 us vs 36.9 by ncu). */
+#define GQ_ROW 272
+#define GQ_WARP (8 * GQ_ROW)
+#define GQ_XB (8 * GQ_WARP)
+
+__device__ __forceinline__ void gq_sts32(uint32_t a, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
+/* a staged row of 256 bytes to global memory by the bulk-copy engine */
+__device__ __forceinline__ void gq_bulk_row(void *g, uint32_t src) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 256;\n" ::"l"(g), "r"(src) : "memory");
+}
+__device__ __forceinline__ void gq_bulk_commit_wait_read() {
+    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void gq_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* A warpgroup's 64 x 256 tile: two heads of 128 (q, k, v or past the
+ * last head, uniform over the tile), a row half (8 of the warp's 16 rows)
+ * at a time: both heads' values into registers, then each head through
+ * the warp's staging at xw. */
+__device__ __forceinline__ void gq_store(const float *d, const gq_args &r, const gq_tab *t, int r0, int c0,
+                                         uint32_t xw) {
+    const int tq = (c0 & 7) >> 1, hb = (c0 & ~7) / 128, nh = r.h + 2 * r.kvh;
     int32_t slot[2];
     float pf[2];
     bool rin[2];
@@ -470,20 +622,17 @@ __device__ __forceinline__ void gq_store(const float *d, const gq_args &r, int r
         pf[h] = rin[h] ? (float)r.pos[row] : 0.0f;
         if (rin[h] && slot[h] >= r.n_slots) atomicOr(r.flags, CUDA_FLAG_BAD_SLOT);
     }
-    int kind[2], head[2]; /* per tile head hh: 0 q, 1 k, 2 v, 3 past the last head */
+    int kind[2], head[2]; /* per tile head hh: 0 q, 1 k, 2 v, 3 past the last head (uniform) */
+    bool isq[2];
+    float s[2][2];
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const int g = hb + hh;
         kind[hh] = g < r.h ? 0 : g < r.h + r.kvh ? 1 : g < nh ? 2 : 3;
         head[hh] = kind[hh] == 0 ? g : kind[hh] == 1 ? g - r.h : g - r.h - r.kvh;
-    }
-    const bool rope = kind[0] < 2 || kind[1] < 2; /* uniform */
-    /* the norm scales of the q / k heads (every lane shuffles) */
-    float sc[2][2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const float *nw = kind[hh] == 0 ? r.qn : kind[hh] == 1 ? r.kn : NULL;
-        if (!nw) continue; /* uniform */
+        isq[hh] = kind[hh] == 0;
+        s[hh][0] = s[hh][1] = r.af;
+        if (kind[hh] == 0 ? !r.qn : kind[hh] == 1 ? !r.kn : true) continue; /* uniform: a q / k head's norm */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float ss = 0.0f;
@@ -491,71 +640,60 @@ __device__ __forceinline__ void gq_store(const float *d, const gq_args &r, int r
             for (int jj = 0; jj < 16; jj++) {
                 float a, b;
                 gg_bf16r2(d[4 * (16 * hh + jj) + 2 * h], d[4 * (16 * hh + jj) + 2 * h + 1], &a, &b);
-                ss += a * a + b * b;
+                ss = fmaf(a, a, fmaf(b, b, ss));
             }
             ss += __shfl_xor_sync(0xffffffffu, ss, 1);
             ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-            sc[hh][h] = 1.0f / sqrtf(ss / 128.0f + r.eps);
+            s[hh][h] = rsqrtf(ss * (1.0f / 128.0f) + r.eps) * r.af;
         }
     }
+    const int lane = (int)threadIdx.x & 31, gq = lane >> 2;
+    uint32_t u[2][16]; /* a row half's bf16 pairs: [head][jj, jj + 8 for i + 64] */
+    auto put = [&](int, int hh, int jj, float a0, float a1, float b0, float b1) {
+        u[hh][jj] = gq_pack_bf16(a0, a1), u[hh][jj + 8] = gq_pack_bf16(b0, b1);
+    };
+    /* head hh's 8 rows of row half h through the staging: lanes 0-7
+     * each copy one 256-byte row out by the bulk-copy engine */
+    auto flush = [&](int h, int hh) {
+        const uint32_t wrow = xw + (uint32_t)gq * GQ_ROW + (uint32_t)tq * 4;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int row = r0 + 8 * h;
-        const bool kv_ok = rin[h] && slot[h] >= 0 && slot[h] < r.n_slots;
-#pragma unroll
-        for (int jj = 0; jj < 8; jj++) {
-            float cs[2] = {1.0f, 1.0f}, sn[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int e = 0; e < 2 && rope; e++) {
-                float sv, cv;
-                sincosf(pf[h] * r.inv_freq[8 * jj + 2 * tq + e], &sv, &cv);
-                cs[e] = cv * r.af, sn[e] = sv * r.af;
+        for (int jj = 0; jj < 16; jj++) gq_sts32(wrow + (uint32_t)jj * 16, u[hh][jj]);
+        __nv_bfloat16 *const cache = (__nv_bfloat16 *)(kind[hh] == 1 ? r.kc : r.vc);
+        gq_fence_async_smem(); /* the rows' st.shared, seen by the bulk copies */
+        __syncwarp();
+        const int rho = lane & 7, row = r0 - gq + 8 * h + rho;
+        const int sl = __shfl_sync(0xffffffffu, slot[h], 4 * rho);
+        if (lane < 8) { /* lane rho copies row rho */
+            bool ok;
+            __nv_bfloat16 *p;
+            if (kind[hh] == 0) { /* uniform */
+                p = r.q + (int64_t)row * r.q_s0 + (int64_t)head[hh] * r.q_s1;
+                ok = row < r.n;
+            } else {
+                p = cache + ((int64_t)sl * r.kvh + head[hh]) * 128;
+                ok = sl >= 0 && sl < r.n_slots; /* sl: -1 past n */
             }
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                if (kind[hh] == 3) continue;
-                const int i = 8 * jj + 2 * tq; /* and i + 1; partners i + 64, i + 65 */
-                float x0[2], x1[2];
-                gg_bf16r2(d[4 * (16 * hh + jj) + 2 * h], d[4 * (16 * hh + jj) + 2 * h + 1], &x0[0], &x0[1]);
-                gg_bf16r2(d[4 * (16 * hh + jj + 8) + 2 * h], d[4 * (16 * hh + jj + 8) + 2 * h + 1], &x1[0], &x1[1]);
-                if (kind[hh] == 2) { /* v: stored as it is */
-                    if (kv_ok) {
-                        KV *vp = (KV *)r.vc + ((int64_t)slot[h] * r.kvh + head[hh]) * 128;
-                        cuda_st1(vp + i, x0[0]), cuda_st1(vp + i + 1, x0[1]);
-                        cuda_st1(vp + i + 64, x1[0]), cuda_st1(vp + i + 65, x1[1]);
-                    }
-                    continue;
-                }
-                const float *nw = kind[hh] == 0 ? r.qn : r.kn;
-                float o0[2], o1[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float a = x0[e], b = x1[e];
-                    if (nw) a = a * sc[hh][h] * (r.w_off + nw[i + e]), b = b * sc[hh][h] * (r.w_off + nw[i + 64 + e]);
-                    o0[e] = a * cs[e] - b * sn[e];
-                    o1[e] = a * sn[e] + b * cs[e];
-                }
-                if (kind[hh] == 0) {
-                    if (rin[h]) {
-                        __nv_bfloat16 *qp = r.q + (int64_t)row * r.q_s0 + (int64_t)head[hh] * r.q_s1;
-                        *(__nv_bfloat162 *)(qp + i) = __floats2bfloat162_rn(o0[0], o0[1]);
-                        *(__nv_bfloat162 *)(qp + i + 64) = __floats2bfloat162_rn(o1[0], o1[1]);
-                    }
-                } else if (kv_ok) {
-                    KV *kp = (KV *)r.kc + ((int64_t)slot[h] * r.kvh + head[hh]) * 128;
-                    cuda_st1(kp + i, o0[0]), cuda_st1(kp + i + 1, o0[1]);
-                    cuda_st1(kp + i + 64, o1[0]), cuda_st1(kp + i + 65, o1[1]);
-                }
-            }
+            if (ok) gq_bulk_row(p, xw + (uint32_t)(rho * GQ_ROW));
+            gq_bulk_commit_wait_read(); /* the staging is free again */
         }
-    }
+        __syncwarp();
+    };
+    gq_heads<0, 0>(d, r, t, kind, isq, s, pf, tq, put);
+    if (kind[0] < 3) flush(0, 0);
+    if (kind[1] < 3) flush(0, 1);
+    gq_heads<1, 1>(d, r, t, kind, isq, s, pf, tq, put);
+    if (kind[0] < 3) flush(1, 0);
+    if (kind[1] < 3) flush(1, 1);
 }
 
-template <int CL, typename KV>
+template <int CL>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     k_gemm_qkv_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
                   const __grid_constant__ CUtensorMap tu, gq_args r) {
-    gp_run<CL, 256>(tx, tg, tu, r.n, r.n_out, r.k, [&](const float *d, int r0, int c0) { gq_store<KV>(d, r, r0, c0); });
+    __shared__ gq_tab tab;
+    gp_run<CL, 256, GP_STAGES, GQ_XB>(
+        tx, tg, tu, r.n, r.n_out, r.k, [&] { gq_fill(&tab, r); },
+        [&](const float *d, int r0, int c0, uint32_t xw) { gq_store(d, r, &tab, r0, c0, xw); });
 }
 
 typedef void (*gg_kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, gg_args);
@@ -671,28 +809,30 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
     return VC_OK;
 }
 
-/* ---- MATMUL_ROPE_STORE host side (branch s20-qkvr) ---- */
+/* ---- MATMUL_ROPE_STORE host side ---- */
 
 typedef void (*gq_kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, gq_args);
 
-/* kernel v: clusters of 2 (v / 3 == 0) or 4, cache bf16 / f16 / f32 (v % 3) */
+/* kernel v: clusters of 2 (0) or 4 (1) */
 static gq_kernel gq_kernel_of(int v) {
-    static const gq_kernel ks[6] = {k_gemm_qkv_pp<2, __nv_bfloat16>, k_gemm_qkv_pp<2, __half>, k_gemm_qkv_pp<2, float>,
-                                    k_gemm_qkv_pp<4, __nv_bfloat16>, k_gemm_qkv_pp<4, __half>, k_gemm_qkv_pp<4, float>};
-    return ks[v];
+    return v ? k_gemm_qkv_pp<4> : k_gemm_qkv_pp<2>;
 }
 
-/* as gg_max_clusters, for kernel v of gq_kernel_of */
+/* dynamic shared memory of k_gemm_qkv_pp: the ring and the staging */
+static size_t gq_smem(void) { return gp_smem(GP_STAGES, GQ_XB); }
+
+/* as gg_max_clusters, for kernel v of gq_kernel_of (0: clusters of 2,
+ * 1: of 4) */
 static int gq_max_clusters(int v, int dev, int *err) {
-    static int known[6][16];
+    static int known[2][16];
     int c = dev >= 0 && dev < 16 ? __atomic_load_n(&known[v][dev], __ATOMIC_RELAXED) : 0;
     if (c) return c - 1;
-    cudaError_t ce = cudaFuncSetAttribute(gq_kernel_of(v), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gp_smem());
+    cudaError_t ce = cudaFuncSetAttribute(gq_kernel_of(v), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem());
     if (ce != cudaSuccess) {
         *err = cuda_fail(ce, "qkv_rope smem opt-in", __FILE__, __LINE__);
         return -1;
     }
-    c = cuda_cluster_occupancy(gq_kernel_of(v), v / 3 ? 4u : 2u, GG_THREADS, gp_smem()) + 1;
+    c = cuda_cluster_occupancy(gq_kernel_of(v), v ? 4u : 2u, GG_THREADS, gq_smem()) + 1;
     if (dev >= 0 && dev < 16) __atomic_store_n(&known[v][dev], c, __ATOMIC_RELAXED);
     return c - 1;
 }
@@ -701,16 +841,41 @@ static uint64_t g_gq_launches; /* calls that ran k_gemm_qkv_pp (tests) */
 extern "C" uint64_t cuda_qkv_rope_launches(void) { return __atomic_load_n(&g_gq_launches, __ATOMIC_RELAXED); }
 
 static bool gq_vec(const rt_tensor *t, rt_dtype dt, int64_t n) {
-    return t && t->dtype == dt && rt_tensor_nelem(t) == n && rt_tensor_is_contiguous(t);
+    return t && t->dtype == dt && rt_tensor_nelem(t) == n && rt_tensor_is_contiguous(t) && !((uintptr_t)t->data & 7);
 }
 
-/* Whether k_gemm_qkv_pp takes the call: VLLM_CUDA_QKV_ROPE=0 never (read
- * at each call); bf16 x, W and q, head_dim 128 with full neox rotary, K a
- * multiple of 64, 1024 to 8192 rows (the ping-pong GEMM-GLU's rows; not
- * measured for this kernel yet), TMA-describable x and W, contiguous
- * caches of one dtype. */
+/* Clusters of 2 CTAs unless VLLM_CUDA_QKV_CL=4 (read at each call, for
+ * A/B): alone, 2 were faster at every row count measured (1,024 to 8,192
+ * rows, session 21). */
+static int gq_cl(void) {
+    const char *ce = getenv("VLLM_CUDA_QKV_CL");
+    return ce && ce[0] == '4' && ce[1] == 0 ? 4 : 2;
+}
+
+/* Items of a call: groups of cl 64-row token tiles x 256-output tiles. */
+static int64_t gq_items(int64_t n, int64_t n_out, int cl) {
+    return ((n + GP_BM - 1) / GP_BM + cl - 1) / cl * ((n_out + 255) / 256);
+}
+
+/* The least fill of the rounds of items (percent) for the default rule:
+ * the 0.6B at 1,087 rows (a 1,024-token prefill with 63 decodes, the
+ * common step of concurrency-64 serving) fills 3 rounds of 66 clusters
+ * 73%, and serving ran 4% fewer tokens a second fused (session 21);
+ * 2,048 and 8,192 rows fill 97%. */
+#define GQ_MIN_FILL 85
+
+/* Whether k_gemm_qkv_pp takes the call: VLLM_CUDA_QKV_ROPE=0 never, =1
+ * every eligible call, unset where its rounds fill GQ_MIN_FILL (read at
+ * each call); eligible: bf16 x, W and q, head_dim 128 with full neox rotary, K a
+ * multiple of 64 below 2048 (the ping-pong kernel's range for the GLU;
+ * larger K not measured for this one), 1024 to 8192 rows,
+ * TMA-describable x and W, contiguous bf16 caches, q and cache
+ * rows 16-byte aligned, the norm weights and inverse frequencies 8-byte
+ * aligned. Measured (session 21, clusters of 2, the 0.6B's 2048 x 1024 ->
+ * 4096): alone 30.8 us vs MATMUL + QK_ROPE_STORE 38.3; in the engine
+ * (ncu) 37.8 vs 26.7 + 14.3; warm TTFT 5.07 / 5.09 / 5.09 / 5.08 vs
+ * 5.18 / 5.15 / 5.13 / 5.10 ms. */
 extern "C" bool cuda_matmul_rope_store_fits(cuda_ctx *c, const rt_op_args *a) {
-    (void)c;
     const char *e = getenv("VLLM_CUDA_QKV_ROPE");
     if (e && e[0] == '0' && e[1] == 0) return false;
     const rt_tensor *x = a->src[0], *w = a->src[1], *dst = a->dst;
@@ -719,18 +884,28 @@ extern "C" bool cuda_matmul_rope_store_fits(cuda_ctx *c, const rt_op_args *a) {
         dst->ndim != 3 || x->stride[1] != 2 || w->stride[1] != 2 || dst->stride[2] != 2)
         return false;
     const int64_t n = x->shape[0], k = x->shape[1], hd = dst->shape[2];
-    if (hd != 128 || k % GG_BK || k != w->shape[1] || n < GP_MIN_N || n > GP_MAX_N || (x->stride[0] & 15) ||
+    if (hd != 128 || k % GG_BK || k >= 2048 || k != w->shape[1] || n < GP_MIN_N || n > GP_MAX_N || (x->stride[0] & 15) ||
         (w->stride[0] & 15) || ((uintptr_t)x->data & 15) || ((uintptr_t)w->data & 15) || w->shape[0] < 256)
         return false;
     if (a->p.rope_store.rot_dim != 128 || !a->p.rope_store.neox || kc->dtype != vc->dtype ||
-        (kc->dtype != RT_BF16 && kc->dtype != RT_F16 && kc->dtype != RT_F32) || !rt_tensor_is_contiguous(kc) ||
-        !rt_tensor_is_contiguous(vc))
-        return false;
+        kc->dtype != RT_BF16 || !rt_tensor_is_contiguous(kc) ||
+        !rt_tensor_is_contiguous(vc) || ((uintptr_t)kc->data & 15) || ((uintptr_t)vc->data & 15) ||
+        ((uintptr_t)dst->data & 15) || (dst->stride[0] & 15) || (dst->stride[1] & 15))
+        return false; /* 16-byte q rows and cache rows (the bf16 path's stores) */
     const rt_tensor *qn = a->p.rope_store.q_norm, *kn = a->p.rope_store.k_norm;
     if ((qn && !gq_vec(qn, RT_F32, 128)) || (kn && !gq_vec(kn, RT_F32, 128)) || !gq_vec(a->src[4], RT_F32, 64) ||
         !gq_vec(a->src[3], RT_I32, n) || !gq_vec(a->src[5], RT_I32, n))
         return false;
-    return n <= INT_MAX && w->shape[0] <= INT_MAX && k <= INT_MAX;
+    if (n > INT_MAX || w->shape[0] > INT_MAX || k > INT_MAX) return false;
+    if (e && e[0] == '1' && e[1] == 0) return true; /* =1: every eligible call */
+    /* unset: where the last round of items is nearly full (the kernel's
+     * time goes by rounds; cuBLAS's tiles quantise finer) */
+    int err = 0;
+    if (cuda_enter(c) < 0) return false;
+    const int cl = gq_cl(), mc = gq_max_clusters(cl == 4, c->device, &err);
+    if (mc <= 0) return false;
+    const int64_t items = gq_items(n, w->shape[0], cl), rounds = (items + mc - 1) / mc;
+    return items * 100 >= GQ_MIN_FILL * rounds * mc;
 }
 
 extern "C" int cuda_op_matmul_rope_store(rt_backend *be, const rt_op_args *a) {
@@ -741,16 +916,7 @@ extern "C" int cuda_op_matmul_rope_store(rt_backend *be, const rt_op_args *a) {
     const int64_t n = x->shape[0], k = x->shape[1], n_out = w->shape[0], kvh = kc->shape[kc->ndim - 2];
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
     int err = VC_OK;
-    const int kvi = kc->dtype == RT_BF16 ? 0 : kc->dtype == RT_F16 ? 1 : 2;
-    const char *ce = getenv("VLLM_CUDA_QKV_CL");
-    int cl;
-    if (ce && (ce[0] == '2' || ce[0] == '4') && ce[1] == 0) cl = ce[0] - '0';
-    else { /* as gg_variant: clusters of 4 where the items fill 4 rounds */
-        const int mc4 = gq_max_clusters(3 + kvi, c->device, &err);
-        if (mc4 < 0) return err;
-        cl = mc4 > 0 && gg_items(n, n_out, GP_BM, 4) * GG_BN / 256 >= 4 * (int64_t)mc4 ? 4 : 2;
-    }
-    const int v = (cl == 4 ? 3 : 0) + kvi;
+    const int cl = gq_cl(), v = cl == 4;
     const int mc = gq_max_clusters(v, c->device, &err);
     if (mc < 0) return err;
     if (mc == 0) return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_rope_store: no cluster of %d fits", cl);
@@ -762,7 +928,7 @@ extern "C" int cuda_op_matmul_rope_store(rt_backend *be, const rt_op_args *a) {
     if (!gg_map(&tx, x->data, n, k, x->stride[0], GP_BM) || !gg_map(&tg, w->data, n_out, k, ws, w_box) ||
         !gg_map(&tu, (const char *)w->data + GG_BN * ws, n_out - GG_BN, k, ws, w_box))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_rope_store: TMA cannot describe x or W");
-    const int64_t items = ((n + GP_BM - 1) / GP_BM + cl - 1) / cl * ((n_out + 255) / 256);
+    const int64_t items = gq_items(n, n_out, cl);
     const int64_t grid_cl = items < mc ? items : mc;
     gq_args r;
     r.q = (__nv_bfloat16 *)dst->data;
@@ -777,7 +943,7 @@ extern "C" int cuda_op_matmul_rope_store(rt_backend *be, const rt_op_args *a) {
     r.n = (int)n, r.n_out = (int)n_out, r.k = (int)k, r.h = (int)dst->shape[1], r.kvh = (int)kvh;
     r.eps = a->p.rope_store.eps, r.w_off = a->p.rope_store.w_offset, r.af = a->p.rope_store.attn_factor;
     __atomic_fetch_add(&g_gq_launches, 1, __ATOMIC_RELAXED);
-    cudaError_t le = cuda_launch_cluster(gq_kernel_of(v), dim3((unsigned)(cl * grid_cl)), dim3(GG_THREADS), gp_smem(),
+    cudaError_t le = cuda_launch_cluster(gq_kernel_of(v), dim3((unsigned)(cl * grid_cl)), dim3(GG_THREADS), gq_smem(),
                                          c->stream, (unsigned)cl, tx, tg, tu, r);
     if (le != cudaSuccess)
         return vc_err_set(VC_ERR_RUNTIME, "cuda matmul_rope_store: cluster launch: %s", cudaGetErrorString(le));

@@ -304,16 +304,76 @@ static void test_gemm_glu_fused(void **st) {
     }
 }
 
-/* MATMUL_ROPE_STORE (branch s20-qkvr): the QKV GEMM with QK-norm, RoPE
- * and the KV store in the ping-pong kernel's epilogue
- * (VLLM_CUDA_QKV_ROPE=1, default) against the runtime's MATMUL +
- * QK_ROPE_STORE on the same backend (=0): q and both caches within two
- * bf16 roundings (the GEMM's sum order moves a bf16 q / k / v value by a
- * step; the norm's sum order differs), the untouched cache rows still
- * zero in both; the launch counter proves which path ran. Shapes: the
- * 0.6B's (16 / 8 heads, QK-norm, 2048 tokens) and an odd head count
- * (5 / 1: the last 256-output tile half past W, no norm) with padding
- * slots and positions far into a sequence; clusters of 2 and 4. */
+/* us a MATMUL_ROPE_STORE call at the 0.6B's QKV shape (K 1024 -> 16 / 8
+ * heads of 128, QK-norm) over n rows, graphs of 20 calls as a forward
+ * sees them: 8 copies of W (64 MB, past the 50 MB L2) and 8 slot ranges of
+ * 256 K-slot caches taken in turn; unfused (MATMUL + QK_ROPE_STORE), fused
+ * in clusters of 2 and of 4. */
+static void rope_store_speed(int64_t n) {
+    const int64_t d = 1024, h = 16, kvh = 8, hd = 128, out = (h + 2 * kvh) * hd, big = 262144;
+    uint16_t *xh = xmalloc((size_t)(n * d) * 2), *wh = xmalloc((size_t)(out * d) * 2);
+    for (int64_t i = 0; i < n * d; i++) xh[i] = rt_f32_to_bf16(rnd());
+    for (int64_t i = 0; i < out * d; i++) wh[i] = rt_f32_to_bf16(0.03f * rnd());
+    int32_t *pos = xmalloc((size_t)n * 4), *sl = xmalloc((size_t)n * 4);
+    float invf[64], nw[128];
+    for (int i = 0; i < 64; i++) invf[i] = powf(1e6f, -(float)i / 64.0f);
+    for (int i = 0; i < 128; i++) nw[i] = 1.0f + 0.2f * rnd();
+    for (int64_t t = 0; t < n; t++) pos[t] = (int32_t)t;
+    int64_t sx[2] = {n, d}, sw[2] = {out, d}, sq[3] = {n, h, hd}, sqkv[2] = {n, out}, sc[3] = {big, kvh, hd};
+    int64_t sn[1] = {n}, sf[1] = {64}, snw[1] = {128};
+    rt_tensor dx = up(xh, RT_BF16, 2, sx), dpos = up(pos, RT_I32, 1, sn), dif = up(invf, RT_F32, 1, sf),
+              dnw = up(nw, RT_F32, 1, snw);
+    rt_tensor dq = rt_tensor_alloc(g_gpu, RT_BF16, 3, sq), dqkv = rt_tensor_alloc(g_gpu, RT_BF16, 2, sqkv);
+    rt_tensor dk = rt_tensor_alloc(g_gpu, RT_BF16, 3, sc), dv = rt_tensor_alloc(g_gpu, RT_BF16, 3, sc);
+    assert_non_null(dq.data);
+    assert_non_null(dqkv.data);
+    assert_non_null(dk.data);
+    assert_non_null(dv.data);
+    rt_tensor dw[8], dsl[8];
+    rt_rope_store_params rp[8];
+    for (int c = 0; c < 8; c++) {
+        for (int64_t t = 0; t < n; t++) sl[t] = (int32_t)(c * 16384 + t);
+        dw[c] = up(wh, RT_BF16, 2, sw), dsl[c] = up(sl, RT_I32, 1, sn);
+        rp[c] = (rt_rope_store_params){.q_norm = &dnw, .k_norm = &dnw, .eps = 1e-6f, .pos = &dpos, .inv_freq = &dif,
+                                       .rot_dim = 128, .neox = true, .attn_factor = 1.0f, .k_cache = &dk,
+                                       .v_cache = &dv, .slots = &dsl[c]};
+    }
+    static const struct { const char *name, *on, *cl; } vs[] = {
+        {"MATMUL + QK_ROPE_STORE", "0", "2"}, {"fused, clusters of 2", "1", "2"}, {"fused, clusters of 4", "1", "4"}};
+    for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
+        setenv("VLLM_CUDA_QKV_ROPE", vs[v].on, 1), setenv("VLLM_CUDA_QKV_CL", vs[v].cl, 1);
+        void *g = NULL;
+        assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
+        for (int r = 0; r < 20; r++)
+            assert_int_equal(rt_matmul_rope_store(g_gpu, &dq, &dx, &dw[r % 8], &dqkv, &rp[r % 8]), VC_OK);
+        assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
+        assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        const double t0 = vc_now_s();
+        for (int r = 0; r < 3; r++) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        const double us = (vc_now_s() - t0) / 60 * 1e6;
+        rt_backend_graph_free(g_gpu, g);
+        print_message("speed: matmul_rope_store %lld x %lld -> %lld, %s: %.1f us (%.0f TFLOP/s)\n", (long long)n,
+                      (long long)d, (long long)out, vs[v].name, us, 2.0 * n * d * out / us * 1e-6);
+    }
+    unsetenv("VLLM_CUDA_QKV_ROPE"), unsetenv("VLLM_CUDA_QKV_CL");
+    for (int c = 0; c < 8; c++) drop(&dw[c]), drop(&dsl[c]);
+    drop(&dx), drop(&dpos), drop(&dif), drop(&dnw), drop(&dq), drop(&dqkv), drop(&dk), drop(&dv);
+    free(xh), free(wh), free(pos), free(sl);
+}
+
+/* MATMUL_ROPE_STORE: the QKV GEMM with QK-norm, RoPE and the KV store in
+ * the ping-pong kernel's epilogue (VLLM_CUDA_QKV_ROPE=1: every eligible
+ * call) against the runtime's MATMUL + QK_ROPE_STORE on the same backend
+ * (=0): q and both caches within two bf16 roundings (the GEMM's sum order
+ * moves a bf16 q / k / v value by a step; the norm's sum order differs),
+ * the untouched cache rows still zero in both; the launch counter proves
+ * which path ran. Shapes: the 0.6B's (16 / 8 heads, QK-norm, 2048 tokens)
+ * and an odd head count (5 / 1: the last 256-output tile half past W, no
+ * norm) with padding slots and positions far into a sequence; clusters of
+ * 2 and 4. Then the default rule (unset) by the launch counter, and the
+ * speed lines (rope_store_speed; skipped with VLLM_CUDA_SPEED=0). */
 uint64_t cuda_qkv_rope_launches(void);
 
 static void test_matmul_rope_store(void **st) {
@@ -388,6 +448,42 @@ static void test_matmul_rope_store(void **st) {
         drop(&dx), drop(&dw), drop(&dpos), drop(&dsl), drop(&dif), drop(&dqn), drop(&dkn), drop(&dqkv);
         free(xf), free(wf), free(xh), free(wd), free(pos), free(slots), free(zero);
     }
+    /* the default rule (the variables unset), by the launch counter: the
+     * 0.6B's shape at 2,048 rows fused; at 1,087 (its 3 rounds of items
+     * 73% full) and 1,000 (below 1,024) not */
+    const struct { int64_t n; int fused; } rule[] = {{2048, 1}, {1087, 0}, {1000, 0}, {8192, 1}};
+    for (size_t k = 0; k < sizeof rule / sizeof rule[0]; k++) {
+        const int64_t n = rule[k].n, d = 1024, h = 16, kvh = 8, hd = 128, out = (h + 2 * kvh) * hd;
+        int64_t sx[2] = {n, d}, sw[2] = {out, d}, sq[3] = {n, h, hd}, sqkv[2] = {n, out}, sc[3] = {n, kvh, hd};
+        int64_t sn[1] = {n}, sf[1] = {64};
+        int32_t *sl = xmalloc((size_t)n * 4);
+        for (int64_t t = 0; t < n; t++) sl[t] = -1; /* padding rows: nothing stored */
+        float invf[64] = {0};
+        rt_tensor dx = rt_tensor_alloc(g_gpu, RT_BF16, 2, sx), dw = rt_tensor_alloc(g_gpu, RT_BF16, 2, sw);
+        rt_tensor dq = rt_tensor_alloc(g_gpu, RT_BF16, 3, sq), dqkv = rt_tensor_alloc(g_gpu, RT_BF16, 2, sqkv);
+        rt_tensor dk = rt_tensor_alloc(g_gpu, RT_BF16, 3, sc), dv = rt_tensor_alloc(g_gpu, RT_BF16, 3, sc);
+        rt_tensor dsl = up(sl, RT_I32, 1, sn), dpos = up(sl, RT_I32, 1, sn), dif = up(invf, RT_F32, 1, sf);
+        assert_non_null(dx.data);
+        assert_non_null(dw.data);
+        assert_non_null(dq.data);
+        assert_non_null(dqkv.data);
+        assert_non_null(dk.data);
+        assert_non_null(dv.data);
+        rt_rope_store_params rp = {.eps = 1e-6f, .pos = &dpos, .inv_freq = &dif, .rot_dim = 128, .neox = true,
+                                   .attn_factor = 1.0f, .k_cache = &dk, .v_cache = &dv, .slots = &dsl};
+        const uint64_t before = cuda_qkv_rope_launches();
+        assert_int_equal(rt_matmul_rope_store(g_gpu, &dq, &dx, &dw, &dqkv, &rp), VC_OK);
+        assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
+        if ((cuda_qkv_rope_launches() != before) != (rule[k].fused != 0))
+            fail_msg("matmul_rope_store default: n=%lld should %s the fused kernel", (long long)n,
+                     rule[k].fused ? "take" : "not take");
+        drop(&dx), drop(&dw), drop(&dq), drop(&dqkv), drop(&dk), drop(&dv), drop(&dsl), drop(&dpos), drop(&dif);
+        free(sl);
+    }
+    const char *sp = getenv("VLLM_CUDA_SPEED");
+    if (sp && !strcmp(sp, "0")) return;
+    static const int64_t ns[] = {1024, 2048, 4096, 8192};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) rope_store_speed(ns[i]);
 }
 
 /* Swap g_gpu for a CUDA backend made while the variable `name` is `value`
