@@ -387,6 +387,19 @@ static bool is_norm_w(const rt_tensor *t, int64_t hd) {
     return !t || (t->dtype == RT_F32 && rt_tensor_nelem(t) == hd);
 }
 
+/* QK_ROPE_STORE's (and MATMUL_ROPE_STORE's) parameters into a's op union */
+static void rope_store_op_params(rt_op_args *a, const rt_rope_store_params *p) {
+    a->p.rope_store.k_cache = p->k_cache;
+    a->p.rope_store.v_cache = p->v_cache;
+    a->p.rope_store.q_norm = p->q_norm;
+    a->p.rope_store.k_norm = p->k_norm;
+    a->p.rope_store.eps = p->eps;
+    a->p.rope_store.w_offset = p->w_offset;
+    a->p.rope_store.rot_dim = p->rot_dim;
+    a->p.rope_store.neox = p->neox;
+    a->p.rope_store.attn_factor = p->attn_factor;
+}
+
 int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                      const rt_rope_store_params *p) {
     CHECK((q->dtype == RT_F32 || q->dtype == RT_BF16) && k->dtype == q->dtype && v->dtype == q->dtype &&
@@ -409,15 +422,7 @@ int rt_qk_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *q, const r
                   rt_tensor_is_contiguous(cs[i]),
               "qk_rope_store: caches must be contiguous f32/f16/bf16 [..., kvh, hd] matching k");
     rt_op_args a = {.dst = dst, .src = {q, k, v, p->pos, p->inv_freq, p->slots}};
-    a.p.rope_store.k_cache = p->k_cache;
-    a.p.rope_store.v_cache = p->v_cache;
-    a.p.rope_store.q_norm = p->q_norm;
-    a.p.rope_store.k_norm = p->k_norm;
-    a.p.rope_store.eps = p->eps;
-    a.p.rope_store.w_offset = p->w_offset;
-    a.p.rope_store.rot_dim = p->rot_dim;
-    a.p.rope_store.neox = p->neox;
-    a.p.rope_store.attn_factor = p->attn_factor;
+    rope_store_op_params(&a, p);
     if (rt_op_supported(be, RT_OP_QK_ROPE_STORE, &a)) return rt_op_exec(be, RT_OP_QK_ROPE_STORE, &a);
     if (q->dtype != RT_F32) /* the unfused ops take f32 rows only */
         return vc_err_set(VC_ERR_UNSUPPORTED, "qk_rope_store: backend %s has no kernel for bf16 q/k/v",
@@ -453,15 +458,7 @@ int rt_matmul_rope_store(rt_backend *be, rt_tensor *dst, const rt_tensor *x, con
     CHECK(qkv->shape[0] == n && x->shape[0] == n && qkv->shape[1] == (h + 2 * kvh) * hd && w->shape[0] == qkv->shape[1],
           "matmul_rope_store: qkv must be [n, (h + 2 kvh) hd] = x . w^T");
     rt_op_args a = {.dst = dst, .src = {x, w, qkv, p->pos, p->inv_freq, p->slots}};
-    a.p.rope_store.k_cache = p->k_cache;
-    a.p.rope_store.v_cache = p->v_cache;
-    a.p.rope_store.q_norm = p->q_norm;
-    a.p.rope_store.k_norm = p->k_norm;
-    a.p.rope_store.eps = p->eps;
-    a.p.rope_store.w_offset = p->w_offset;
-    a.p.rope_store.rot_dim = p->rot_dim;
-    a.p.rope_store.neox = p->neox;
-    a.p.rope_store.attn_factor = p->attn_factor;
+    rope_store_op_params(&a, p);
     if (rt_op_supported(be, RT_OP_MATMUL_ROPE_STORE, &a)) return rt_op_exec(be, RT_OP_MATMUL_ROPE_STORE, &a);
     int rc = rt_matmul(be, qkv, x, w, NULL);
     if (rc < 0) return rc;
