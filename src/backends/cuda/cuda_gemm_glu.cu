@@ -704,23 +704,32 @@ static const struct {
 } gg_kernels[3] = {{k_gemm_glu, 2}, {k_gemm_glu_pp<2>, 2}, {k_gemm_glu_pp<4>, 4}};
 static size_t gg_smem_of(int v) { return v ? gp_smem() : gg_smem(); }
 
+/* Clusters of cl CTAs of kernel k (smem bytes of dynamic shared memory,
+ * GG_THREADS threads) resident at once on device dev, asked once a device
+ * and cached in known[dev] (the count + 1; 0: not asked yet); -1 when the
+ * shared-memory opt-in failed (*err: its status). */
+template <typename K>
+static int gp_max_clusters(int *known, K k, unsigned cl, size_t smem, int dev, int *err, const char *what) {
+    int c = dev >= 0 && dev < 16 ? __atomic_load_n(&known[dev], __ATOMIC_RELAXED) : 0;
+    if (c) return c - 1;
+    cudaError_t ce = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce != cudaSuccess) {
+        *err = cuda_fail(ce, what, __FILE__, __LINE__);
+        return -1;
+    }
+    c = cuda_cluster_occupancy(k, cl, GG_THREADS, smem) + 1;
+    if (dev >= 0 && dev < 16) __atomic_store_n(&known[dev], c, __ATOMIC_RELAXED);
+    return c - 1;
+}
+
 /* Clusters of kernel v (0 k_gemm_glu, 1 and 2 k_gemm_glu_pp in clusters
  * of 2 and 4) that can run at once on device dev (one CTA an SM), for the
  * persistent grid; 0 when it cannot run them, -1 when the shared-memory
  * opt-in failed (*err: its status). Asked once a device and kernel. */
 static int gg_max_clusters(int v, int dev, int *err) {
-    static int known[3][16]; /* the count + 1; 0: not asked yet */
-    int c = dev >= 0 && dev < 16 ? __atomic_load_n(&known[v][dev], __ATOMIC_RELAXED) : 0;
-    if (c) return c - 1;
-    const size_t smem = gg_smem_of(v);
-    cudaError_t ce = cudaFuncSetAttribute(gg_kernels[v].k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (ce != cudaSuccess) {
-        *err = cuda_fail(ce, "gemm_glu smem opt-in", __FILE__, __LINE__);
-        return -1;
-    }
-    c = cuda_cluster_occupancy(gg_kernels[v].k, gg_kernels[v].cl, GG_THREADS, smem) + 1;
-    if (dev >= 0 && dev < 16) __atomic_store_n(&known[v][dev], c, __ATOMIC_RELAXED);
-    return c - 1;
+    static int known[3][16];
+    return gp_max_clusters(known[v], gg_kernels[v].k, gg_kernels[v].cl, gg_smem_of(v), dev, err,
+                           "gemm_glu smem opt-in");
 }
 
 /* Token tiles of bm rows in groups of g, times feature tiles: the items
@@ -825,16 +834,7 @@ static size_t gq_smem(void) { return gp_smem(GP_STAGES, GQ_XB); }
  * 1: of 4) */
 static int gq_max_clusters(int v, int dev, int *err) {
     static int known[2][16];
-    int c = dev >= 0 && dev < 16 ? __atomic_load_n(&known[v][dev], __ATOMIC_RELAXED) : 0;
-    if (c) return c - 1;
-    cudaError_t ce = cudaFuncSetAttribute(gq_kernel_of(v), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem());
-    if (ce != cudaSuccess) {
-        *err = cuda_fail(ce, "qkv_rope smem opt-in", __FILE__, __LINE__);
-        return -1;
-    }
-    c = cuda_cluster_occupancy(gq_kernel_of(v), v ? 4u : 2u, GG_THREADS, gq_smem()) + 1;
-    if (dev >= 0 && dev < 16) __atomic_store_n(&known[v][dev], c, __ATOMIC_RELAXED);
-    return c - 1;
+    return gp_max_clusters(known[v], gq_kernel_of(v), v ? 4u : 2u, gq_smem(), dev, err, "qkv_rope smem opt-in");
 }
 
 static uint64_t g_gq_launches; /* calls that ran k_gemm_qkv_pp (tests) */

@@ -89,17 +89,17 @@ static inline int cuda_test_mm(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w
     return glu ? rt_matmul_glu(g_gpu, y, x, w, RT_ACT_SILU, s) : rt_matmul(g_gpu, y, x, w, NULL);
 }
 
-/* us per call of cuda_test_mm: a graph of reps calls replayed 3 times (one
- * eager call first), or reps eager calls 3 times where there are no graphs
- * or `eager` (a path that allocates per call cannot be recorded). */
-static inline double cuda_test_time_mm(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s, int eager,
-                                       int reps) {
-    assert_int_equal(cuda_test_mm(glu, y, x, w, s), VC_OK);
+/* us per call of call(ctx, r) (r: the call's index, 0 .. reps - 1): a
+ * graph of reps calls replayed 3 times (one eager call first), or reps
+ * eager calls 3 times where there are no graphs or `eager` (a path that
+ * allocates per call cannot be recorded). */
+static inline double cuda_test_time_calls(int (*call)(void *ctx, int r), void *ctx, int eager, int reps) {
+    assert_int_equal(call(ctx, 0), VC_OK);
     assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
     void *g = NULL;
     if (!eager && rt_backend_has_graphs(g_gpu)) {
         assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
-        for (int r = 0; r < reps; r++) assert_int_equal(cuda_test_mm(glu, y, x, w, s), VC_OK);
+        for (int r = 0; r < reps; r++) assert_int_equal(call(ctx, r), VC_OK);
         assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
         assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
         assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
@@ -108,12 +108,30 @@ static inline double cuda_test_time_mm(int glu, rt_tensor *y, rt_tensor *x, rt_t
     for (int k = 0; k < 3; k++) {
         if (g) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
         else
-            for (int r = 0; r < reps; r++) assert_int_equal(cuda_test_mm(glu, y, x, w, s), VC_OK);
+            for (int r = 0; r < reps; r++) assert_int_equal(call(ctx, r), VC_OK);
     }
     assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
     double us = (vc_now_s() - t0) / (3 * reps) * 1e6;
     if (g) rt_backend_graph_free(g_gpu, g);
     return us;
+}
+
+typedef struct {
+    int glu;
+    rt_tensor *y, *x, *w, *s;
+} cuda_test_mm_args;
+
+static inline int cuda_test_mm_call(void *ctx, int r) {
+    (void)r;
+    const cuda_test_mm_args *a = (const cuda_test_mm_args *)ctx;
+    return cuda_test_mm(a->glu, a->y, a->x, a->w, a->s);
+}
+
+/* us per call of cuda_test_mm (cuda_test_time_calls). */
+static inline double cuda_test_time_mm(int glu, rt_tensor *y, rt_tensor *x, rt_tensor *w, rt_tensor *s, int eager,
+                                       int reps) {
+    cuda_test_mm_args a = {glu, y, x, w, s};
+    return cuda_test_time_calls(cuda_test_mm_call, &a, eager, reps);
 }
 
 /* Group setup: a CPU backend of cpu_threads threads and the CUDA device. */

@@ -304,6 +304,21 @@ static void test_gemm_glu_fused(void **st) {
     }
 }
 
+/* One call of rope_store_speed's graphs: the 32 MB copy (dirty), then
+ * MATMUL_ROPE_STORE (op) with W copy and slot range r % 8. */
+typedef struct {
+    int dirty, op;
+    rt_tensor *dd, *ds, *dq, *dx, *dw, *dqkv;
+    const rt_rope_store_params *rp;
+} rs_call_args;
+
+static int rs_call(void *ctx, int r) {
+    const rs_call_args *a = (const rs_call_args *)ctx;
+    int rc = a->dirty ? rt_copy(g_gpu, a->dd, a->ds) : VC_OK;
+    if (rc == VC_OK && a->op) rc = rt_matmul_rope_store(g_gpu, a->dq, a->dx, &a->dw[r % 8], a->dqkv, &a->rp[r % 8]);
+    return rc;
+}
+
 /* us a MATMUL_ROPE_STORE call at the 0.6B's QKV shape (K 1024 -> 16 / 8
  * heads of 128, QK-norm) over n rows, graphs of 20 calls as a forward
  * sees them: 8 copies of W (64 MB, past the 50 MB L2) and 8 slot ranges of
@@ -356,21 +371,8 @@ static void rope_store_speed(int64_t n) {
         for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
             if (!vs[v].on && !dirty) continue;
             if (vs[v].on) setenv("VLLM_CUDA_QKV_ROPE", vs[v].on, 1), setenv("VLLM_CUDA_QKV_CL", vs[v].cl, 1);
-            void *g = NULL;
-            assert_int_equal(rt_backend_graph_begin(g_gpu), VC_OK);
-            for (int r = 0; r < 20; r++) {
-                if (dirty) assert_int_equal(rt_copy(g_gpu, &dd, &ds), VC_OK);
-                if (vs[v].on)
-                    assert_int_equal(rt_matmul_rope_store(g_gpu, &dq, &dx, &dw[r % 8], &dqkv, &rp[r % 8]), VC_OK);
-            }
-            assert_int_equal(rt_backend_graph_end(g_gpu, &g), VC_OK);
-            assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
-            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-            const double t0 = vc_now_s();
-            for (int r = 0; r < 3; r++) assert_int_equal(rt_backend_graph_launch(g_gpu, g), VC_OK);
-            assert_int_equal(rt_backend_sync(g_gpu), VC_OK);
-            double us = (vc_now_s() - t0) / 60 * 1e6;
-            rt_backend_graph_free(g_gpu, g);
+            rs_call_args ca = {dirty, vs[v].on != NULL, &dd, &ds, &dq, &dx, dw, &dqkv, rp};
+            double us = cuda_test_time_calls(rs_call, &ca, 0, 20);
             if (!vs[v].on) { /* first: subtracted from the dirty lines below */
                 copies = us;
                 continue;
