@@ -82,6 +82,7 @@ struct gg_args {
     __nv_bfloat16 *h;
     int64_t h_ld; /* elements between rows of h */
     int n, f, k, act;
+    int staged; /* the ping-pong kernel: rows out through the staging (gp_flush), else 4-byte stores */
 };
 
 /* bytes of shared memory: 4 stages x 48 KB, 1 KB to align the base to the
@@ -174,8 +175,9 @@ __device__ __forceinline__ void gg_produce(uint32_t bars, int item0, int n_walk,
  * them, so their exp2 / reciprocal latencies overlap), then the 32 stores.
  * k_glu takes the same function into bf16, so the unfused path's value
  * differs only by the GEMM's summation order. */
-template <int ACT> __device__ __forceinline__ void gg_store_t(const float *d, const gg_args &a, int r0, int c0) {
-    uint32_t o[32]; /* o[2j + h]: the bf16 pair of row r0 + 8h, features c0 + 8j, + 1 */
+/* o[2j + h]: the bf16 pair of the thread's row r0 + 8h, features c0 +
+ * 8j, + 1 of a warpgroup's 64 x (128 gate + 128 up) products d */
+template <int ACT> __device__ __forceinline__ void gg_glu_pairs(const float *d, uint32_t *o) {
 #pragma unroll
     for (int j = 0; j < 16; j++) {
 #pragma unroll
@@ -189,6 +191,11 @@ template <int ACT> __device__ __forceinline__ void gg_store_t(const float *d, co
             o[2 * j + h] = *(const uint32_t *)&p;
         }
     }
+}
+
+template <int ACT> __device__ __forceinline__ void gg_store_t(const float *d, const gg_args &a, int r0, int c0) {
+    uint32_t o[32];
+    gg_glu_pairs<ACT>(d, o);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int row = r0 + 8 * h;
@@ -309,6 +316,52 @@ static size_t gp_smem(int stages = GP_STAGES, int xb = 0) {
     return (size_t)stages * GP_STAGE + (size_t)xb + 1024 + 8 * 2 * stages;
 }
 
+/* The ping-pong kernels' output staging (GP_XB bytes, a warp's GP_XWARP):
+ * 8 rows (one row half of the warp's 16) x 128 bf16 outputs, rows GP_XROW
+ * bytes apart (256 + 16: the quads' 4-byte writes of 8 rows hit 32 banks);
+ * lanes 0-7 then hand one row each (up to 256 bytes) to the bulk-copy
+ * engine. The fragments' own 4-byte stores (8 rows x 16 bytes a warp
+ * store) were the QKV epilogue's cost: 0.6B QKV alone 38.9 us fused, 41.0
+ * with stores only, 27.0 without an epilogue; staged 29.8 (session 21).
+ * 17 KB keeps the ring's 5 stages (a 4-stage ring with 33 KB of staging
+ * starved for data in the engine: 38.1 us vs 36.9 by ncu). */
+#define GP_XROW 272
+#define GP_XWARP (8 * GP_XROW)
+#define GP_XB (8 * GP_XWARP)
+
+__device__ __forceinline__ uint32_t gp_pack_bf16(float a, float b) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
+    return *(const uint32_t *)&p;
+}
+__device__ __forceinline__ void gp_sts32(uint32_t a, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
+/* a staged row of `bytes` (a multiple of 16) to global memory by the
+ * bulk-copy engine */
+__device__ __forceinline__ void gp_bulk_row(void *g, uint32_t src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(g), "r"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void gp_bulk_commit_wait_read() {
+    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void gp_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* A warp's 8 staged rows out: row rho of the staging at xw to dst(rho)
+ * (NULL: not stored), `bytes` each, by lanes 0-7; the staging is free
+ * again on return. The rows' st.shared are made visible to the async
+ * proxy first. */
+template <typename Dst> __device__ __forceinline__ void gp_flush(uint32_t xw, int lane, uint32_t bytes, Dst dst) {
+    gp_fence_async_smem();
+    __syncwarp();
+    if (lane < 8) {
+        void *p = dst(lane);
+        if (p) gp_bulk_row(p, xw + (uint32_t)(lane * GP_XROW), bytes);
+        gp_bulk_commit_wait_read();
+    }
+    __syncwarp();
+}
+
 /* One arrival on the "empty" barrier bar in every CTA of the cluster:
  * lane l < CL of the (converged) warp arrives at rank l. */
 template <int CL> __device__ __forceinline__ void gp_release(uint32_t bar, int lane) {
@@ -417,12 +470,38 @@ __device__ __forceinline__ void gp_run(const CUtensorMap &tx, const CUtensorMap 
     gg_cluster_sync();
 }
 
+/* The ping-pong kernel's GLU tile through the warp's staging at xw: each
+ * row half's 8 rows x 128 features staged, then out by the bulk-copy
+ * engine, 256 bytes a row (the tile's part below f: f a multiple of 8). */
+template <int ACT>
+__device__ __forceinline__ void gg_store_staged(const float *d, const gg_args &a, int r0, int c0, uint32_t xw) {
+    uint32_t o[32];
+    gg_glu_pairs<ACT>(d, o);
+    const int lane = (int)threadIdx.x & 31, gq = lane >> 2, tq = lane & 3, n0 = c0 - 2 * tq;
+    const uint32_t bytes = (uint32_t)(a.f - n0 < GG_BN ? a.f - n0 : GG_BN) * 2;
+    const uint32_t wrow = xw + (uint32_t)gq * GP_XROW + (uint32_t)tq * 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int j = 0; j < 16; j++) gp_sts32(wrow + (uint32_t)j * 16, o[2 * j + h]);
+        gp_flush(xw, lane, bytes, [&](int rho) -> void * {
+            const int row = r0 - gq + 8 * h + rho;
+            return row < a.n ? a.h + (int64_t)row * a.h_ld + n0 : NULL;
+        });
+    }
+}
+
 template <int CL>
 __global__ void __launch_bounds__(GG_THREADS, 1)
     k_gemm_glu_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
                   const __grid_constant__ CUtensorMap tu, gg_args a) {
-    gp_run<CL, GG_BN, GP_STAGES, 0>(tx, tg, tu, a.n, a.f, a.k, [] {},
-                                   [&](const float *d, int r0, int c0, uint32_t) { gg_store(d, a, r0, c0); });
+    gp_run<CL, GG_BN, GP_STAGES, GP_XB>(tx, tg, tu, a.n, a.f, a.k, [] {},
+                                        [&](const float *d, int r0, int c0, uint32_t xw) {
+                                            if (!a.staged) gg_store(d, a, r0, c0); /* uniform */
+                                            else if (a.act == RT_ACT_SILU)
+                                                gg_store_staged<RT_ACT_SILU>(d, a, r0, c0, xw);
+                                            else gg_store_staged<RT_ACT_GELU_TANH>(d, a, r0, c0, xw);
+                                        });
 }
 
 /* A 2-D tensor map of rows x cols bf16 (row stride ld_bytes), box 64
@@ -481,11 +560,6 @@ __device__ __forceinline__ void gq_sincos(float x, float *s, float *c) {
     float r = fmaf(-k, 6.28318548f, x);
     r = fmaf(-k, -1.74845553e-7f, r);
     __sincosf(r, s, c);
-}
-
-__device__ __forceinline__ uint32_t gq_pack_bf16(float a, float b) {
-    const __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
-    return *(const uint32_t *)&p;
 }
 
 /* The epilogue's constants in shared memory (gq_fill, once a CTA): the
@@ -579,31 +653,6 @@ __device__ __forceinline__ void gq_heads(const float *d, const gq_args &r, const
     else if (kind[1] == 2) gq_plain<1, HL, HR>(d, tq, put);
 }
 
-/* The staging (GQ_XB bytes, a warp's GQ_WARP): 8 rows (one row half of
- * the warp's 16) x 128 outputs (one head) as bf16, rows GQ_ROW bytes
- * apart (256 + 16: the quads' 4-byte writes of 8 rows hit 32 banks);
- * lanes 0-7 then hand one 256-byte row each to the bulk-copy engine. The
- * fragments' own 4-byte stores (8 rows x 16 bytes a warp store) were the
- * epilogue's cost: 0.6B QKV alone 38.9 us fused, 41.0 with stores only,
- * 27.0 without an epilogue; staged 29.8 (session 21). 17 KB keeps the
- * ring's 5 stages (a 4-stage ring with 33 KB of staging starved for data
- * in the engine: 38.1 us vs 36.9 by ncu). */
-#define GQ_ROW 272
-#define GQ_WARP (8 * GQ_ROW)
-#define GQ_XB (8 * GQ_WARP)
-
-__device__ __forceinline__ void gq_sts32(uint32_t a, uint32_t v) {
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
-}
-/* a staged row of 256 bytes to global memory by the bulk-copy engine */
-__device__ __forceinline__ void gq_bulk_row(void *g, uint32_t src) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 256;\n" ::"l"(g), "r"(src) : "memory");
-}
-__device__ __forceinline__ void gq_bulk_commit_wait_read() {
-    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-__device__ __forceinline__ void gq_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 /* A warpgroup's 64 x 256 tile: two heads of 128 (q, k, v or past the
  * last head, uniform over the tile), a row half (8 of the warp's 16 rows)
  * at a time: both heads' values into registers, then each head through
@@ -650,16 +699,16 @@ __device__ __forceinline__ void gq_store(const float *d, const gq_args &r, const
     const int lane = (int)threadIdx.x & 31, gq = lane >> 2;
     uint32_t u[2][16]; /* a row half's bf16 pairs: [head][jj, jj + 8 for i + 64] */
     auto put = [&](int, int hh, int jj, float a0, float a1, float b0, float b1) {
-        u[hh][jj] = gq_pack_bf16(a0, a1), u[hh][jj + 8] = gq_pack_bf16(b0, b1);
+        u[hh][jj] = gp_pack_bf16(a0, a1), u[hh][jj + 8] = gp_pack_bf16(b0, b1);
     };
     /* head hh's 8 rows of row half h through the staging: lanes 0-7
      * each copy one 256-byte row out by the bulk-copy engine */
     auto flush = [&](int h, int hh) {
-        const uint32_t wrow = xw + (uint32_t)gq * GQ_ROW + (uint32_t)tq * 4;
+        const uint32_t wrow = xw + (uint32_t)gq * GP_XROW + (uint32_t)tq * 4;
 #pragma unroll
-        for (int jj = 0; jj < 16; jj++) gq_sts32(wrow + (uint32_t)jj * 16, u[hh][jj]);
+        for (int jj = 0; jj < 16; jj++) gp_sts32(wrow + (uint32_t)jj * 16, u[hh][jj]);
         __nv_bfloat16 *const cache = (__nv_bfloat16 *)(kind[hh] == 1 ? r.kc : r.vc);
-        gq_fence_async_smem(); /* the rows' st.shared, seen by the bulk copies */
+        gp_fence_async_smem(); /* the rows' st.shared, seen by the bulk copies */
         __syncwarp();
         const int rho = lane & 7, row = r0 - gq + 8 * h + rho;
         const int sl = __shfl_sync(0xffffffffu, slot[h], 4 * rho);
@@ -673,8 +722,8 @@ __device__ __forceinline__ void gq_store(const float *d, const gq_args &r, const
                 p = cache + ((int64_t)sl * r.kvh + head[hh]) * 128;
                 ok = sl >= 0 && sl < r.n_slots; /* sl: -1 past n */
             }
-            if (ok) gq_bulk_row(p, xw + (uint32_t)(rho * GQ_ROW));
-            gq_bulk_commit_wait_read(); /* the staging is free again */
+            if (ok) gp_bulk_row(p, xw + (uint32_t)(rho * GP_XROW), 256);
+            gp_bulk_commit_wait_read(); /* the staging is free again */
         }
         __syncwarp();
     };
@@ -691,7 +740,7 @@ __global__ void __launch_bounds__(GG_THREADS, 1)
     k_gemm_qkv_pp(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tg,
                   const __grid_constant__ CUtensorMap tu, gq_args r) {
     __shared__ gq_tab tab;
-    gp_run<CL, 256, GP_STAGES, GQ_XB>(
+    gp_run<CL, 256, GP_STAGES, GP_XB>(
         tx, tg, tu, r.n, r.n_out, r.k, [&] { gq_fill(&tab, r); },
         [&](const float *d, int r0, int c0, uint32_t xw) { gq_store(d, r, &tab, r0, c0, xw); });
 }
@@ -702,7 +751,7 @@ static const struct {
     gg_kernel k;
     unsigned cl; /* CTAs a cluster */
 } gg_kernels[3] = {{k_gemm_glu, 2}, {k_gemm_glu_pp<2>, 2}, {k_gemm_glu_pp<4>, 4}};
-static size_t gg_smem_of(int v) { return v ? gp_smem() : gg_smem(); }
+static size_t gg_smem_of(int v) { return v ? gp_smem(GP_STAGES, GP_XB) : gg_smem(); }
 
 /* Clusters of cl CTAs of kernel k (smem bytes of dynamic shared memory,
  * GG_THREADS threads) resident at once on device dev, asked once a device
@@ -807,7 +856,11 @@ int cuda_gemm_glu_fused(cuda_ctx *c, const rt_tensor *w, const void *x, rt_dtype
     if (mc < 0) return err;
     if (mc == 0) return 1; /* no cluster fits: cuBLAS + k_glu */
     const int64_t grid_cl = items < mc ? items : mc; /* persistent: every cluster resident */
-    gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act};
+    /* the ping-pong kernel's rows out through its staging where h's rows
+     * are 16-byte aligned, unless VLLM_CUDA_GEMM_GLU_STAGE=0 (A/B) */
+    const char *se = getenv("VLLM_CUDA_GEMM_GLU_STAGE");
+    const int staged = v && !((uintptr_t)h & 15) && !(h_ld % 8) && !(se && se[0] == '0' && se[1] == 0);
+    gg_args a = {(__nv_bfloat16 *)h, h_ld, (int)n, (int)f, (int)in, act, staged};
     __atomic_store_n(&g_gg_clusters, (int)grid_cl, __ATOMIC_RELAXED);
     __atomic_store_n(&g_gg_variant, v ? (int)cl : 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&g_gg_launches, 1, __ATOMIC_RELAXED);
@@ -828,7 +881,7 @@ static gq_kernel gq_kernel_of(int v) {
 }
 
 /* dynamic shared memory of k_gemm_qkv_pp: the ring and the staging */
-static size_t gq_smem(void) { return gp_smem(GP_STAGES, GQ_XB); }
+static size_t gq_smem(void) { return gp_smem(GP_STAGES, GP_XB); }
 
 /* as gg_max_clusters, for kernel v of gq_kernel_of (0: clusters of 2,
  * 1: of 4) */
