@@ -387,6 +387,41 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
     return mdl_logits_head_sp(m, sv, sp, n_logits, &xF, &xbF, c->rms_eps, 0.0f);
 }
 
+/* The last layer past its KV store on the step's L = m->last_rows logit
+ * rows only (model_impl.h): q of those rows gathered (f32) into the att
+ * buffer, the residual rows gathered into x's first L rows (through xb),
+ * then *sv made over L rows with one query per logit sequence (qsl_p,
+ * sl_p, bt_p) and the attention output
+ * in q's buffer (f32: the decode kernels' rows); xn, gh, gu: the matmul
+ * buffers for L rows, chosen as for any step of L rows. The caller runs
+ * the rest of the layer over L rows and the head on them in order. */
+static int last_rows_views(mdl_model *m, mdl_step_views *sv, int64_t n, int64_t max_blocks, rt_tensor *xn, rt_tensor *gh,
+                           rt_tensor *gu) {
+    rt_backend *be = m->be;
+    const int64_t L = m->last_rows, h = m->h_l, hd = m->cfg.head_dim, qd = h * hd, d = m->cfg.hidden;
+    rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, L);
+    rt_tensor q2 = rt_tensor_2d(sv->q3.data, sv->q3.dtype, sv->q3.device, n, qd); /* f32 or the bf16 chain's */
+    rt_tensor qp = rt_tensor_2d(m->att.data, RT_F32, m->att.device, L, qd);
+    MDL_TRY(rt_embed(be, &qp, &q2, &rows));
+    rt_tensor xg = rt_tensor_slice0(&sv->xb, 0, L), x0 = rt_tensor_slice0(&sv->x, 0, L);
+    MDL_TRY(rt_embed(be, &xg, &sv->x, &rows));
+    MDL_TRY(rt_copy(be, &x0, &xg));
+    mdl_step_views_make(m, L, L, max_blocks, sv);
+    sv->qsl = rt_tensor_slice0(&m->qsl_p, 0, L + 1);
+    sv->seq_lens = rt_tensor_slice0(&m->sl_p, 0, L);
+    sv->bt = rt_tensor_2d(m->bt_p.data, RT_I32, m->bt_p.device, L, max_blocks);
+    sv->dec_S = 0;
+    int64_t s3[3] = {L, h, hd};
+    sv->q3 = rt_tensor_reshape(&qp, 3, s3);
+    sv->att = rt_tensor_2d(m->q.data, RT_F32, m->q.device, L, qd);
+    sv->att3 = rt_tensor_reshape(&sv->att, 3, s3);
+    bool h16 = m->xn16.data && rt_backend_act_dtype(be, L, m->act_w, d) == RT_BF16;
+    *xn = h16 ? rt_tensor_slice0(&m->xn16, 0, L) : sv->xb;
+    *gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, L) : sv->gate;
+    *gu = m->gu.data ? rt_tensor_slice0(&m->gu, 0, L) : sv->gate;
+    return VC_OK;
+}
+
 /* Per layer: [add+]RMSNorm, QKV matmul(s), QK-norm + RoPE + KV store (one
  * op), attention, Wo, add+RMSNorm, gate|up matmul + GLU (one op with
  * stacked weights; a GPU fuses them at decode), Wdown. The
@@ -446,7 +481,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
      * (rt_matmul_add_native); the norm after them is then a plain RMSNORM.
      * res_in_x: the last row-parallel GEMM added its output into x. */
     const bool acc_ok = m->tp_size == 1 && np == 1;
-    bool res_in_x = false;
+    bool res_in_x = false, last = false; /* last: the last layer went to the logit rows (last_rows_views) */
 
     MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -488,6 +523,11 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
             MDL_TRY(rt_matmul_rope_store(be, &sv.q3, &xn0, &L->wqkv, &qkv0, &rp));
         } else {
             MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
+        }
+        if (l == c->n_layers - 1 && m->last_rows > 0 && m->last_rows == n_logits && 4 * n_logits <= n && np == 1) {
+            MDL_TRY(last_rows_views(m, &sv, n, max_blocks, &xn, &gh, &gu));
+            last = true;
+            n = m->last_rows, nr[0] = n;
         }
         MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, (int32_t)c->sliding_window));
         const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
@@ -531,6 +571,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
             for (int p = 0; p < np; p++) MDL_TRY(tp_wait(m, split, p));
     }
 #undef ROWS
+    if (last) return mdl_logits_head_first(m, &sv, n_logits, &sv.xb, c->rms_eps, 0.0f);
     return mdl_logits_head_res(m, &sv, n, n_logits, &sv.xb, c->rms_eps, 0.0f);
 }
 
@@ -538,4 +579,5 @@ const mdl_arch_impl mdl_arch_llama = {
     .family = "llama",
     .load = llama_load,
     .forward = llama_forward,
+    .last_rows = true,
 };

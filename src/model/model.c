@@ -222,6 +222,8 @@ static int alloc_activations(mdl_model *m) {
         {&m->qsl_t, RT_I32, B + 1, 0},
         {&m->seq_lens, RT_I32, B, 0},
         {&m->logit_rows, RT_I32, B, 0},
+        {&m->qsl_p, RT_I32, B + 1, 0},
+        {&m->sl_p, RT_I32, B, 0},
         {&m->samp_f, RT_F32, B, RT_SAMPLE_NF},
         {&m->samp_i, RT_I32, B, RT_SAMPLE_NI},
     };
@@ -296,6 +298,10 @@ mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, 
     m->upcast_weights = p->upcast_weights;
     const char *split = getenv("VLLM_ATTN_SPLIT"); /* 0: one attention call per layer (A/B) */
     m->att_split = !(split && !strcmp(split, "0"));
+    /* VLLM_LAST_ROWS: 1 (default) a step with one logit row, "any" any
+     * count, 0 never (the last layer over every row; A/B) */
+    const char *lr = getenv("VLLM_LAST_ROWS");
+    m->last_rows_max = lr && !strcmp(lr, "0") ? 0 : lr && !strcmp(lr, "any") ? INT64_MAX : 1;
     m->src = mdl_wsrc_open(path, &m->cfg);
     if (!m->src) goto fail;
     for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)
@@ -328,6 +334,7 @@ void mdl_free(mdl_model *m) {
     free(m->owned);
     if (m->logits.data) rt_backend_free_mem(m->be, m->logits.data);
     if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
+    if (m->bt_p.data) rt_backend_free_mem(m->be, m->bt_p.data);
     if (m->samp_hist.data) rt_backend_free_mem(m->be, m->samp_hist.data);
     if (m->samp_cnt.data) rt_backend_free_mem(m->be, m->samp_cnt.data);
     free(m->layers);
@@ -446,17 +453,23 @@ int mdl_ensure_logits(mdl_model *m, int64_t rows) {
     return VC_OK;
 }
 
-int mdl_ensure_block_tables(mdl_model *m, int64_t n) {
-    if (m->bt_cap >= n) return VC_OK;
-    if (m->block_tables.data) rt_backend_free_mem(m->be, m->block_tables.data);
-    int64_t cap = n < 4096 ? 4096 : n * 2;
-    m->block_tables = rt_tensor_alloc(m->be, RT_I32, 1, &cap);
-    if (!m->block_tables.data) {
-        m->bt_cap = 0;
-        return vc_err_set(VC_ERR_OOM, "out of memory for block tables");
+/* An i32 device buffer *t of at least n entries (*cap: its size; grown
+ * to twice the need, at least 4096; its contents are not kept). */
+static int ensure_i32(mdl_model *m, rt_tensor *t, int64_t *cap, int64_t n, const char *what) {
+    if (*cap >= n) return VC_OK;
+    if (t->data) rt_backend_free_mem(m->be, t->data);
+    int64_t c = n < 4096 ? 4096 : n * 2;
+    *t = rt_tensor_alloc(m->be, RT_I32, 1, &c);
+    if (!t->data) {
+        *cap = 0;
+        return vc_err_set(VC_ERR_OOM, "out of memory for %s", what);
     }
-    m->bt_cap = cap;
+    *cap = c;
     return VC_OK;
+}
+
+int mdl_ensure_block_tables(mdl_model *m, int64_t n) {
+    return ensure_i32(m, &m->block_tables, &m->bt_cap, n, "block tables");
 }
 
 int mdl_upload_i32(mdl_model *m, const rt_tensor *dst, const int32_t *src, int64_t n) {
@@ -609,6 +622,10 @@ static int rank_prepare(mdl_model *m, mdl_kv *kv, void *arg) {
     (void)kv;
     const mdl_batch *b = arg;
     int rc = mdl_ensure_block_tables(m, (int64_t)b->n_seqs * b->max_blocks);
+    /* the logit rows' own (last_rows; a separate buffer: the decode graphs
+     * hold block_tables' address, and a move records them all again) */
+    if (rc == 0 && m->arch->last_rows && b->n_logits <= m->last_rows_max && 4 * b->n_logits <= b->n_tokens)
+        rc = ensure_i32(m, &m->bt_p, &m->bt_p_cap, (int64_t)b->n_logits * b->max_blocks, "block tables");
     if (rc == 0 && b->n_logits > 0) rc = mdl_ensure_logits(m, b->n_logits);
     return rc;
 }
@@ -632,6 +649,53 @@ static int upload_att_split(mdl_model *m, const mdl_batch *b) {
     return rc;
 }
 
+/* m->last_rows for the step (see model_impl.h): L when the arch can, one
+ * rank, L <= last_rows_max, 4 L <= T and logit row k is the last row of a sequence s_k, each
+ * sequence once; then its metadata for one query per s_k: bt_p = the s_k's
+ * block-table rows, qsl_p = 0 .. L, sl_p = seq_lens[s_k]. */
+static uint64_t g_last_rows_steps;
+uint64_t mdl_last_rows_count(void) { return __atomic_load_n(&g_last_rows_steps, __ATOMIC_RELAXED); }
+
+static int upload_last_rows(mdl_model *m, const mdl_batch *b) {
+    const int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, mb = b->max_blocks;
+    m->last_rows = 0;
+    if (!m->arch->last_rows || L > m->last_rows_max || m->tp_size > 1 || L <= 0 || 4 * L > T) return VC_OK;
+    int32_t *meta = malloc((size_t)(2 * L + 1 + L * mb) * sizeof *meta);
+    uint8_t *seen = calloc((size_t)S, 1);
+    if (!meta || !seen) {
+        free(meta), free(seen);
+        return vc_err_set(VC_ERR_OOM, "out of memory");
+    }
+    int32_t *qp = meta, *sl = meta + L + 1, *bt = meta + 2 * L + 1;
+    bool ok = true;
+    for (int64_t k = 0; k < L && ok; k++) {
+        const int32_t r = b->logit_rows[k];
+        int64_t lo = 0, hi = S - 1; /* the sequence holding row r: qsl[s] <= r < qsl[s + 1] */
+        while (lo < hi) {
+            const int64_t mid = (lo + hi + 1) / 2;
+            if (b->qsl[mid] <= r) lo = mid;
+            else hi = mid - 1;
+        }
+        ok = r == b->qsl[lo + 1] - 1 && !seen[lo];
+        seen[lo] = 1;
+        qp[k] = (int32_t)k, sl[k] = b->seq_lens[lo];
+        memcpy(bt + k * mb, b->block_tables + lo * mb, (size_t)mb * sizeof *bt);
+    }
+    qp[L] = (int32_t)L;
+    int rc = VC_OK;
+    if (ok) {
+        rc = mdl_upload_i32(m, &m->qsl_p, qp, L + 1);
+        if (rc == 0) rc = mdl_upload_i32(m, &m->sl_p, sl, L);
+        if (rc == 0) rc = mdl_upload_i32(m, &m->bt_p, bt, L * mb);
+        if (rc == 0) m->last_rows = L, __atomic_fetch_add(&g_last_rows_steps, 1, __ATOMIC_RELAXED);
+    }
+    free(seen);
+    /* the copies are queued from pageable memory: the backend's upload has
+     * taken the bytes when it returns (as for the step's other metadata) */
+    free(meta);
+    return rc;
+}
+
 static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg) {
     const mdl_batch *b = arg;
     int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits;
@@ -644,6 +708,7 @@ static int rank_forward(mdl_model *m, mdl_kv *kv, void *arg) {
     if (rc == 0) rc = mdl_upload_i32(m, &m->logit_rows, b->logit_rows, L);
     if (rc == 0) rc = mdl_upload_i32(m, &m->block_tables, b->block_tables, S * b->max_blocks);
     if (rc == 0) rc = upload_att_split(m, b);
+    if (rc == 0) rc = upload_last_rows(m, b);
     if (rc == 0) rc = m->arch->forward(m, kv, T, S, b->max_blocks, L);
     return rc;
 }
@@ -826,6 +891,20 @@ int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64
     MDL_TRY(rt_embed(m->be, &a, &sv->x, &rows));
     rt_tensor xh = head_x(m, n_logits, &xl);
     MDL_TRY(rt_add_rmsnorm(m->be, &xh, &a, &b, &m->out_norm, eps, w_off));
+    return head_matmul(m, &xh, n_logits);
+}
+
+int mdl_logits_head_first(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, const rt_tensor *res, float eps,
+                          float w_off) {
+    if (n_logits <= 0) return VC_OK;
+    rt_tensor a = rt_tensor_slice0(&sv->x, 0, n_logits), b = rt_tensor_slice0(res, 0, n_logits);
+    rt_tensor xh = head_x(m, n_logits, &a);
+    if (xh.data != a.data) {
+        MDL_TRY(rt_add_rmsnorm(m->be, &xh, &a, &b, &m->out_norm, eps, w_off));
+    } else { /* f32 rows: normed in place */
+        MDL_TRY(rt_add(m->be, &a, &a, &b));
+        MDL_TRY(rt_rmsnorm(m->be, &a, &a, &m->out_norm, eps, w_off));
+    }
     return head_matmul(m, &xh, n_logits);
 }
 

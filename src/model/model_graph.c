@@ -171,6 +171,7 @@ static void record(mdl_model *m, mdl_kv *kv, mg_entry *e) {
 bool mdl_graph_step(mdl_model *m, mdl_kv *kv, const mdl_batch *b, int *rc) {
     if (!graphs_enabled(m) || !is_decode(b) || b->n_tokens > MG_MAX_T) return false;
     m->att_dec = 0; /* all decode: one attention call */
+    m->last_rows = 0; /* and the last layer over every row */
     int32_t T = b->n_tokens, tb = bucket(T);
     if (tb > m->max_batch) return false;
     *rc = mdl_ensure_block_tables(m, (int64_t)tb * b->max_blocks);

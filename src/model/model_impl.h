@@ -90,6 +90,23 @@ struct mdl_model {
                                       attention runs in two calls (mdl_paged_attention) */
     bool att_split;                /* VLLM_ATTN_SPLIT (default 1; 0: one call per layer) */
     rt_tensor logit_rows;          /* [B] i32 */
+    /* The last layer on the logit rows only (arch last_rows): past its KV
+     * store, a step's other rows feed nothing but the cache, so where every
+     * logit row is the last row of its own sequence and they are few (a
+     * prompt's last row), that layer's attention, Wo, norm and MLP run on
+     * those rows alone: one query per sequence (decode-style) over the
+     * sequences' block-table rows (bt_p), qsl_p = 0 .. L, sl_p their
+     * lengths. last_rows = L
+     * for the step, else 0; only for L <= last_rows_max: 1 by default
+     * (VLLM_LAST_ROWS=any: any L; 0: never). With any L, concurrency-64
+     * serving had a higher mean TTFT (session 22: 58-75 vs 52-55 ms,
+     * partly CUDA's lazy module loading of kernels first met at a new row
+     * count), so only a lone finishing prompt (the single-request TTFT)
+     * takes it by default. */
+    rt_tensor qsl_p, sl_p;         /* [B+1], [B] i32 */
+    rt_tensor bt_p;                /* [bt_p_cap] i32, grown on demand */
+    int64_t bt_p_cap;
+    int64_t last_rows, last_rows_max;
     /* The device mirror of sampled ids (model_mirror.c): ticket t's ids
      * live in mirror[t % MDL_MIRROR] (rank 0 only). */
     mdl_mirror mirror[MDL_MIRROR];
@@ -151,6 +168,9 @@ struct mdl_arch_impl {
      * sequences, max_blocks per block-table row); writes logits of the
      * n_logits rows listed in m->logit_rows into m->logits. */
     int (*forward)(mdl_model *m, mdl_kv *kv, int64_t T, int64_t S, int64_t max_blocks, int64_t n_logits);
+    /* forward runs its last layer past the KV store on the logit rows only
+     * when m->last_rows > 0 (model.c decides per step) */
+    bool last_rows;
 };
 
 /* Device buffers of a step (model.c): grown on demand; uploads are queued. */
@@ -235,6 +255,14 @@ int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, fl
  * x is left unspecified either way. */
 int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64_t n_logits, const rt_tensor *res,
                         float eps, float w_off);
+/* The same for a step whose last layer ran on the logit rows only
+ * (m->last_rows): those rows are the first n_logits of sv->x and res, in
+ * logit-row order. */
+/* Steps whose last layer ran on the logit rows only (process-wide):
+ * tests check that the path they mean to cover ran. */
+uint64_t mdl_last_rows_count(void);
+int mdl_logits_head_first(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, const rt_tensor *res, float eps,
+                          float w_off);
 
 #define MDL_TRY(x)               \
     do {                         \

@@ -399,7 +399,8 @@ static void rope_store_speed(int64_t n) {
  * and an odd head count (5 / 1: the last 256-output tile half past W, no
  * norm) with padding slots and positions far into a sequence; clusters of
  * 2 and 4. Then the default rule (unset) by the launch counter, and the
- * speed lines (rope_store_speed; skipped with VLLM_CUDA_SPEED=0). */
+ * speed lines (rope_store_speed; skipped with VLLM_CUDA_SPEED=0;
+ * VLLM_TEST_RS_N=n: only n rows). */
 uint64_t cuda_qkv_rope_launches(void);
 
 static void test_matmul_rope_store(void **st) {
@@ -509,7 +510,9 @@ static void test_matmul_rope_store(void **st) {
     const char *sp = getenv("VLLM_CUDA_SPEED");
     if (sp && !strcmp(sp, "0")) return;
     static const int64_t ns[] = {1024, 2048, 4096, 8192};
-    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) rope_store_speed(ns[i]);
+    const char *only = getenv("VLLM_TEST_RS_N"); /* one row count (a profiler's run) */
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        if (!only || atoll(only) == ns[i]) rope_store_speed(ns[i]);
 }
 
 /* Swap g_gpu for a CUDA backend made while the variable `name` is `value`

@@ -1,0 +1,125 @@
+/* The last layer on the logit rows only (model_impl.h, last_rows): a step
+ * whose logit rows are each the last row of its own sequence, and at most
+ * a quarter of its rows, runs the last layer past its KV store on those
+ * rows alone (one query per sequence). Checked against the same model
+ * loaded with VLLM_LAST_ROWS=0 (every row), with VLLM_LAST_ROWS=any (any
+ * count of logit rows) and with the default (a lone logit row), over steps
+ * of every kind: two prompts, decodes + a prompt (the attention split too),
+ * all decodes (not taken), a decode, a prompt and decodes after it, one
+ * long prompt, one decode. Logits within 1e-4 relative (the logit rows'
+ * attention runs on the decode path); m->last_rows shows which steps took
+ * it, and the steps after them read the KV cache the pruned steps wrote.
+ * VLLM_TEST_DEVICE=cuda: the CUDA backend.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "model/model_impl.h"
+
+#define TINY VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
+
+static rt_backend *g_be;
+
+/* the model loaded with VLLM_LAST_ROWS=value (NULL: unset) */
+static mdl_model *load(const char *value) {
+    if (value) setenv("VLLM_LAST_ROWS", value, 1);
+    else unsetenv("VLLM_LAST_ROWS");
+    mdl_model *m = mdl_load(TINY, g_be, NULL);
+    unsetenv("VLLM_LAST_ROWS");
+    if (!m) fail_msg("load: %s", vc_err_msg());
+    return m;
+}
+
+enum { NS = 4, MB = 8, BS = 4 }; /* sequences, blocks per sequence, block size */
+
+/* One step: n[i] new tokens of sequence seqs[i], i < k; the logits of each
+ * sequence's last row into lg. */
+static void step(mdl_model *m, mdl_kv *kv, int32_t *len, const int *seqs, const int *n, int k, float *lg) {
+    const int64_t V = mdl_get_config(m)->vocab;
+    int32_t bt[NS * MB], ids[64], pos[64], slots[64], qsl[NS + 1] = {0}, sl[NS], rows[NS], T = 0;
+    for (int i = 0; i < k; i++) {
+        const int s = seqs[i];
+        for (int b = 0; b < MB; b++) bt[i * MB + b] = s * MB + b;
+        for (int j = 0; j < n[i]; j++, T++) {
+            pos[T] = len[s] + j;
+            ids[T] = (int32_t)((5 * s + 3 * pos[T] + 2) % V);
+            slots[T] = (s * MB + pos[T] / BS) * BS + pos[T] % BS;
+        }
+        qsl[i + 1] = T;
+        sl[i] = len[s] + n[i];
+        rows[i] = T - 1;
+    }
+    mdl_batch b = {.n_tokens = T, .ids = ids, .positions = pos, .slots = slots, .n_seqs = k, .qsl = qsl,
+                   .seq_lens = sl, .block_tables = bt, .max_blocks = MB, .n_logits = k, .logit_rows = rows};
+    assert_int_equal(mdl_forward_batch(m, kv, &b, lg), 0);
+    for (int i = 0; i < k; i++) len[seqs[i]] += n[i];
+}
+
+static void test_last_rows_equal_all_rows(void **st) {
+    (void)st;
+    mdl_model *ma = load("any"), *md = load(NULL), *m0 = load("0");
+    const int64_t V = mdl_get_config(ma)->vocab;
+    mdl_model *ms[3] = {ma, md, m0};
+    mdl_kv *kv[3];
+    for (int i = 0; i < 3; i++) assert_non_null(kv[i] = mdl_kv_create(ms[i], NS * MB, BS));
+    float *lg[3];
+    for (int i = 0; i < 3; i++) assert_non_null(lg[i] = malloc((size_t)(NS * V) * sizeof(float)));
+    static const struct {
+        int k, seqs[NS], n[NS];
+        int64_t any, dflt; /* last_rows of the "any" and the default model (0: all rows) */
+    } steps[] = {
+        {2, {0, 1}, {8, 6}, 2, 0},             /* two prompts */
+        {3, {0, 1, 2}, {1, 1, 10}, 3, 0},      /* two decodes, a new prompt */
+        {3, {0, 2, 1}, {1, 1, 1}, 0, 0},       /* all decode */
+        {4, {0, 3, 1, 2}, {1, 13, 1, 1}, 4, 0}, /* a decode, a prompt, decodes after it */
+        {1, {1}, {9}, 1, 1},                   /* one prompt: the default's case */
+        {1, {3}, {1}, 0, 0},                   /* one decode */
+    };
+    int32_t len[3][NS] = {{0}};
+    const uint64_t count0 = mdl_last_rows_count();
+    uint64_t want = 0;
+    for (size_t t = 0; t < sizeof steps / sizeof steps[0]; t++) {
+        for (int i = 0; i < 3; i++) step(ms[i], kv[i], len[i], steps[t].seqs, steps[t].n, steps[t].k, lg[i]);
+        assert_int_equal(ma->last_rows, steps[t].any);
+        assert_int_equal(md->last_rows, steps[t].dflt);
+        assert_int_equal(m0->last_rows, 0);
+        want += (steps[t].any > 0) + (steps[t].dflt > 0);
+        for (int i = 0; i < 2; i++) {
+            double worst = 0.0;
+            for (int64_t e = 0; e < steps[t].k * V; e++) {
+                double d = fabs((double)lg[i][e] - lg[2][e]) / (fabs((double)lg[2][e]) + 1e-3);
+                if (d > worst) worst = d;
+            }
+            if (worst > 1e-4) fail_msg("step %zu, model %d: logits differ from all rows' by %g (relative)", t, i, worst);
+        }
+    }
+    assert_true(mdl_last_rows_count() - count0 == want);
+    for (int i = 0; i < 3; i++) free(lg[i]), mdl_kv_free(kv[i]), mdl_free(ms[i]);
+}
+
+static int setup(void **st) {
+    (void)st;
+    rt_backend_params p = rt_backend_params_default();
+    p.n_threads = 2;
+    const char *dev = getenv("VLLM_TEST_DEVICE");
+    g_be = rt_backend_create(dev && !strcmp(dev, "cuda") ? RT_DEV_CUDA : RT_DEV_CPU, &p);
+    return g_be ? 0 : -1;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    rt_backend_free(g_be);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_last_rows_equal_all_rows)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
