@@ -16,7 +16,7 @@
 #   run carry [".gpu-snap-s22e"] "cd .gpu-snap-s22e && OUT=$OUT bash scripts/gpu_s22e.sh"
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-source scripts/gpu_common.sh s22e
+source scripts/gpu_common.sh "${GPU_S22E_NAME:-s22e}" # gpu_s22f.sh: s22f
 gpu_bin
 gpu_models
 gpu_model_wait 6

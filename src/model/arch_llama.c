@@ -391,12 +391,12 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
  * rows only (model_impl.h): q of those rows gathered (f32) into the att
  * buffer, the residual rows gathered into x's first L rows (through xb),
  * then *sv made over L rows with one query per logit sequence (qsl_p,
- * sl_p, bt_p) and the attention output
- * in q's buffer (f32: the decode kernels' rows); xn, gh, gu: the matmul
- * buffers for L rows, chosen as for any step of L rows. The caller runs
- * the rest of the layer over L rows and the head on them in order. */
-static int last_rows_views(mdl_model *m, mdl_step_views *sv, int64_t n, int64_t max_blocks, rt_tensor *xn, rt_tensor *gh,
-                           rt_tensor *gu) {
+ * sl_p, bt_p) and the attention output in q's buffer (f32: the decode
+ * kernels' rows); xn, gh, gu: the matmul buffers for L rows, chosen as
+ * for any step of L rows. The caller runs the rest of the layer over L
+ * rows and the head on them in order. */
+static int last_rows_views(mdl_model *m, mdl_step_views *sv, int64_t n, int64_t max_blocks, rt_tensor *xn,
+                           rt_tensor *gh, rt_tensor *gu) {
     rt_backend *be = m->be;
     const int64_t L = m->last_rows, h = m->h_l, hd = m->cfg.head_dim, qd = h * hd, d = m->cfg.hidden;
     rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, L);

@@ -19,6 +19,7 @@
 
 #include "base/err.h"
 #include "model/model_impl.h"
+#include "model_test_step.h"
 
 #define TINY VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
 
@@ -35,29 +36,6 @@ static mdl_model *load(bool split) {
 }
 
 enum { NS = 4, MB = 4, BS = 4 }; /* sequences, blocks per sequence, block size */
-
-/* One step: n[s] new tokens of sequence s (0: not in the step), in the
- * order of seqs[0..k-1]. Logits of each sequence's last row into lg. */
-static void step(mdl_model *m, mdl_kv *kv, int32_t *len, const int *seqs, const int *n, int k, float *lg) {
-    const int64_t V = mdl_get_config(m)->vocab;
-    int32_t bt[NS * MB], ids[32], pos[32], slots[32], qsl[NS + 1] = {0}, sl[NS], rows[NS], T = 0;
-    for (int i = 0; i < k; i++) {
-        const int s = seqs[i];
-        for (int b = 0; b < MB; b++) bt[i * MB + b] = s * MB + b;
-        for (int j = 0; j < n[i]; j++, T++) {
-            pos[T] = len[s] + j;
-            ids[T] = (int32_t)((7 * s + 3 * pos[T] + 1) % V);
-            slots[T] = (s * MB + pos[T] / BS) * BS + pos[T] % BS;
-        }
-        qsl[i + 1] = T;
-        sl[i] = len[s] + n[i];
-        rows[i] = T - 1;
-    }
-    mdl_batch b = {.n_tokens = T, .ids = ids, .positions = pos, .slots = slots, .n_seqs = k, .qsl = qsl,
-                   .seq_lens = sl, .block_tables = bt, .max_blocks = MB, .n_logits = k, .logit_rows = rows};
-    assert_int_equal(mdl_forward_batch(m, kv, &b, lg), 0);
-    for (int i = 0; i < k; i++) len[seqs[i]] += n[i];
-}
 
 static void test_split_equals_one_call(void **st) {
     (void)st;
@@ -82,9 +60,9 @@ static void test_split_equals_one_call(void **st) {
     };
     int32_t ls[NS] = {0}, l1[NS] = {0};
     for (size_t t = 0; t < sizeof steps / sizeof steps[0]; t++) {
-        step(ms, kvs, ls, steps[t].seqs, steps[t].n, steps[t].k, a);
+        mts_step(ms, kvs, ls, steps[t].seqs, steps[t].n, steps[t].k, MB, BS, a);
         assert_int_equal(ms->att_dec, steps[t].dec);
-        step(m1, kv1, l1, steps[t].seqs, steps[t].n, steps[t].k, b);
+        mts_step(m1, kv1, l1, steps[t].seqs, steps[t].n, steps[t].k, MB, BS, b);
         assert_int_equal(m1->att_dec, 0);
         double worst = 0.0;
         for (int64_t e = 0; e < steps[t].k * V; e++) {

@@ -22,6 +22,7 @@
 
 #include "base/err.h"
 #include "model/model_impl.h"
+#include "model_test_step.h"
 
 #define TINY VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
 
@@ -38,29 +39,6 @@ static mdl_model *load(const char *value) {
 }
 
 enum { NS = 4, MB = 8, BS = 4 }; /* sequences, blocks per sequence, block size */
-
-/* One step: n[i] new tokens of sequence seqs[i], i < k; the logits of each
- * sequence's last row into lg. */
-static void step(mdl_model *m, mdl_kv *kv, int32_t *len, const int *seqs, const int *n, int k, float *lg) {
-    const int64_t V = mdl_get_config(m)->vocab;
-    int32_t bt[NS * MB], ids[64], pos[64], slots[64], qsl[NS + 1] = {0}, sl[NS], rows[NS], T = 0;
-    for (int i = 0; i < k; i++) {
-        const int s = seqs[i];
-        for (int b = 0; b < MB; b++) bt[i * MB + b] = s * MB + b;
-        for (int j = 0; j < n[i]; j++, T++) {
-            pos[T] = len[s] + j;
-            ids[T] = (int32_t)((5 * s + 3 * pos[T] + 2) % V);
-            slots[T] = (s * MB + pos[T] / BS) * BS + pos[T] % BS;
-        }
-        qsl[i + 1] = T;
-        sl[i] = len[s] + n[i];
-        rows[i] = T - 1;
-    }
-    mdl_batch b = {.n_tokens = T, .ids = ids, .positions = pos, .slots = slots, .n_seqs = k, .qsl = qsl,
-                   .seq_lens = sl, .block_tables = bt, .max_blocks = MB, .n_logits = k, .logit_rows = rows};
-    assert_int_equal(mdl_forward_batch(m, kv, &b, lg), 0);
-    for (int i = 0; i < k; i++) len[seqs[i]] += n[i];
-}
 
 static void test_last_rows_equal_all_rows(void **st) {
     (void)st;
@@ -86,7 +64,8 @@ static void test_last_rows_equal_all_rows(void **st) {
     const uint64_t count0 = mdl_last_rows_count();
     uint64_t want = 0;
     for (size_t t = 0; t < sizeof steps / sizeof steps[0]; t++) {
-        for (int i = 0; i < 3; i++) step(ms[i], kv[i], len[i], steps[t].seqs, steps[t].n, steps[t].k, lg[i]);
+        for (int i = 0; i < 3; i++)
+            mts_step(ms[i], kv[i], len[i], steps[t].seqs, steps[t].n, steps[t].k, MB, BS, lg[i]);
         assert_int_equal(ma->last_rows, steps[t].any);
         assert_int_equal(md->last_rows, steps[t].dflt);
         assert_int_equal(m0->last_rows, 0);
@@ -97,7 +76,8 @@ static void test_last_rows_equal_all_rows(void **st) {
                 double d = fabs((double)lg[i][e] - lg[2][e]) / (fabs((double)lg[2][e]) + 1e-3);
                 if (d > worst) worst = d;
             }
-            if (worst > 1e-4) fail_msg("step %zu, model %d: logits differ from all rows' by %g (relative)", t, i, worst);
+            if (worst > 1e-4)
+                fail_msg("step %zu, model %d: logits differ from all rows' by %g (relative)", t, i, worst);
         }
     }
     assert_true(mdl_last_rows_count() - count0 == want);
