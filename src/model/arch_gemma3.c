@@ -81,6 +81,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
     mdl_step_views sv;
     mdl_step_views_make(m, n, S, max_blocks, &sv);
 
+    bool last = false; /* the last layer went to the logit rows (mdl_last_rows_views) */
     MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
     MDL_TRY(rt_scale(be, &sv.x, &sv.x, m->embed_scale));
     for (int64_t l = 0; l < c->n_layers; l++) {
@@ -95,6 +96,10 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
         MDL_TRY(rt_rope(be, &sv.k3, &sv.pos, inv_freq, (int)c->rot_dim, true, 1.0f));
         MDL_TRY(rt_kv_store(be, &kv->k[l], &sv.k3, &sv.slots));
         MDL_TRY(rt_kv_store(be, &kv->v[l], &sv.v3, &sv.slots));
+        if (l == c->n_layers - 1 && m->last_rows > 0 && m->last_rows == n_logits && 4 * n_logits <= n) {
+            MDL_TRY(mdl_last_rows_views(m, &sv, n, max_blocks)); /* the rest on the logit rows */
+            last = true;
+        }
         MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, window));
         MDL_TRY(rt_matmul(be, &sv.xb, &sv.att, &L->wo, NULL));
         MDL_TRY(mdl_tp_all_reduce(m, &sv.xb));
@@ -109,6 +114,7 @@ static int gemma3_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_
         MDL_TRY(rt_rmsnorm(be, &sv.xb, &sv.xb, &L->post_ffn_norm, eps, off));
         MDL_TRY(rt_add(be, &sv.x, &sv.x, &sv.xb));
     }
+    if (last) return mdl_logits_head_first(m, &sv, n_logits, NULL, eps, off);
     return mdl_logits_head(m, &sv, n_logits, eps, off);
 
 }
@@ -117,4 +123,5 @@ const mdl_arch_impl mdl_arch_gemma3 = {
     .family = "gemma3",
     .load = gemma3_load,
     .forward = gemma3_forward,
+    .last_rows = true,
 };

@@ -387,39 +387,14 @@ static int llama_forward_sp(mdl_model *m, mdl_kv *kv, mdl_step_views *sv, const 
     return mdl_logits_head_sp(m, sv, sp, n_logits, &xF, &xbF, c->rms_eps, 0.0f);
 }
 
-/* The last layer past its KV store on the step's L = m->last_rows logit
- * rows only (model_impl.h): q of those rows gathered (f32) into the att
- * buffer, the residual rows gathered into x's first L rows (through xb),
- * then *sv made over L rows with one query per logit sequence (qsl_p,
- * sl_p, bt_p) and the attention output in q's buffer (f32: the decode
- * kernels' rows); xn, gh, gu: the matmul buffers for L rows, chosen as
- * for any step of L rows. The caller runs the rest of the layer over L
- * rows and the head on them in order. */
-static int last_rows_views(mdl_model *m, mdl_step_views *sv, int64_t n, int64_t max_blocks, rt_tensor *xn,
-                           rt_tensor *gh, rt_tensor *gu) {
-    rt_backend *be = m->be;
-    const int64_t L = m->last_rows, h = m->h_l, hd = m->cfg.head_dim, qd = h * hd, d = m->cfg.hidden;
-    rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, L);
-    rt_tensor q2 = rt_tensor_2d(sv->q3.data, sv->q3.dtype, sv->q3.device, n, qd); /* f32 or the bf16 chain's */
-    rt_tensor qp = rt_tensor_2d(m->att.data, RT_F32, m->att.device, L, qd);
-    MDL_TRY(rt_embed(be, &qp, &q2, &rows));
-    rt_tensor xg = rt_tensor_slice0(&sv->xb, 0, L), x0 = rt_tensor_slice0(&sv->x, 0, L);
-    MDL_TRY(rt_embed(be, &xg, &sv->x, &rows));
-    MDL_TRY(rt_copy(be, &x0, &xg));
-    mdl_step_views_make(m, L, L, max_blocks, sv);
-    sv->qsl = rt_tensor_slice0(&m->qsl_p, 0, L + 1);
-    sv->seq_lens = rt_tensor_slice0(&m->sl_p, 0, L);
-    sv->bt = rt_tensor_2d(m->bt_p.data, RT_I32, m->bt_p.device, L, max_blocks);
-    sv->dec_S = 0;
-    int64_t s3[3] = {L, h, hd};
-    sv->q3 = rt_tensor_reshape(&qp, 3, s3);
-    sv->att = rt_tensor_2d(m->q.data, RT_F32, m->q.device, L, qd);
-    sv->att3 = rt_tensor_reshape(&sv->att, 3, s3);
-    bool h16 = m->xn16.data && rt_backend_act_dtype(be, L, m->act_w, d) == RT_BF16;
+/* The llama forward's part of mdl_last_rows_views: xn, gh, gu, the
+ * matmul buffers for the L logit rows, chosen as for any step of L rows. */
+static void last_rows_bufs(mdl_model *m, const mdl_step_views *sv, rt_tensor *xn, rt_tensor *gh, rt_tensor *gu) {
+    const int64_t L = m->last_rows;
+    bool h16 = m->xn16.data && rt_backend_act_dtype(m->be, L, m->act_w, m->cfg.hidden) == RT_BF16;
     *xn = h16 ? rt_tensor_slice0(&m->xn16, 0, L) : sv->xb;
     *gh = h16 && m->gate16.data ? rt_tensor_slice0(&m->gate16, 0, L) : sv->gate;
     *gu = m->gu.data ? rt_tensor_slice0(&m->gu, 0, L) : sv->gate;
-    return VC_OK;
 }
 
 /* Per layer: [add+]RMSNorm, QKV matmul(s), QK-norm + RoPE + KV store (one
@@ -525,7 +500,8 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
             MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
         }
         if (l == c->n_layers - 1 && m->last_rows > 0 && m->last_rows == n_logits && 4 * n_logits <= n && np == 1) {
-            MDL_TRY(last_rows_views(m, &sv, n, max_blocks, &xn, &gh, &gu));
+            MDL_TRY(mdl_last_rows_views(m, &sv, n, max_blocks));
+            last_rows_bufs(m, &sv, &xn, &gh, &gu);
             last = true;
             n = m->last_rows, nr[0] = n;
         }

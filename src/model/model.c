@@ -894,11 +894,38 @@ int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64
     return head_matmul(m, &xh, n_logits);
 }
 
+int mdl_last_rows_views(mdl_model *m, mdl_step_views *sv, int64_t n, int64_t max_blocks) {
+    rt_backend *be = m->be;
+    const int64_t L = m->last_rows, h = m->h_l, hd = m->cfg.head_dim, qd = h * hd;
+    rt_tensor rows = rt_tensor_slice0(&m->logit_rows, 0, L);
+    rt_tensor q2 = rt_tensor_2d(sv->q3.data, sv->q3.dtype, sv->q3.device, n, qd); /* f32 or the bf16 chain's */
+    rt_tensor qp = rt_tensor_2d(m->att.data, RT_F32, m->att.device, L, qd);
+    MDL_TRY(rt_embed(be, &qp, &q2, &rows));
+    rt_tensor xg = rt_tensor_slice0(&sv->xb, 0, L), x0 = rt_tensor_slice0(&sv->x, 0, L);
+    MDL_TRY(rt_embed(be, &xg, &sv->x, &rows));
+    MDL_TRY(rt_copy(be, &x0, &xg));
+    mdl_step_views_make(m, L, L, max_blocks, sv);
+    sv->qsl = rt_tensor_slice0(&m->qsl_p, 0, L + 1);
+    sv->seq_lens = rt_tensor_slice0(&m->sl_p, 0, L);
+    sv->bt = rt_tensor_2d(m->bt_p.data, RT_I32, m->bt_p.device, L, max_blocks);
+    sv->dec_S = 0;
+    int64_t s3[3] = {L, h, hd};
+    sv->q3 = rt_tensor_reshape(&qp, 3, s3);
+    sv->att = rt_tensor_2d(m->q.data, RT_F32, m->q.device, L, qd);
+    sv->att3 = rt_tensor_reshape(&sv->att, 3, s3);
+    return VC_OK;
+}
+
 int mdl_logits_head_first(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, const rt_tensor *res, float eps,
                           float w_off) {
     if (n_logits <= 0) return VC_OK;
-    rt_tensor a = rt_tensor_slice0(&sv->x, 0, n_logits), b = rt_tensor_slice0(res, 0, n_logits);
+    rt_tensor a = rt_tensor_slice0(&sv->x, 0, n_logits);
     rt_tensor xh = head_x(m, n_logits, &a);
+    if (!res) {
+        MDL_TRY(rt_rmsnorm(m->be, &xh, &a, &m->out_norm, eps, w_off));
+        return head_matmul(m, &xh, n_logits);
+    }
+    rt_tensor b = rt_tensor_slice0(res, 0, n_logits);
     if (xh.data != a.data) {
         MDL_TRY(rt_add_rmsnorm(m->be, &xh, &a, &b, &m->out_norm, eps, w_off));
     } else { /* f32 rows: normed in place */

@@ -255,9 +255,18 @@ int mdl_logits_head(mdl_model *m, const mdl_step_views *sv, int64_t n_logits, fl
  * x is left unspecified either way. */
 int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64_t n_logits, const rt_tensor *res,
                         float eps, float w_off);
-/* The same for a step whose last layer ran on the logit rows only
- * (m->last_rows): those rows are the first n_logits of sv->x and res, in
- * logit-row order. */
+/* The last layer past its KV store on the step's L = m->last_rows logit
+ * rows only (see last_rows above), for an arch's forward to call after
+ * the layer's KV store: q of those rows (sv->q3: f32 or the bf16 chain's)
+ * gathered (f32) into the att buffer, the residual rows gathered into x's
+ * first L rows (through xb), then *sv made over L rows with one query per
+ * logit sequence (qsl_p, sl_p, bt_p) and the attention output in q's
+ * buffer (f32, the decode kernels' rows). The forward then runs the rest
+ * of the layer over sv's L rows and ends with mdl_logits_head_first. */
+int mdl_last_rows_views(mdl_model *m, mdl_step_views *sv, int64_t n, int64_t max_blocks);
+/* The same tail for a step whose last layer ran on the logit rows only
+ * (m->last_rows): those rows are the first n_logits of sv->x and res (NULL:
+ * x holds the whole residual stream already), in logit-row order. */
 /* Steps whose last layer ran on the logit rows only (process-wide):
  * tests check that the path they mean to cover ran. */
 uint64_t mdl_last_rows_count(void);

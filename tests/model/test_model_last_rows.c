@@ -6,7 +6,8 @@
  * count of logit rows) and with the default (a lone logit row), over steps
  * of every kind: two prompts, decodes + a prompt (the attention split too),
  * all decodes (not taken), a decode, a prompt and decodes after it, one
- * long prompt, one decode. Logits within 1e-4 relative (the logit rows'
+ * long prompt, one decode; the tiny Llama and the tiny Gemma 3 (sliding
+ * windows, its own forward). Logits within 1e-4 relative (the logit rows'
  * attention runs on the decode path); m->last_rows shows which steps took
  * it, and the steps after them read the KV cache the pruned steps wrote.
  * VLLM_TEST_DEVICE=cuda: the CUDA backend.
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,15 +26,17 @@
 #include "model/model_impl.h"
 #include "model_test_step.h"
 
-#define TINY VLLM_SOURCE_DIR "/tests/fixtures/models/tiny-llama"
+#define FIXTURES VLLM_SOURCE_DIR "/tests/fixtures/models/"
 
 static rt_backend *g_be;
 
-/* the model loaded with VLLM_LAST_ROWS=value (NULL: unset) */
-static mdl_model *load(const char *value) {
+/* fixture `name` loaded with VLLM_LAST_ROWS=value (NULL: unset) */
+static mdl_model *load(const char *name, const char *value) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s%s", FIXTURES, name);
     if (value) setenv("VLLM_LAST_ROWS", value, 1);
     else unsetenv("VLLM_LAST_ROWS");
-    mdl_model *m = mdl_load(TINY, g_be, NULL);
+    mdl_model *m = mdl_load(dir, g_be, NULL);
     unsetenv("VLLM_LAST_ROWS");
     if (!m) fail_msg("load: %s", vc_err_msg());
     return m;
@@ -40,9 +44,8 @@ static mdl_model *load(const char *value) {
 
 enum { NS = 4, MB = 8, BS = 4 }; /* sequences, blocks per sequence, block size */
 
-static void test_last_rows_equal_all_rows(void **st) {
-    (void)st;
-    mdl_model *ma = load("any"), *md = load(NULL), *m0 = load("0");
+static void last_rows_equal_all_rows(const char *name) {
+    mdl_model *ma = load(name, "any"), *md = load(name, NULL), *m0 = load(name, "0");
     const int64_t V = mdl_get_config(ma)->vocab;
     mdl_model *ms[3] = {ma, md, m0};
     mdl_kv *kv[3];
@@ -77,11 +80,18 @@ static void test_last_rows_equal_all_rows(void **st) {
                 if (d > worst) worst = d;
             }
             if (worst > 1e-4)
-                fail_msg("step %zu, model %d: logits differ from all rows' by %g (relative)", t, i, worst);
+                fail_msg("%s step %zu, model %d: logits differ from all rows' by %g (relative)", name, t, i, worst);
         }
     }
     assert_true(mdl_last_rows_count() - count0 == want);
     for (int i = 0; i < 3; i++) free(lg[i]), mdl_kv_free(kv[i]), mdl_free(ms[i]);
+}
+
+/* a Llama and a Gemma 3 (sliding-window layers, its own forward) */
+static void test_last_rows_equal_all_rows(void **st) {
+    (void)st;
+    last_rows_equal_all_rows("tiny-llama");
+    last_rows_equal_all_rows("tiny-gemma3");
 }
 
 static int setup(void **st) {
