@@ -649,13 +649,14 @@ static int upload_att_split(mdl_model *m, const mdl_batch *b) {
     return rc;
 }
 
-/* m->last_rows for the step (see model_impl.h): L when the arch can, one
- * rank, L <= last_rows_max, 4 L <= T and logit row k is the last row of a sequence s_k, each
- * sequence once; then its metadata for one query per s_k: bt_p = the s_k's
- * block-table rows, qsl_p = 0 .. L, sl_p = seq_lens[s_k]. */
 static uint64_t g_last_rows_steps;
 uint64_t mdl_last_rows_count(void) { return __atomic_load_n(&g_last_rows_steps, __ATOMIC_RELAXED); }
 
+/* m->last_rows for the step (see model_impl.h): L when the arch can, one
+ * rank, L <= last_rows_max, 4 L <= T and logit row k is the last row of a
+ * sequence s_k, each sequence once; then its metadata for one query per
+ * s_k: bt_p = the s_k's block-table rows, qsl_p = 0 .. L, sl_p =
+ * seq_lens[s_k]. */
 static int upload_last_rows(mdl_model *m, const mdl_batch *b) {
     const int64_t T = b->n_tokens, S = b->n_seqs, L = b->n_logits, mb = b->max_blocks;
     m->last_rows = 0;
