@@ -302,6 +302,8 @@ mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, 
      * count, 0 never (the last layer over every row; A/B) */
     const char *lr = getenv("VLLM_LAST_ROWS");
     m->last_rows_max = lr && !strcmp(lr, "0") ? 0 : lr && !strcmp(lr, "any") ? INT64_MAX : 1;
+    if (lr && *lr && strcmp(lr, "0") && strcmp(lr, "1") && strcmp(lr, "any"))
+        VC_WARN("VLLM_LAST_ROWS=%s: expected 0, 1 or any; using 1", lr);
     m->src = mdl_wsrc_open(path, &m->cfg);
     if (!m->src) goto fail;
     for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)
