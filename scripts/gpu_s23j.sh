@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_s23j.sh — session 23, call 10 (nvidia-h200, ~1 min): call 9 (gpu_s23j.sh)
+# gpu_s23j.sh — session 23, call 10 (nvidia-h200, ~1 min): call 9 (gpu_s23i.sh)
 # showed every GPU path of the tiny Gemma 3 within 3e-3 to 4e-3 of the
 # CPU (all rows too): the 0.28 was the per-logit metric on logits near
 # zero; the GPU bound is now 1e-2 of the largest logit. Call 8 found
