@@ -83,6 +83,24 @@ print(','.join(str(random.randrange(V // 100, min(V, 100000))) for _ in range(20
     timeout 90 ./bin/$1 run --device cuda --model $2 --prompt-ids "$ids" --max-tokens 32 --ignore-eos \
         --temperature 0 --print-ids >$3 2>/dev/null
 }
+# gpu_c64 LOG [ARGS...]: concurrency-64 serving of the 0.6B (128 random
+# 1024-token prompts, 128 out) into LOG; prints throughput and TTFT / TPOT
+# on one line (the block of sessions 21-23's scripts; set variables before
+# the call: VLLM_X=1 gpu_c64 LOG).
+gpu_c64() {
+    local log=$1
+    shift
+    timeout 150 ./bin/vllm bench --device cuda --model $M6 --num-prompts 128 --input-len 1024 --output-len 128 \
+        --concurrency 64 --max-num-seqs 64 --max-num-batched-tokens 8192 "$@" >$log 2>&1
+    grep -E 'Output token throughput|Mean TTFT|P99 TTFT|Mean TPOT' $log | tr -s ' ' | tr '\n' ';'
+    echo
+}
+# gpu_fixtures: the model tests read tests/fixtures at the path compiled
+# in (this machine's /work/main); the device's copy has them one level up.
+gpu_fixtures() {
+    [ -d /work/main/tests/fixtures/models ] ||
+        { mkdir -p /work/main/tests && ln -sfn "$(cd .. && pwd)/tests/fixtures" /work/main/tests/fixtures; }
+}
 # gpu_ncu_src NAME REGEX SKIP COUNT CMD...: Nsight Compute --set full with
 # source counters of COUNT launches matching REGEX (demangled names, e.g.
 # "k_gemv_half_u<.*\(int\)1, \(int\)2") after SKIP, in CMD (run from the
