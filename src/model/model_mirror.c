@@ -237,9 +237,11 @@ int mdl_collect(mdl_model *m, mdl_ticket t, int32_t *ids) {
     if (ids && mr->n > 0) memcpy(ids, mr->host, (size_t)mr->n * sizeof *ids);
     if (vc_step_trace()) {
         double t3 = vc_now_s(), *tt = mr->trace_t;
+        char ops[256];
+        rt_op_trace_take(ops, sizeof ops); /* the host time of the ops queued since the last line */
         fprintf(stderr, "step trace: %lld tokens: forward queued in %.3f ms, ids queued %.3f ms later, waited %.3f ms; "
-                        "enqueue start -> ids %.3f ms\n", (long long)mr->trace_T, (tt[1] - tt[0]) * 1e3,
-                (tt[2] - tt[1]) * 1e3, (t3 - tt[2]) * 1e3, (t3 - tt[0]) * 1e3);
+                        "enqueue start -> ids %.3f ms; host: %s\n", (long long)mr->trace_T, (tt[1] - tt[0]) * 1e3,
+                (tt[2] - tt[1]) * 1e3, (t3 - tt[2]) * 1e3, (t3 - tt[0]) * 1e3, ops);
     }
     atomic_store(&mr->collected, true);
     return VC_OK;

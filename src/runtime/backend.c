@@ -1,6 +1,9 @@
 #include "runtime/backend.h"
 
+#include "base/clock.h"
 #include "base/err.h"
+#include "base/log.h"
+#include "runtime/ops.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -134,7 +137,11 @@ int rt_tensor_copy_bytes(rt_backend *be, rt_tensor *dst, const rt_tensor *src) {
     if (n != rt_tensor_nbytes(dst))
         return vc_err_set(VC_ERR_INVALID, "tensor copy: size mismatch (%zu vs %zu bytes)", n,
                           rt_tensor_nbytes(dst));
-    return be->vt->copy(be, dst->data, dst->device, src->data, src->device, n);
+    if (!vc_step_trace()) return be->vt->copy(be, dst->data, dst->device, src->data, src->device, n);
+    const double t0 = vc_now_s(); /* the step trace's host time of copies (ops.h) */
+    const int rc = be->vt->copy(be, dst->data, dst->device, src->data, src->device, n);
+    rt_op_trace_add(RT_OP_COUNT, vc_now_s() - t0);
+    return rc;
 }
 
 rt_tensor rt_tensor_alloc(rt_backend *be, rt_dtype dt, int ndim, const int64_t *shape) {

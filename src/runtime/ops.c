@@ -2,6 +2,7 @@
 
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/log.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -64,10 +65,57 @@ static bool prof_on(void) {
     return g_prof == 1;
 }
 
+/* Host time of op calls for the step trace (VLLM_STEP_TRACE=1, per
+ * thread): each op's call (its queueing on an asynchronous backend; no
+ * sync added) and each backend copy, summed per op since the last
+ * rt_op_trace_take, with the longest single call: an op whose call holds
+ * the host for the device's time hides a synchronisation. */
+enum { TRACE_COPY = RT_OP_COUNT, TRACE_ROWS };
+static _Thread_local double t_host_s[TRACE_ROWS], t_max_s;
+static _Thread_local long t_host_n[TRACE_ROWS];
+static _Thread_local int t_max_row;
+
+void rt_op_trace_add(int row, double s) {
+    if (row < 0 || row >= TRACE_ROWS) row = TRACE_COPY;
+    t_host_s[row] += s;
+    t_host_n[row]++;
+    if (s > t_max_s) t_max_s = s, t_max_row = row;
+}
+
+static const char *trace_name(int row) { return row == TRACE_COPY ? "copy" : g_names[row]; }
+
+void rt_op_trace_take(char *buf, size_t n) {
+    if (!n) return;
+    buf[0] = 0;
+    size_t at = 0;
+    bool used[TRACE_ROWS] = {false};
+    for (int k = 0; k < 3; k++) { /* the three largest sums */
+        int best = -1;
+        for (int i = 0; i < TRACE_ROWS; i++)
+            if (!used[i] && t_host_n[i] && (best < 0 || t_host_s[i] > t_host_s[best])) best = i;
+        if (best < 0) break;
+        used[best] = true;
+        int w = snprintf(buf + at, n - at, "%s%s %.3f ms / %ld", k ? ", " : "", trace_name(best), t_host_s[best] * 1e3,
+                         t_host_n[best]);
+        if (w < 0 || (size_t)w >= n - at) return;
+        at += (size_t)w;
+    }
+    if (t_max_s > 0) snprintf(buf + at, n - at, "; longest %s %.3f ms", trace_name(t_max_row), t_max_s * 1e3);
+    memset(t_host_s, 0, sizeof t_host_s);
+    memset(t_host_n, 0, sizeof t_host_n);
+    t_max_s = 0.0;
+}
+
 int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a) {
     if (!rt_op_supported(be, op, a))
         return vc_err_set(VC_ERR_UNSUPPORTED, "op %s not supported by backend %s", rt_op_name(op),
                           be->vt->name);
+    if (vc_step_trace() && !prof_on()) {
+        const double t0 = vc_now_s();
+        const int rc = g_kernels[op][be->device](be, a);
+        rt_op_trace_add((int)op, vc_now_s() - t0);
+        return rc;
+    }
     if (!prof_on()) return g_kernels[op][be->device](be, a);
     double t0 = vc_now_s();
     int rc = g_kernels[op][be->device](be, a);

@@ -196,6 +196,11 @@ void rt_op_register(rt_op op, rt_device dev, rt_op_fn fn);
 bool rt_op_supported(rt_backend *be, rt_op op, const rt_op_args *a);
 /* Dispatch without the wrapper checks (the wrappers call this). */
 int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a);
+/* The step trace's host times (VLLM_STEP_TRACE=1, this thread): add s
+ * seconds to op row (RT_OP_COUNT: a backend copy); take: the three op
+ * rows of most host time and the longest call into buf, then reset. */
+void rt_op_trace_add(int row, double s);
+void rt_op_trace_take(char *buf, size_t n);
 
 int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids);
 /* Vocab-parallel EMBED: table = rows [base, base + rows) of the vocabulary;

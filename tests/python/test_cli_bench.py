@@ -40,7 +40,8 @@ def test_bench_rejects_bad_sampling(vllm_bin, model, flag, value):
 def test_bench_step_trace(vllm_bin, model):
     """VLLM_STEP_TRACE=1: a line of host times per engine step on stderr
     (and, for greedy rows, whose ids come back from the model's argmax, the
-    model's split of the step); none without it."""
+    model's split of the step with the host time of its ops); none without
+    it."""
     import os
     env = dict(os.environ, VLLM_STEP_TRACE="1")
     r = subprocess.run([str(vllm_bin), "bench", "--model", str(model), "--num-prompts", "2", "--input-len", "16",
@@ -55,6 +56,12 @@ def test_bench_step_trace(vllm_bin, model):
                      r"waited ([\d.]+) ms; enqueue start -> ids ([\d.]+) ms", r.stderr)
     assert len(mdl) == len(eng)
     assert sorted({int(t) for t, *_ in mdl})[-1] == 16  # the prompt's step
+    # and the host time of the ops each step called: the three op kinds of
+    # most host time (ms / calls) and the longest single call
+    host = re.findall(r"ms; host: ([a-z_0-9]+) ([\d.]+) ms / (\d+)[^;\n]*; longest ([a-z_0-9]+) ([\d.]+) ms", r.stderr)
+    assert len(host) == len(mdl)
+    assert all(int(n) >= 1 and float(lng) <= 1e3 for _, _, n, _, lng in host)
+    assert any(op == "matmul" or lop == "matmul" for op, _, _, lop, _ in host)
     env["VLLM_STEP_TRACE"] = "0"
     q = subprocess.run([str(vllm_bin), "bench", "--model", str(model), "--num-prompts", "1", "--input-len", "16",
                         "--output-len", "2", "--threads", "1"], capture_output=True, text=True, timeout=120, env=env)
