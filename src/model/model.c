@@ -298,12 +298,12 @@ mdl_model *mdl_load_rank(const char *path, rt_backend *be, const mdl_params *p, 
     m->upcast_weights = p->upcast_weights;
     const char *split = getenv("VLLM_ATTN_SPLIT"); /* 0: one attention call per layer (A/B) */
     m->att_split = !(split && !strcmp(split, "0"));
-    /* VLLM_LAST_ROWS: 1 (default) a step with one logit row, "any" any
-     * count, 0 never (the last layer over every row; A/B) */
+    /* VLLM_LAST_ROWS: any (default) any count of logit rows, 1 a step with
+     * one logit row, 0 never (the last layer over every row; A/B) */
     const char *lr = getenv("VLLM_LAST_ROWS");
-    m->last_rows_max = lr && !strcmp(lr, "0") ? 0 : lr && !strcmp(lr, "any") ? INT64_MAX : 1;
+    m->last_rows_max = lr && !strcmp(lr, "0") ? 0 : lr && !strcmp(lr, "1") ? 1 : INT64_MAX;
     if (lr && *lr && strcmp(lr, "0") && strcmp(lr, "1") && strcmp(lr, "any"))
-        VC_WARN("VLLM_LAST_ROWS=%s: expected 0, 1 or any; using 1", lr);
+        VC_WARN("VLLM_LAST_ROWS=%s: expected 0, 1 or any; using any", lr);
     m->src = mdl_wsrc_open(path, &m->cfg);
     if (!m->src) goto fail;
     for (size_t i = 0; i < sizeof g_family_map / sizeof g_family_map[0]; i++)

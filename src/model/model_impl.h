@@ -97,12 +97,13 @@ struct mdl_model {
      * those rows alone: one query per sequence (decode-style) over the
      * sequences' block-table rows (bt_p), qsl_p = 0 .. L, sl_p their
      * lengths. last_rows = L
-     * for the step, else 0; only for L <= last_rows_max: 1 by default
-     * (VLLM_LAST_ROWS=any: any L; 0: never). With any L, concurrency-64
-     * serving had a higher mean TTFT (session 22: 58-75 vs 52-55 ms,
-     * partly CUDA's lazy module loading of kernels first met at a new row
-     * count), so only a lone finishing prompt (the single-request TTFT)
-     * takes it by default. */
+     * for the step, else 0; only for L <= last_rows_max: any L by default
+     * (VLLM_LAST_ROWS=1: a lone logit row; 0: never). A row count's first
+     * step holds the host in its new GEMM shapes' first calls (CUDA's lazy
+     * kernel loading, cuBLAS's choice): the engine's warm-up runs every row
+     * count up to max_num_seqs (engine.c warm_up_rows; without it
+     * concurrency-64 serving's mean TTFT was 64-75 vs 52-55 ms, sessions
+     * 22-23). */
     rt_tensor qsl_p, sl_p;         /* [B+1], [B] i32 */
     rt_tensor bt_p;                /* [bt_p_cap] i32, grown on demand */
     int64_t bt_p_cap;

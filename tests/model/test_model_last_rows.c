@@ -3,7 +3,7 @@
  * a quarter of its rows, runs the last layer past its KV store on those
  * rows alone (one query per sequence). Checked against the same model
  * loaded with VLLM_LAST_ROWS=0 (every row), with VLLM_LAST_ROWS=any (any
- * count of logit rows) and with the default (a lone logit row), over steps
+ * count of logit rows; the default) and with VLLM_LAST_ROWS=1 (a lone logit row), over steps
  * of every kind: two prompts, decodes + a prompt (the attention split too),
  * all decodes (not taken), a decode, a prompt and decodes after it, one
  * long prompt, one decode; the tiny Llama and the tiny Gemma 3 (sliding
@@ -67,7 +67,10 @@ static double norm_err(const float *a, const float *b, int64_t n) {
 enum { NS = 4, MB = 8, BS = 4 }; /* sequences, blocks per sequence, block size */
 
 static void last_rows_equal_all_rows(const char *name) {
-    mdl_model *ma = load(name, "any"), *md = load(name, NULL), *m0 = load(name, "0");
+    mdl_model *ma = load(name, "any"), *md = load(name, "1"), *m0 = load(name, "0");
+    mdl_model *mu = load(name, NULL); /* unset: any */
+    assert_true(mu->last_rows_max == INT64_MAX);
+    mdl_free(mu);
     /* on the GPU also the CPU's all rows: which of the GPU's paths is off */
     const int nm = g_cpu ? 4 : 3;
     mdl_model *mc = g_cpu ? load_on(g_cpu, name, "0") : NULL;
@@ -80,13 +83,13 @@ static void last_rows_equal_all_rows(const char *name) {
     int bad = 0;
     static const struct {
         int k, seqs[NS], n[NS];
-        int64_t any, dflt; /* last_rows of the "any" and the default model (0: all rows) */
+        int64_t any, dflt; /* last_rows of the "any" and the "1" model (0: all rows) */
     } steps[] = {
         {2, {0, 1}, {8, 6}, 2, 0},             /* two prompts */
         {3, {0, 1, 2}, {1, 1, 10}, 3, 0},      /* two decodes, a new prompt */
         {3, {0, 2, 1}, {1, 1, 1}, 0, 0},       /* all decode */
         {4, {0, 3, 1, 2}, {1, 13, 1, 1}, 4, 0}, /* a decode, a prompt, decodes after it */
-        {1, {1}, {9}, 1, 1},                   /* one prompt: the default's case */
+        {1, {1}, {9}, 1, 1},                   /* one prompt: the "1" model's case */
         {1, {3}, {1}, 0, 0},                   /* one decode */
     };
     int32_t len[4][NS] = {{0}};
@@ -115,7 +118,7 @@ static void last_rows_equal_all_rows(const char *name) {
         if (mc) {
             const double e[3] = {norm_err(lg[0], lg[3], steps[t].k * V), norm_err(lg[1], lg[3], steps[t].k * V),
                                  norm_err(lg[2], lg[3], steps[t].k * V)};
-            print_message("%s step %zu vs the CPU's all rows: any %.2e, default %.2e, all rows %.2e\n", name, t, e[0],
+            print_message("%s step %zu vs the CPU's all rows: any %.2e, one row %.2e, all rows %.2e\n", name, t, e[0],
                           e[1], e[2]);
             for (int i = 0; i < 3; i++) bad += e[i] > 5e-2;
         }
