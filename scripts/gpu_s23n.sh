@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# gpu_s23n.sh — session 23, call 14 (nvidia-h200, ~1.5 min; branch s23-warm
+# with VLLM_LAST_ROWS=any as the default): call 13 (gpu_s23m.sh) measured
+# concurrency 64 with the warm-up of every row count: any 51.9 / 52.5 ms
+# mean TTFT vs 1 52.8 / 69.0 (unwarmed any 69.7 / 74.0). Before the merge:
+# test_model_last_rows and async == sync on the device with the new
+# default, concurrency 64 any (default) / 1 interleaved, 3 rounds, the
+# async engine once each, the 2048-token TTFT.
+#   bash scripts/gpu_snap.sh s23n vllm test_engine_async_64 test_model_last_rows
+#   run carry [".gpu-snap-s23n"] "cd .gpu-snap-s23n && OUT=$OUT bash scripts/gpu_s23n.sh"
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu_common.sh s23n
+gpu_bin
+gpu_models
+gpu_fixtures
+gpu_test lr 60 VLLM_TEST_DEVICE=cuda ./test_model_last_rows
+gpu_model_wait 6
+(cd bin && VLLM_TEST_DEVICE=cuda VLLM_TEST_ASYNC_MODEL=$M6 timeout 120 ./test_engine_async_64) >$L/async64.log 2>&1
+echo "test_engine_async_64 exit $?: $(grep -E 'async == sync|FAILED|request [0-9]+ ' $L/async64.log | head -3)"
+for r in 1 2 3; do
+    echo "c64 round $r any (default): $(gpu_c64 $L/c64_a_$r.log)"
+    echo "c64 round $r VLLM_LAST_ROWS=1: $(VLLM_LAST_ROWS=1 gpu_c64 $L/c64_1_$r.log)"
+done
+echo "c64 async any: $(gpu_c64 $L/c64_asa.log --async-scheduling)"
+echo "c64 async 1: $(VLLM_LAST_ROWS=1 gpu_c64 $L/c64_as1.log --async-scheduling)"
+gpu_pf vllm $M6 $L/pf.log
+echo "2048 TTFT: $(gpu_med $L/pf.log) ms"
+say done
