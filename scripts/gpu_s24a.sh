@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# gpu_s23n.sh — session 23, call 14 (nvidia-h200, ~1.5 min; branch s23-warm
-# with VLLM_LAST_ROWS=any as the default): call 13 (gpu_s23m.sh) measured
+# gpu_s24a.sh — prepared in session 23 for the next session (nvidia-h200,
+# ~1.5 min; main with VLLM_LAST_ROWS=any as the default and the warm-up of
+# every row count, merged without this call: session 23's device time ran
+# out; the old default's checks passed on the device, calls 1 and 10):
+# call 13 (gpu_s23m.sh) measured
 # concurrency 64 with the warm-up of every row count: any 51.9 / 52.5 ms
 # mean TTFT vs 1 52.8 / 69.0 (unwarmed any 69.7 / 74.0). Before the merge:
 # test_model_last_rows and async == sync on the device with the new
 # default, concurrency 64 any (default) / 1 interleaved, 3 rounds, the
 # async engine once each, the 2048-token TTFT.
-#   bash scripts/gpu_snap.sh s23n vllm test_engine_async_64 test_model_last_rows
-#   run carry [".gpu-snap-s23n"] "cd .gpu-snap-s23n && OUT=$OUT bash scripts/gpu_s23n.sh"
+#   bash scripts/gpu_snap.sh s24a vllm test_engine_async_64 test_model_last_rows
+#   run carry [".gpu-snap-s24a"] "cd .gpu-snap-s24a && OUT=$OUT bash scripts/gpu_s24a.sh"
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-source scripts/gpu_common.sh s23n
+source scripts/gpu_common.sh s24a
 gpu_bin
 gpu_models
 gpu_fixtures
