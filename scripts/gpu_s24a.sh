@@ -2,10 +2,11 @@
 # gpu_s24a.sh — prepared in session 23 for the next session (nvidia-h200,
 # ~1.5 min; main with VLLM_LAST_ROWS=any as the default and the warm-up of
 # every row count, merged without this call: session 23's device time ran
-# out; the old default's checks passed on the device, calls 1 and 10):
+# out; `any` set explicitly passed test_model_last_rows on the device in
+# call 10 and async == sync (padded variant) in call 1):
 # call 13 (gpu_s23m.sh) measured
 # concurrency 64 with the warm-up of every row count: any 51.9 / 52.5 ms
-# mean TTFT vs 1 52.8 / 69.0 (unwarmed any 69.7 / 74.0). Before the merge:
+# mean TTFT vs 1 52.8 / 69.0 (unwarmed any 69.7 / 74.0). Checks:
 # test_model_last_rows and async == sync on the device with the new
 # default, concurrency 64 any (default) / 1 interleaved, 3 rounds, the
 # async engine once each, the 2048-token TTFT.
