@@ -5,7 +5,9 @@
 #include "base/log.h"
 #include "engine/engine_int.h"
 #include "runtime/comm.h"
+#include "runtime/ops.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +89,8 @@ static int warm_up(eng_engine *e, int64_t n, int64_t max_rows) {
  * lazily, cuBLAS picks its algorithm): session 23 traced concurrency-64
  * serving's mixed 8,192-token steps held 14-17 ms in the LM head's first
  * call at each new row count, and VLLM_LAST_ROWS=any's steps 3-5 ms
- * longer. VLLM_WARMUP_ROWS=0 skips it; n: up to n rows (default: the
+ * longer; the sampler's first call 13.5 ms, so the steps sample where
+ * the model can. VLLM_WARMUP_ROWS=0 skips it; n: up to n rows (default: the
  * engine's max_num_seqs, at most 256 and a quarter of the step budget);
  * *rows_io: in the default, out the rows warmed. */
 static int warm_up_rows(eng_engine *e, int64_t *rows_io, int64_t max_tokens) {
@@ -108,6 +111,22 @@ static int warm_up_rows(eng_engine *e, int64_t *rows_io, int64_t max_tokens) {
     }
     int32_t *ids = buf, *pos = ids + T, *slots = pos + T, *out = slots + T, *qsl = out + T, *sl = qsl + max_rows + 1,
             *bt = sl + max_rows, *rows = bt + max_rows;
+    /* the rows sampled on the device where the model can (the SAMPLE
+     * op's first call held the host 13.5 ms in a traced run): temperature
+     * 1, no filters, no penalties, u = 0 */
+    const bool smp = mdl_can_sample(e->m);
+    float *fp = smp ? calloc((size_t)(max_rows * RT_SAMPLE_NF), sizeof *fp) : NULL;
+    int32_t *ip = smp ? calloc((size_t)(max_rows * RT_SAMPLE_NI), sizeof *ip) : NULL;
+    if (smp && (!fp || !ip)) {
+        mdl_kv_free(kv), free(buf), free(fp), free(ip);
+        return vc_err_set(VC_ERR_OOM, "warm-up: out of memory");
+    }
+    for (int64_t r = 0; smp && r < max_rows; r++) {
+        float *f = fp + r * RT_SAMPLE_NF;
+        f[RT_SAMPLE_TEMP] = 1.0f, f[RT_SAMPLE_TOP_P] = 1.0f, f[RT_SAMPLE_MIN_P] = 0.0f;
+        f[RT_SAMPLE_LOG_MIN_P] = -INFINITY, f[RT_SAMPLE_REP] = 1.0f;
+    }
+    const mdl_sample_args sa = {.fparams = fp, .iparams = ip, .hist = NULL, .n_hist = 0};
     int rc = VC_OK;
     for (int64_t L = 1; L <= max_rows && rc == VC_OK; L++) {
         for (int32_t s = 0; s < (int32_t)L; s++) {
@@ -118,10 +137,11 @@ static int warm_up_rows(eng_engine *e, int64_t *rows_io, int64_t max_tokens) {
         mdl_batch b = {.n_tokens = NT * (int32_t)L, .ids = ids, .positions = pos, .slots = slots,
                        .n_seqs = (int32_t)L, .qsl = qsl, .seq_lens = sl, .block_tables = bt, .max_blocks = 1,
                        .n_logits = (int32_t)L, .logit_rows = rows};
-        rc = mdl_forward_batch_argmax(e->m, kv, &b, out);
+        rc = smp && L > 1 ? mdl_forward_batch_sample(e->m, kv, &b, &sa, out) : mdl_forward_batch_argmax(e->m, kv, &b, out);
+        if (rc == VC_OK && smp && L == 1) rc = mdl_forward_batch_sample(e->m, kv, &b, &sa, out);
     }
     mdl_kv_free(kv);
-    free(buf);
+    free(buf), free(fp), free(ip);
     return rc;
 }
 
