@@ -9,7 +9,8 @@
 # mean TTFT vs 1 52.8 / 69.0 (unwarmed any 69.7 / 74.0). Checks:
 # test_model_last_rows and async == sync on the device with the new
 # default, concurrency 64 any (default) / 1 interleaved, 3 rounds, the
-# async engine once each, the 2048-token TTFT.
+# async engine once each, a traced run (the warm-up's sampling), the
+# 2048-token TTFT.
 #   bash scripts/gpu_snap.sh s24a vllm test_engine_async_64 test_model_last_rows
 #   run carry [".gpu-snap-s24a"] "cd .gpu-snap-s24a && OUT=$OUT bash scripts/gpu_s24a.sh"
 set -u -o pipefail
@@ -28,6 +29,10 @@ for r in 1 2 3; do
 done
 echo "c64 async any: $(gpu_c64 $L/c64_asa.log --async-scheduling)"
 echo "c64 async 1: $(VLLM_LAST_ROWS=1 gpu_c64 $L/c64_as1.log --async-scheduling)"
+# the warm-up samples its row steps now (after session 23's device time):
+# the first steps' host time should show no SAMPLE of ~13 ms
+echo "c64 traced: $(VLLM_STEP_TRACE=1 gpu_c64 $FINAL/c64_trace.log)"
+grep -E "^step trace: 8192|warm-up" $FINAL/c64_trace.log | head -4 | cut -c1-220
 gpu_pf vllm $M6 $L/pf.log
 echo "2048 TTFT: $(gpu_med $L/pf.log) ms"
 say done
