@@ -2,7 +2,8 @@
  * the CPU with VLLM_WARMUP=1 it runs a full-budget forward on a throw-away
  * sequence and leaves no trace: the same requests give the same tokens
  * (greedy and seeded sampling) and the same KV block count as an engine
- * without it; VLLM_WARMUP=0 skips it. On the GPU (VLLM_TEST_DEVICE=cuda) the
+ * without it, and its steps of 1 .. max_num_seqs rows ran (the last layer
+ * on their logit rows, counted); VLLM_WARMUP=0 skips it. On the GPU (VLLM_TEST_DEVICE=cuda) the
  * default (auto) warm-up is compared with VLLM_WARMUP=0 the same way.
  */
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 
 #include "base/err.h"
 #include "engine_test_util.h"
+#include "model/model_impl.h" /* mdl_last_rows_count */
 
 #define NREQ 6
 #define CAP 24
@@ -35,13 +37,17 @@ static ereq_sampling samp(int i) {
     return s;
 }
 
-/* Runs the request set on a new engine with VLLM_WARMUP=mode (NULL: unset). */
-static void run(const char *mode, int32_t *toks, int32_t *n, int32_t *blocks) {
+/* Runs the request set on a new engine with VLLM_WARMUP=mode (NULL: unset);
+ * *lr: the steps that ran the last layer on their logit rows while the
+ * engine was made (the warm-up's row steps take it: 1 .. 16 rows). */
+static void run(const char *mode, int32_t *toks, int32_t *n, int32_t *blocks, uint64_t *lr) {
     if (mode) setenv("VLLM_WARMUP", mode, 1);
     else unsetenv("VLLM_WARMUP");
     eng_params ep = etest_params(64, false);
+    const uint64_t lr0 = mdl_last_rows_count();
     eng_engine *e = eng_create(&ep);
     if (!e) fail_msg("engine: %s", vc_err_msg());
+    *lr = mdl_last_rows_count() - lr0;
     *blocks = eng_num_blocks(e);
     etest_add_prompts(e, NREQ, 99, 5, 7, 30, samp);
     memset(n, 0, NREQ * sizeof *n);
@@ -54,9 +60,12 @@ static void test_warmup_leaves_no_trace(void **st) {
     (void)st;
     static int32_t a[NREQ * CAP], b[NREQ * CAP];
     int32_t na[NREQ], nb[NREQ], ba = 0, bb = 0;
+    uint64_t la = 0, lb = 0;
     bool gpu = etest_device() != RT_DEV_CPU;
-    run("0", a, na, &ba);
-    run(gpu ? NULL : "1", b, nb, &bb);
+    run("0", a, na, &ba, &la);
+    run(gpu ? NULL : "1", b, nb, &bb, &lb);
+    assert_true(la == 0);
+    assert_true(lb >= 16); /* the row steps ran (max_num_seqs 16, a quarter of the 64-token budget) */
     assert_int_equal(ba, bb);
     for (int i = 0; i < NREQ; i++) {
         assert_int_equal(na[i], samp(i).max_tokens);
