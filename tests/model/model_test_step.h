@@ -6,7 +6,7 @@
 
 #include "model/model_impl.h"
 
-enum { MTS_MAX_SEQS = 4, MTS_MAX_BLOCKS = 8, MTS_MAX_TOKENS = 64 };
+enum { MTS_MAX_SEQS = 16, MTS_MAX_BLOCKS = 16, MTS_MAX_TOKENS = 128 };
 
 /* One step: n[i] new tokens of sequence seqs[i], i < k (k <=
  * MTS_MAX_SEQS); sequence s owns blocks s * mb .. s * mb + mb - 1 of size

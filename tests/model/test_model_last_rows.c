@@ -3,14 +3,16 @@
  * a quarter of its rows, runs the last layer past its KV store on those
  * rows alone (one query per sequence). Checked against the same model
  * loaded with VLLM_LAST_ROWS=0 (every row), with VLLM_LAST_ROWS=any (any
- * count of logit rows; the default) and with VLLM_LAST_ROWS=1 (a lone logit row), over steps
- * of every kind: two prompts, decodes + a prompt (the attention split too),
- * all decodes (not taken), a decode, a prompt and decodes after it, one
- * long prompt, one decode; the tiny Llama and the tiny Gemma 3 (sliding
- * windows, its own forward). Logits within 1e-4 relative on the CPU, 1e-2
- * of the largest logit on the GPU (the logit rows' attention runs on the
- * decode path, the few-row matmuls on other kernels); m->last_rows shows which steps took
- * it, and the steps after them read the KV cache the pruned steps wrote.
+ * count of logit rows; the default) and with VLLM_LAST_ROWS=1 (a lone
+ * logit row), over steps of every kind: two prompts, decodes + a prompt
+ * (the attention split too), all decodes (not taken), a decode, a prompt
+ * and decodes after it, one long prompt, one decode, twelve prompts,
+ * their decodes, their decodes with a long prompt (12 and 13 logit rows);
+ * the tiny Llama and the tiny Gemma 3 (sliding windows, its own forward).
+ * Logits within 1e-4 relative on the CPU, 1e-2 of the largest logit on the
+ * GPU (the logit rows' attention runs on the decode path, the few-row
+ * matmuls on other kernels); m->last_rows shows which steps took it, and
+ * the steps after them read the KV cache the pruned steps wrote.
  * VLLM_TEST_DEVICE=cuda: the CUDA backend, each GPU load also against the
  * CPU's all rows (5e-2 of the largest logit: the backends round
  * activations differently); every step is reported before the failure.
@@ -64,7 +66,7 @@ static double norm_err(const float *a, const float *b, int64_t n) {
     return num / den;
 }
 
-enum { NS = 4, MB = 8, BS = 4 }; /* sequences, blocks per sequence, block size */
+enum { NS = 16, MB = 16, BS = 4 }; /* sequences, blocks per sequence, block size */
 
 static void last_rows_equal_all_rows(const char *name) {
     mdl_model *ma = load(name, "any"), *md = load(name, "1"), *m0 = load(name, "0");
@@ -91,6 +93,12 @@ static void last_rows_equal_all_rows(const char *name) {
         {4, {0, 3, 1, 2}, {1, 13, 1, 1}, 4, 0}, /* a decode, a prompt, decodes after it */
         {1, {1}, {9}, 1, 1},                   /* one prompt: the "1" model's case */
         {1, {3}, {1}, 0, 0},                   /* one decode */
+        /* twelve new prompts (the logit rows past a decode graph's first
+         * buckets), then their decodes, then their decodes with a long
+         * prompt after them (13 logit rows of 62) */
+        {12, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, 12, 0},
+        {12, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0, 0},
+        {13, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 49}, 13, 0},
     };
     int32_t len[4][NS] = {{0}};
     const uint64_t count0 = mdl_last_rows_count();
