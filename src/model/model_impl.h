@@ -45,6 +45,8 @@ typedef struct {
     atomic_bool collected;  /* a wait observed the copy (or there was none) */
     int64_t trace_T;        /* VLLM_STEP_TRACE: the step's tokens and host times (s) at */
     double trace_t[3];      /* enqueue start, forward queued, ids queued */
+    char trace_ops[192];    /* the host time of the step's ops (rt_op_trace_take, taken on the
+                               thread that queued them, printed at the collect) */
 } mdl_mirror;
 
 struct mdl_model {

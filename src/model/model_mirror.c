@@ -178,6 +178,7 @@ static int enqueue(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sampl
     m->splice = NULL;
     if (rc < 0) return rc;
     mr->trace_t[2] = vc_step_trace() ? vc_now_s() : 0.0;
+    if (vc_step_trace()) rt_op_trace_take(mr->trace_ops, sizeof mr->trace_ops); /* this thread queued the ops */
     mr->n = (int32_t)L;
     publish(m, mr, nt, !mr->queued);
     *t = nt;
@@ -237,8 +238,7 @@ int mdl_collect(mdl_model *m, mdl_ticket t, int32_t *ids) {
     if (ids && mr->n > 0) memcpy(ids, mr->host, (size_t)mr->n * sizeof *ids);
     if (vc_step_trace()) {
         double t3 = vc_now_s(), *tt = mr->trace_t;
-        char ops[256];
-        rt_op_trace_take(ops, sizeof ops); /* the host time of the ops queued since the last line */
+        const char *ops = mr->trace_ops[0] ? mr->trace_ops : "-";
         fprintf(stderr, "step trace: %lld tokens: forward queued in %.3f ms, ids queued %.3f ms later, waited %.3f ms; "
                         "enqueue start -> ids %.3f ms; host: %s\n", (long long)mr->trace_T, (tt[1] - tt[0]) * 1e3,
                 (tt[2] - tt[1]) * 1e3, (t3 - tt[2]) * 1e3, (t3 - tt[0]) * 1e3, ops);

@@ -100,7 +100,7 @@ void rt_op_trace_take(char *buf, size_t n) {
         if (w < 0 || (size_t)w >= n - at) return;
         at += (size_t)w;
     }
-    if (t_max_s > 0) snprintf(buf + at, n - at, "; longest %s %.3f ms", trace_name(t_max_row), t_max_s * 1e3);
+    if (at && t_max_s > 0) snprintf(buf + at, n - at, "; longest %s %.3f ms", trace_name(t_max_row), t_max_s * 1e3);
     memset(t_host_s, 0, sizeof t_host_s);
     memset(t_host_n, 0, sizeof t_host_n);
     t_max_s = 0.0;
