@@ -85,11 +85,10 @@ void rt_op_trace_add(int row, double s) {
 static const char *trace_name(int row) { return row == TRACE_COPY ? "copy" : g_names[row]; }
 
 void rt_op_trace_take(char *buf, size_t n) {
-    if (!n) return;
-    buf[0] = 0;
     size_t at = 0;
     bool used[TRACE_ROWS] = {false};
-    for (int k = 0; k < 3; k++) { /* the three largest sums */
+    if (n) buf[0] = 0;
+    for (int k = 0; k < 3 && at < n; k++) { /* the three largest sums (a full buffer ends the text, not the reset) */
         int best = -1;
         for (int i = 0; i < TRACE_ROWS; i++)
             if (!used[i] && t_host_n[i] && (best < 0 || t_host_s[i] > t_host_s[best])) best = i;
@@ -97,10 +96,10 @@ void rt_op_trace_take(char *buf, size_t n) {
         used[best] = true;
         int w = snprintf(buf + at, n - at, "%s%s %.3f ms / %ld", k ? ", " : "", trace_name(best), t_host_s[best] * 1e3,
                          t_host_n[best]);
-        if (w < 0 || (size_t)w >= n - at) return;
-        at += (size_t)w;
+        at = w < 0 ? n : at + (size_t)w;
     }
-    if (at && t_max_s > 0) snprintf(buf + at, n - at, "; longest %s %.3f ms", trace_name(t_max_row), t_max_s * 1e3);
+    if (at && at < n && t_max_s > 0)
+        snprintf(buf + at, n - at, "; longest %s %.3f ms", trace_name(t_max_row), t_max_s * 1e3);
     memset(t_host_s, 0, sizeof t_host_s);
     memset(t_host_n, 0, sizeof t_host_n);
     t_max_s = 0.0;
