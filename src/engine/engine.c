@@ -95,7 +95,13 @@ static int warm_up(eng_engine *e, int64_t n, int64_t max_rows) {
  * *rows_io: in the default, out the rows warmed. */
 static int warm_up_rows(eng_engine *e, int64_t *rows_io, int64_t max_tokens) {
     const char *env = getenv("VLLM_WARMUP_ROWS");
-    int64_t max_rows = env && *env ? atoll(env) : *rows_io;
+    int64_t max_rows = *rows_io;
+    if (env && *env) {
+        char *end = NULL;
+        long long v = strtoll(env, &end, 10);
+        if (*end || v < 0) VC_WARN("VLLM_WARMUP_ROWS=%s: expected a row count >= 0; using %lld", env, (long long)max_rows);
+        else max_rows = v;
+    }
     if (max_rows > 256) max_rows = 256;
     if (max_rows > max_tokens / 4) max_rows = max_tokens / 4;
     if (max_rows < 1) max_rows = 0;
