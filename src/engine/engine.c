@@ -54,7 +54,9 @@ static int warm_up_rows(eng_engine *e, int64_t *max_rows, int64_t max_tokens);
  * seconds). VLLM_WARMUP=0 turns it off, VLLM_WARMUP=1 forces it on any
  * backend. Failures are the caller's to
  * report (eng_create logs them and goes on). */
-static int warm_up(eng_engine *e, int64_t n, int64_t max_rows) {
+static int warm_up(eng_engine *e, int64_t n, int64_t *rows_io) {
+    int64_t max_rows = *rows_io;
+    *rows_io = 0;
     const char *env = getenv("VLLM_WARMUP");
     bool force = env && !strcmp(env, "1"); /* also on the CPU (tests) */
     if ((rt_backend_is_host(e->be) && !force) || (env && !strcmp(env, "0")) || n < 1) return VC_OK;
@@ -75,6 +77,7 @@ static int warm_up(eng_engine *e, int64_t n, int64_t max_rows) {
     const double t1 = vc_now_s();
     rc = warm_up_rows(e, &max_rows, n);
     if (rc < 0) return rc;
+    *rows_io = max_rows; /* the decode graphs' warm-up goes as far (eng_create) */
     VC_INFO("warm-up: %lld-token forward + 1 decode step in %.0f ms, steps of 1 .. %lld rows in %.0f ms", (long long)n,
             1e3 * (t1 - t0), (long long)max_rows, 1e3 * (vc_now_s() - t1));
     return VC_OK;
@@ -215,7 +218,8 @@ eng_engine *eng_create(const eng_params *p) {
     int64_t wn = p->max_num_batched_tokens < e->max_model_len - 1 ? p->max_num_batched_tokens : e->max_model_len - 1;
     /* A warm-up that fails (e.g. no room for its throw-away KV cache on a
      * small device) costs only the first request's speed: say so, go on. */
-    if (warm_up(e, wn, p->max_num_seqs) < 0) {
+    int64_t warm_rows = p->max_num_seqs; /* in: the most rows to warm; out: those warmed (0: none) */
+    if (warm_up(e, wn, &warm_rows) < 0) {
         VC_WARN("warm-up skipped: %s", vc_err_msg());
         vc_err_clear();
     }
@@ -277,6 +281,16 @@ eng_engine *eng_create(const eng_params *p) {
                       .max_model_len = e->max_model_len};
     e->runner = erun_create(e->m, &rp);
     if (!e->runner) goto fail;
+    if (warm_rows > 0) { /* the decode graphs of every bucket, on the runner's KV cache (runner_warm.c) */
+        const double t0 = vc_now_s();
+        if (erun_warm_decode(e->runner, (int32_t)warm_rows) < 0) {
+            VC_WARN("decode warm-up skipped: %s", vc_err_msg());
+            vc_err_clear();
+        } else {
+            VC_INFO("warm-up: decode steps of 1 .. %lld rows (their graphs) in %.0f ms", (long long)warm_rows,
+                    1e3 * (vc_now_s() - t0));
+        }
+    }
     if (p->async_scheduling && erun_start_worker(e->runner) < 0) goto fail;
     erun_set_prompt_lp_cb(e->runner, on_prompt_lp, e);
     e->sampled = malloc((size_t)p->max_num_seqs * sizeof *e->sampled);

@@ -57,6 +57,10 @@ typedef struct erun_runner erun_runner;
 
 erun_runner *erun_create(mdl_model *m, const erun_params *p);
 void erun_free(erun_runner *r);
+/* The decode steps of every graph bucket up to max_rows (at most
+ * max_num_seqs, 256) on the runner's KV cache, rows that write nothing:
+ * their graphs recorded before serving (runner_warm.c). */
+int erun_warm_decode(erun_runner *r, int32_t max_rows);
 /* Runs the step on the calling thread (not while the worker runs).
  * sampled receives one token per item with sample=true, in item order. */
 int erun_execute(erun_runner *r, const esched_output *so, int32_t *sampled);

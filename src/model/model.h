@@ -106,6 +106,10 @@ typedef struct mdl_sample_args {
     int64_t n_hist;
 } mdl_sample_args;
 int mdl_forward_batch_sample(mdl_model *m, mdl_kv *kv, const mdl_batch *b, const mdl_sample_args *sa, int32_t *ids);
+/* The rows a decode step of T sequences is padded to for its graph
+ * (model_graph.c: 1, 2, 4, then multiples of 8); a step of exactly that
+ * many rows records or replays the bucket's graph. */
+int32_t mdl_graph_bucket(int32_t T);
 /* The model's backend has the SAMPLE op and the model runs on one rank. */
 bool mdl_can_sample(const mdl_model *m);
 /* The device the model runs on (rt_device). */

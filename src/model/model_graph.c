@@ -45,12 +45,13 @@ struct mdl_graph_entry {
 };
 typedef struct mdl_graph_entry mg_entry;
 
-static int32_t bucket(int32_t T) {
+int32_t mdl_graph_bucket(int32_t T) {
     if (T <= 1) return 1;
     if (T <= 2) return 2;
     if (T <= 4) return 4;
     return (T + 7) / 8 * 8;
 }
+#define bucket mdl_graph_bucket
 
 static bool graphs_enabled(mdl_model *m) {
     if (m->graphs_on == 0) {
