@@ -42,118 +42,6 @@ static size_t mem_available(void) {
     return kb * 1024;
 }
 
-static int warm_up_rows(eng_engine *e, int64_t *max_rows, int64_t max_tokens);
-
-/* Warm-up (like vLLM's profile run) on an accelerator: one forward of a
- * full step budget (n tokens of id 0) and one decode step, on a throw-away
- * sequence, before the KV cache is sized. Library kernels get loaded and
- * tuned (cuBLAS loads a GEMM's kernels at its first call: ~40 ms on an
- * 8B prefill), workspaces reach their steady size and so count in the free
- * memory measured next, and the first request does not pay for any of it.
- * The CPU backend skips it (nothing to load; a full budget would take
- * seconds). VLLM_WARMUP=0 turns it off, VLLM_WARMUP=1 forces it on any
- * backend. Failures are the caller's to
- * report (eng_create logs them and goes on). */
-static int warm_up(eng_engine *e, int64_t n, int64_t *rows_io) {
-    int64_t max_rows = *rows_io;
-    *rows_io = 0;
-    const char *env = getenv("VLLM_WARMUP");
-    bool force = env && !strcmp(env, "1"); /* also on the CPU (tests) */
-    if ((rt_backend_is_host(e->be) && !force) || (env && !strcmp(env, "0")) || n < 1) return VC_OK;
-    const mdl_config *c = mdl_get_config(e->m);
-    double t0 = vc_now_s();
-    int32_t *ids = calloc((size_t)n, sizeof *ids);
-    float *logits = malloc((size_t)c->vocab * sizeof *logits);
-    mdl_seq *s = NULL;
-    int rc = VC_OK;
-    if (!ids || !logits) rc = vc_err_set(VC_ERR_OOM, "warm-up: out of memory");
-    else if (!(s = mdl_seq_create(e->m, n + 1))) rc = VC_ERR_OOM; /* message set by mdl_seq_create */
-    if (rc == VC_OK) rc = mdl_forward(e->m, s, ids, n, logits, false);
-    if (rc == VC_OK) rc = mdl_forward(e->m, s, ids, 1, logits, false);
-    mdl_seq_free(s);
-    free(ids);
-    free(logits);
-    if (rc < 0) return rc;
-    const double t1 = vc_now_s();
-    rc = warm_up_rows(e, &max_rows, n);
-    if (rc < 0) return rc;
-    *rows_io = max_rows; /* the decode graphs' warm-up goes as far (eng_create) */
-    VC_INFO("warm-up: %lld-token forward + 1 decode step in %.0f ms, steps of 1 .. %lld rows in %.0f ms", (long long)n,
-            1e3 * (t1 - t0), (long long)max_rows, 1e3 * (vc_now_s() - t1));
-    return VC_OK;
-}
-
-/* The warm-up of row counts: a step of L sequences of 4 tokens each for L
- * = 1 .. max_rows (the step's logit rows, L, are then a quarter of its
- * rows: the last layer on the logit rows takes it where it is on). A new
- * row count meets GEMM shapes the engine has not run yet (the LM head over
- * L rows; the last layer's matmuls over L rows), and their first call
- * blocks the host for the device's queue (CUDA loads the library's kernel
- * lazily, cuBLAS picks its algorithm): session 23 traced concurrency-64
- * serving's mixed 8,192-token steps held 14-17 ms in the LM head's first
- * call at each new row count, and VLLM_LAST_ROWS=any's steps 3-5 ms
- * longer; the sampler's first call 13.5 ms, so the steps sample where
- * the model can. VLLM_WARMUP_ROWS=0 skips it; n: up to n rows (default: the
- * engine's max_num_seqs, at most 256 and a quarter of the step budget);
- * *rows_io: in the default, out the rows warmed. */
-static int warm_up_rows(eng_engine *e, int64_t *rows_io, int64_t max_tokens) {
-    const char *env = getenv("VLLM_WARMUP_ROWS");
-    int64_t max_rows = *rows_io;
-    if (env && *env) {
-        char *end = NULL;
-        long long v = strtoll(env, &end, 10);
-        if (*end || v < 0) VC_WARN("VLLM_WARMUP_ROWS=%s: expected a row count >= 0; using %lld", env, (long long)max_rows);
-        else max_rows = v;
-    }
-    if (max_rows > 256) max_rows = 256;
-    if (max_rows > max_tokens / 4) max_rows = max_tokens / 4;
-    if (max_rows < 1) max_rows = 0;
-    *rows_io = max_rows; /* the rows warmed */
-    if (max_rows < 1) return VC_OK;
-    const int32_t BS = 16, NT = 4; /* block size, tokens a sequence */
-    const int64_t T = NT * max_rows;
-    mdl_kv *kv = mdl_kv_create(e->m, (int32_t)max_rows, BS);
-    int32_t *buf = malloc((size_t)(5 * T + 3 * max_rows + 2) * sizeof *buf);
-    if (!kv || !buf) {
-        mdl_kv_free(kv), free(buf);
-        return kv ? vc_err_set(VC_ERR_OOM, "warm-up: out of memory") : VC_ERR_OOM;
-    }
-    int32_t *ids = buf, *pos = ids + T, *slots = pos + T, *out = slots + T, *qsl = out + T, *sl = qsl + max_rows + 1,
-            *bt = sl + max_rows, *rows = bt + max_rows;
-    /* the rows sampled on the device where the model can (the SAMPLE
-     * op's first call held the host 13.5 ms in a traced run): temperature
-     * 1, no filters, no penalties, u = 0 */
-    const bool smp = mdl_can_sample(e->m);
-    float *fp = smp ? calloc((size_t)(max_rows * RT_SAMPLE_NF), sizeof *fp) : NULL;
-    int32_t *ip = smp ? calloc((size_t)(max_rows * RT_SAMPLE_NI), sizeof *ip) : NULL;
-    if (smp && (!fp || !ip)) {
-        mdl_kv_free(kv), free(buf), free(fp), free(ip);
-        return vc_err_set(VC_ERR_OOM, "warm-up: out of memory");
-    }
-    for (int64_t r = 0; smp && r < max_rows; r++) {
-        float *f = fp + r * RT_SAMPLE_NF;
-        f[RT_SAMPLE_TEMP] = 1.0f, f[RT_SAMPLE_TOP_P] = 1.0f, f[RT_SAMPLE_MIN_P] = 0.0f;
-        f[RT_SAMPLE_LOG_MIN_P] = -INFINITY, f[RT_SAMPLE_REP] = 1.0f;
-    }
-    const mdl_sample_args sa = {.fparams = fp, .iparams = ip, .hist = NULL, .n_hist = 0};
-    int rc = VC_OK;
-    for (int64_t L = 1; L <= max_rows && rc == VC_OK; L++) {
-        for (int32_t s = 0; s < (int32_t)L; s++) {
-            for (int32_t j = 0; j < NT; j++) ids[NT * s + j] = 0, pos[NT * s + j] = j, slots[NT * s + j] = s * BS + j;
-            qsl[s] = NT * s, sl[s] = NT, bt[s] = s, rows[s] = NT * s + NT - 1;
-        }
-        qsl[L] = NT * (int32_t)L;
-        mdl_batch b = {.n_tokens = NT * (int32_t)L, .ids = ids, .positions = pos, .slots = slots,
-                       .n_seqs = (int32_t)L, .qsl = qsl, .seq_lens = sl, .block_tables = bt, .max_blocks = 1,
-                       .n_logits = (int32_t)L, .logit_rows = rows};
-        rc = smp && L > 1 ? mdl_forward_batch_sample(e->m, kv, &b, &sa, out) : mdl_forward_batch_argmax(e->m, kv, &b, out);
-        if (rc == VC_OK && smp && L == 1) rc = mdl_forward_batch_sample(e->m, kv, &b, &sa, out);
-    }
-    mdl_kv_free(kv);
-    free(buf), free(fp), free(ip);
-    return rc;
-}
-
 static int push_ptr(void ***arr, int32_t *n, int32_t *cap, void *p) {
     if (*n == *cap) {
         int32_t c = *cap ? *cap * 2 : 64;
@@ -215,11 +103,10 @@ eng_engine *eng_create(const eng_params *p) {
                    (long long)c->max_pos);
         goto fail;
     }
-    int64_t wn = p->max_num_batched_tokens < e->max_model_len - 1 ? p->max_num_batched_tokens : e->max_model_len - 1;
     /* A warm-up that fails (e.g. no room for its throw-away KV cache on a
      * small device) costs only the first request's speed: say so, go on. */
     int64_t warm_rows = p->max_num_seqs; /* in: the most rows to warm; out: those warmed (0: none) */
-    if (warm_up(e, wn, &warm_rows) < 0) {
+    if (eng_warm_up(e, &warm_rows) < 0) {
         VC_WARN("warm-up skipped: %s", vc_err_msg());
         vc_err_clear();
     }

@@ -52,6 +52,7 @@ struct eng_engine {
     erun_runner *runner;
     int32_t num_blocks, max_model_len;
     int64_t next_id;
+    int64_t warm_tokens, warm_seqs; /* the warm-up's budget forward (engine_warm.c); 0 when none ran */
 
     ereq **live; /* every request not yet freed */
     int32_t n_live, cap_live;
@@ -78,5 +79,12 @@ int eng_emit(eng_engine *e, ereq *r, double now, int32_t *n_outs);
 /* Free requests reported final and out of flight. */
 void eng_reap(eng_engine *e);
 ereq *eng_find_live(eng_engine *e, int64_t id);
+
+/* engine_warm.c: the start-up warm-up on an accelerator (e->m loaded,
+ * e->max_model_len set, before the KV cache is sized). *rows_io: in the
+ * most rows to warm (max_num_seqs), out the rows warmed (0: none), which
+ * the decode graphs' warm-up then covers. Failures are the caller's to
+ * report (eng_create logs them and goes on). */
+int eng_warm_up(eng_engine *e, int64_t *rows_io);
 
 #endif

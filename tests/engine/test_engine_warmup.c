@@ -5,6 +5,9 @@
  * without it, and its steps of 1 .. max_num_seqs rows ran (the last layer
  * on their logit rows, counted); VLLM_WARMUP=0 skips it. On the GPU (VLLM_TEST_DEVICE=cuda) the
  * default (auto) warm-up is compared with VLLM_WARMUP=0 the same way.
+ * Where the step budget exceeds the model length the budget forward runs in
+ * several sequences (at most max_num_seqs of them, as a step), and the
+ * KV block count stays that of an engine without a warm-up.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,7 +21,8 @@
 
 #include "base/err.h"
 #include "engine_test_util.h"
-#include "model/model_impl.h" /* mdl_last_rows_count */
+#include "engine/engine_int.h" /* e->warm_tokens, e->warm_seqs */
+#include "model/model_impl.h"   /* mdl_last_rows_count */
 
 #define NREQ 6
 #define CAP 24
@@ -74,6 +78,43 @@ static void test_warmup_leaves_no_trace(void **st) {
     }
 }
 
+/* The budget forward's tokens and sequences by model length and sequence
+ * cap (budget 64): 24 -> 3 sequences of 23 + 23 + 18; two at most -> 46
+ * tokens; 128 -> one sequence of the whole budget. */
+static void test_warmup_budget_in_sequences(void **st) {
+    (void)st;
+    const struct {
+        int32_t max_len, max_seqs;
+        int64_t tokens, seqs;
+    } cases[] = {{24, 16, 64, 3}, {24, 2, 46, 2}, {128, 16, 64, 1}, {65, 16, 64, 1}, {33, 16, 64, 2}};
+    bool gpu = etest_device() != RT_DEV_CPU;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int32_t blocks[2];
+        for (int w = 0; w < 2; w++) {
+            if (w == 0) setenv("VLLM_WARMUP", "0", 1);
+            else if (gpu) unsetenv("VLLM_WARMUP");
+            else setenv("VLLM_WARMUP", "1", 1);
+            eng_params ep = etest_params(64, false);
+            ep.max_model_len = cases[i].max_len;
+            ep.max_num_seqs = cases[i].max_seqs;
+            eng_engine *e = eng_create(&ep);
+            if (!e) fail_msg("engine: %s", vc_err_msg());
+            blocks[w] = eng_num_blocks(e);
+            if (w == 0) {
+                assert_int_equal(e->warm_tokens, 0);
+            } else {
+                if (e->warm_tokens != cases[i].tokens || e->warm_seqs != cases[i].seqs)
+                    fail_msg("max_model_len %d, max_num_seqs %d: %lld tokens in %lld sequences, expected %lld in %lld",
+                             cases[i].max_len, cases[i].max_seqs, (long long)e->warm_tokens,
+                             (long long)e->warm_seqs, (long long)cases[i].tokens, (long long)cases[i].seqs);
+            }
+            eng_free(e);
+        }
+        assert_int_equal(blocks[0], blocks[1]);
+    }
+    unsetenv("VLLM_WARMUP");
+}
+
 static int setup(void **st) {
     (void)st;
     return etest_copy_fixture("warmup");
@@ -85,6 +126,7 @@ static int teardown(void **st) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_warmup_leaves_no_trace)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_warmup_leaves_no_trace),
+                                       cmocka_unit_test(test_warmup_budget_in_sequences)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
