@@ -2,7 +2,7 @@
 """Write a random-weight Llama-architecture GGUF of a real shape, for speed work.
 
 Weights ~ N(0, 0.02) (norms 1), quantized with the `gguf` package's
-reference quantizers. No tokenizer beyond a byte-level placeholder vocabulary
+reference quantizers (bf16: round to nearest even, as the package's). No tokenizer beyond a byte-level placeholder vocabulary
 (benchmarks feed token ids).
 
     python tools/make_random_gguf.py --shape llama-1b --qtype q4_0 --out models/rand-llama-1b-q4_0.gguf
@@ -34,6 +34,7 @@ QTYPES = {
     "q4_1": gguf.GGMLQuantizationType.Q4_1,
     "q8_0": gguf.GGMLQuantizationType.Q8_0,
     "f16": gguf.GGMLQuantizationType.F16,
+    "bf16": gguf.GGMLQuantizationType.BF16,
     "f32": gguf.GGMLQuantizationType.F32,
 }
 
