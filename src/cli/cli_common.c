@@ -1,6 +1,7 @@
 #include "cli/cli_common.h"
 
 #include "base/err.h"
+#include "base/log.h"
 #include "runtime/backend.h"
 
 #include <errno.h>
@@ -83,11 +84,27 @@ int cli_default_model(char *out, size_t cap) {
 
 int cli_parse_device(const char *s, int *out) {
     rt_device d;
+    if (!strcmp(s, "auto")) {
+        *out = CLI_DEVICE_AUTO;
+        return VC_OK;
+    }
     if (!strcmp(s, "cpu")) d = RT_DEV_CPU;
     else if (!strcmp(s, "cuda")) d = RT_DEV_CUDA;
-    else return vc_err_set(VC_ERR_INVALID, "--device: expected cpu or cuda, got '%s'", s);
+    else return vc_err_set(VC_ERR_INVALID, "--device: expected auto, cpu or cuda, got '%s'", s);
     if (!rt_backend_available(d))
         return vc_err_set(VC_ERR_UNSUPPORTED, "--device %s: this build has no %s backend (build with -DVLLM_CUDA=ON)", s, s);
     *out = (int)d;
     return VC_OK;
+}
+
+int cli_device_resolve(int d) {
+    if (d != CLI_DEVICE_AUTO) return d;
+    const int n = rt_backend_device_count(RT_DEV_CUDA);
+    if (n > 0) {
+        VC_INFO("device: cuda (--device auto: %d GPU%s; --device cpu for the CPU)", n, n == 1 ? "" : "s");
+        return RT_DEV_CUDA;
+    }
+    VC_INFO("device: cpu (--device auto: %s)",
+            rt_backend_available(RT_DEV_CUDA) ? "no GPU found" : "this build has no GPU backend");
+    return RT_DEV_CPU;
 }

@@ -17,7 +17,14 @@ int cli_parse_f32d(const char *flag, const char *s, double *out);
 /* The default model: $VLLM_MODEL, else models/<default file> next to the
  * binary's build folder or under the current directory. */
 int cli_default_model(char *out, size_t cap);
-/* --device NAME: "cpu" or "cuda" (when compiled in). */
+/* --device NAME: "auto" (CLI_DEVICE_AUTO, resolved by cli_device_resolve),
+ * "cpu" or "cuda" (when compiled in). */
+enum { CLI_DEVICE_AUTO = -1 };
 int cli_parse_device(const char *s, int *out);
+/* The device to use for a parsed --device value: CLI_DEVICE_AUTO (the
+ * default) is the CUDA backend where this build has it and the machine has
+ * a GPU (rt_backend_device_count), else the CPU, as vLLM picks its platform;
+ * logged. Other values pass through. */
+int cli_device_resolve(int d);
 
 #endif

@@ -27,7 +27,7 @@ static void usage(FILE *f) {
                "  --kv-cache-memory BYTES     KV budget (default: 25%% of available memory)\n"
                "  --block-size N              KV cache tokens per block, a power of two <= 1024 (default 16)\n"
                "  --threads N                 CPU threads (default: all cores)\n"
-               "  --device cpu|cuda           backend (default cpu)\n"
+               "  --device auto|cpu|cuda      backend (default auto: cuda where the build has it and a GPU is found)\n"
                "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
                "  --async-scheduling          schedule step N+1 while step N runs (vLLM's flag)\n"
                "  --kv-cache-dtype T          auto (default), float32, float16, bfloat16\n"
@@ -65,6 +65,7 @@ int cli_bench(int argc, char **argv) {
     eng_params ep = eng_params_default();
     int64_t num = 64, in_len = 128, out_len = 64, conc = 0, v, seed = 0;
     ereq_sampling sp = ereq_sampling_default(); /* every request samples with these */
+    int device = CLI_DEVICE_AUTO;
     char defpath[4096];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -84,9 +85,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--top-k")) { rc = cli_parse_i64(a, val, -1, INT32_MAX, &v); sp.top_k = (int32_t)v; }
         else if (!strcmp(a, "--gpu-memory-utilization")) rc = cli_parse_f32d(a, val, &ep.gpu_memory_utilization);
         else if (!strcmp(a, "--device")) {
-            int d = 0;
-            rc = cli_parse_device(val, &d);
-            ep.device = (rt_device)d;
+            rc = cli_parse_device(val, &device);
         }
         else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
         else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
@@ -106,6 +105,7 @@ int cli_bench(int argc, char **argv) {
     if (!conc || conc > ep.max_num_seqs) conc = conc ? conc : ep.max_num_seqs;
     ep.max_model_len = (int32_t)(in_len + out_len + 1);
     if (vc_log_get_level() > VC_LOG_INFO) vc_log_set_level(VC_LOG_INFO);
+    ep.device = (rt_device)cli_device_resolve(device);
     eng_engine *e = eng_create(&ep);
     if (!e) { fprintf(stderr, "vllm bench: %s\n", vc_err_msg()); return 1; }
     int status = 1;

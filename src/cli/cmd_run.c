@@ -31,7 +31,7 @@ static void run_usage(FILE *f) {
             "  --min-p P           default 0 (off)\n"
             "  --seed S            sampling seed (default: random)\n"
             "  --threads N         CPU threads (default: all cores)\n"
-            "  --device cpu|cuda   backend (default cpu; cuda needs a -DVLLM_CUDA=ON build)\n"
+            "  --device auto|cpu|cuda  backend (default auto: cuda where the build has it and a GPU is found, else cpu)\n"
             "  --kv-cache-dtype T  auto (default: the model's dtype on GPUs, f32 on the CPU), float32, float16, bfloat16\n"
             "  --tensor-parallel-size N, -tp N\n"
             "                      split the model over N ranks (GPUs 0..N-1, or N groups of CPU threads)\n"
@@ -71,7 +71,7 @@ int cli_run(int argc, char **argv) {
     int64_t max_tokens = 256, threads = 0, tp = 1;
     int kv_dtype = MDL_KV_AUTO;
     bool ignore_eos = false, print_ids = false;
-    int device = RT_DEV_CPU;
+    int device = CLI_DEVICE_AUTO;
     smp_req_params rp = smp_req_params_default(); /* the sampling flags, checked by smp_req_create */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -135,6 +135,7 @@ int cli_run(int argc, char **argv) {
     size_t n_ids = 0;
     float *logits = NULL;
 
+    device = cli_device_resolve(device);
     rt_backend_params bp = rt_backend_params_default();
     bp.n_threads = (int)threads;
     if (rt_backends_create_group((rt_device)device, (int)tp, &bp, bes) < 0) goto fail;

@@ -38,7 +38,7 @@ static void serve_usage(FILE *f) {
             "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
             "  --async-scheduling           schedule step N+1 while step N runs\n"
             "  --threads N                  CPU threads (default: all cores)\n"
-            "  --device cpu|cuda            backend (default cpu)\n"
+            "  --device auto|cpu|cuda       backend (default auto: cuda where the build has it and a GPU is found)\n"
             "  --gpu-memory-utilization F   device backends: KV cache fills the device to F (0.9)\n"
             "  --max-body-bytes N           request body limit (default 4M)\n"
             "  --allowed-origins LIST       CORS origins: JSON list or comma-separated (default [\"*\"])\n"
@@ -82,6 +82,7 @@ static char *load_template(const char *v) {
 int cli_serve(int argc, char **argv) {
     eng_params ep = eng_params_default();
     srv_params sp = srv_params_default();
+    int device = CLI_DEVICE_AUTO;
     const char *tmpl_arg = NULL;
     int64_t v;
     char defpath[4096];
@@ -115,9 +116,7 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--kv-cache-memory")) { rc = parse_bytes(a, val, &v); ep.kv_cache_memory = (size_t)v; }
         else if (!strcmp(a, "--gpu-memory-utilization")) rc = cli_parse_f32d(a, val, &ep.gpu_memory_utilization);
         else if (!strcmp(a, "--device")) {
-            int d = 0;
-            rc = cli_parse_device(val, &d);
-            ep.device = (rt_device)d;
+            rc = cli_parse_device(val, &device);
         }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
         else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) { rc = cli_parse_i64(a, val, 1, 64, &v); ep.tensor_parallel_size = (int)v; }
@@ -165,6 +164,7 @@ int cli_serve(int argc, char **argv) {
 
     int status = 1;
     srv_server *s = NULL;
+    ep.device = (rt_device)cli_device_resolve(device);
     aeng *a = aeng_create(&ep);
     if (!a) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); goto done; }
     s = srv_create(a, &sp);

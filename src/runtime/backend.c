@@ -17,6 +17,7 @@ void cuda_comm_register(void);
 #endif
 
 static rt_backend_factory g_factories[RT_DEV_COUNT];
+static rt_backend_counter g_counters[RT_DEV_COUNT];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
@@ -43,6 +44,16 @@ void rt_backend_register(rt_device dev, rt_backend_factory f) {
 bool rt_backend_available(rt_device dev) {
     rt_backends_init();
     return (unsigned)dev < RT_DEV_COUNT && g_factories[dev] != NULL;
+}
+
+void rt_backend_register_count(rt_device dev, rt_backend_counter f) {
+    VC_ASSERT((unsigned)dev < RT_DEV_COUNT);
+    g_counters[dev] = f;
+}
+
+int rt_backend_device_count(rt_device dev) {
+    if (!rt_backend_available(dev)) return 0;
+    return g_counters[dev] ? g_counters[dev]() : 1;
 }
 
 rt_backend *rt_backend_create(rt_device dev, const rt_backend_params *p) {

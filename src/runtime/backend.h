@@ -103,6 +103,13 @@ rt_backend_params rt_backend_params_default(void);
 void rt_backends_init(void);
 void rt_backend_register(rt_device dev, rt_backend_factory f);
 bool rt_backend_available(rt_device dev);
+/* Devices of a compiled-in backend this machine has: a backend registers
+ * its count with rt_backend_register_count (the CUDA backend: the driver's
+ * device count, 0 without a driver or device); 1 for a backend without one
+ * (the CPU), 0 for one not compiled in. Never fails. */
+typedef int (*rt_backend_counter)(void);
+void rt_backend_register_count(rt_device dev, rt_backend_counter f);
+int rt_backend_device_count(rt_device dev);
 /* NULL on failure with a message in vc_err_msg(). */
 rt_backend *rt_backend_create(rt_device dev, const rt_backend_params *p);
 void rt_backend_free(rt_backend *be);

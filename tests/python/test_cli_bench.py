@@ -66,3 +66,21 @@ def test_bench_step_trace(vllm_bin, model):
     q = subprocess.run([str(vllm_bin), "bench", "--model", str(model), "--num-prompts", "1", "--input-len", "16",
                         "--output-len", "2", "--threads", "1"], capture_output=True, text=True, timeout=120, env=env)
     assert q.returncode == 0 and "step trace" not in q.stderr
+
+
+def test_bench_device_auto(vllm_bin, model):
+    """--device auto (the default) resolves to the CUDA backend where the
+    build has it and a GPU is found, else the CPU, and says which; an unknown
+    name is refused with the accepted ones."""
+    for extra in ((), ("--device", "auto")):
+        r = bench(vllm_bin, model, *extra)
+        assert r.returncode == 0, r.stderr
+        m = re.search(r"device: (cpu|cuda) \(--device auto: ([^)]*)\)", r.stderr)
+        assert m, r.stderr
+        if m.group(1) == "cpu":
+            assert m.group(2) in ("no GPU found", "this build has no GPU backend")
+    r = bench(vllm_bin, model, "--device", "cpu")
+    assert r.returncode == 0 and "--device auto" not in r.stderr
+    r = bench(vllm_bin, model, "--device", "gpu")
+    assert r.returncode == 2
+    assert "expected auto, cpu or cuda, got 'gpu'" in r.stderr

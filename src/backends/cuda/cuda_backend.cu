@@ -532,8 +532,20 @@ static rt_backend *cuda_create(const rt_backend_params *p) {
     return be;
 }
 
+/* The driver's device count (rt_backend_device_count): 0 where cudaGetDeviceCount
+ * fails (no driver, no device, a driver older than the runtime). */
+static int cuda_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: clear it for later calls */
+        return 0;
+    }
+    return n;
+}
+
 void cuda_backend_register(void) {
     rt_backend_register(RT_DEV_CUDA, cuda_create);
+    rt_backend_register_count(RT_DEV_CUDA, cuda_count);
     static rt_op_fn fns[RT_OP_COUNT];
     fns[RT_OP_EMBED] = cuda_op_embed;
     fns[RT_OP_MATMUL] = cuda_op_matmul;
