@@ -29,6 +29,8 @@ static void usage(FILE *f) {
             "  --random-output-len N   output tokens (default 128)\n"
             "  --max-concurrency C     requests in flight (default: all)\n"
             "  --seed S                prompt seed (default 0)\n"
+            "  --vocab-size V          prompt ids in [V/8, V) (default: found with the server's /detokenize;\n"
+            "                          give it for servers without one that refuses ids past the vocabulary)\n"
             "  --api-key KEY           bearer key (also $VLLM_API_KEY)\n");
 }
 
@@ -159,7 +161,7 @@ static int64_t find_vocab(const cli_http_target *t) {
 
 int cli_bench_serve(int argc, char **argv) {
     const char *url = NULL, *model = NULL, *key = getenv("VLLM_API_KEY");
-    int64_t n = 64, in_len = 1024, out_len = 128, conc = 0, seed = 0;
+    int64_t n = 64, in_len = 1024, out_len = 128, conc = 0, seed = 0, vocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -173,6 +175,7 @@ int cli_bench_serve(int argc, char **argv) {
         else if (!strcmp(a, "--random-output-len")) rc = cli_parse_i64(a, val, 1, 1 << 20, &out_len);
         else if (!strcmp(a, "--max-concurrency")) rc = cli_parse_i64(a, val, 1, 4096, &conc);
         else if (!strcmp(a, "--seed")) rc = cli_parse_i64(a, val, 0, INT64_MAX, &seed);
+        else if (!strcmp(a, "--vocab-size")) rc = cli_parse_i64(a, val, 2, 1 << 30, &vocab);
         else { fprintf(stderr, "vllm bench serve: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (rc < 0) { fprintf(stderr, "vllm bench serve: %s\n", vc_err_msg()); return 2; }
         i++;
@@ -196,7 +199,7 @@ int cli_bench_serve(int argc, char **argv) {
         model = model_owned;
     }
     bench b = {.t = &t, .model = model, .n = n, .in_len = in_len, .out_len = out_len, .seed = (uint64_t)seed};
-    b.vocab = find_vocab(&t);
+    b.vocab = vocab ? vocab : find_vocab(&t);
     if (b.vocab < 2) { fprintf(stderr, "vllm bench serve: cannot find the vocabulary size (/detokenize)\n"); free(model_owned); return 1; }
     if (!conc || conc > n) conc = n;
     pthread_mutex_init(&b.mu, NULL);

@@ -512,6 +512,17 @@ def test_bench_serve_client(server, vllm_bin):
     for k in ("Mean TTFT (ms)", "Mean TPOT (ms)", "Mean ITL (ms)", "P99 E2EL (ms)"):
         assert float(vals[k]) > 0
     assert float(vals["Mean E2EL (ms)"]) >= float(vals["Mean TTFT (ms)"])
+    # --vocab-size: no /detokenize probing (for servers without one); ids
+    # past the model's vocabulary are refused by the server, so a size over
+    # it shows in failed requests, one within it in none
+    r = subprocess.run([str(vllm_bin), "bench", "serve", "--base-url", server.base, "--num-prompts", "2",
+                        "--random-input-len", "8", "--random-output-len", "2", "--vocab-size", "64"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and re.search(r"^Successful requests:\s+2$", r.stdout, re.M), r.stderr
+    r = subprocess.run([str(vllm_bin), "bench", "serve", "--base-url", server.base, "--num-prompts", "2",
+                        "--random-input-len", "8", "--random-output-len", "2", "--vocab-size", str(1 << 24)],
+                       capture_output=True, text=True, timeout=120)
+    assert re.search(r"^Successful requests:\s+0$", r.stdout, re.M) and "HTTP 400" in r.stderr, r.stdout + r.stderr
 
 
 def test_sigterm_ends_long_streams(vllm_bin):
