@@ -91,8 +91,11 @@ for shape in $SHAPES; do
     # requests through the engine (warm: the engine warms up at start, and
     # the median drops the first); `vllm run` (a cold process: cuBLAS loads
     # its kernels during the timed forward) for reference.
+    # (the sync engine, as in every scorecard before session 24 made async
+    # scheduling the GPU's default: --no-async-scheduling; the async rows
+    # are below)
     $V bench --device $DEV --model "$M" --num-prompts 8 --input-len 2048 --output-len 1 --concurrency 1 \
-        --max-num-seqs 1 --max-num-batched-tokens 8192 >"$OUT/bench_pf_$shape.log" 2>&1
+        --max-num-seqs 1 --max-num-batched-tokens 8192 --no-async-scheduling >"$OUT/bench_pf_$shape.log" 2>&1
     ttft=$(sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$OUT/bench_pf_$shape.log" | head -1)
     pf=$([ -n "$ttft" ] && $PY -c "print(2048 / ($ttft / 1e3))")
     echo "prefill 2048 (engine, median TTFT of 8): ${ttft:-FAILED ($(tail -1 "$OUT/bench_pf_$shape.log"))} ms"
@@ -108,7 +111,8 @@ for shape in $SHAPES; do
     for c in $CONC; do
         np=$(( c < 16 ? 8 : (c < 256 ? 2 * c : c) ))
         $V bench --device $DEV --model "$M" --num-prompts $np --input-len 1024 --output-len 128 --concurrency $c \
-            --max-num-seqs $c --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9 >"$OUT/bench_${shape}_c$c.log" 2>&1
+            --max-num-seqs $c --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9 --no-async-scheduling \
+            >"$OUT/bench_${shape}_c$c.log" 2>&1
         echo "conc $c ($np prompts): $(grep -E 'Request throughput|Output token throughput|Mean TTFT|Mean TPOT' \
             "$OUT/bench_${shape}_c$c.log" | sed 's/  */ /g' | tr '\n' ';')"
     done
@@ -117,6 +121,7 @@ for shape in $SHAPES; do
     # top_p path; the rows above sample at temperature 1 without top_p)
     $V bench --device $DEV --model "$M" --num-prompts 32 --input-len 1024 --output-len 128 --concurrency 16 \
         --max-num-seqs 16 --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9 --temperature 0.8 --top-p 0.9 \
+        --no-async-scheduling \
         >"$OUT/bench_${shape}_c16_topp.log" 2>&1
     echo "conc 16, T 0.8 top_p 0.9: $(grep -E 'Output token throughput|Mean TPOT' \
         "$OUT/bench_${shape}_c16_topp.log" | sed 's/  */ /g' | tr '\n' ';')"

@@ -71,7 +71,7 @@ gpu_pf() {
     local b=$1 m=$2 log=$3
     shift 3
     timeout 90 ./bin/$b bench --device cuda --model $m --num-prompts 8 --input-len 2048 --output-len 1 \
-        --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 "$@" >$log 2>&1
+        --concurrency 1 --max-num-seqs 1 --max-num-batched-tokens 8192 --no-async-scheduling "$@" >$log 2>&1
 }
 gpu_med() { sed -n 's/^Median TTFT (ms): *\([0-9.]*\).*/\1/p' "$1" | head -1; }
 # gpu_greedy BINARY MODEL OUT: greedy ids of a 2048-token prompt (random
@@ -91,7 +91,7 @@ gpu_c64() {
     local log=$1
     shift
     timeout 150 ./bin/vllm bench --device cuda --model $M6 --num-prompts 128 --input-len 1024 --output-len 128 \
-        --concurrency 64 --max-num-seqs 64 --max-num-batched-tokens 8192 "$@" >$log 2>&1
+        --concurrency 64 --max-num-seqs 64 --max-num-batched-tokens 8192 --no-async-scheduling "$@" >$log 2>&1
     grep -E 'Output token throughput|Mean TTFT|P99 TTFT|Mean TPOT' $log | tr -s ' ' | tr '\n' ';'
     echo
 }

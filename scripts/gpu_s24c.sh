@@ -74,7 +74,7 @@ serve_run() { # serve_run TAG [serve flags]: start, wait for /health, bench at 1
     echo "serve $tag exit $?; log: $(grep -ciE 'error|abort|fail' $L/serve_$tag.log) error lines; $(grep -E 'device:|warm-up' $L/serve_$tag.log | head -3 | tr '\n' ' ')"
     grep -iE 'error|abort|fail' $L/serve_$tag.log | head -3
 }
-serve_run sync
+serve_run sync --no-async-scheduling  # (sync was the default when this ran; the flag since)
 serve_run async --async-scheduling
 echo "offline c64 (same model): $(gpu_c64 $L/c64_off.log)"
 

@@ -42,7 +42,7 @@ for q in bf16 q4_0; do
     for mode in sync async; do
         say "ours $q $mode"
         ./bin/vllm serve --device cuda --model $M --port 8765 --max-num-seqs 64 --max-num-batched-tokens 8192 \
-            --max-model-len 2048 $([ $mode = async ] && echo --async-scheduling) >$L/serve_${q}_$mode.log 2>&1 &
+            --max-model-len 2048 $([ $mode = async ] && echo --async-scheduling || echo --no-async-scheduling) >$L/serve_${q}_$mode.log 2>&1 &
         pid=$!
         if up 8765 $pid; then benches ours_${q}_$mode 8765; else echo "ours $q $mode: not up"; tail -3 $L/serve_${q}_$mode.log; fi
         kill -INT $pid; wait $pid

@@ -108,3 +108,11 @@ int cli_device_resolve(int d) {
             rt_backend_available(RT_DEV_CUDA) ? "no GPU found" : "this build has no GPU backend");
     return RT_DEV_CPU;
 }
+
+bool cli_async_resolve(int flag, int device, int tp) {
+    if (flag != CLI_ASYNC_AUTO) return flag != 0;
+    const bool on = device != RT_DEV_CPU && tp <= 1;
+    VC_INFO("async scheduling: %s (the default %s; --%sasync-scheduling to change)", on ? "on" : "off",
+            on ? "on a GPU" : device != RT_DEV_CPU ? "under tensor parallelism" : "on the CPU", on ? "no-" : "");
+    return on;
+}

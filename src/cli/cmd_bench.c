@@ -29,7 +29,8 @@ static void usage(FILE *f) {
                "  --threads N                 CPU threads (default: all cores)\n"
                "  --device auto|cpu|cuda      backend (default auto: cuda where the build has it and a GPU is found)\n"
                "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
-               "  --async-scheduling          schedule step N+1 while step N runs (vLLM's flag)\n"
+               "  --async-scheduling / --no-async-scheduling  schedule step N+1 while step N runs\n"
+               "                              (vLLM's flags; default: on a GPU with one rank, off on the CPU)\n"
                "  --kv-cache-dtype T          auto (default), float32, float16, bfloat16\n"
                "  --gpu-memory-utilization F  device backends: KV cache fills the device to F (0.9)\n"
                "  --seed S                    prompt and sampling seed (default 0)\n"
@@ -65,12 +66,13 @@ int cli_bench(int argc, char **argv) {
     eng_params ep = eng_params_default();
     int64_t num = 64, in_len = 128, out_len = 64, conc = 0, v, seed = 0;
     ereq_sampling sp = ereq_sampling_default(); /* every request samples with these */
-    int device = CLI_DEVICE_AUTO;
+    int device = CLI_DEVICE_AUTO, async = CLI_ASYNC_AUTO;
     char defpath[4096];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--async-scheduling")) { ep.async_scheduling = true; continue; }
+        if (!strcmp(a, "--async-scheduling")) { async = 1; continue; }
+        if (!strcmp(a, "--no-async-scheduling")) { async = 0; continue; }
         if (!val) { fprintf(stderr, "vllm bench: %s needs a value\n", a); return 2; }
         int rc = 0;
         if (!strcmp(a, "--model")) ep.model = val;
@@ -106,6 +108,7 @@ int cli_bench(int argc, char **argv) {
     ep.max_model_len = (int32_t)(in_len + out_len + 1);
     if (vc_log_get_level() > VC_LOG_INFO) vc_log_set_level(VC_LOG_INFO);
     ep.device = (rt_device)cli_device_resolve(device);
+    ep.async_scheduling = cli_async_resolve(async, ep.device, ep.tensor_parallel_size);
     eng_engine *e = eng_create(&ep);
     if (!e) { fprintf(stderr, "vllm bench: %s\n", vc_err_msg()); return 1; }
     int status = 1;

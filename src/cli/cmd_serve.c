@@ -36,7 +36,8 @@ static void serve_usage(FILE *f) {
             "  --kv-cache-dtype T           auto (default), float32, float16, bfloat16\n"
             "  --block-size N               KV cache tokens per block, a power of two <= 1024 (default 16)\n"
             "  --tensor-parallel-size N, -tp N  split the model over N ranks (default 1)\n"
-            "  --async-scheduling           schedule step N+1 while step N runs\n"
+            "  --async-scheduling / --no-async-scheduling   schedule step N+1 while step N runs\n"
+            "                               (default: on a GPU with one rank, off on the CPU)\n"
             "  --threads N                  CPU threads (default: all cores)\n"
             "  --device auto|cpu|cuda       backend (default auto: cuda where the build has it and a GPU is found)\n"
             "  --gpu-memory-utilization F   device backends: KV cache fills the device to F (0.9)\n"
@@ -82,7 +83,7 @@ static char *load_template(const char *v) {
 int cli_serve(int argc, char **argv) {
     eng_params ep = eng_params_default();
     srv_params sp = srv_params_default();
-    int device = CLI_DEVICE_AUTO;
+    int device = CLI_DEVICE_AUTO, async = CLI_ASYNC_AUTO;
     const char *tmpl_arg = NULL;
     int64_t v;
     char defpath[4096];
@@ -98,7 +99,8 @@ int cli_serve(int argc, char **argv) {
         if (!strcmp(a, "--no-enable-prefix-caching")) { ep.enable_prefix_caching = false; continue; }
         if (!strcmp(a, "--enable-auto-tool-choice")) continue;
         if (!strcmp(a, "--allow-credentials")) { sp.allow_credentials = true; continue; }
-        if (!strcmp(a, "--async-scheduling")) { ep.async_scheduling = true; continue; }
+        if (!strcmp(a, "--async-scheduling")) { async = 1; continue; }
+        if (!strcmp(a, "--no-async-scheduling")) { async = 0; continue; }
         if (!val) { fprintf(stderr, "vllm serve: %s needs a value\n", a); serve_usage(stderr); return 2; }
         int rc = 0;
         if (!strcmp(a, "--model")) ep.model = val;
@@ -165,6 +167,7 @@ int cli_serve(int argc, char **argv) {
     int status = 1;
     srv_server *s = NULL;
     ep.device = (rt_device)cli_device_resolve(device);
+    ep.async_scheduling = cli_async_resolve(async, ep.device, ep.tensor_parallel_size);
     aeng *a = aeng_create(&ep);
     if (!a) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); goto done; }
     s = srv_create(a, &sp);

@@ -84,3 +84,17 @@ def test_bench_device_auto(vllm_bin, model):
     r = bench(vllm_bin, model, "--device", "gpu")
     assert r.returncode == 2
     assert "expected auto, cpu or cuda, got 'gpu'" in r.stderr
+
+
+def test_bench_async_default(vllm_bin, model):
+    """Async scheduling by default on a GPU with one rank, off on the CPU,
+    logged; --async-scheduling / --no-async-scheduling choose either way
+    (no log line then), and both engines give the results."""
+    r = bench(vllm_bin, model, "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    assert "async scheduling: off (the default on the CPU; --async-scheduling to change)" in r.stderr
+    for flag in ("--async-scheduling", "--no-async-scheduling"):
+        r = bench(vllm_bin, model, "--device", "cpu", flag)
+        assert r.returncode == 0, r.stderr
+        assert "async scheduling:" not in r.stderr
+        assert re.search(r"Successful requests:\s+6", r.stdout)
