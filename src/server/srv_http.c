@@ -375,6 +375,13 @@ srv_server *srv_create(aeng *engine, const srv_params *p) {
     }
     s->engine = engine;
     s->tok = aeng_tokenizer(engine);
+    if (!s->tok) { /* every endpoint decodes or encodes text (was: a crash at the chat template) */
+        free(s);
+        vc_err_set(VC_ERR_INVALID, "the model has no tokenizer (tokenizer.json, or a GGUF vocabulary): the OpenAI "
+                                   "server needs one to return text; `vllm run --prompt-ids` and the C API work "
+                                   "with token ids alone");
+        return NULL;
+    }
     s->max_model_len = aeng_max_model_len(engine);
     s->max_body = p->max_body_bytes ? p->max_body_bytes : (4u << 20);
     s->created = (long)time(NULL);

@@ -590,3 +590,20 @@ def test_logprobs(client):
                                             max_tokens=3, temperature=0, logprobs=True, stream=True)
     toks = [e.token for ch in stream if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
     assert toks == [e.token for e in content]
+
+
+def test_serve_without_tokenizer_is_a_clear_error(vllm_bin, tmp_path):
+    """A model folder without tokenizer.json: `vllm serve` exits 1 with a
+    message (was: a segfault at the chat template, found on the GPU in
+    session 24)."""
+    import shutil
+    fx = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "models" / "tiny-llama"
+    for f in ("model.safetensors", "config.json"):
+        shutil.copy(fx / f, tmp_path / f)
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    r = subprocess.run([str(vllm_bin), "serve", "--model", str(tmp_path), "--port", str(port), "--threads", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "the model has no tokenizer" in r.stderr
