@@ -2,11 +2,15 @@
 """ncu_summary — time per kernel of each forward pass in an Nsight Compute CSV.
 
 Input: `ncu --csv --print-units base --metrics gpu__time_duration.sum,
-dram__bytes_read.sum,dram__bytes_write.sum ...` of `vllm run` (scripts/gpu_ncu.sh).
-Every forward starts with the embedding kernel (k_embed), so the kernels are
-cut into forwards there: the first is the prefill, the later ones decode
-steps (the first decode step runs eagerly, later ones are graph replays,
-profiled node by node). Prints, for the prefill and for the last decode
+dram__bytes_read.sum,dram__bytes_write.sum ...` of `vllm run` or `vllm bench`
+(scripts/gpu_ncu.sh). The kernels are cut into steps after each step's
+last kernel, its argmax or sampler (k_argmax, k_argmax_finish, k_sample,
+k_sample_cl; a run of them ends one step): the first step is the prefill,
+the later ones decode steps (the first decode step runs eagerly, later ones
+are graph replays, profiled node by node). Without such kernels (logits to
+the host) the cut falls at each token embedding (k_embed) instead, which
+also splits a step at its logit-row gather (an EMBED over x; session 24
+found the old cut showed only a step's head as "the last"). Prints, for the prefill and for the last decode
 step, the kernels grouped by (short) name: count, total us, share, and the
 DRAM GB/s they reached; then the total of each forward.
 
@@ -69,20 +73,39 @@ def table(title, ks):
     return tot
 
 
+END = re.compile(r"\bk_(argmax|argmax_finish|sample|sample_cl)\b")
+
+
+def steps(ks):
+    """The kernels cut into steps: after a run of END kernels, or (none in
+    the profile) before each k_embed."""
+    fw, cur = [], []
+    if any(END.search(short(k["name"])) for k in ks):
+        for i, k in enumerate(ks):
+            cur.append(k)
+            nxt = ks[i + 1] if i + 1 < len(ks) else None
+            if END.search(short(k["name"])) and not (nxt and END.search(short(nxt["name"]))):
+                fw.append(cur)
+                cur = []
+    else:
+        for k in ks:
+            if "k_embed" in k["name"] and cur:
+                fw.append(cur)
+                cur = []
+            cur.append(k)
+    if cur:
+        fw.append(cur)
+    return fw
+
+
 def main():
     ks = kernels(sys.argv[1])
     if not ks:
         print("no kernels in", sys.argv[1])
         return
-    fw, cur = [], []
-    for k in ks:
-        if "k_embed" in k["name"] and cur:
-            fw.append(cur)
-            cur = []
-        cur.append(k)
-    fw.append(cur)
+    fw = steps(ks)
     tots = [sum(k.get("gpu__time_duration.sum", 0) for k in f) / 1e3 for f in fw]
-    print("forwards (us):", ", ".join(f"{t:.1f}" for t in tots))
+    print("steps (us):", ", ".join(f"{t:.1f}" for t in tots))
     table("prefill (forward 0)", fw[0])
     if len(fw) > 1:
         table(f"decode step (forward {len(fw) - 1}, the last)", fw[-1])
