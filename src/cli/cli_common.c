@@ -116,3 +116,12 @@ bool cli_async_resolve(int flag, int device, int tp) {
             on ? "on a GPU" : device != RT_DEV_CPU ? "under tensor parallelism" : "on the CPU", on ? "no-" : "");
     return on;
 }
+
+void cli_budget_defaults(int device, int32_t *max_num_seqs, int32_t *max_num_batched_tokens) {
+    const bool gpu = device != RT_DEV_CPU;
+    if (gpu && (!*max_num_seqs || !*max_num_batched_tokens))
+        VC_INFO("on a GPU: max_num_seqs %d, max_num_batched_tokens %d by default (the CPU's: 64, 2048)",
+                *max_num_seqs ? *max_num_seqs : 256, *max_num_batched_tokens ? *max_num_batched_tokens : 8192);
+    if (!*max_num_seqs) *max_num_seqs = gpu ? 256 : 64;
+    if (!*max_num_batched_tokens) *max_num_batched_tokens = gpu ? 8192 : 2048;
+}

@@ -22,8 +22,8 @@ static void usage(FILE *f) {
                "  --input-len N               prompt tokens (default 128)\n"
                "  --output-len N              generated tokens (default 64)\n"
                "  --concurrency N             requests in flight (default: max-num-seqs)\n"
-               "  --max-num-seqs N            (default 64)\n"
-               "  --max-num-batched-tokens N  (default 2048)\n"
+               "  --max-num-seqs N            (default 256 on a GPU, 64 on the CPU)\n"
+               "  --max-num-batched-tokens N  (default 8192 on a GPU, 2048 on the CPU)\n"
                "  --kv-cache-memory BYTES     KV budget (default: 25%% of available memory)\n"
                "  --block-size N              KV cache tokens per block, a power of two <= 1024 (default 16)\n"
                "  --threads N                 CPU threads (default: all cores)\n"
@@ -67,6 +67,7 @@ int cli_bench(int argc, char **argv) {
     int64_t num = 64, in_len = 128, out_len = 64, conc = 0, v, seed = 0;
     ereq_sampling sp = ereq_sampling_default(); /* every request samples with these */
     int device = CLI_DEVICE_AUTO, async = CLI_ASYNC_AUTO;
+    int32_t seqs = 0, toks = 0; /* 0: the device's default (cli_budget_defaults) */
     char defpath[4096];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -89,8 +90,8 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--device")) {
             rc = cli_parse_device(val, &device);
         }
-        else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
-        else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
+        else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); seqs = (int32_t)v; }
+        else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); toks = (int32_t)v; }
         else if (!strcmp(a, "--threads")) { rc = cli_parse_i64(a, val, 1, 1024, &v); ep.n_threads = (int)v; }
         else if (!strcmp(a, "--kv-cache-dtype")) { int kd; rc = mdl_parse_kv_dtype(val, &kd); ep.kv_cache_dtype = val; }
         else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) { rc = cli_parse_i64(a, val, 1, 64, &v); ep.tensor_parallel_size = (int)v; }
@@ -104,11 +105,13 @@ int cli_bench(int argc, char **argv) {
         if (cli_default_model(defpath, sizeof defpath) < 0) { fprintf(stderr, "vllm bench: %s\n", vc_err_msg()); return 1; }
         ep.model = defpath;
     }
-    if (!conc || conc > ep.max_num_seqs) conc = conc ? conc : ep.max_num_seqs;
-    ep.max_model_len = (int32_t)(in_len + out_len + 1);
     if (vc_log_get_level() > VC_LOG_INFO) vc_log_set_level(VC_LOG_INFO);
     ep.device = (rt_device)cli_device_resolve(device);
     ep.async_scheduling = cli_async_resolve(async, ep.device, ep.tensor_parallel_size);
+    cli_budget_defaults(ep.device, &seqs, &toks);
+    ep.max_num_seqs = seqs, ep.max_num_batched_tokens = toks;
+    if (!conc) conc = ep.max_num_seqs;
+    ep.max_model_len = (int32_t)(in_len + out_len + 1);
     eng_engine *e = eng_create(&ep);
     if (!e) { fprintf(stderr, "vllm bench: %s\n", vc_err_msg()); return 1; }
     int status = 1;

@@ -29,8 +29,8 @@ static void serve_usage(FILE *f) {
             "  --enable-auto-tool-choice    accepted for vLLM compatibility (tool_choice auto is the default)\n"
             "  --reasoning-parser NAME      deepseek_r1 | qwen3: split <think>...</think> into `reasoning`\n"
             "  --max-model-len N            context length (default: the model's, capped by the engine)\n"
-            "  --max-num-seqs N             concurrent sequences (default 64)\n"
-            "  --max-num-batched-tokens N   tokens per engine step (default 2048)\n"
+            "  --max-num-seqs N             concurrent sequences (default 256 on a GPU, 64 on the CPU)\n"
+            "  --max-num-batched-tokens N   tokens per engine step (default 8192 on a GPU, 2048 on the CPU)\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
             "  --kv-cache-memory BYTES      KV cache budget, suffix K/M/G allowed (default: a fraction of memory)\n"
             "  --kv-cache-dtype T           auto (default), float32, float16, bfloat16\n"
@@ -84,6 +84,7 @@ int cli_serve(int argc, char **argv) {
     eng_params ep = eng_params_default();
     srv_params sp = srv_params_default();
     int device = CLI_DEVICE_AUTO, async = CLI_ASYNC_AUTO;
+    int32_t seqs = 0, toks = 0; /* 0: the device's default (cli_budget_defaults) */
     const char *tmpl_arg = NULL;
     int64_t v;
     char defpath[4096];
@@ -112,8 +113,8 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--tool-call-parser")) sp.tool_call_parser = val;
         else if (!strcmp(a, "--reasoning-parser")) sp.reasoning_parser = val;
         else if (!strcmp(a, "--max-model-len")) { rc = cli_parse_i64(a, val, 2, 1 << 24, &v); ep.max_model_len = (int32_t)v; }
-        else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); ep.max_num_seqs = (int32_t)v; }
-        else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); ep.max_num_batched_tokens = (int32_t)v; }
+        else if (!strcmp(a, "--max-num-seqs")) { rc = cli_parse_i64(a, val, 1, 1 << 20, &v); seqs = (int32_t)v; }
+        else if (!strcmp(a, "--max-num-batched-tokens")) { rc = cli_parse_i64(a, val, 1, 1 << 24, &v); toks = (int32_t)v; }
         else if (!strcmp(a, "--block-size")) rc = cli_parse_block_size(a, val, &ep.block_size);
         else if (!strcmp(a, "--kv-cache-memory")) { rc = parse_bytes(a, val, &v); ep.kv_cache_memory = (size_t)v; }
         else if (!strcmp(a, "--gpu-memory-utilization")) rc = cli_parse_f32d(a, val, &ep.gpu_memory_utilization);
@@ -168,6 +169,8 @@ int cli_serve(int argc, char **argv) {
     srv_server *s = NULL;
     ep.device = (rt_device)cli_device_resolve(device);
     ep.async_scheduling = cli_async_resolve(async, ep.device, ep.tensor_parallel_size);
+    cli_budget_defaults(ep.device, &seqs, &toks);
+    ep.max_num_seqs = seqs, ep.max_num_batched_tokens = toks;
     aeng *a = aeng_create(&ep);
     if (!a) { fprintf(stderr, "vllm serve: %s\n", vc_err_msg()); goto done; }
     s = srv_create(a, &sp);

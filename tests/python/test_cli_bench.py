@@ -98,3 +98,15 @@ def test_bench_async_default(vllm_bin, model):
         assert r.returncode == 0, r.stderr
         assert "async scheduling:" not in r.stderr
         assert re.search(r"Successful requests:\s+6", r.stdout)
+
+
+def test_bench_budget_defaults(vllm_bin, model):
+    """--max-num-seqs / --max-num-batched-tokens: given, they reach the
+    engine (its check refuses more sequences than tokens); left out, the
+    device's defaults (the CPU keeps 64 / 2048: no GPU line)."""
+    r = bench(vllm_bin, model, "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    assert "on a GPU: max_num_seqs" not in r.stderr
+    r = bench(vllm_bin, model, "--device", "cpu", "--max-num-seqs", "8", "--max-num-batched-tokens", "4")
+    assert r.returncode == 1
+    assert "max_num_seqs <= max_num_batched_tokens" in r.stderr
