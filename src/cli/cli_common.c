@@ -99,7 +99,7 @@ int cli_parse_device(const char *s, int *out) {
 
 int cli_device_resolve(int d) {
     if (d != CLI_DEVICE_AUTO) return d;
-    const int n = rt_backend_device_count(RT_DEV_CUDA);
+    const int n = rt_backend_device_count(RT_DEV_CUDA, NULL);
     if (n > 0) {
         VC_INFO("device: cuda (--device auto: %d GPU%s; --device cpu for the CPU)", n, n == 1 ? "" : "s");
         return RT_DEV_CUDA;
@@ -119,9 +119,14 @@ bool cli_async_resolve(int flag, int device, int tp) {
 
 void cli_budget_defaults(int device, int32_t *max_num_seqs, int32_t *max_num_batched_tokens) {
     const bool gpu = device != RT_DEV_CPU;
+    size_t mem = 0;
+    if (gpu && (!*max_num_seqs || !*max_num_batched_tokens)) rt_backend_device_count((rt_device)device, &mem);
+    const int32_t seqs = gpu ? 256 : 64, toks = gpu && mem >= ((size_t)70 << 30) ? 8192 : 2048;
     if (gpu && (!*max_num_seqs || !*max_num_batched_tokens))
-        VC_INFO("on a GPU: max_num_seqs %d, max_num_batched_tokens %d by default (the CPU's: 64, 2048)",
-                *max_num_seqs ? *max_num_seqs : 256, *max_num_batched_tokens ? *max_num_batched_tokens : 8192);
-    if (!*max_num_seqs) *max_num_seqs = gpu ? 256 : 64;
-    if (!*max_num_batched_tokens) *max_num_batched_tokens = gpu ? 8192 : 2048;
+        VC_INFO("on a GPU of %.0f GiB: max_num_seqs %d, max_num_batched_tokens %d by default (8192 from 70 GiB, as "
+                "vLLM's server; the CPU's: 64, 2048)",
+                (double)mem / (double)(1u << 30), *max_num_seqs ? *max_num_seqs : seqs,
+                *max_num_batched_tokens ? *max_num_batched_tokens : toks);
+    if (!*max_num_seqs) *max_num_seqs = seqs;
+    if (!*max_num_batched_tokens) *max_num_batched_tokens = toks;
 }

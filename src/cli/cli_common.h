@@ -36,9 +36,10 @@ int cli_device_resolve(int d);
 enum { CLI_ASYNC_AUTO = -1 };
 bool cli_async_resolve(int flag, int device, int tp);
 /* The step budget where --max-num-seqs / --max-num-batched-tokens left it
- * 0: on a GPU 256 sequences and 8,192 tokens a step (vLLM's server on a
- * large GPU: 1,024 / 8,192; 256 is the most measured here), on the CPU
- * 64 / 2,048 (eng_params_default); the GPU's logged. */
+ * 0: on a GPU 256 sequences and, from 70 GiB of device memory, 8,192
+ * tokens a step, else 2,048 (vLLM's server: 1,024 / 8,192 on such a GPU,
+ * 256 / 2,048 on smaller ones; 256 sequences is the most measured here),
+ * on the CPU 64 / 2,048 (eng_params_default); the GPU's logged. */
 void cli_budget_defaults(int device, int32_t *max_num_seqs, int32_t *max_num_batched_tokens);
 
 #endif

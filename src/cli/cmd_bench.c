@@ -23,7 +23,7 @@ static void usage(FILE *f) {
                "  --output-len N              generated tokens (default 64)\n"
                "  --concurrency N             requests in flight (default: max-num-seqs)\n"
                "  --max-num-seqs N            (default 256 on a GPU, 64 on the CPU)\n"
-               "  --max-num-batched-tokens N  (default 8192 on a GPU, 2048 on the CPU)\n"
+               "  --max-num-batched-tokens N  (default 8192 on a GPU of 70+ GiB, else 2048)\n"
                "  --kv-cache-memory BYTES     KV budget (default: 25%% of available memory)\n"
                "  --block-size N              KV cache tokens per block, a power of two <= 1024 (default 16)\n"
                "  --threads N                 CPU threads (default: all cores)\n"

@@ -30,7 +30,7 @@ static void serve_usage(FILE *f) {
             "  --reasoning-parser NAME      deepseek_r1 | qwen3: split <think>...</think> into `reasoning`\n"
             "  --max-model-len N            context length (default: the model's, capped by the engine)\n"
             "  --max-num-seqs N             concurrent sequences (default 256 on a GPU, 64 on the CPU)\n"
-            "  --max-num-batched-tokens N   tokens per engine step (default 8192 on a GPU, 2048 on the CPU)\n"
+            "  --max-num-batched-tokens N   tokens per engine step (default 8192 on a GPU of 70+ GiB, else 2048)\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
             "  --kv-cache-memory BYTES      KV cache budget, suffix K/M/G allowed (default: a fraction of memory)\n"
             "  --kv-cache-dtype T           auto (default), float32, float16, bfloat16\n"

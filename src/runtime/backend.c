@@ -51,9 +51,11 @@ void rt_backend_register_count(rt_device dev, rt_backend_counter f) {
     g_counters[dev] = f;
 }
 
-int rt_backend_device_count(rt_device dev) {
-    if (!rt_backend_available(dev)) return 0;
-    return g_counters[dev] ? g_counters[dev]() : 1;
+int rt_backend_device_count(rt_device dev, size_t *mem0) {
+    size_t m = 0;
+    int n = !rt_backend_available(dev) ? 0 : g_counters[dev] ? g_counters[dev](&m) : 1;
+    if (mem0) *mem0 = m;
+    return n;
 }
 
 rt_backend *rt_backend_create(rt_device dev, const rt_backend_params *p) {

@@ -106,10 +106,11 @@ bool rt_backend_available(rt_device dev);
 /* Devices of a compiled-in backend this machine has: a backend registers
  * its count with rt_backend_register_count (the CUDA backend: the driver's
  * device count, 0 without a driver or device); 1 for a backend without one
- * (the CPU), 0 for one not compiled in. Never fails. */
-typedef int (*rt_backend_counter)(void);
+ * (the CPU), 0 for one not compiled in. *mem0 (may be NULL): device 0's
+ * total memory in bytes where the backend says (else 0). Never fails. */
+typedef int (*rt_backend_counter)(size_t *mem0);
 void rt_backend_register_count(rt_device dev, rt_backend_counter f);
-int rt_backend_device_count(rt_device dev);
+int rt_backend_device_count(rt_device dev, size_t *mem0);
 /* NULL on failure with a message in vc_err_msg(). */
 rt_backend *rt_backend_create(rt_device dev, const rt_backend_params *p);
 void rt_backend_free(rt_backend *be);

@@ -533,13 +533,18 @@ static rt_backend *cuda_create(const rt_backend_params *p) {
 }
 
 /* The driver's device count (rt_backend_device_count): 0 where cudaGetDeviceCount
- * fails (no driver, no device, a driver older than the runtime). */
-static int cuda_count(void) {
+ * fails (no driver, no device, a driver older than the runtime); *mem0:
+ * device 0's total memory. */
+static int cuda_count(size_t *mem0) {
     int n = 0;
+    *mem0 = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError(); /* not sticky: clear it for later calls */
         return 0;
     }
+    cudaDeviceProp p;
+    if (n > 0 && cudaGetDeviceProperties(&p, 0) == cudaSuccess) *mem0 = p.totalGlobalMem;
+    else (void)cudaGetLastError();
     return n;
 }
 
