@@ -203,8 +203,10 @@ typedef struct vllm_ex_engine_params {
     int64_t kv_cache_memory_bytes;  /* > 0 with base.num_blocks <= 0: KV budget in bytes */
     int32_t enable_prefix_caching;  /* default 1 */
     int32_t enable_chunked_prefill; /* default 1 */
-    int32_t device;                 /* 0: the engine's default (CPU), 1: CPU, 2: CUDA (a build
-                                     * without it fails with VLLM_ERR_MODEL_LOAD) */
+    int32_t device;                 /* 0: auto (and v5's vllm_engine_load): CUDA where the build
+                                     * has it and the driver finds a GPU, else the CPU; 1: CPU;
+                                     * 2: CUDA (a build without it, or no GPU, fails with
+                                     * VLLM_ERR_MODEL_LOAD) */
     int32_t tensor_parallel_size;   /* ranks the model is split over: GPUs 0..N-1 with device 2,
                                      * N groups of the CPU threads otherwise; 0 or 1: no split
                                      * (docs/DISTRIBUTED.md); at most 64 */

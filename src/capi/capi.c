@@ -92,7 +92,7 @@ static vllm_status load(const vllm_ex_engine_params *xp, vllm_engine **out) {
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: no model_path");
     if (p->max_model_len < 0) return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: max_model_len < 0");
     if (xp->device < 0 || xp->device > 2)
-        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: device must be 0 (default), 1 (CPU) or "
+        return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: device must be 0 (auto), 1 (CPU) or "
                                                     "2 (CUDA), got %d", xp->device);
     if (xp->n_threads < 0 || xp->max_num_batched_tokens < 0 || xp->kv_cache_memory_bytes < 0)
         return capi_fail(VLLM_ERR_INVALID_ARGUMENT, "vllm_engine_load: negative n_threads, "
@@ -132,8 +132,12 @@ static vllm_status load(const vllm_ex_engine_params *xp, vllm_engine **out) {
     } else if (xp->device == 2) {
         if (!rt_backend_available(RT_DEV_CUDA))
             return capi_fail(VLLM_ERR_MODEL_LOAD, "vllm_engine_load: device CUDA is not available (this build "
-                                                  "has no CUDA backend or there is no GPU)");
+                                                  "has no CUDA backend)");
+        if (rt_backend_device_count(RT_DEV_CUDA, NULL) < 1)
+            return capi_fail(VLLM_ERR_MODEL_LOAD, "vllm_engine_load: device CUDA: the driver finds no GPU");
         ep.device = RT_DEV_CUDA;
+    } else { /* 0 (v5's load too): the CLI's --device auto */
+        ep.device = rt_backend_device_count(RT_DEV_CUDA, NULL) > 0 ? RT_DEV_CUDA : RT_DEV_CPU;
     }
 
     vllm_engine *e = calloc(1, sizeof *e);

@@ -192,11 +192,15 @@ static void test_kv_sizing(void **state) {
     xp.device = 7;
     assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(vllm_last_error(), "device"));
-    if (!rt_backend_available(RT_DEV_CUDA)) {
+    if (rt_backend_device_count(RT_DEV_CUDA, NULL) < 1) { /* no backend, or no GPU: a clear refusal */
         xp.device = 2;
         assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_ERR_MODEL_LOAD);
         assert_non_null(strstr(vllm_last_error(), "CUDA"));
     }
+    xp.device = 0; /* auto: the GPU where there is one, else the CPU; loads either way */
+    assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_OK);
+    vllm_engine_free(e);
+    e = NULL;
     xp.device = 1;
     assert_int_equal(vllm_ex_engine_load(&xp, &e), VLLM_OK);
     assert_int_equal(vllm_ex_engine_stats(e, &st), VLLM_OK);
