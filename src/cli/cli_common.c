@@ -118,11 +118,11 @@ bool cli_async_resolve(int flag, int device, int tp) {
 }
 
 void cli_budget_defaults(int device, int32_t *max_num_seqs, int32_t *max_num_batched_tokens) {
-    const bool gpu = device != RT_DEV_CPU;
+    const bool gpu = device != RT_DEV_CPU, ask = gpu && (!*max_num_seqs || !*max_num_batched_tokens);
     size_t mem = 0;
-    if (gpu && (!*max_num_seqs || !*max_num_batched_tokens)) rt_backend_device_count((rt_device)device, &mem);
+    if (ask) rt_backend_device_count((rt_device)device, &mem);
     const int32_t seqs = gpu ? 256 : 64, toks = gpu && mem >= ((size_t)70 << 30) ? 8192 : 2048;
-    if (gpu && (!*max_num_seqs || !*max_num_batched_tokens))
+    if (ask)
         VC_INFO("on a GPU of %.0f GiB: max_num_seqs %d, max_num_batched_tokens %d by default (8192 from 70 GiB, as "
                 "vLLM's server; the CPU's: 64, 2048)",
                 (double)mem / (double)(1u << 30), *max_num_seqs ? *max_num_seqs : seqs,

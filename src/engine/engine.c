@@ -5,9 +5,7 @@
 #include "base/log.h"
 #include "engine/engine_int.h"
 #include "runtime/comm.h"
-#include "runtime/ops.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
