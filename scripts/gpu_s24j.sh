@@ -5,8 +5,11 @@
 # into bf16, EMBED into bf16): test_cuda_ops (the new bf16 cases against
 # the CPU), test_model_last_rows on the GPU, greedy ids of a 2048-token
 # prompt + 32 with and without (VLLM_BF16_RESIDUAL=0), the 0.6B 2048-token
-# TTFT A/B x 2.
-#   bash scripts/gpu_snap.sh s24j vllm test_cuda_ops test_model_last_rows
+# TTFT A/B x 2. Also main's CLI / C API defaults written after session
+# 24's device time: `vllm bench` with no device / budget / scheduling
+# flags (expect cuda, async on, 256 sequences, 8192 tokens, logged) and
+# test_capi on the GPU machine (device 0 = auto -> the GPU).
+#   bash scripts/gpu_snap.sh s24j vllm test_cuda_ops test_model_last_rows test_capi
 #   run carry [".gpu-snap-s24j"] "cd .gpu-snap-s24j && OUT=$OUT bash scripts/gpu_s24j.sh"
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -29,4 +32,8 @@ for r in 1 2; do
     VLLM_BF16_RESIDUAL=0 gpu_pf vllm $M6 $L/pf32_$r.log
     echo "round $r: 2048 TTFT bf16 residual $(gpu_med $L/pf16_$r.log) ms, f32 $(gpu_med $L/pf32_$r.log) ms"
 done
+timeout 120 ./bin/vllm bench --model $M6 --num-prompts 64 --input-len 512 --output-len 32 >$L/defaults.log 2>&1
+echo "bench, no flags: exit $? $(grep -E 'device:|async scheduling:|on a GPU of' $L/defaults.log | tr '\n' ' ')"
+grep -E 'Output token throughput' $L/defaults.log
+gpu_test capi 120 ./test_capi
 say done
