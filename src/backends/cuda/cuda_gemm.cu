@@ -256,8 +256,9 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
 /* MATMUL_ADD: dst (f32 residual rows, or bf16 ones over bf16 W: a bf16
  * residual stream) += x W^T (+ bias) as one cuBLAS GEMM with beta = 1 and
  * C = D = dst (the bias kernel, if any, adds after it). The value is the
- * unfused op's, fl(dst + acc): the f32 accumulator added to C (widened)
- * once, rounded to dst's type. Taken where MATMUL itself would run on cuBLAS (f16 / bf16 W,
+ * unfused op's, fl(dst + acc): the f32 accumulator added to C once (into
+ * a bf16 dst within two bf16 roundings: cuBLAS's bf16-output kernels may
+ * round the product first; test_cuda_ops). Taken where MATMUL itself would run on cuBLAS (f16 / bf16 W,
  * more rows than the GEMV and the skinny kernel take); decode steps keep
  * the GEMV with its fused ADD_RMSNORM. VLLM_CUDA_MATMUL_ADD=0: never (the
  * A/B switch; the model then runs MATMUL + ADD_RMSNORM). */
