@@ -151,6 +151,29 @@ static bool env_off(const char *name) {
     return e && !strcmp(e, "0");
 }
 
+/* The residual stream in bf16 on steps with prompt rows (n > S) on one
+ * rank in one part, where the backend asks for bf16 activations and adds
+ * Wo / Wdown into a bf16 residual inside their GEMM (MATMUL_ADD; checked on
+ * layer 0's weights at this n): the embedding writes bf16 rows, every norm
+ * reads them (half the bytes of f32; HF's and vLLM's bf16 models keep
+ * their residual in bf16 too), each GEMM adds its f32 accumulator to the
+ * bf16 rows and rounds once, the last layer's Wdown included; the head
+ * gathers its rows widened. Decode-only steps keep f32 (their graphs, the
+ * GEMVs' fused norms). *x16: the view over x's buffer (its first half).
+ * VLLM_BF16_RESIDUAL=0: f32 (A/B). */
+static bool bf16_residual(mdl_model *m, const mdl_step_views *sv, const rt_tensor *gh, bool h16, int64_t n,
+                          int64_t S, bool one_part, rt_tensor *x16) {
+    if (!h16 || n <= S || !one_part || m->tp_size > 1 || env_off("VLLM_BF16_RESIDUAL")) return false;
+    const mdl_layer *L0 = &m->layers[0];
+    if (!L0->w_down.data || L0->wo.dtype != RT_BF16 || L0->w_down.dtype != RT_BF16) return false;
+    for (int64_t l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].bo.data) return false;
+    *x16 = rt_tensor_2d(sv->x.data, RT_BF16, sv->x.device, n, m->cfg.hidden);
+    rt_tensor gin = rt_tensor_slice0(gh, 0, n);
+    return rt_matmul_add_native(m->be, x16, &sv->att, &L0->wo, NULL) &&
+           rt_matmul_add_native(m->be, x16, &gin, &L0->w_down, NULL);
+}
+
 static bool tp_bf16_sums(const mdl_model *m, bool h16) {
     if (!h16 || m->tp_size <= 1) return false;
     if (env_off("VLLM_TP_BF16_SUMS")) return false;
@@ -457,8 +480,11 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
      * res_in_x: the last row-parallel GEMM added its output into x. */
     const bool acc_ok = m->tp_size == 1 && np == 1;
     bool res_in_x = false, last = false; /* last: the last layer went to the logit rows (last_rows_views) */
+    /* xr: the residual stream, f32 (sv.x) or its bf16 view (bf16_residual) */
+    rt_tensor xr = sv.x;
+    bool x16 = acc_ok && bf16_residual(m, &sv, &gh, h16, n, S, true, &xr);
 
-    MDL_TRY(mdl_embed(m, &sv.x, &sv.ids));
+    MDL_TRY(mdl_embed(m, &xr, &sv.ids));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const mdl_layer *L = &m->layers[l];
         bool has_b = L->bq.data || L->bk.data || L->bv.data;
@@ -467,7 +493,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
          * backend may fuse them; else the same two ops as below) */
         bool qkv_rs = fqkv && np == 1 && !L->bqkv.data;
         for (int p = 0; p < np; p++) {
-            rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p);
+            rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(xr, p);
             if (l == 0 || res_in_x) {
                 MDL_TRY(rt_rmsnorm(be, &xn_p, &x_p, &L->attn_norm, c->rms_eps, 0.0f));
             } else {
@@ -500,16 +526,20 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
             MDL_TRY(rt_qk_rope_store(be, &sv.q3, &q3, &k3, &v3, &rp));
         }
         if (l == c->n_layers - 1 && m->last_rows > 0 && m->last_rows == n_logits && 4 * n_logits <= n && np == 1) {
+            sv.x = xr; /* the rows gathered from the residual as it is (bf16 or f32), into f32 rows */
             MDL_TRY(mdl_last_rows_views(m, &sv, n, max_blocks));
             last_rows_bufs(m, &sv, &xn, &gh, &gu);
             last = true;
             n = m->last_rows, nr[0] = n;
+            xr = sv.x, x16 = false; /* the last layer's L rows: f32 */
         }
         MDL_TRY(mdl_paged_attention(m, &sv, &kv->k[l], &kv->v[l], scale, 0.0f, (int32_t)c->sliding_window));
         const rt_tensor *bo = m->tp_rank == 0 ? opt(&L->bo) : NULL;
         for (int p = 0; p < np; p++) {
-            rt_tensor att_p = ROWS(sv.att, p), out_p = ROWS(*o_out, p), x_p = ROWS(sv.x, p);
+            rt_tensor att_p = ROWS(sv.att, p), out_p = ROWS(*o_out, p), x_p = ROWS(xr, p);
             res_in_x = acc_ok && rt_matmul_add_native(be, &x_p, &att_p, &L->wo, bo);
+            if (x16 && !res_in_x)
+                return vc_err_set(VC_ERR_RUNTIME, "bf16 residual: layer %lld's Wo has no MATMUL_ADD", (long long)l);
             if (res_in_x) {
                 MDL_TRY(rt_matmul_add(be, &x_p, &att_p, &L->wo, bo, NULL));
                 continue;
@@ -519,7 +549,7 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
         }
         d_out = p16 && l < c->n_layers - 1 ? &xn : &sv.xb;
         for (int p = 0; p < np; p++) {
-            rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(sv.x, p), res_p = ROWS(*o_out, p), out_p = ROWS(*d_out, p);
+            rt_tensor xn_p = ROWS(xn, p), x_p = ROWS(xr, p), res_p = ROWS(*o_out, p), out_p = ROWS(*d_out, p);
             MDL_TRY(tp_wait(m, split, p));
             if (res_in_x) MDL_TRY(rt_rmsnorm(be, &xn_p, &x_p, &L->ffn_norm, c->rms_eps, 0.0f));
             else MDL_TRY(rt_add_rmsnorm(be, &xn_p, &x_p, &res_p, &L->ffn_norm, c->rms_eps, 0.0f));
@@ -535,7 +565,11 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
                 MDL_TRY(rt_matmul(be, &up_p, &xn_p, &L->w_up, NULL));
                 MDL_TRY(rt_glu(be, &down_in, &down_in, &up_p, RT_ACT_SILU));
             }
-            res_in_x = acc_ok && l < c->n_layers - 1 && rt_matmul_add_native(be, &x_p, &down_in, &L->w_down, NULL);
+            /* the last layer's Wdown adds in the head (over its rows only), but into a bf16 stream here */
+            res_in_x = acc_ok && (l < c->n_layers - 1 || x16) &&
+                       rt_matmul_add_native(be, &x_p, &down_in, &L->w_down, NULL);
+            if (x16 && !res_in_x)
+                return vc_err_set(VC_ERR_RUNTIME, "bf16 residual: layer %lld's Wdown has no MATMUL_ADD", (long long)l);
             if (res_in_x) {
                 MDL_TRY(rt_matmul_add(be, &x_p, &down_in, &L->w_down, NULL, NULL));
                 continue;
@@ -548,6 +582,10 @@ static int llama_forward(mdl_model *m, mdl_kv *kv, int64_t n, int64_t S, int64_t
     }
 #undef ROWS
     if (last) return mdl_logits_head_first(m, &sv, n_logits, &sv.xb, c->rms_eps, 0.0f);
+    if (x16) { /* the stream is whole (the last Wdown added into it): gather its rows widened */
+        sv.x = xr;
+        return mdl_logits_head(m, &sv, n_logits, c->rms_eps, 0.0f);
+    }
     return mdl_logits_head_res(m, &sv, n, n_logits, &sv.xb, c->rms_eps, 0.0f);
 }
 

@@ -904,7 +904,10 @@ int mdl_last_rows_views(mdl_model *m, mdl_step_views *sv, int64_t n, int64_t max
     rt_tensor q2 = rt_tensor_2d(sv->q3.data, sv->q3.dtype, sv->q3.device, n, qd); /* f32 or the bf16 chain's */
     rt_tensor qp = rt_tensor_2d(m->att.data, RT_F32, m->att.device, L, qd);
     MDL_TRY(rt_embed(be, &qp, &q2, &rows));
-    rt_tensor xg = rt_tensor_slice0(&sv->xb, 0, L), x0 = rt_tensor_slice0(&sv->x, 0, L);
+    /* the residual rows (sv->x: f32, or a bf16 stream's view) through xb
+     * into x's first L rows, f32 (the last layer's L rows run in f32) */
+    rt_tensor xg = rt_tensor_slice0(&sv->xb, 0, L),
+              x0 = rt_tensor_2d(sv->x.data, RT_F32, sv->x.device, L, m->cfg.hidden);
     MDL_TRY(rt_embed(be, &xg, &sv->x, &rows));
     MDL_TRY(rt_copy(be, &x0, &xg));
     mdl_step_views_make(m, L, L, max_blocks, sv);

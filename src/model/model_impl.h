@@ -261,8 +261,9 @@ int mdl_logits_head_res(mdl_model *m, const mdl_step_views *sv, int64_t n, int64
 /* The last layer past its KV store on the step's L = m->last_rows logit
  * rows only (see last_rows above), for an arch's forward to call after
  * the layer's KV store: q of those rows (sv->q3: f32 or the bf16 chain's)
- * gathered (f32) into the att buffer, the residual rows gathered into x's
- * first L rows (through xb), then *sv made over L rows with one query per
+ * gathered (f32) into the att buffer, the residual rows (sv->x: f32, or a
+ * bf16 residual stream's view of x's buffer) gathered into x's first L
+ * rows as f32 (through xb), then *sv made over L rows with one query per
  * logit sequence (qsl_p, sl_p, bt_p) and the attention output in q's
  * buffer (f32, the decode kernels' rows). The forward then runs the rest
  * of the layer over sv's L rows and ends with mdl_logits_head_first. */

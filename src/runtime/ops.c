@@ -137,7 +137,8 @@ int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a) {
 static int64_t last(const rt_tensor *t) { return t->shape[t->ndim - 1]; }
 
 int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids) {
-    CHECK(ids->dtype == RT_I32 && dst->dtype == RT_F32, "embed: ids must be i32, dst f32");
+    CHECK(ids->dtype == RT_I32 && (dst->dtype == RT_F32 || dst->dtype == RT_BF16),
+          "embed: ids must be i32, dst f32 or bf16 (a bf16 residual stream)");
     CHECK(table->ndim == 2 && last(dst) == last(table) &&
               rt_tensor_nrows(dst) == rt_tensor_nelem(ids),
           "embed: shape mismatch");
@@ -146,7 +147,8 @@ int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_te
 }
 
 int rt_embed_shard(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids, int64_t base) {
-    CHECK(ids->dtype == RT_I32 && dst->dtype == RT_F32, "embed: ids must be i32, dst f32");
+    CHECK(ids->dtype == RT_I32 && (dst->dtype == RT_F32 || dst->dtype == RT_BF16),
+          "embed: ids must be i32, dst f32 or bf16 (a bf16 residual stream)");
     CHECK(table->ndim == 2 && last(dst) == last(table) && rt_tensor_nrows(dst) == rt_tensor_nelem(ids) && base >= 0,
           "embed: shape mismatch");
     rt_op_args a = {.dst = dst, .src = {table, ids}};
@@ -197,7 +199,7 @@ int rt_matmul3(rt_backend *be, rt_tensor *y0, rt_tensor *y1, rt_tensor *y2, cons
 }
 
 static int matmul_add_check(const rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, const rt_tensor *bias) {
-    CHECK(dst->dtype == RT_F32, "matmul_add: dst must be f32 (the residual stream)");
+    CHECK(dst->dtype == RT_F32 || dst->dtype == RT_BF16, "matmul_add: dst must be f32 or bf16 (the residual stream)");
     return matmul_check(dst, x, w, bias);
 }
 
@@ -217,6 +219,8 @@ int rt_matmul_add(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_t
     if (rc < 0) return rc;
     rt_op_args a = {.dst = dst, .src = {x, w, bias, scratch}};
     if (rt_op_supported(be, RT_OP_MATMUL_ADD, &a)) return rt_op_exec(be, RT_OP_MATMUL_ADD, &a);
+    CHECK(dst->dtype == RT_F32,
+          "matmul_add: a bf16 dst needs the backend's own MATMUL_ADD (rt_matmul_add_native); the fallback takes f32");
     CHECK(scratch && scratch->dtype == RT_F32 && rt_tensor_is_contiguous(scratch) && scratch->ndim == dst->ndim &&
               !memcmp(scratch->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim),
           "matmul_add: backend %s needs an f32 scratch of dst's shape", be->vt->name);
@@ -226,8 +230,9 @@ int rt_matmul_add(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_t
 
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
                float w_offset) {
-    CHECK(x->dtype == RT_F32 && (dst->dtype == RT_F32 || dst->dtype == RT_BF16) && w->dtype == RT_F32,
-          "rmsnorm: f32 x and weight, f32 or bf16 dst required");
+    CHECK((x->dtype == RT_F32 || x->dtype == RT_BF16) && (dst->dtype == RT_F32 || dst->dtype == RT_BF16) &&
+              w->dtype == RT_F32,
+          "rmsnorm: f32 or bf16 x (a bf16 residual stream), f32 weight, f32 or bf16 dst required");
     CHECK(rt_tensor_same_shape(dst, x) && rt_tensor_nelem(w) == last(x), "rmsnorm: shape mismatch");
     rt_op_args a = {.dst = dst, .src = {x, w}};
     a.p.rmsnorm.eps = eps;

@@ -202,6 +202,8 @@ int rt_op_exec(rt_backend *be, rt_op op, const rt_op_args *a);
 void rt_op_trace_add(int row, double s);
 void rt_op_trace_take(char *buf, size_t n);
 
+/* EMBED: dst f32, or bf16 (a bf16 residual stream; backends that have it:
+ * CUDA) rows of table. */
 int rt_embed(rt_backend *be, rt_tensor *dst, const rt_tensor *table, const rt_tensor *ids);
 /* Vocab-parallel EMBED: table = rows [base, base + rows) of the vocabulary;
  * ids outside them give zero rows (ids < 0 are still an error). */
@@ -212,15 +214,18 @@ int rt_matmul(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tenso
  * where the backend has one, else three MATMULs. */
 int rt_matmul3(rt_backend *be, rt_tensor *y0, rt_tensor *y1, rt_tensor *y2, const rt_tensor *x, const rt_tensor *w0,
                const rt_tensor *w1, const rt_tensor *w2);
-/* MATMUL_ADD: dst += x W^T (+ bias); dst f32. scratch: f32 [n, out]
- * contiguous, for the fallback (MATMUL + ADD) where the backend has no
- * kernel; NULL is allowed where rt_matmul_add_native is true. */
+/* MATMUL_ADD: dst += x W^T (+ bias); dst f32, or bf16 (a bf16 residual
+ * stream: the backend's own kernel only, fl_bf16(dst + acc)). scratch: f32
+ * [n, out] contiguous, for the fallback (MATMUL + ADD) where the backend
+ * has no kernel; NULL is allowed where rt_matmul_add_native is true. */
 int rt_matmul_add(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, const rt_tensor *bias,
                   rt_tensor *scratch);
 /* Whether the backend runs this MATMUL_ADD as one kernel (else the caller
  * is better off with MATMUL and a fused ADD_RMSNORM after it). */
 bool rt_matmul_add_native(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w,
                           const rt_tensor *bias);
+/* RMSNORM: dst = x / sqrt(mean(x^2) + eps) * (w_offset + w); x f32 or
+ * bf16 (a bf16 residual stream: CUDA), dst f32 or bf16 (CUDA). */
 int rt_rmsnorm(rt_backend *be, rt_tensor *dst, const rt_tensor *x, const rt_tensor *w, float eps,
                float w_offset);
 int rt_rope(rt_backend *be, rt_tensor *x, const rt_tensor *pos, const rt_tensor *inv_freq,

@@ -38,6 +38,8 @@ static void embed_task(void *ctxp, int64_t i, int thread) {
 int cpu_op_embed(rt_backend *be, const rt_op_args *a) {
     cpu_ctx *c = be->ctx;
     const rt_tensor *table = a->src[0], *ids = a->src[1];
+    if (a->dst->dtype != RT_F32)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cpu embed: f32 dst only (got %s)", rt_dtype_name(a->dst->dtype));
     if (!rt_tensor_is_contiguous(ids) || a->dst->stride[a->dst->ndim - 1] != 4 ||
         (!rt_dtype_info(table->dtype)->quantized && table->stride[1] != rt_dtype_info(table->dtype)->block_bytes))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu embed: rows must be contiguous");

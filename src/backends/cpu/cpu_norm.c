@@ -66,6 +66,9 @@ static bool rows_ok(const rt_tensor *t) { return t->stride[t->ndim - 1] == 4; }
 
 int cpu_op_rmsnorm(rt_backend *be, const rt_op_args *a) {
     cpu_ctx *c = be->ctx;
+    if (a->src[0]->dtype != RT_F32 || a->dst->dtype != RT_F32)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cpu rmsnorm: f32 x and dst only (got %s, %s)",
+                          rt_dtype_name(a->src[0]->dtype), rt_dtype_name(a->dst->dtype));
     if (!rows_ok(a->dst) || !rows_ok(a->src[0]) || !rt_tensor_is_contiguous(a->src[1]))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cpu rmsnorm: rows must be contiguous");
     rows_job j = {.k = c->k, .dst = a->dst, .x = a->src[0], .w = a->src[1],

@@ -8,6 +8,7 @@
  */
 #include "backends/cuda/cuda_dequant.cuh"
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_store.cuh"
 
 #include <math.h>
 #include <stdint.h>
@@ -224,14 +225,15 @@ extern "C" int cuda_op_copy(rt_backend *be, const rt_op_args *a) {
 
 /* ---- EMBED --------------------------------------------------------------- */
 
-/* grid.y = token; plain tables: one thread per element; quantized: per unit. */
-template <rt_dtype T>
+/* grid.y = token; plain tables: one thread per element; quantized: per unit.
+ * OT: f32 rows, or bf16 ones (a bf16 residual stream: rounded once). */
+template <rt_dtype T, typename OT = float>
 __global__ void k_embed(cuda_view dst, const char *table, int64_t tstride, const int32_t *ids, int64_t V,
                         int64_t dim, int *flags, int shard, int64_t base) {
     CUDA_PDL_ENTER();
     int64_t t = blockIdx.y;
     int64_t id = (int64_t)ids[t] - base;
-    float *out = (float *)cuda_row(dst, t);
+    OT *out = (OT *)cuda_row(dst, t);
     /* a shard's foreign ids give zero rows; negative ids are always bad */
     bool bad = id < 0 || id >= V;
     if (bad && (!shard || ids[t] < 0) && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(flags, CUDA_FLAG_BAD_TOKEN);
@@ -240,14 +242,14 @@ __global__ void k_embed(cuda_view dst, const char *table, int64_t tstride, const
         const int es = T == RT_F32 ? 4 : 2;
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
              j += (int64_t)gridDim.x * blockDim.x)
-            out[j] = bad ? 0.0f : ld_plain<T>(row + j * es);
+            cuda_st1(out + j, bad ? 0.0f : ld_plain<T>(row + j * es));
     } else {
         for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < dim / 32;
              u += (int64_t)gridDim.x * blockDim.x) {
             float v[32];
             dq_unit<T>((const uint8_t *)row, u, v);
 #pragma unroll
-            for (int l = 0; l < 32; l++) out[u * 32 + l] = bad ? 0.0f : v[l];
+            for (int l = 0; l < 32; l++) cuda_st1(out + u * 32 + l, bad ? 0.0f : v[l]);
         }
     }
 }
@@ -257,7 +259,7 @@ __global__ void k_embed(cuda_view dst, const char *table, int64_t tstride, const
  * gathers): 8 values per thread, 16-byte loads and two float4 stores
  * (the one-value kernel above moved 2-byte loads: a 2048-token bf16
  * lookup took 160 us instead of ~20). grid = (ceil(dim / 8 / 128), n). */
-template <rt_dtype T>
+template <rt_dtype T, typename OT = float>
 __global__ void k_embed_vec(cuda_view dst, const char *table, int64_t tstride, const int32_t *ids, int64_t V,
                             int64_t dim, int *flags, int shard, int64_t base) {
     CUDA_PDL_ENTER();
@@ -266,7 +268,7 @@ __global__ void k_embed_vec(cuda_view dst, const char *table, int64_t tstride, c
     bool bad = id < 0 || id >= V;
     if (bad && (!shard || ids[t] < 0) && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(flags, CUDA_FLAG_BAD_TOKEN);
     if (g * 8 >= dim) return;
-    float4 *out = (float4 *)((float *)cuda_row(dst, t) + g * 8);
+    OT *out = (OT *)cuda_row(dst, t) + g * 8;
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (!bad) {
         const char *row = table + id * tstride;
@@ -281,8 +283,44 @@ __global__ void k_embed_vec(cuda_view dst, const char *table, int64_t tstride, c
             for (int e = 0; e < 8; e++) v[e] = ld_plain<T>((const char *)(h + e));
         }
     }
-    out[0] = make_float4(v[0], v[1], v[2], v[3]);
-    out[1] = make_float4(v[4], v[5], v[6], v[7]);
+    cuda_st4(out, make_float4(v[0], v[1], v[2], v[3]));
+    cuda_st4(out + 4, make_float4(v[4], v[5], v[6], v[7]));
+}
+
+/* EMBED's launches into OT rows (f32 or bf16). */
+template <typename OT>
+static void embed_launch(cuda_ctx *c, rt_tensor *dst, const rt_tensor *table, const int32_t *d_ids, int64_t V,
+                         int64_t dim, int shard, int64_t base) {
+    const rt_dtype_traits *tt = rt_dtype_info(table->dtype);
+    int64_t n = rt_tensor_nrows(dst);
+    int64_t work = tt->quantized ? dim / 32 : dim;
+    dim3 grid(cuda_blocks(work, 128), (unsigned)n);
+    if (grid.x > 65535) grid.x = 65535;
+    cuda_view vd = cuda_view_of(dst);
+    const char *tb = (const char *)table->data;
+    int64_t ts = table->stride[0];
+    /* 16-byte aligned rows of 8k values in the table and in dst: the vector kernel */
+    bool vec = !tt->quantized && dim % 8 == 0 && ts % 16 == 0 && ((uintptr_t)tb & 15) == 0 &&
+               ((uintptr_t)dst->data & 15) == 0;
+    for (int i = 0; i + 1 < dst->ndim; i++) vec = vec && dst->stride[i] % 16 == 0;
+    if (vec) {
+        dim3 vg(cuda_blocks(dim / 8, 128), (unsigned)n);
+        switch (table->dtype) {
+        case RT_F32: cuda_launch(k_embed_vec<RT_F32, OT>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+        case RT_F16: cuda_launch(k_embed_vec<RT_F16, OT>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+        case RT_BF16: cuda_launch(k_embed_vec<RT_BF16, OT>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+        default: vec = false; break;
+        }
+    }
+    if (!vec) switch (table->dtype) {
+    case RT_F32: cuda_launch(k_embed<RT_F32, OT>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+    case RT_F16: cuda_launch(k_embed<RT_F16, OT>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+    case RT_BF16: cuda_launch(k_embed<RT_BF16, OT>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+#define X(T) case T: cuda_launch(k_embed<T, OT>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
+        CUDA_FOR_QUANT(X)
+#undef X
+    default: break;
+    }
 }
 
 extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
@@ -291,7 +329,9 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
     rt_tensor *dst = a->dst;
     if (cuda_check_dev(dst, "embed") || cuda_check_dev(table, "embed")) return VC_ERR_INVALID;
     const rt_dtype_traits *tt = rt_dtype_info(table->dtype);
-    if (!rt_tensor_is_contiguous(ids) || dst->stride[dst->ndim - 1] != 4 ||
+    if (dst->dtype != RT_F32 && dst->dtype != RT_BF16)
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda embed: dst must be f32 or bf16");
+    if (!rt_tensor_is_contiguous(ids) || dst->stride[dst->ndim - 1] != (dst->dtype == RT_F32 ? 4 : 2) ||
         (!tt->quantized && table->stride[1] != tt->block_bytes))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda embed: rows must be contiguous");
     if (!cuda_float_or_quant(table->dtype))
@@ -320,34 +360,8 @@ extern "C" int cuda_op_embed(rt_backend *be, const rt_op_args *a) {
         }
         d_ids = (const int32_t *)tmp;
     }
-    int64_t work = tt->quantized ? dim / 32 : dim;
-    dim3 grid(cuda_blocks(work, 128), (unsigned)n);
-    if (grid.x > 65535) grid.x = 65535;
-    cuda_view vd = cuda_view_of(dst);
-    const char *tb = (const char *)table->data;
-    int64_t ts = table->stride[0];
-    /* 16-byte aligned rows of 8k values in the table and in dst: the vector kernel */
-    bool vec = !tt->quantized && dim % 8 == 0 && ts % 16 == 0 && ((uintptr_t)tb & 15) == 0 &&
-               ((uintptr_t)dst->data & 15) == 0;
-    for (int i = 0; i + 1 < dst->ndim; i++) vec = vec && dst->stride[i] % 16 == 0;
-    if (vec) {
-        dim3 vg(cuda_blocks(dim / 8, 128), (unsigned)n);
-        switch (table->dtype) {
-        case RT_F32: cuda_launch(k_embed_vec<RT_F32>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
-        case RT_F16: cuda_launch(k_embed_vec<RT_F16>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
-        case RT_BF16: cuda_launch(k_embed_vec<RT_BF16>, vg, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
-        default: vec = false; break;
-        }
-    }
-    if (!vec) switch (table->dtype) {
-    case RT_F32: cuda_launch(k_embed<RT_F32>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
-    case RT_F16: cuda_launch(k_embed<RT_F16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
-    case RT_BF16: cuda_launch(k_embed<RT_BF16>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
-#define X(T) case T: cuda_launch(k_embed<T>, grid, 128, 0, c->stream, vd, tb, ts, d_ids, V, dim, c->d_flags, shard, base); break;
-        CUDA_FOR_QUANT(X)
-#undef X
-    default: break;
-    }
+    if (dst->dtype == RT_BF16) embed_launch<__nv_bfloat16>(c, dst, table, d_ids, V, dim, shard, base);
+    else embed_launch<float>(c, dst, table, d_ids, V, dim, shard, base);
     cudaError_t le = cudaGetLastError();
     cuda_tmp_free(c, tmp);
     if (le != cudaSuccess) return cuda_fail(le, "embed kernel launch", __FILE__, __LINE__);

@@ -253,10 +253,12 @@ int cuda_gemm_matmul(rt_backend *be, const rt_op_args *a) {
                     bias ? (const float *)bias->data : NULL, out, in, n);
 }
 
-/* MATMUL_ADD: dst (f32 residual rows) += x W^T (+ bias) as one cuBLAS GEMM
- * with beta = 1 and C = D = dst (the bias kernel, if any, adds after it).
- * The value is the unfused op's, fl(dst + acc): the f32 accumulator added
- * to C once. Taken where MATMUL itself would run on cuBLAS (f16 / bf16 W,
+/* MATMUL_ADD: dst (f32 residual rows, or bf16 ones over bf16 W: a bf16
+ * residual stream) += x W^T (+ bias) as one cuBLAS GEMM with beta = 1 and
+ * C = D = dst (the bias kernel, if any, adds after it). The value is the
+ * unfused op's, fl(dst + acc): the f32 accumulator added to C once (into
+ * a bf16 dst within two bf16 roundings: cuBLAS's bf16-output kernels may
+ * round the product first; test_cuda_ops). Taken where MATMUL itself would run on cuBLAS (f16 / bf16 W,
  * more rows than the GEMV and the skinny kernel take); decode steps keep
  * the GEMV with its fused ADD_RMSNORM. VLLM_CUDA_MATMUL_ADD=0: never (the
  * A/B switch; the model then runs MATMUL + ADD_RMSNORM). */
@@ -268,9 +270,10 @@ bool cuda_matmul_add_fits(cuda_ctx *c, const rt_op_args *a) {
     }
     const rt_tensor *x = a->src[0], *w = a->src[1];
     int64_t n = rt_tensor_nrows(x), in = w->shape[1];
-    if (!on || a->dst->dtype != RT_F32 || (w->dtype != RT_BF16 && w->dtype != RT_F16)) return false;
+    if (!on || (w->dtype != RT_BF16 && w->dtype != RT_F16)) return false;
+    if (a->dst->dtype != RT_F32 && !(a->dst->dtype == RT_BF16 && w->dtype == RT_BF16)) return false;
     if (n <= CUDA_GEMV_MAX_N || !row_elems(x) || !row_elems(a->dst) || w->stride[1] != 2) return false;
-    return !cuda_skinny_fits(c, w, x->data, x->dtype, row_elems(x), in, n, RT_F32, false);
+    return !cuda_skinny_fits(c, w, x->data, x->dtype, row_elems(x), in, n, a->dst->dtype, false);
 }
 
 int cuda_op_matmul_add(rt_backend *be, const rt_op_args *a) {
@@ -287,7 +290,7 @@ int cuda_op_matmul_add(rt_backend *be, const rt_op_args *a) {
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda matmul_add: dimension over INT_MAX");
     if (out == 0) return VC_OK;
     if (cuda_enter(c) < 0) return VC_ERR_RUNTIME;
-    return gemm_any(c, w, x->data, x->dtype, row_elems(x), dst->data, RT_F32, row_elems(dst),
+    return gemm_any(c, w, x->data, x->dtype, row_elems(x), dst->data, dst->dtype, row_elems(dst),
                     bias ? (const float *)bias->data : NULL, out, in, n, true);
 }
 

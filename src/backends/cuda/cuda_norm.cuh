@@ -1,7 +1,8 @@
 /* cuda_norm — the row kernels of RMSNORM (cuda_rows.cu) and ADD_RMSNORM
  * (cuda_fused.cu): y = x * s * (w_off + w), s = 1/sqrtf(mean(x^2) + eps),
  * after x += res for ADD_RMSNORM (the sum stays in x). y is f32 or bf16
- * (rounded to nearest even); x and w are f32; res is f32 or bf16 (the
+ * (rounded to nearest even); w is f32; x is f32, or bf16 for RMSNORM (a
+ * bf16 residual stream: XT, widened exactly); res is f32 or bf16 (the
  * bf16 sum of a tensor-parallel all-reduce, widened exactly to f32 before
  * the add).
  *
@@ -59,10 +60,11 @@ static inline int cuda_row_pre(void) {
     return !(e && e[0] == '0' && e[1] == 0);
 }
 
-template <bool ADD, int VPT, typename OT, typename RT>
+template <bool ADD, int VPT, typename OT, typename RT, typename XT = float>
 __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
     k_norm_vec(char *x, const char *res, char *y, int64_t xs, int64_t rs, int64_t ys, const float *w, int64_t d,
                int64_t nrows, float eps, float w_off, int pre) {
+    static_assert(!ADD || std::is_same<XT, float>::value, "ADD_RMSNORM keeps an f32 sum in x");
     if (!pre) CUDA_PDL_ENTER();
     __shared__ float sh[32];
     const int d4 = (int)(d >> 2), t = threadIdx.x, nt = blockDim.x;
@@ -86,7 +88,8 @@ __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
             int i = t + j * nt;
             v[j] = b[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (i < d4) {
-                v[j] = xr[i];
+                if constexpr (std::is_same<XT, float>::value) v[j] = xr[i];
+                else v[j] = norm_ld4((const XT *)(x + r * xs) + 4 * i);
                 if (ADD) b[j] = norm_ld4(rr + 4 * i);
             }
         }
@@ -116,18 +119,19 @@ __global__ void __launch_bounds__(VPT <= 4 ? 1024 : 512)
 }
 
 /* Any row length and alignment: two passes over the row in memory. */
-template <bool ADD, typename OT, typename RT>
+template <bool ADD, typename OT, typename RT, typename XT = float>
 __global__ void k_norm_loop(cuda_view x, cuda_view res, cuda_view y, const float *w, int64_t d, int64_t nrows,
                             float eps, float w_off) {
+    static_assert(!ADD || std::is_same<XT, float>::value, "ADD_RMSNORM keeps an f32 sum in x");
     CUDA_PDL_ENTER();
     __shared__ float sh[32];
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
-        float *xr = (float *)cuda_row(x, r);
+        XT *xr = (XT *)cuda_row(x, r);
         OT *yr = (OT *)cuda_row(y, r);
         float ss = 0.0f;
         for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-            float v = xr[i];
-            if (ADD) {
+            float v = norm_ld1(xr + i);
+            if constexpr (ADD) {
                 v += norm_ld1((const RT *)cuda_row(res, r) + i);
                 xr[i] = v;
             }
@@ -135,7 +139,7 @@ __global__ void k_norm_loop(cuda_view x, cuda_view res, cuda_view y, const float
         }
         ss = norm_block_sum(ss, sh);
         float s = 1.0f / sqrtf(ss / (float)d + eps);
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) cuda_st1(yr + i, xr[i] * s * (w_off + w[i]));
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) cuda_st1(yr + i, norm_ld1(xr + i) * s * (w_off + w[i]));
         __syncthreads(); /* in place: all reads of this row done before the next row */
     }
 }
@@ -150,14 +154,15 @@ static inline bool norm_rows_flat(const rt_tensor *t, int64_t align, int64_t *rs
     return true;
 }
 
-template <bool ADD, typename OT, typename RT>
+template <bool ADD, typename OT, typename RT, typename XT = float>
 static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res, const rt_tensor *y,
                           const rt_tensor *w, float eps, float w_off) {
     int64_t d = x->shape[x->ndim - 1], nrows = rt_tensor_nrows(x), d4 = d / 4;
     unsigned grid = (unsigned)(nrows < 65535 ? nrows : 65535);
     const float *wp = (const float *)w->data;
     int64_t xs = 0, rs = 0, ys = 0;
-    bool vec = d % 4 == 0 && norm_rows_flat(x, 16, &xs) && norm_rows_flat(res ? res : x, 4 * (int64_t)sizeof(RT), &rs) &&
+    bool vec = d % 4 == 0 && norm_rows_flat(x, 4 * (int64_t)sizeof(XT), &xs) &&
+               norm_rows_flat(res ? res : x, 4 * (int64_t)sizeof(RT), &rs) &&
                norm_rows_flat(y, 4 * (int64_t)sizeof(OT), &ys) && (uintptr_t)wp % 16 == 0;
     char *px = (char *)x->data, *py = (char *)y->data;
     const char *pr = (const char *)(res ? res : x)->data;
@@ -169,7 +174,7 @@ static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res,
             int64_t nt = ((d4 + vpt - 1) / vpt + 31) / 32 * 32;
             if (nt > (vpt == 8 ? 512 : max_t)) continue;
 #define NORM_VEC(V)                                                                                   \
-    cuda_launch(k_norm_vec<ADD, V, OT, RT>, grid, (unsigned)nt, 0, c->stream, px, pr, py, xs, rs, ys, wp, d, nrows, \
+    cuda_launch(k_norm_vec<ADD, V, OT, RT, XT>, grid, (unsigned)nt, 0, c->stream, px, pr, py, xs, rs, ys, wp, d, nrows, \
                 eps, w_off, pre)
             if (vpt == 1) NORM_VEC(1);
             else if (vpt == 2) NORM_VEC(2);
@@ -179,18 +184,26 @@ static void norm_launch_t(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res,
             return;
         }
     }
-    cuda_launch(k_norm_loop<ADD, OT, RT>, grid, 256, 0, c->stream, cuda_view_of(x), cuda_view_of(res ? res : x),
+    cuda_launch(k_norm_loop<ADD, OT, RT, XT>, grid, 256, 0, c->stream, cuda_view_of(x), cuda_view_of(res ? res : x),
                 cuda_view_of(y), wp, d, nrows, eps, w_off);
 }
 
 /* Queues y = rmsnorm(x [+= res]) on c's stream (rows contiguous, checked by
- * the caller); res NULL: plain RMSNORM. y f32 or bf16; res f32 or bf16. */
+ * the caller); res NULL: plain RMSNORM. y f32 or bf16; res f32 or bf16; x
+ * bf16 for plain RMSNORM only. */
 template <bool ADD>
 static int cuda_norm_launch(cuda_ctx *c, const rt_tensor *x, const rt_tensor *res, const rt_tensor *y,
                             const rt_tensor *w, float eps, float w_off) {
     bool r16 = false;
     if constexpr (ADD) r16 = res->dtype == RT_BF16;
-    if (r16) {
+    if (x->dtype == RT_BF16) {
+        if constexpr (!ADD) { /* a bf16 residual stream's norm */
+            if (y->dtype == RT_BF16)
+                norm_launch_t<false, __nv_bfloat16, float, __nv_bfloat16>(c, x, res, y, w, eps, w_off);
+            else
+                norm_launch_t<false, float, float, __nv_bfloat16>(c, x, res, y, w, eps, w_off);
+        }
+    } else if (r16) {
         if constexpr (ADD) { /* (no bf16-addend kernels for plain RMSNORM) */
             if (y->dtype == RT_BF16) norm_launch_t<ADD, __nv_bfloat16, __nv_bfloat16>(c, x, res, y, w, eps, w_off);
             else norm_launch_t<ADD, float, __nv_bfloat16>(c, x, res, y, w, eps, w_off);

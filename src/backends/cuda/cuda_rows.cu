@@ -134,9 +134,10 @@ extern "C" int cuda_op_rmsnorm(rt_backend *be, const rt_op_args *a) {
     const rt_tensor *x = a->src[0], *w = a->src[1];
     if (cuda_check_dev(a->dst, "rmsnorm") || cuda_check_dev(x, "rmsnorm") || cuda_check_dev(w, "rmsnorm"))
         return VC_ERR_INVALID;
-    if (a->dst->dtype != RT_F32 && a->dst->dtype != RT_BF16)
-        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda rmsnorm: dst must be f32 or bf16");
-    if (a->dst->stride[a->dst->ndim - 1] != (a->dst->dtype == RT_F32 ? 4 : 2) || !rows_ok(x) ||
+    if ((a->dst->dtype != RT_F32 && a->dst->dtype != RT_BF16) || (x->dtype != RT_F32 && x->dtype != RT_BF16))
+        return vc_err_set(VC_ERR_UNSUPPORTED, "cuda rmsnorm: x and dst must be f32 or bf16");
+    if (a->dst->stride[a->dst->ndim - 1] != (a->dst->dtype == RT_F32 ? 4 : 2) ||
+        (x->dtype == RT_BF16 ? x->stride[x->ndim - 1] != 2 : !rows_ok(x)) ||
         !rt_tensor_is_contiguous(w))
         return vc_err_set(VC_ERR_UNSUPPORTED, "cuda rmsnorm: rows must be contiguous");
     if (rt_tensor_nrows(x) == 0) return VC_OK;

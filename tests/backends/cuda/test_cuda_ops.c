@@ -78,6 +78,19 @@ static void test_embed(void **st) {
         down(got, &dout);
         assert_memory_equal(got, ref, (size_t)(n * d) * 4);
         note(RT_OP_EMBED, nerr(got, ref, n * d), 0.0, rt_dtype_name(t));
+        /* bf16 rows (a bf16 residual stream): the f32 rows rounded once */
+        {
+            rt_tensor d16 = rt_tensor_alloc(g_gpu, RT_BF16, 2, s_out);
+            uint16_t *g16 = xmalloc((size_t)(n * d) * 2);
+            assert_int_equal(rt_embed(g_gpu, &d16, &dt, &di), VC_OK);
+            down(g16, &d16);
+            for (int64_t i = 0; i < n * d; i++)
+                if (g16[i] != rt_f32_to_bf16(ref[i]))
+                    fail_msg("embed %s into bf16: element %lld is %04x, expected %04x", rt_dtype_name(t),
+                             (long long)i, g16[i], rt_f32_to_bf16(ref[i]));
+            drop(&d16);
+            free(g16);
+        }
         /* out-of-range ids: host ids fail at once, device ids at the next sync */
         int32_t bad[2] = {3, (int32_t)V};
         int64_t s2[1] = {2}, so2[2] = {2, d};
@@ -322,9 +335,71 @@ static void matmul_add_case(rt_dtype t, int64_t n, int64_t in, int64_t out, int 
     free(scr);
 }
 
+/* dst bf16 (a bf16 residual stream) += x W^T over bf16 W, one GEMM with
+ * C = D bf16: against the CPU's f32 MATMUL + ADD on the same widened
+ * residual (MATMUL's bound) and against the GPU's own f32 MATMUL_ADD of
+ * the same values rounded (within two bf16 roundings: one is up to 2^-8 of
+ * an element, and cuBLAS's bf16-output kernels may round the product
+ * before C is added: session 25 measured 5.5e-3 at n = 2048, more than one
+ * rounding's 1/256 normalised). Where the GPU has no
+ * kernel (decode rows, f16 W) and on the CPU, a bf16 dst is refused. */
+static void matmul_add_bf16_case(rt_dtype t, int64_t n, int64_t in, int64_t out, bool native) {
+    void *w = rand_rows(t, out, in, 1.0f, rnd);
+    float *x = xmalloc((size_t)(n * in) * 4), *d0 = xmalloc((size_t)(n * out) * 4);
+    float *ref = xmalloc((size_t)(n * out) * 4), *got = xmalloc((size_t)(n * out) * 4),
+          *f32 = xmalloc((size_t)(n * out) * 4), *scr = xmalloc((size_t)(n * out) * 4);
+    uint16_t *d16 = xmalloc((size_t)(n * out) * 2);
+    fill(x, n * in, 1.5f);
+    fill(d0, n * out, 8.0f);
+    for (int64_t i = 0; i < n * out; i++) d16[i] = rt_f32_to_bf16(d0[i]), d0[i] = rt_bf16_to_f32(d16[i]);
+    memcpy(ref, d0, (size_t)(n * out) * 4);
+    int64_t s_w[2] = {out, in}, s_x[2] = {n, in}, s_y[2] = {n, out};
+    rt_tensor hw = rt_tensor_make(w, t, RT_DEV_CPU, 2, s_w), hx = rt_tensor_make(x, RT_F32, RT_DEV_CPU, 2, s_x);
+    rt_tensor hy = rt_tensor_make(ref, RT_F32, RT_DEV_CPU, 2, s_y), hs = rt_tensor_make(scr, RT_F32, RT_DEV_CPU, 2, s_y);
+    rt_tensor hy16 = rt_tensor_make(d16, RT_BF16, RT_DEV_CPU, 2, s_y);
+    assert_int_equal(rt_matmul_add(g_cpu, &hy16, &hx, &hw, NULL, &hs), VC_ERR_INVALID); /* no CPU kernel */
+    assert_int_equal(rt_matmul_add(g_cpu, &hy, &hx, &hw, NULL, &hs), VC_OK);
+    rt_tensor dw = up(w, t, 2, s_w), dx = up(x, RT_F32, 2, s_x), dy = up(d16, RT_BF16, 2, s_y);
+    rt_tensor dyf = up(d0, RT_F32, 2, s_y);
+    if (rt_matmul_add_native(g_gpu, &dy, &dx, &dw, NULL) != native)
+        fail_msg("matmul_add bf16 dst %s n=%lld: native %d, expected %d", rt_dtype_name(t), (long long)n, !native,
+                 native);
+    if (!native) {
+        assert_int_equal(rt_matmul_add(g_gpu, &dy, &dx, &dw, NULL, NULL), VC_ERR_INVALID);
+    } else {
+        assert_int_equal(rt_matmul_add(g_gpu, &dy, &dx, &dw, NULL, NULL), VC_OK);
+        assert_int_equal(rt_matmul_add(g_gpu, &dyf, &dx, &dw, NULL, NULL), VC_OK);
+        down(d16, &dy);
+        down(f32, &dyf);
+        for (int64_t i = 0; i < n * out; i++) got[i] = rt_bf16_to_f32(d16[i]);
+        char what[96];
+        snprintf(what, sizeof what, "bf16 dst, %s n=%lld in=%lld out=%lld vs cpu", rt_dtype_name(t), (long long)n,
+                 (long long)in, (long long)out);
+        note(RT_OP_MATMUL_ADD, nerr(got, ref, n * out), 5e-2, what);
+        double e = nerr(got, f32, n * out);
+        if (!(e <= 2.0 / 256)) fail_msg("matmul_add %s: vs the gpu's f32 MATMUL_ADD %.3e > 2/256", what, e);
+    }
+    drop(&dw);
+    drop(&dx);
+    drop(&dy);
+    drop(&dyf);
+    free(w);
+    free(x);
+    free(d0);
+    free(ref);
+    free(got);
+    free(f32);
+    free(scr);
+    free(d16);
+}
+
 static void test_matmul_add(void **st) {
     (void)st;
     NEED_GPU();
+    matmul_add_bf16_case(RT_BF16, 2048, 1024, 1024, true); /* the 0.6B's Wo at a 2048-token prefill */
+    matmul_add_bf16_case(RT_BF16, 300, 3072, 1024, true);  /* its Wdown, rows not a multiple of the tiles */
+    matmul_add_bf16_case(RT_F16, 64, 512, 256, false);     /* cuBLAS has no f16 GEMM into bf16 */
+    matmul_add_bf16_case(RT_BF16, 1, 1024, 256, false);    /* decode rows: no bf16 residual there */
     matmul_add_case(RT_BF16, 64, 1024, 768, 0, true);   /* a prefill-shaped GEMM (Wo of a small model) */
     matmul_add_case(RT_BF16, 300, 2048, 1024, 1, true); /* + bias, rows not a multiple of the tiles */
     matmul_add_case(RT_F16, 40, 512, 256, 0, true);
@@ -370,6 +445,26 @@ static void test_rmsnorm(void **st) {
             assert_int_equal(rt_rmsnorm(g_gpu, &dx, &dx, &dw, 1e-5f, (float)off), VC_OK); /* in place */
             down(got, &dx);
             note(RT_OP_RMSNORM, nerr(got, ref, nd), 1e-5, "in place");
+            /* bf16 x (a bf16 residual stream): against the CPU on the same
+             * values widened, f32 dst within f32 reordering, bf16 dst
+             * within one rounding */
+            {
+                uint16_t *xb = xmalloc((size_t)nd * 2);
+                for (int64_t i = 0; i < nd; i++) xb[i] = rt_f32_to_bf16(x[i]), x[i] = rt_bf16_to_f32(xb[i]);
+                assert_int_equal(rt_rmsnorm(g_cpu, &hy, &hx, &hw, 1e-5f, (float)off), VC_OK);
+                rt_tensor dxb = up(xb, RT_BF16, 2, s);
+                assert_int_equal(rt_rmsnorm(g_gpu, &dy, &dxb, &dw, 1e-5f, (float)off), VC_OK);
+                down(got, &dy);
+                note(RT_OP_RMSNORM, nerr(got, ref, nd), 1e-5, "bf16 x");
+                assert_int_equal(rt_rmsnorm(g_gpu, &dh, &dxb, &dw, 1e-5f, (float)off), VC_OK);
+                down(gh, &dh);
+                for (int64_t i = 0; i < nd; i++) got[i] = rt_bf16_to_f32(gh[i]);
+                double e16 = nerr(got, ref, nd);
+                if (e16 > g_worst_bf16) g_worst_bf16 = e16;
+                if (!(e16 <= 1.0 / 256)) fail_msg("rmsnorm: bf16 x, bf16 dst normalised error %.3e > 1/256", e16);
+                drop(&dxb);
+                free(xb);
+            }
             drop(&dx);
             drop(&dw);
             drop(&dy);
