@@ -168,10 +168,16 @@ static bool bf16_residual(mdl_model *m, const mdl_step_views *sv, const rt_tenso
     if (!L0->w_down.data || L0->wo.dtype != RT_BF16 || L0->w_down.dtype != RT_BF16) return false;
     for (int64_t l = 0; l < m->cfg.n_layers; l++)
         if (m->layers[l].bo.data) return false;
-    *x16 = rt_tensor_2d(sv->x.data, RT_BF16, sv->x.device, n, m->cfg.hidden);
+    /* *x16 is written only when taken: the caller's f32 view stays otherwise
+     * (session 25: written first, a step whose Wdown had no MATMUL_ADD at
+     * its n, the warm-up's 12 rows, ran f32 ops on bf16 rows and failed) */
+    rt_tensor v = rt_tensor_2d(sv->x.data, RT_BF16, sv->x.device, n, m->cfg.hidden);
     rt_tensor gin = rt_tensor_slice0(gh, 0, n);
-    return rt_matmul_add_native(m->be, x16, &sv->att, &L0->wo, NULL) &&
-           rt_matmul_add_native(m->be, x16, &gin, &L0->w_down, NULL);
+    if (!rt_matmul_add_native(m->be, &v, &sv->att, &L0->wo, NULL) ||
+        !rt_matmul_add_native(m->be, &v, &gin, &L0->w_down, NULL))
+        return false;
+    *x16 = v;
+    return true;
 }
 
 static bool tp_bf16_sums(const mdl_model *m, bool h16) {
