@@ -35,7 +35,7 @@ mkdir -p "$OUT"
 t0=$(date +%s)
 say() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 SHAPES=${VLLM_BENCH_SHAPES:-"qwen3-0.6b llama-8b"}
-CONC=${VLLM_BENCH_CONC:-"1 16 64 256"}
+CONC=${VLLM_BENCH_CONC-"1 16 64 256"} # set and empty: no concurrency rows
 BUILD=${VLLM_BENCH_BUILD:-build-gpu}
 DEV=${VLLM_BENCH_DEVICE:-cuda} # cpu: a local smoke test of this script (tiny shapes)
 PY=${PYTHON:-python3}
