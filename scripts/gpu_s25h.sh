@@ -3,7 +3,8 @@
 # s24-x16 merged (the bf16 residual stream in prefill steps) — its op
 # tests (test_cuda_ops with the bf16-dst MATMUL_ADD bound at two
 # roundings, test_model_last_rows on the GPU), then gpu_bench.sh on both
-# shapes without the concurrency sweep (VLLM_BENCH_CONC=""): decode and
+# shapes without the concurrency sweep (VLLM_BENCH_CONC=""; it ran them
+# after all: gpu_bench.sh took its default for an empty value then): decode and
 # prefill against the same-run ceilings, async == sync, HF side by side
 # and the HF oracle of our greedy ids; then the 8B's warm 2048-token TTFT
 # with and without the bf16 residual, two rounds.
