@@ -168,6 +168,10 @@ static int op_err(jj_ctx *c, const char *op, jj_val a, jj_val b) {
 
 static int repeat(jj_ctx *c, jj_val seq, int64_t k, jj_val *out) {
     if (k < 0) k = 0;
+    /* an empty sequence repeats into an empty one at once, as Python's
+     * [] * 10**17 (the loops below ran k times: found by fuzz_chat_template,
+     * a 30 s timeout on "{{ tools*0*90**9 }}") */
+    if (seq.t == JJ_STR ? seq.u.s.n == 0 : seq.u.l->n == 0) k = 0;
     if (seq.t == JJ_STR) {
         if (seq.u.s.n && (uint64_t)k > jj_max_output(c) / seq.u.s.n) return jj_error(c, "string repetition too large");
         size_t tot = seq.u.s.n * (size_t)k;

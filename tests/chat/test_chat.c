@@ -113,6 +113,8 @@ static const tcase CASES[] = {
      "ab [2.5, null, true] h\u00e9LLo w\u00f6rld", NULL},
     {"arith", "{{ 'x' ~ 1 ~ none ~ true }} {{ 10 % 3 }} {{ -10 // 3 }} {{ 2 ** 62 }} {{ 7 / 2 }}",
      "x1NoneTrue 1 -4 4611686018427387904 3.5", NULL},
+    {"empty repeat", "{{ ([] * 10 ** 17)|length }} {{ ('' * 10 ** 17)|length }} {{ ([1] * 0)|length }} {{ 'ab' * 2 }}",
+     "0 0 0 abab", NULL},
     {"raise", "{{ raise_exception('boom here') }}",
      NULL, "boom here"},
     {"undefined attr", "{{ missing.attr }}",
