@@ -8,6 +8,7 @@
 #include "model/gguf.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define MDL_MAX_EOS 8
@@ -49,6 +50,9 @@ typedef struct {
 void mdl_config_init(mdl_config *c);
 /* Parse <dir>/config.json. Errors name the file and key. */
 int mdl_config_from_hf(mdl_config *c, const char *config_json_path);
+/* The same from a config.json document in memory (n bytes; origin names
+ * it in messages): fuzz/fuzz_config.c. */
+int mdl_config_from_hf_text(mdl_config *c, const char *text, size_t n, const char *origin);
 int mdl_config_from_gguf(mdl_config *c, const gguf_ctx *g);
 /* Shared sanity checks (positive sizes, divisibility, limits). */
 int mdl_config_validate(const mdl_config *c, const char *origin);

@@ -164,11 +164,9 @@ static int parse_ids(mdl_config *c, const json_t *root) {
     return 0;
 }
 
-int mdl_config_from_hf(mdl_config *c, const char *path) {
-    mdl_config_init(c);
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) return vc_err_set(VC_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, jerr.line, jerr.text);
+/* The config of a parsed config.json document (root; path names it in
+ * messages); root stays the caller's. */
+static int from_root(mdl_config *c, json_t *root, const char *path) {
     int rc = VC_ERR_FORMAT;
     if (!json_is_object(root)) {
         vc_err_set(VC_ERR_FORMAT, "%s: not a JSON object", path);
@@ -224,6 +222,25 @@ int mdl_config_from_hf(mdl_config *c, const char *path) {
     parse_ids(c, root);
     rc = mdl_config_validate(c, path);
 done:
+    return rc;
+}
+
+int mdl_config_from_hf(mdl_config *c, const char *path) {
+    mdl_config_init(c);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) return vc_err_set(VC_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, jerr.line, jerr.text);
+    int rc = from_root(c, root, path);
+    json_decref(root);
+    return rc;
+}
+
+int mdl_config_from_hf_text(mdl_config *c, const char *text, size_t n, const char *origin) {
+    mdl_config_init(c);
+    json_error_t jerr;
+    json_t *root = json_loadb(text, n, 0, &jerr);
+    if (!root) return vc_err_set(VC_ERR_FORMAT, "%s: invalid JSON at line %d: %s", origin, jerr.line, jerr.text);
+    int rc = from_root(c, root, origin);
     json_decref(root);
     return rc;
 }

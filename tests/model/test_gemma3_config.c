@@ -56,6 +56,29 @@ static void test_v5_layout_fixture(void **st) {
     for (int l = 0; l < 7; l++) assert_int_equal(mdl_config_layer_window(&c, l), want[l]);
 }
 
+/* The in-memory entry (fuzz/fuzz_config.c's) gives the file's config,
+ * and names its origin in errors. */
+static void test_from_text(void **st) {
+    (void)st;
+    FILE *f = fopen(TINY, "rb");
+    assert_non_null(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof text);
+    mdl_config a, b;
+    assert_int_equal(mdl_config_from_hf(&a, TINY), 0);
+    assert_int_equal(mdl_config_from_hf_text(&b, text, n, "mem"), 0);
+    assert_string_equal(a.arch, b.arch);
+    assert_true(a.hidden == b.hidden && a.n_layers == b.n_layers && a.n_heads == b.n_heads &&
+                a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim && a.vocab == b.vocab &&
+                a.swa_pattern == b.swa_pattern && a.sliding_window == b.sliding_window &&
+                a.rope_theta == b.rope_theta && a.attn_scale == b.attn_scale && a.n_eos == b.n_eos);
+    assert_int_equal(mdl_config_from_hf_text(&b, text, n / 2, "half.json"), VC_ERR_FORMAT);
+    assert_non_null(strstr(vc_err_msg(), "half.json"));
+    assert_int_equal(mdl_config_from_hf_text(&b, "[1]", 3, "list.json"), VC_ERR_FORMAT);
+}
+
 static void test_legacy_layout(void **st) {
     (void)st;
     mdl_config c;
@@ -154,7 +177,7 @@ static void test_q5_0_repack(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_v5_layout_fixture), cmocka_unit_test(test_legacy_layout),
+        cmocka_unit_test(test_v5_layout_fixture), cmocka_unit_test(test_from_text), cmocka_unit_test(test_legacy_layout),
         cmocka_unit_test(test_layer_types), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_q5_0_repack),
     };
