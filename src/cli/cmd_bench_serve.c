@@ -106,12 +106,20 @@ static void *client(void *arg) {
         sse_state st = {.r = r, .t0 = vc_now_s()};
         vc_strbuf out = {0};
         int status = 0;
-        if (body && r->itl && cli_http_call(b->t, "POST", "/v1/completions", body, on_sse, &st, &status, &out) == 0 &&
-            status == 200 && st.got_first) {
+        int rc = body && r->itl ? cli_http_call(b->t, "POST", "/v1/completions", body, on_sse, &st, &status, &out)
+                                : VC_ERR_OOM;
+        /* a failed request says why on stderr: refused, cut, or a stream
+         * without text (vLLM's benchmark counts that one failed too: no
+         * first token to time) */
+        if (rc == 0 && status == 200 && st.got_first) {
             r->e2e = vc_now_s() - st.t0;
             r->ok = true;
         } else if (status && status != 200) {
             fprintf(stderr, "vllm bench serve: request %lld: HTTP %d %s\n", (long long)i, status, out.s ? out.s : "");
+        } else if (rc < 0) {
+            fprintf(stderr, "vllm bench serve: request %lld: %s\n", (long long)i, vc_err_msg());
+        } else {
+            fprintf(stderr, "vllm bench serve: request %lld: no text in the stream\n", (long long)i);
         }
         vc_sb_free(&out);
         free(body);

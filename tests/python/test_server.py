@@ -514,11 +514,15 @@ def test_bench_serve_client(server, vllm_bin):
     assert float(vals["Mean E2EL (ms)"]) >= float(vals["Mean TTFT (ms)"])
     # --vocab-size: no /detokenize probing (for servers without one); ids
     # past the model's vocabulary are refused by the server, so a size over
-    # it shows in failed requests, one within it in none
+    # it shows in refused requests, one within it in none. (Not "every
+    # request succeeded": ids in [8, 64) are byte tokens here, and a sampled
+    # answer of incomplete UTF-8 bytes streams no text, which bench serve
+    # counts as failed, as vLLM's does: session 25 saw 1 of 2 once.)
     r = subprocess.run([str(vllm_bin), "bench", "serve", "--base-url", server.base, "--num-prompts", "2",
                         "--random-input-len", "8", "--random-output-len", "2", "--vocab-size", "64"],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and re.search(r"^Successful requests:\s+2$", r.stdout, re.M), r.stderr
+    bad = [ln for ln in r.stderr.splitlines() if ": request " in ln and not ln.endswith("no text in the stream")]
+    assert not bad and re.search(r"^Successful requests:\s+[0-2]$", r.stdout, re.M), r.stderr
     r = subprocess.run([str(vllm_bin), "bench", "serve", "--base-url", server.base, "--num-prompts", "2",
                         "--random-input-len", "8", "--random-output-len", "2", "--vocab-size", str(1 << 24)],
                        capture_output=True, text=True, timeout=120)
