@@ -515,10 +515,10 @@ def test_bench_serve_client(server, vllm_bin):
     # --vocab-size: no /detokenize probing (for servers without one); ids
     # past the model's vocabulary are refused by the server, so a size over
     # it shows in refused requests, one within it in none. (Not "every
-    # request succeeded": ids in [8, 64) are byte tokens here, and a sampled
-    # answer of incomplete UTF-8 bytes streams no text, which bench serve
-    # counts as failed, as vLLM's does; session 25 saw "1 of 2 failed" once,
-    # before failures said why.)
+    # request succeeded": ids in [8, 64) are special and single-byte tokens
+    # here, and a sampled answer of special tokens streams no text, which
+    # bench serve counts as failed, as vLLM's does; session 25 saw "1 of 2
+    # failed" once, under load, before failures said why.)
     r = subprocess.run([str(vllm_bin), "bench", "serve", "--base-url", server.base, "--num-prompts", "2",
                         "--random-input-len", "8", "--random-output-len", "2", "--vocab-size", "64"],
                        capture_output=True, text=True, timeout=120)
