@@ -12,6 +12,7 @@
  */
 #include "base/err.h"
 #include "model/config.h"
+#include "fuzz_seeds.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +22,6 @@
 static volatile int64_t g_sink;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mdl_config c;
@@ -72,13 +72,4 @@ static void emit_seeds(const char *dir) {
          "\"final_logit_softcapping\":null,\"attn_logit_softcapping\":null}");
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    const char *dir = getenv("VLLM_FUZZ_EMIT_SEEDS");
-    if (dir) {
-        emit_seeds(dir);
-        exit(0);
-    }
-    return 0;
-}
+FUZZ_SEEDS_INIT(emit_seeds)

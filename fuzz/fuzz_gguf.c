@@ -9,6 +9,7 @@
  */
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "fuzz_seeds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,13 +117,4 @@ static void emit_seeds(const char *dir) {
     emit(dir, "align64.gguf", w);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    const char *dir = getenv("VLLM_FUZZ_EMIT_SEEDS");
-    if (dir) {
-        emit_seeds(dir);
-        exit(0);
-    }
-    return 0;
-}
+FUZZ_SEEDS_INIT(emit_seeds)

@@ -7,6 +7,7 @@
  * valid files into DIR and exits (scripts/fuzz_smoke.sh).
  */
 #include "model/safetensors.h"
+#include "fuzz_seeds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,13 +64,4 @@ static void emit_seeds(const char *dir) {
          36);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    const char *dir = getenv("VLLM_FUZZ_EMIT_SEEDS");
-    if (dir) {
-        emit_seeds(dir);
-        exit(0);
-    }
-    return 0;
-}
+FUZZ_SEEDS_INIT(emit_seeds)
